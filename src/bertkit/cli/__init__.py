@@ -1,0 +1,1 @@
+"""Command-line interface: one registry of subcommands (see ``bertkit.cli.main.COMMANDS``)."""

@@ -1,0 +1,68 @@
+"""The ``bertkit`` command: one registry mapping subcommands to thin modules over library code.
+
+Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Modules import heavy libraries (torch) inside ``run`` so ``bertkit --help`` stays fast.
+Errors derived from BertkitError print as one line (no traceback) unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> module under bertkit.cli
+COMMANDS: dict[str, str] = {
+    "quickstart": "bertkit.cli.quickstart",
+    "train-vocab": "bertkit.cli.vocab",
+    "tokenize": "bertkit.cli.tokenize",
+    "prepare-pretraining": "bertkit.cli.prepare",
+    "pretrain": "bertkit.cli.pretrain",
+    "finetune": "bertkit.cli.finetune",
+    "evaluate": "bertkit.cli.evaluate",
+    "predict": "bertkit.cli.predict",
+    "embed": "bertkit.cli.embed",
+    "fill-mask": "bertkit.cli.fill_mask",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertkit", description="BERT, from raw text to a usable encoder.")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name == module_name:  # command not built yet
+                continue
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    from bertkit.errors import BertkitError
+
+    try:
+        return int(args._run(args) or 0)
+    except BertkitError as e:
+        if args.debug:
+            raise
+        print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"bertkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

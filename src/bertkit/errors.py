@@ -1,0 +1,34 @@
+"""Errors that reach users as one clear line (file, line, what was expected)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BertkitError(Exception):
+    """Base class for errors bertkit reports to users without a traceback (unless --debug)."""
+
+
+class InputError(BertkitError):
+    """Bad input data: names the file, the 1-based line when known, and what was expected.
+
+    >>> str(InputError("train.tsv", 12, "expected 2 tab-separated columns, got 3"))
+    'train.tsv:12: expected 2 tab-separated columns, got 3'
+    """
+
+    def __init__(self, path: str | Path | None, line: int | None, message: str) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.message = message
+        where = self.path or "<input>"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigError(BertkitError):
+    """A configuration value or combination that cannot work."""
+
+
+class CheckpointError(BertkitError):
+    """A checkpoint that is missing, corrupt, unsafe to load, or does not match the model."""

@@ -1,0 +1,110 @@
+"""Atomic file output: write to a temporary file in the same folder, fsync, then rename.
+
+A crash (or SIGKILL) at any moment leaves either the old file or the complete new one, never a
+half-written file under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from bertkit.errors import BertkitError
+
+
+def fsync_dir(path: str | Path) -> None:
+    """Flush a directory entry (the rename itself) to disk where the OS allows it."""
+    try:
+        fd = os.open(str(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; on success fsync and rename it over ``path``.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    Raises BertkitError with the path when the folder cannot be written or the disk is full.
+    """
+    path = Path(path)
+    binary = "b" in mode
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise BertkitError(f"{path}: cannot write here ({e.strerror or e})") from e
+    try:
+        with os.fdopen(fd, mode, encoding=None if binary else encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise BertkitError(f"{path}: write failed ({e.strerror or e})") from e
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_write(path, "wb") as f:
+        f.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_write(path, "w") as f:
+        f.write(text)
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming.
+
+    With ``errors="strict"`` invalid UTF-8 raises InputError naming the file and line; with
+    ``errors="replace"`` the bad bytes become U+FFFD.
+    """
+    from bertkit.errors import InputError
+
+    path = Path(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError as e:
+        raise InputError(path, None, "file not found") from e
+    except OSError as e:
+        raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
+    with f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as e:
+                raise InputError(
+                    path,
+                    n,
+                    f"invalid UTF-8 at byte {e.start} of the line (expected UTF-8 text; "
+                    "pass --encoding-errors replace to substitute U+FFFD)",
+                ) from e
+            yield n, line.rstrip("\r\n")

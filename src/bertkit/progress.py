@@ -1,0 +1,22 @@
+"""Progress bars (rate and ETA) that stay quiet when stderr is not a terminal unless asked."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def progress(iterable: Iterable[T] | None = None, *, enabled: bool | None = None, **kwargs: Any):
+    """A tqdm bar on stderr. ``enabled=None`` shows it on a TTY, or when BERTKIT_PROGRESS=1."""
+    from tqdm.auto import tqdm
+
+    if enabled is None:
+        env = os.environ.get("BERTKIT_PROGRESS")
+        enabled = sys.stderr.isatty() if env is None else env not in ("0", "", "false")
+    kwargs.setdefault("dynamic_ncols", True)
+    kwargs.setdefault("mininterval", 0.5)
+    return tqdm(iterable, disable=not enabled, file=sys.stderr, **kwargs)
