@@ -24,7 +24,20 @@ _EXPORTS: dict[str, str] = {
     "save_pretrained": "bertkit.interop",
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [
+    "BertConfig",
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertTokenizer",
+    "__version__",
+    "load_pretrained",
+    "save_pretrained",
+]
 
 
 def __getattr__(name: str) -> Any:

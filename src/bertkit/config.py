@@ -61,8 +61,15 @@ class BertConfig:
     """Keys of a loaded config.json that bertkit does not use; written back on save."""
 
     def __post_init__(self) -> None:
-        positive = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                    "intermediate_size", "max_position_embeddings", "type_vocab_size")
+        positive = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -108,7 +115,9 @@ class BertConfig:
         """Build from a config.json dictionary; unknown keys are kept in ``extra``."""
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in d.items() if k in names}
-        extra = {k: v for k, v in d.items() if k not in names and k not in ("model_type", "label2id")}
+        extra = {
+            k: v for k, v in d.items() if k not in names and k not in ("model_type", "label2id")
+        }
         if "num_labels" not in known and "id2label" not in known and "label2id" in d:
             known["num_labels"] = len(d["label2id"])
         try:
@@ -143,8 +152,12 @@ class BertConfig:
 
 
 def _size(layers: int, hidden: int, heads: int) -> dict[str, int]:
-    return {"num_hidden_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
-            "intermediate_size": 4 * hidden}
+    return {
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden,
+    }
 
 
 # Google's small BERTs use H/64 heads; the paper's Base and Large are L12/H768/A12 and L24/H1024/A16.

@@ -32,7 +32,9 @@ def fsync_dir(path: str | Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+def atomic_write(
+    path: str | Path, mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; on success fsync and rename it over ``path``.
 
     On any exception the temporary file is removed and ``path`` is left untouched.
@@ -91,7 +93,7 @@ def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[
 
     path = Path(path)
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
     except FileNotFoundError as e:
         raise InputError(path, None, "file not found") from e
     except OSError as e:

@@ -27,7 +27,9 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertkit", description="BERT, from raw text to a usable encoder.")
+    parser = argparse.ArgumentParser(
+        prog="bertkit", description="BERT, from raw text to a usable encoder."
+    )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
@@ -38,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+        p.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks"
+        )
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of bertkit against reference implementations (run: python -m benchmarks)."""

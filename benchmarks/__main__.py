@@ -1,0 +1,128 @@
+"""Run the speed benchmarks side by side and print a markdown table (+ JSON).
+
+python -m benchmarks                 # all rows (about 20-30 minutes on 2 cores)
+python -m benchmarks --quick         # fewer repeats, no base rows
+python -m benchmarks --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import random
+
+import torch
+
+from benchmarks.flops import matmul_peak_gflops
+from benchmarks.speed import Row, finetune_row, inference_row, pretraining_row
+
+IMPLS = ("bertkit", "hf-sdpa", "hf-eager")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="fewer repeats; skip the base rows")
+    ap.add_argument(
+        "--only", default="", help="comma list of row groups: pretrain,finetune,infer,tokenizer"
+    )
+    ap.add_argument("--json", default="benchmarks/results.json", help="where to write the results")
+    args = ap.parse_args(argv)
+    groups = (
+        set(args.only.split(",")) if args.only else {"pretrain", "finetune", "infer", "tokenizer"}
+    )
+    reps = 3 if args.quick else 5
+
+    peaks = {p: matmul_peak_gflops(p) for p in ("float32", "bfloat16")}
+    print(
+        f"matmul peak (2048^3, best of 10): fp32 {peaks['float32']:.0f} GFLOP/s, "
+        f"bf16 {peaks['bfloat16']:.0f} GFLOP/s; torch threads {torch.get_num_threads()}"
+    )
+    rows: list[Row] = []
+    if "pretrain" in groups:
+        sizes = ["tiny", "mini", "small"] + ([] if args.quick else ["base"])
+        for precision in ("fp32", "bf16"):
+            for size in sizes:
+                batch = 32 if size != "base" else 8
+                rows.append(
+                    pretraining_row(size, precision, batch, 128, reps if size != "base" else 2)
+                )
+                _print_row(rows[-1], peaks)
+    if "finetune" in groups:
+        for precision in ("fp32", "bf16"):
+            rows.append(finetune_row(precision, 32, 128, reps))
+            _print_row(rows[-1], peaks)
+    if "infer" in groups:
+        rng = random.Random(0)
+        mixed = [rng.randint(8, 128) for _ in range(32)]
+        for precision in ("fp32", "bf16"):
+            rows.append(inference_row(precision, 32, [128] * 32, "uniform 128", reps))
+            _print_row(rows[-1], peaks)
+            rows.append(inference_row(precision, 32, mixed, "mixed 8..128", reps))
+            _print_row(rows[-1], peaks)
+    table = markdown_table(rows, peaks)
+    extra = ""
+    if "tokenizer" in groups:
+        from benchmarks.tokenizer import summary_rows
+
+        extra = summary_rows()
+    print()
+    print(
+        f"Measured {dt.date.today().isoformat()} on {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
+    print(table)
+    if extra:
+        print(extra)
+    results = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "peak_gflops": peaks,
+        "rows": [
+            {
+                "name": r.name,
+                "precision": r.precision,
+                "unit": r.unit,
+                "rate": {i: r.rate(i) for i in r.seconds},
+                "mfu": {i: r.mfu(i, _peak(r, peaks)) for i in r.seconds},
+                "seconds": r.seconds,
+            }
+            for r in rows
+        ],
+    }
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=2)
+    return 0
+
+
+def _peak(row: Row, peaks: dict[str, float]) -> float:
+    return peaks["bfloat16" if row.precision == "bf16" else "float32"]
+
+
+def _print_row(row: Row, peaks: dict[str, float]) -> None:
+    parts = [
+        f"{i} {row.rate(i):,.0f} {row.unit} (MFU {row.mfu(i, _peak(row, peaks)):.0%})"
+        for i in row.seconds
+    ]
+    print(f"{row.name} [{row.precision}]: " + "; ".join(parts), flush=True)
+
+
+def markdown_table(rows: list[Row], peaks: dict[str, float]) -> str:
+    lines = [
+        "| benchmark | precision | bertkit | HF sdpa | HF eager | bertkit / sdpa | MFU bertkit | MFU sdpa |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        p = _peak(r, peaks)
+        lines.append(
+            f"| {r.name} | {r.precision} | {r.rate('bertkit'):,.0f} {r.unit} | {r.rate('hf-sdpa'):,.0f} | "
+            f"{r.rate('hf-eager'):,.0f} | {r.rate('bertkit') / r.rate('hf-sdpa'):.2f}x | "
+            f"{r.mfu('bertkit', p):.0%} | {r.mfu('hf-sdpa', p):.0%} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""Model FLOP counts used for utilisation (MFU) figures.
+
+Counts only *useful* multiply-adds (2 FLOPs each) of a BERT pre-training or inference step, the same
+for every implementation, so a faster implementation shows as a higher utilisation:
+
+Per sequence of T tokens, with L layers, hidden H, feed-forward I, vocabulary V and M masked
+positions, the forward pass costs
+
+    encoder    L * (2*T*4*H*H  [Q, K, V, output projections]
+                    + 2*T*2*H*I [feed-forward in and out]
+                    + 2*2*T*T*H) [scores Q K^T and the weighted sum P V]
+    pooler     2*H*H            (on [CLS]) + NSP classifier 2*H*2
+    MLM head   M * (2*H*H + 2*H*V)   transform + decoder, at the masked positions only
+
+Embedding lookups, LayerNorm, softmax and activations are not counted (they are not matmuls).
+A training step is 3x the forward FLOPs (backward = 2x forward). For inference on mixed lengths,
+T is each sequence's own length: padding is not useful work. Implementations that run the MLM
+decoder over all T positions (Hugging Face) do extra work that is deliberately not counted.
+"""
+
+from __future__ import annotations
+
+
+def encoder_flops(
+    tokens: int, layers: int, hidden: int, intermediate: int, seq_len: int | None = None
+) -> float:
+    """Forward FLOPs of the encoder stack for ``tokens`` tokens in sequences of ``seq_len``."""
+    seq_len = tokens if seq_len is None else seq_len
+    dense = 2 * tokens * (4 * hidden * hidden + 2 * hidden * intermediate)
+    attention = 2 * 2 * tokens * seq_len * hidden
+    return float(layers * (dense + attention))
+
+
+def pretraining_step_flops(
+    batch: int,
+    seq_len: int,
+    masked_per_seq: int,
+    layers: int,
+    hidden: int,
+    intermediate: int,
+    vocab: int,
+) -> float:
+    """Useful FLOPs of one pre-training step (forward + backward) on a full (B, T) batch."""
+    fwd = encoder_flops(batch * seq_len, layers, hidden, intermediate, seq_len)
+    fwd += batch * (2 * hidden * hidden + 2 * hidden * 2)
+    fwd += batch * masked_per_seq * (2 * hidden * hidden + 2 * hidden * vocab)
+    return 3.0 * fwd
+
+
+def inference_flops(lengths: list[int], layers: int, hidden: int, intermediate: int) -> float:
+    """Useful forward FLOPs of the encoder + pooler for sequences of the given true lengths."""
+    total = sum(encoder_flops(t, layers, hidden, intermediate, t) for t in lengths)
+    return total + len(lengths) * 2 * hidden * hidden
+
+
+def matmul_peak_gflops(dtype_name: str = "float32", n: int = 2048, repeats: int = 10) -> float:
+    """Best observed GFLOP/s of an n x n x n matmul in this process (the machine's practical peak)."""
+    import time
+
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    for _ in range(2):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
