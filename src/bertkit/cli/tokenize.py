@@ -1,0 +1,143 @@
+"""`bertkit tokenize`: lines in, one JSON object per line out (ids, types, tokens, offsets)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HELP = "tokenize lines (stdin or --input) into JSON lines with input_ids, tokens and offsets"
+_CHUNK = 512
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
+    p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
+    p.add_argument("--pair", action="store_true", help="each line holds two tab-separated texts")
+    p.add_argument(
+        "--max-length", type=int, default=None, help="truncate to N tokens (specials included)"
+    )
+    p.add_argument(
+        "--truncation",
+        default="longest_first",
+        choices=("longest_first", "only_first", "only_second"),
+    )
+    p.add_argument("--no-special-tokens", action="store_true", help="omit [CLS]/[SEP]")
+    p.add_argument("--input", type=Path, default=None, help="read this file instead of stdin")
+    p.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="write here (atomically: all or nothing) instead of stdout",
+    )
+    p.add_argument("--workers", type=int, default=1, help="worker processes")
+    p.add_argument(
+        "--encoding-errors",
+        choices=("strict", "replace"),
+        default="strict",
+        help="invalid UTF-8: stop with an error naming file and line, or use U+FFFD",
+    )
+
+
+def _encode_lines(tok: Any, job: tuple[list[tuple[str, str | None]], dict[str, Any]]) -> str:
+    """JSON lines for a chunk of (text, pair) items (runs in worker processes)."""
+    items, kw = job
+    out = []
+    itos = tok.vocab.id_to_token
+    for text, pair in items:
+        e = tok.encode(text, pair, **kw)
+        obj = {
+            "input_ids": e.input_ids,
+            "token_type_ids": e.token_type_ids,
+            "tokens": [itos[i] for i in e.input_ids],
+            "offsets": e.offsets,
+        }
+        out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return "".join(out)
+
+
+def _check_utf8(path: Path) -> None:
+    """Fail before writing anything if the file is not valid UTF-8 (names the line)."""
+    from bertkit.io import read_text_lines
+
+    for _ in read_text_lines(path):
+        pass
+
+
+def _raw_lines(args: argparse.Namespace) -> Iterator[tuple[int, str]]:
+    from bertkit.errors import InputError
+    from bertkit.io import read_text_lines
+
+    if args.input is not None:
+        yield from read_text_lines(args.input, errors=args.encoding_errors)
+        return
+    for n, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            line = raw.decode("utf-8", errors=args.encoding_errors)
+        except UnicodeDecodeError as e:
+            raise InputError(
+                "<stdin>",
+                n,
+                f"invalid UTF-8 at byte {e.start} of the line "
+                "(expected UTF-8 text; pass --encoding-errors replace)",
+            ) from e
+        yield n, line.rstrip("\r\n")
+
+
+def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple[list, dict]]:
+    from bertkit.errors import InputError
+
+    where = str(args.input) if args.input is not None else "<stdin>"
+    items: list[tuple[str, str | None]] = []
+    for n, line in _raw_lines(args):
+        bar.update(1)
+        if args.pair:
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise InputError(where, n, f"expected 2 tab-separated texts, got {len(parts)}")
+            items.append((parts[0], parts[1]))
+        else:
+            items.append((line, None))
+        if len(items) >= _CHUNK:
+            yield items, kw
+            items = []
+    if items:
+        yield items, kw
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.errors import InputError
+    from bertkit.io import atomic_write
+    from bertkit.progress import progress
+    from bertkit.tokenizer import BertTokenizer
+    from bertkit.tokenizer.parallel import imap_chunks
+
+    if args.input is not None and not args.input.is_file():
+        raise InputError(args.input, None, "file not found")
+    if args.input is not None and args.encoding_errors == "strict":
+        _check_utf8(args.input)
+    tok = BertTokenizer(args.vocab, do_lower_case=not args.cased)
+    kw = {
+        "add_special_tokens": not args.no_special_tokens,
+        "max_length": args.max_length,
+        "truncation": args.truncation if args.max_length is not None else False,
+    }
+    total = None
+    if args.input is not None:
+        with open(args.input, "rb") as f:
+            total = sum(1 for _ in f)
+    with progress(total=total, desc="tokenizing", unit=" lines") as bar:
+        results = imap_chunks(tok, _encode_lines, _chunks(args, kw, bar), args.workers)
+        if args.output is not None:
+            with atomic_write(args.output) as f:
+                for block in results:
+                    f.write(block)
+        else:
+            out = sys.stdout
+            for block in results:
+                out.write(block)
+            out.flush()
+    return 0

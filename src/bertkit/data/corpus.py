@@ -1,0 +1,281 @@
+"""Streaming corpus readers for pre-training: raw text files -> documents -> sentences.
+
+A *document* is a list of sentences (strings); next-sentence prediction draws its "actual next"
+segment from within one document and its "random next" segment from another one, so document
+boundaries matter. Four input formats are read, one file at a time, never holding more than one
+document in memory:
+
+``bert``
+    The original google-research/bert format: one sentence per line, a blank line between
+    documents.
+``wikiextractor``
+    WikiExtractor output: ``<doc id=... title=...>`` ... ``</doc>``; the first non-blank line
+    inside a doc is the title (dropped); every other non-blank line is a paragraph, split into
+    sentences with :func:`split_sentences`.
+``jsonl``
+    One JSON object per line holding the document text in a string field (``text`` by default);
+    the text is split into paragraphs on newlines, then into sentences.
+``paragraphs``
+    Plain prose: lines are joined until a blank line; each paragraph is one document, split into
+    sentences.
+
+``auto`` (the default) picks a format per file from its first lines (see :func:`detect_format`).
+
+Sentence splitting is rule based (no model, no dependency), tuned for Wikipedia prose; the rules
+are documented on :func:`split_sentences`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertkit.errors import InputError
+from bertkit.io import read_text_lines
+
+FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs")
+
+# Abbreviations after which a period does not end a sentence even before a capital or a digit
+# (titles, reference words, months, Latin). Compared lower-cased, without the final period.
+# Words like "Inc." or "etc." are left out on purpose: they end sentences often, and when they do
+# not, the next word is usually lower-case, which already prevents a split.
+ABBREVIATIONS = frozenset(
+    """
+    mr mrs ms dr prof sr jr st mt ft gen col lt maj sgt capt cpt adm cmdr gov sen rep rev hon pres
+    messrs mme mlle fr br sta
+    vs v e.g i.e cf ca c fl approx est no nos vol vols fig figs pp p ch sec art op al ed eds trans
+    jan feb mar apr jun jul aug sep sept oct nov dec
+    """.split()  # noqa: SIM905 (a word list reads better than a list literal)
+)
+
+# A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace.
+_BOUNDARY = re.compile(r"[.!?]+[\"'\u2019\u201d)\]]*\s+")
+# Characters that may open the next sentence before its first letter.
+_OPENERS = "\"'\u2018\u201c([\u00bf\u00a1"
+# "U.S", "e.g", "U.S.A" (the final period already removed): dotted abbreviations and initials.
+_DOTTED = re.compile(r"^(?:[^\W\d_]\.)+[^\W\d_]$")
+
+
+def _ends_with_abbreviation(before: str) -> bool:
+    """True when the word ending ``before`` (text up to, not including, the period) is an
+    abbreviation or initial, so the period is not a sentence end."""
+    m = re.search(r"(\S+)$", before)
+    if not m:
+        return False
+    word = m.group(1).lstrip(_OPENERS)
+    if not word:
+        return False
+    if len(word) == 1 and word.isalpha():  # an initial: "J. R. R. Tolkien", "George W. Bush"
+        return True
+    if _DOTTED.match(word):  # "U.S.", "e.g.", "Ph.D" style
+        return True
+    return word.lower() in ABBREVIATIONS
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences with rules tuned for Wikipedia text.
+
+    A sentence ends at ``.``, ``!`` or ``?`` (or a run of them, e.g. ``...`` or ``?!``), which may
+    be followed by closing quotes or brackets, then whitespace, then a next sentence that starts
+    (after optional opening quotes/brackets) with an upper-case letter or a digit. A period does
+    not end a sentence when the word before it is:
+
+    - an initial (one letter): ``J. R. R. Tolkien``, ``George W. Bush``;
+    - a dotted abbreviation: ``U.S.``, ``e.g.``, ``i.e.``, ``Ph.D.``;
+    - a listed abbreviation (:data:`ABBREVIATIONS`): ``Mr.``, ``Dr.``, ``St.``, ``No.``, ``Jan.``.
+
+    Decimals (``3.14``), URLs and version numbers never split because no whitespace follows the
+    period. Known limits: a sentence that really ends with ``U.S.`` or an initial is joined to the
+    next one, and a sentence starting with a lower-case word is not split off.
+
+    >>> split_sentences('Mr. Smith paid $3.50 in the U.S. He left. "Why?" she asked. (It rained.) Then')
+    ['Mr. Smith paid $3.50 in the U.S. He left.', '"Why?" she asked.', '(It rained.)', 'Then']
+    """
+    text = text.strip()
+    sentences: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        nxt = text[m.end() :].lstrip(_OPENERS)
+        if not nxt or not (nxt[0].isupper() or nxt[0].isdigit()):
+            continue
+        punct = m.group(0)
+        single_period = punct.rstrip().rstrip("\"'\u2019\u201d)]") == "."
+        if single_period and _ends_with_abbreviation(text[start : m.start()]):
+            continue
+        sentence = text[start : m.end()].strip()
+        if sentence:
+            sentences.append(sentence)
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        sentences.append(tail)
+    return sentences
+
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    """How to read a corpus.
+
+    format: one of :data:`FORMATS`; ``auto`` detects per file.
+    text_field: the JSONL field holding the document text.
+    encoding_errors: ``strict`` (invalid UTF-8 -> InputError with file and line) or ``replace``.
+    """
+
+    format: str = "auto"
+    text_field: str = "text"
+    encoding_errors: str = "strict"
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
+        if self.encoding_errors not in ("strict", "replace"):
+            raise ValueError("encoding_errors must be 'strict' or 'replace'")
+
+
+def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines: int = 200) -> str:
+    """Guess a file's format from its first ``probe_lines`` non-blank lines.
+
+    Rules, in order: first non-blank line starts with ``<doc`` -> ``wikiextractor``; it parses
+    as a JSON object -> ``jsonl``; at least 80% of the probed lines are one sentence each that
+    ends with terminal punctuation (``.!?`` possibly followed by a quote or bracket) ->
+    ``bert``; otherwise ``paragraphs`` (wrapped or multi-sentence lines). An empty file reads as
+    ``bert`` (no documents either way).
+    """
+    lines: list[str] = []
+    for _, line in read_text_lines(path, encoding_errors):
+        if line.strip():
+            lines.append(line.strip())
+            if len(lines) >= probe_lines:
+                break
+    if not lines:
+        return "bert"
+    first = lines[0]
+    if first.startswith("<doc"):
+        return "wikiextractor"
+    if first.startswith("{"):
+        try:
+            if isinstance(json.loads(first), dict):
+                return "jsonl"
+        except json.JSONDecodeError:
+            pass
+    one_sentence = sum(
+        1
+        for line in lines
+        if re.search(r"[.!?][\"'\u2019\u201d)\]]*$", line) and len(split_sentences(line)) == 1
+    )
+    return "bert" if one_sentence >= 0.8 * len(lines) else "paragraphs"
+
+
+def _split_paragraph_text(text: str) -> list[str]:
+    """Sentences of a text whose lines are paragraphs."""
+    out: list[str] = []
+    for para in text.split("\n"):
+        if para.strip():
+            out.extend(split_sentences(para))
+    return out
+
+
+def _read_bert(path: Path, errors: str) -> Iterator[list[str]]:
+    doc: list[str] = []
+    for _, line in read_text_lines(path, errors):
+        line = line.strip()
+        if line:
+            doc.append(line)
+        elif doc:
+            yield doc
+            doc = []
+    if doc:
+        yield doc
+
+
+def _read_paragraphs(path: Path, errors: str) -> Iterator[list[str]]:
+    para: list[str] = []
+    for _, line in read_text_lines(path, errors):
+        line = line.strip()
+        if line:
+            para.append(line)
+        elif para:
+            if sentences := split_sentences(" ".join(para)):
+                yield sentences
+            para = []
+    if para and (sentences := split_sentences(" ".join(para))):
+        yield sentences
+
+
+def _read_wikiextractor(path: Path, errors: str) -> Iterator[list[str]]:
+    doc: list[str] | None = None  # None: outside a <doc>
+    doc_line = 0
+    title_seen = False
+    for n, line in read_text_lines(path, errors):
+        stripped = line.strip()
+        if doc is None:
+            if not stripped:
+                continue
+            if not stripped.startswith("<doc"):
+                raise InputError(path, n, "expected '<doc ...>' (WikiExtractor format)")
+            doc, doc_line, title_seen = [], n, False
+        elif stripped.startswith("<doc"):
+            raise InputError(path, n, f"expected '</doc>' closing the <doc> of line {doc_line}")
+        elif stripped == "</doc>":
+            if doc:
+                yield doc
+            doc = None
+        elif stripped:
+            if not title_seen:  # WikiExtractor repeats the title as the first line
+                title_seen = True
+            else:
+                doc.extend(split_sentences(stripped))
+    if doc is not None:
+        raise InputError(path, doc_line, "expected '</doc>' before the end of the file")
+
+
+def _read_jsonl(path: Path, errors: str, field: str) -> Iterator[list[str]]:
+    expected = f"expected a JSON object with a string field {field!r}"
+    for n, line in read_text_lines(path, errors):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(path, n, f"{expected} (invalid JSON: {e.msg})") from e
+        if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
+            raise InputError(path, n, expected)
+        if sentences := _split_paragraph_text(obj[field]):
+            yield sentences
+
+
+def read_file_documents(
+    path: str | Path, options: CorpusOptions | None = None
+) -> Iterator[list[str]]:
+    """Yield the non-empty documents of one file, streaming (bounded by the largest document)."""
+    options = options or CorpusOptions()
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, "file not found (expected a text corpus file)")
+    fmt = options.format
+    if fmt == "auto":
+        fmt = detect_format(path, options.encoding_errors)
+    if fmt == "bert":
+        yield from _read_bert(path, options.encoding_errors)
+    elif fmt == "paragraphs":
+        yield from _read_paragraphs(path, options.encoding_errors)
+    elif fmt == "wikiextractor":
+        yield from _read_wikiextractor(path, options.encoding_errors)
+    else:
+        yield from _read_jsonl(path, options.encoding_errors, options.text_field)
+
+
+def read_documents(
+    paths: Iterable[str | Path],
+    format: str = "auto",
+    *,
+    text_field: str = "text",
+    encoding_errors: str = "strict",
+) -> Iterator[list[str]]:
+    """Yield documents (lists of sentences) from each file in turn; see the module docstring."""
+    options = CorpusOptions(format, text_field, encoding_errors)
+    for path in paths:
+        yield from read_file_documents(path, options)

@@ -1,0 +1,277 @@
+"""Raw text files -> sharded pre-training instances (the library side of ``prepare-pretraining``).
+
+Work is split by input file: each file is read, tokenized and turned into instances by one
+worker process with its own RNG, ``derive_rng(seed, file_index, stream)``, so the output does not
+depend on the number of workers. Memory per worker is bounded by the instance builder's chunk
+(``InstanceConfig.buffer_docs`` / ``buffer_tokens``) and the shard writer's ``shard_size``, not by
+the corpus size. Everything is written into a hidden staging folder next to the output; the
+manifest is written last and the folder renamed into place only when all files succeeded, so an
+interrupted run leaves no half-written output under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bertkit.data.corpus import CorpusOptions, detect_format, read_file_documents
+from bertkit.data.masking import MaskingSpec, derive_rng
+from bertkit.data.pretraining import ChunkedInstanceBuilder, InstanceConfig, tokenize_document
+from bertkit.data.shards import ShardWriter, write_manifest
+from bertkit.errors import BertkitError, InputError
+from bertkit.io import fsync_dir, read_text_lines, sha256_file
+from bertkit.progress import progress
+
+# RNG stream numbers within a file's key (seed, file_index, stream).
+_TRAIN, _EVAL, _HOLDOUT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    """Everything that decides the output (recorded in the manifest's ``settings``)."""
+
+    max_seq_length: int = 128
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    whole_word_mask: bool = False
+    dynamic_masking: bool = False
+    do_lower_case: bool = True
+    seed: int = 12345
+    shard_size: int = 10_000
+    holdout_fraction: float = 0.0
+    format: str = "auto"
+    text_field: str = "text"
+    encoding_errors: str = "strict"
+    buffer_docs: int = 1000
+    buffer_tokens: int = 250_000
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.holdout_fraction < 1.0:
+            raise BertkitError("holdout fraction must be in [0, 1)")
+        if self.shard_size < 1:
+            raise BertkitError("shard size must be >= 1")
+
+    def instance_config(self) -> InstanceConfig:
+        return InstanceConfig(
+            self.max_seq_length,
+            self.short_seq_prob,
+            self.dupe_factor,
+            self.buffer_docs,
+            self.buffer_tokens,
+        )
+
+
+@dataclass
+class SplitCounts:
+    documents: int = 0
+    sentences: int = 0
+    tokens: int = 0
+    instances: int = 0
+    instance_tokens: int = 0
+    random_next: int = 0
+    masked: int = 0
+    shards: list[dict[str, Any]] = field(default_factory=list)
+
+    def merge(self, other: SplitCounts) -> None:
+        for k in ("documents", "sentences", "tokens", "instances", "instance_tokens"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.random_next += other.random_next
+        self.masked += other.masked
+        self.shards.extend(other.shards)
+
+
+@dataclass(frozen=True)
+class _FileTask:
+    path: str
+    index: int
+    staging: str
+    vocab: str
+    settings: PrepareSettings
+
+
+def load_vocab_tokens(path: str | Path) -> list[str]:
+    """Token strings of a ``vocab.txt`` (line number = id)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, None, "vocabulary not found (expected vocab.txt, one token a line)")
+    tokens = [line for _, line in read_text_lines(path)]
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    for t in ("[CLS]", "[SEP]", "[MASK]", "[PAD]"):
+        if t not in tokens:
+            raise InputError(path, None, f"vocabulary lacks {t} (expected a BERT vocab.txt)")
+    return tokens
+
+
+def _prepare_file(task: _FileTask) -> dict[str, Any]:
+    """Worker: one input file -> shards in the staging folder; returns counts per split."""
+    from bertkit.tokenizer import BertTokenizer
+
+    s = task.settings
+    tokens = load_vocab_tokens(task.vocab)
+    ids = {t: i for i, t in enumerate(tokens)}
+    tok = BertTokenizer(task.vocab, do_lower_case=s.do_lower_case)
+    spec = None
+    if not s.dynamic_masking:
+        spec = MaskingSpec.from_tokens(
+            tokens,
+            masked_lm_prob=s.masked_lm_prob,
+            max_predictions_per_seq=s.max_predictions_per_seq,
+            whole_word_mask=s.whole_word_mask,
+        )
+    config = s.instance_config()
+    splits = {"train": (config, _TRAIN)}
+    if s.holdout_fraction > 0:
+        splits["eval"] = (replace(config, dupe_factor=1), _EVAL)
+    builders, writers, counts = {}, {}, {}
+    for name, (cfg, stream) in splits.items():
+        rng = derive_rng(s.seed, task.index, stream)
+        builders[name] = ChunkedInstanceBuilder(cfg, ids["[CLS]"], ids["[SEP]"], spec, rng)
+        prefix = f"{name}-{task.index:05d}"
+        writers[name] = ShardWriter(task.staging, prefix, s.shard_size, len(tokens))
+        counts[name] = SplitCounts()
+    holdout_rng = derive_rng(s.seed, task.index, _HOLDOUT)
+
+    def emit(name: str, instances) -> None:
+        c = counts[name]
+        for inst in instances:
+            writers[name].add(inst)
+            c.instances += 1
+            c.instance_tokens += len(inst.input_ids)
+            c.random_next += inst.next_sentence_label
+            c.masked += len(inst.masked_positions)
+
+    options = CorpusOptions(s.format, s.text_field, s.encoding_errors)
+    fmt = s.format if s.format != "auto" else detect_format(task.path, s.encoding_errors)
+    for doc in read_file_documents(task.path, replace(options, format=fmt)):
+        tokenized = tokenize_document(doc, tok.encode_ids)
+        if not tokenized:
+            continue
+        # Drawn for every document (also when the fraction is 0) so splits are stable.
+        held_out = holdout_rng.random() < s.holdout_fraction
+        name = "eval" if held_out else "train"
+        c = counts[name]
+        c.documents += 1
+        c.sentences += len(tokenized)
+        c.tokens += sum(len(x) for x in tokenized)
+        emit(name, builders[name].add(tokenized))
+    for name in splits:
+        emit(name, builders[name].finish())
+        counts[name].shards = [x.to_dict() for x in writers[name].close()]
+    return {"index": task.index, "format": fmt, "counts": {k: asdict(v) for k, v in counts.items()}}
+
+
+@dataclass
+class PrepareSummary:
+    output: Path
+    files: int
+    splits: dict[str, SplitCounts]
+    seconds: float
+    output_bytes: int
+
+
+def prepare_pretraining(
+    inputs: list[str | Path],
+    vocab: str | Path,
+    output: str | Path,
+    settings: PrepareSettings,
+    *,
+    num_workers: int = 1,
+    overwrite: bool = False,
+    show_progress: bool | None = None,
+) -> PrepareSummary:
+    """Build the shards and manifest for ``inputs`` into ``output`` (see the module docstring)."""
+    start = time.perf_counter()
+    output = Path(output)
+    tokens = load_vocab_tokens(vocab)
+    paths = [Path(p) for p in inputs]
+    if not paths:
+        raise BertkitError("no input files given")
+    for p in paths:
+        if not p.is_file():
+            raise InputError(p, None, "file not found (expected a text corpus file)")
+    if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
+        raise BertkitError(f"{output}: exists and is not empty (pass --overwrite to replace it)")
+    staging = output.parent / f".{output.name}.partial-{os.getpid()}"
+    try:
+        staging.mkdir(parents=True, exist_ok=False)
+    except OSError as e:
+        raise BertkitError(f"{output}: cannot create the output ({e.strerror or e})") from e
+    try:
+        tasks = [
+            _FileTask(str(p), i, str(staging), str(vocab), settings) for i, p in enumerate(paths)
+        ]
+        results = _run_tasks(tasks, num_workers, show_progress)
+        results.sort(key=lambda r: r["index"])
+        splits: dict[str, SplitCounts] = {}
+        for r in results:
+            for name, c in r["counts"].items():
+                splits.setdefault(name, SplitCounts()).merge(SplitCounts(**c))
+        shutil.copyfile(vocab, staging / "vocab.txt")
+        manifest = {
+            "num_instances": {k: v.instances for k, v in splits.items()},
+            "settings": asdict(settings),
+            "vocab": {
+                "size": len(tokens),
+                "sha256": sha256_file(vocab),
+                **{
+                    f"{t}_token_id": tokens.index(f"[{t.upper()}]")
+                    for t in ("cls", "sep", "mask", "pad")
+                },
+            },
+            "inputs": [
+                {"path": str(p), "bytes": p.stat().st_size, "format": r["format"]}
+                for p, r in zip(paths, results)
+            ],
+            "splits": {
+                k: {**{f: v for f, v in asdict(c).items() if f != "shards"}, "shards": c.shards}
+                for k, c in splits.items()
+            },
+        }
+        write_manifest(staging, manifest)
+        _swap_into_place(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    size = sum(f.stat().st_size for f in output.iterdir())
+    return PrepareSummary(output, len(paths), splits, time.perf_counter() - start, size)
+
+
+def _run_tasks(tasks: list[_FileTask], num_workers: int, show_progress: bool | None) -> list[dict]:
+    total = sum(Path(t.path).stat().st_size for t in tasks)
+    bar = progress(total=total, desc="prepare", unit="B", unit_scale=True, enabled=show_progress)
+    results = []
+    with bar:
+        if num_workers <= 1 or len(tasks) == 1:
+            for t in tasks:
+                results.append(_prepare_file(t))
+                bar.update(Path(t.path).stat().st_size)
+        else:
+            # spawn: workers start clean (no copy of the parent's memory or threads).
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(min(num_workers, len(tasks))) as pool:
+                for r in pool.imap_unordered(_prepare_file, tasks):
+                    results.append(r)
+                    bar.update(Path(tasks[r["index"]].path).stat().st_size)
+    return results
+
+
+def _swap_into_place(staging: Path, output: Path) -> None:
+    """Rename the finished staging folder to ``output`` (replacing an old one, if allowed)."""
+    old = None
+    if output.exists():
+        old = output.parent / f".{output.name}.old-{os.getpid()}"
+        os.replace(output, old)
+    os.replace(staging, output)
+    fsync_dir(output.parent)
+    if old is not None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(old) if old.is_dir() else old.unlink()

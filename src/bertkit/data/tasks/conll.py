@@ -1,0 +1,221 @@
+"""CoNLL-style column files and the tag schemes used for named-entity tagging.
+
+File format: one token per line, columns separated by whitespace, the token in the first column
+and the tag in the last (or a chosen) column; a blank line ends a sentence; ``-DOCSTART-`` lines
+mark documents and are not tokens::
+
+    -DOCSTART- -X- -X- O
+
+    EU NNP B-NP B-ORG
+    rejects VBZ B-VP O
+
+Tag schemes. IOB2 (also called BIO) starts every chunk with ``B-``. IOB1 (the original CoNLL-2003
+files) uses ``I-`` everywhere and ``B-`` only for a chunk that directly follows a chunk of the
+same type. Both describe the same spans under the conlleval rules (:func:`tag_spans`), and
+:func:`to_iob2` rewrites either one as IOB2, which is what training uses so that every entity
+starts with the same ``B-`` label. IOBES (``E-``, ``S-``) is read and scored too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertkit.errors import InputError
+from bertkit.io import read_text_lines
+
+SCHEMES = ("AUTO", "IOB1", "IOB2", "BIO", "IOBES")
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """Tokens and their tags (same length); ``line`` is the 1-based line of the first token."""
+
+    tokens: tuple[str, ...]
+    tags: tuple[str, ...]
+    line: int = 0
+    document: int = 0
+
+
+def split_tag(tag: str) -> tuple[str, str]:
+    """``"B-PER" -> ("B", "PER")``, ``"O" -> ("O", "")``; a bare prefix has an empty type."""
+    if tag == "O":
+        return "O", ""
+    prefix, _, kind = tag.partition("-")
+    return prefix, kind
+
+
+def is_valid_tag(tag: str) -> bool:
+    """True for ``O`` and ``B|I|E|S-TYPE`` tags."""
+    prefix, kind = split_tag(tag)
+    return tag == "O" or (prefix in ("B", "I", "E", "S") and kind != "")
+
+
+def to_iob2(tags: Sequence[str]) -> list[str]:
+    """Rewrite IOB1 (or IOB2, or IOBES) tags as IOB2 with the same conlleval spans.
+
+    Example (IOB1 -> IOB2): ``I-PER I-PER B-PER O I-LOC`` -> ``B-PER I-PER B-PER O B-LOC``.
+    Valid IOB2 input comes back unchanged.
+    """
+    out = list(tags)
+    for kind, start, end in tag_spans(tags):
+        out[start] = f"B-{kind}"
+        for i in range(start + 1, end):
+            out[i] = f"I-{kind}"
+    return out
+
+
+def to_iob1(tags: Sequence[str]) -> list[str]:
+    """Rewrite tags as IOB1: ``B-`` only where a chunk directly follows one of the same type."""
+    out = ["O"] * len(tags)
+    prev_end, prev_kind = -1, ""
+    for kind, start, end in tag_spans(tags):
+        first = "B" if (start == prev_end and kind == prev_kind) else "I"
+        out[start] = f"{first}-{kind}"
+        for i in range(start + 1, end):
+            out[i] = f"I-{kind}"
+        prev_end, prev_kind = end, kind
+    return out
+
+
+def _chunk_ends(prev: str, prev_kind: str, tag: str, kind: str) -> bool:
+    """conlleval's endOfChunk: does the chunk holding the previous token end before this one?"""
+    if prev in ("E", "S"):
+        return True
+    if prev in ("B", "I") and tag in ("B", "S", "O"):
+        return True
+    return prev != "O" and prev_kind != kind
+
+
+def _chunk_starts(prev: str, prev_kind: str, tag: str, kind: str) -> bool:
+    """conlleval's startOfChunk: does a chunk start at this token?
+
+    ``I-`` or ``E-`` after ``O`` (or after a chunk of another type) starts a chunk, as in
+    conlleval; so does any ``B-`` or ``S-``.
+    """
+    if tag in ("B", "S"):
+        return True
+    if tag in ("I", "E") and prev in ("O", "E", "S"):
+        return True
+    return tag != "O" and prev_kind != kind
+
+
+def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Entity spans ``(type, start, end_exclusive)`` of one sentence, with conlleval semantics.
+
+    Works for IOB1, IOB2/BIO and IOBES. Example: ``["B-PER", "I-PER", "O", "I-LOC", "B-LOC"]``
+    -> ``[("PER", 0, 2), ("LOC", 3, 4), ("LOC", 4, 5)]``.
+    """
+    spans: list[tuple[str, int, int]] = []
+    prev, prev_kind, start = "O", "", -1
+    for i, tag in enumerate([*tags, "O"]):  # the trailing O closes a chunk open at the end
+        cur, kind = split_tag(tag)
+        if start >= 0 and _chunk_ends(prev, prev_kind, cur, kind):
+            spans.append((prev_kind, start, i))
+            start = -1
+        if _chunk_starts(prev, prev_kind, cur, kind):
+            start = i
+        prev, prev_kind = cur, kind
+    return spans
+
+
+def read_conll(
+    path: str | Path,
+    *,
+    tag_column: int = -1,
+    token_column: int = 0,
+    scheme: str = "auto",
+    convert_to_iob2: bool = True,
+) -> list[TaggedSentence]:
+    """Read a CoNLL column file into sentences.
+
+    ``tag_column``/``token_column`` index the whitespace-separated columns (negative counts from
+    the end). ``scheme`` names the file's scheme ("auto", IOB1, IOB2, BIO or IOBES); it is
+    checked only for IOB2/BIO, where an ``I-`` tag that starts a chunk is reported ("auto" and
+    IOB1 accept any mix, read with the conlleval rules). With ``convert_to_iob2``
+    the tags are returned in IOB2 (:func:`to_iob2`), which keeps every span.
+
+    Raises InputError(path, line, ...) for a line with a different column count than the file's
+    first token line, a tag that is not ``O`` or ``B/I/E/S-TYPE``, or an unknown scheme.
+    """
+    if scheme.upper() not in SCHEMES:
+        raise InputError(
+            path, None, f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}"
+        )
+    return list(_iter_conll(path, tag_column, token_column, scheme.upper(), convert_to_iob2))
+
+
+def _iter_conll(
+    path: str | Path, tag_column: int, token_column: int, scheme: str, convert: bool
+) -> Iterator[TaggedSentence]:
+    width: int | None = None
+    tokens: list[str] = []
+    tags: list[str] = []
+    first_line = doc = 0
+
+    def flush() -> TaggedSentence | None:
+        if not tokens:
+            return None
+        if scheme in ("IOB2", "BIO"):
+            _check_iob2(path, first_line, tags)
+        out = to_iob2(tags) if convert else list(tags)
+        return TaggedSentence(tuple(tokens), tuple(out), first_line, doc)
+
+    for lineno, line in read_text_lines(path):
+        cols = line.split()
+        if not cols or cols[0] == "-DOCSTART-":
+            if (s := flush()) is not None:
+                yield s
+            tokens, tags = [], []
+            if cols:
+                doc += 1
+            continue
+        if width is None:
+            width = len(cols)
+            for col in (tag_column, token_column):
+                if not -width <= col < width:
+                    raise InputError(
+                        path,
+                        lineno,
+                        f"expected at least {abs(col) + (col >= 0)} columns, got {width}",
+                    )
+        if len(cols) != width:
+            raise InputError(
+                path, lineno, f"expected {width} whitespace-separated columns, got {len(cols)}"
+            )
+        tag = cols[tag_column]
+        if not is_valid_tag(tag):
+            raise InputError(
+                path,
+                lineno,
+                f"expected a tag O, B-TYPE or I-TYPE in column {tag_column}, got {tag!r}",
+            )
+        if not tokens:
+            first_line = lineno
+        tokens.append(cols[token_column])
+        tags.append(tag)
+    if (s := flush()) is not None:
+        yield s
+
+
+def _check_iob2(path: str | Path, first_line: int, tags: list[str]) -> None:
+    prev_kind = ""
+    for i, tag in enumerate(tags):
+        prefix, kind = split_tag(tag)
+        if prefix == "I" and prev_kind != kind:
+            raise InputError(
+                path,
+                first_line + i,
+                f"expected B-{kind} to start an entity in an IOB2 file, got {tag!r} "
+                "(is the file IOB1? pass scheme='IOB1')",
+            )
+        prev_kind = kind if prefix in ("B", "I") else ""
+
+
+def write_conll(sentences: Sequence[TaggedSentence], f) -> None:
+    """Write ``token tag`` lines with a blank line after each sentence to the text file ``f``."""
+    for s in sentences:
+        for token, tag in zip(s.tokens, s.tags):
+            f.write(f"{token} {tag}\n")
+        f.write("\n")

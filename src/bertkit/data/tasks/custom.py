@@ -1,0 +1,186 @@
+"""Generic readers for the user's own data: CSV, TSV or JSONL, with columns/fields the user names.
+
+* Classification (single text or pair): ``read_classification(path, text="review", label="stars")``.
+  Labels are strings; the label list is the sorted set of training labels unless given (pass the
+  training list when reading dev/test so indices agree). ``regression=True`` parses floats.
+* Tagging: ``read_tagging(path, tokens="tokens", tags="tags")``. In JSONL the fields hold lists;
+  in CSV/TSV they hold space-separated tokens and tags of equal count. Tags are returned in IOB2.
+
+The format comes from the extension (``.csv``, ``.tsv``, ``.jsonl``/``.json``) unless given.
+CSV uses standard quoting; TSV treats quotes as ordinary characters, like GLUE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit.data.tasks._rows import csv_rows, jsonl_rows
+from bertkit.data.tasks.conll import TaggedSentence, is_valid_tag, to_iob2
+from bertkit.data.tasks.glue import ClassificationExample
+from bertkit.errors import InputError
+
+FORMATS = ("csv", "tsv", "jsonl")
+
+
+@dataclass(frozen=True)
+class ClassificationData:
+    """Examples with label indices into ``labels`` (empty for regression)."""
+
+    examples: list[ClassificationExample]
+    labels: list[str]
+
+
+def detect_format(path: str | Path, format: str | None = None) -> str:
+    """``"csv"``, ``"tsv"`` or ``"jsonl"`` from ``format`` or the file extension."""
+    if format is not None:
+        if format.lower() not in FORMATS:
+            raise InputError(
+                path, None, f"unknown format {format!r}; expected one of {', '.join(FORMATS)}"
+            )
+        return format.lower()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix in ("json", "jsonl", "ndjson"):
+        return "jsonl"
+    if suffix in ("csv", "tsv"):
+        return suffix
+    raise InputError(
+        path,
+        None,
+        "cannot tell the format from the extension; expected .csv, .tsv or .jsonl (or pass the format)",
+    )
+
+
+def _records(
+    path: str | Path, fmt: str, fields: Sequence[str]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line, {field: value})`` holding at least ``fields``; InputError if one is missing."""
+    if fmt == "jsonl":
+        for lineno, obj in jsonl_rows(path):
+            missing = [f for f in fields if f not in obj]
+            if missing:
+                raise InputError(
+                    path,
+                    lineno,
+                    f"missing field {missing[0]!r} (expected fields {', '.join(fields)})",
+                )
+            yield lineno, obj
+        return
+    rows = csv_rows(path, "," if fmt == "csv" else "\t", quoting=fmt == "csv")
+    first = next(rows, None)
+    if first is None:
+        raise InputError(
+            path, 1, f"empty file (expected a header naming the columns {', '.join(fields)})"
+        )
+    hline, header = first
+    missing = [f for f in fields if f not in header]
+    if missing:
+        raise InputError(
+            path,
+            hline,
+            f"expected a header with the column(s) {', '.join(missing)}, got {', '.join(header)}",
+        )
+    for lineno, row in rows:
+        if len(row) != len(header):
+            raise InputError(
+                path, lineno, f"expected {len(header)} {fmt.upper()} fields, got {len(row)}"
+            )
+        yield lineno, dict(zip(header, row))
+
+
+def read_classification(
+    path: str | Path,
+    *,
+    text: str,
+    text_pair: str | None = None,
+    label: str | None = "label",
+    labels: Sequence[str] | None = None,
+    regression: bool = False,
+    format: str | None = None,
+) -> ClassificationData:
+    """Read single-text (``text``) or pair (``text``, ``text_pair``) classification data.
+
+    ``label=None`` reads unlabelled data. With ``labels`` given, any other label raises
+    InputError; otherwise the label list is the sorted set of labels found (JSON numbers and
+    booleans are turned into strings, so ``1`` and ``"1"`` are the same label).
+    """
+    fmt = detect_format(path, format)
+    fields = [f for f in (text, text_pair, label) if f is not None]
+    rows: list[tuple[int, str, str | None, str | None]] = []
+    for lineno, rec in _records(path, fmt, fields):
+        a = _text(path, lineno, rec, text)
+        b = _text(path, lineno, rec, text_pair) if text_pair else None
+        y = None if label is None else _label_str(rec[label])
+        rows.append((lineno, a, b, y))
+    found = sorted({y for _, _, _, y in rows if y is not None})
+    label_list = [] if regression else (list(labels) if labels is not None else found)
+    index = {name: i for i, name in enumerate(label_list)}
+    examples = []
+    for lineno, a, b, y in rows:
+        value: int | float | None = None
+        if y is not None and regression:
+            try:
+                value = float(y)
+            except ValueError:
+                raise InputError(
+                    path, lineno, f"expected a numeric {label!r} value, got {y!r}"
+                ) from None
+        elif y is not None:
+            if y not in index:
+                raise InputError(
+                    path, lineno, f"expected a {label!r} in {{{', '.join(label_list)}}}, got {y!r}"
+                )
+            value = index[y]
+        examples.append(ClassificationExample(str(lineno), a, b, value, lineno))
+    return ClassificationData(examples, label_list)
+
+
+def _text(path: str | Path, lineno: int, rec: dict[str, Any], name: str) -> str:
+    value = rec[name]
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(path, lineno, f"expected a non-empty text in {name!r}, got {value!r}")
+    return value
+
+
+def _label_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def read_tagging(
+    path: str | Path, *, tokens: str = "tokens", tags: str = "tags", format: str | None = None
+) -> list[TaggedSentence]:
+    """Read token-tagging data: per record a token list and a tag list of the same length.
+
+    Raises InputError for a missing field, unequal lengths, an empty sentence or a tag that is
+    not ``O`` / ``B|I|E|S-TYPE``. Tags come back in IOB2 (:func:`~bertkit.data.tasks.conll.to_iob2`).
+    """
+    fmt = detect_format(path, format)
+    out = []
+    for lineno, rec in _records(path, fmt, [tokens, tags]):
+        toks, tgs = rec[tokens], rec[tags]
+        if fmt != "jsonl":
+            toks, tgs = str(toks).split(), str(tgs).split()
+        if (
+            not isinstance(toks, list)
+            or not all(isinstance(t, str) and t for t in toks)
+            or not toks
+        ):
+            raise InputError(path, lineno, f"expected {tokens!r} to be a non-empty list of strings")
+        if not isinstance(tgs, list) or len(tgs) != len(toks):
+            got = len(tgs) if isinstance(tgs, list) else type(tgs).__name__
+            raise InputError(
+                path,
+                lineno,
+                f"expected {tags!r} to list one tag per token ({len(toks)}), got {got}",
+            )
+        bad = next((t for t in tgs if not isinstance(t, str) or not is_valid_tag(t)), None)
+        if bad is not None:
+            raise InputError(path, lineno, f"expected tags O, B-TYPE or I-TYPE, got {bad!r}")
+        out.append(TaggedSentence(tuple(toks), tuple(to_iob2(tgs)), lineno))
+    return out

@@ -1,0 +1,189 @@
+"""SQuAD v1.1 / v2.0 JSON reading and the character <-> whitespace-word mapping.
+
+The file layout is ``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id",
+"question", "answers": [{"text", "answer_start"}], "is_impossible"?, "plausible_answers"?}]}]}]}``.
+Feature conversion (sliding windows) is in :mod:`bertkit.data.tasks.squad_features`, span
+search and the v2.0 null threshold in :mod:`bertkit.data.tasks.squad_post`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import InputError
+
+
+@dataclass(frozen=True)
+class SquadAnswer:
+    """An answer: its text and the character offset where it starts in the context."""
+
+    text: str
+    start: int
+
+    @property
+    def end(self) -> int:
+        """Exclusive end character."""
+        return self.start + len(self.text)
+
+
+@dataclass(frozen=True)
+class SquadExample:
+    """One question on one context.
+
+    ``answers`` are the gold answers (empty for v2.0 unanswerable questions, which instead may
+    carry ``plausible_answers``). Training uses ``answers[0]``; evaluation takes the max over all.
+    """
+
+    qas_id: str
+    question: str
+    context: str
+    answers: tuple[SquadAnswer, ...]
+    is_impossible: bool = False
+    plausible_answers: tuple[SquadAnswer, ...] = ()
+    title: str = ""
+
+
+def read_squad(path: str | Path) -> list[SquadExample]:
+    """Read a SQuAD v1.1 or v2.0 JSON file.
+
+    Raises InputError naming the file, the line (of the offending question's id where it can be
+    found), the JSON location (``data[i].paragraphs[j].qas[k]``) and what was expected: bad JSON,
+    a missing field, an answerable question without answers, or an ``answer_start`` outside the
+    context.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise InputError(path, None, "file not found") from e
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise InputError(path, line, "invalid UTF-8 (expected a UTF-8 SQuAD JSON file)") from e
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(
+            path,
+            e.lineno,
+            f"invalid JSON at column {e.colno}: {e.msg} (expected a SQuAD JSON file)",
+        ) from e
+    reader = _Reader(path, raw)
+    data = reader.field(doc, "data", list, "", None)
+    out: list[SquadExample] = []
+    for i, article in enumerate(data):
+        where = f"data[{i}]"
+        title = article.get("title", "") if isinstance(article, dict) else ""
+        for j, para in enumerate(reader.field(article, "paragraphs", list, where, None)):
+            pwhere = f"{where}.paragraphs[{j}]"
+            context = reader.field(para, "context", str, pwhere, None)
+            for k, qa in enumerate(reader.field(para, "qas", list, pwhere, None)):
+                out.append(reader.example(qa, context, title, f"{pwhere}.qas[{k}]"))
+    return out
+
+
+class _Reader:
+    """Field access that turns a missing/mistyped field into an InputError with a line number."""
+
+    def __init__(self, path: Path, raw: str) -> None:
+        self.path, self.raw = path, raw
+
+    def line_of(self, needle: str | None) -> int | None:
+        """Line of the first occurrence of ``needle`` (JSON-encoded) in the file, if any."""
+        if not needle:
+            return None
+        pos = self.raw.find(json.dumps(needle)[1:-1])
+        return None if pos < 0 else self.raw.count("\n", 0, pos) + 1
+
+    def fail(self, where: str, message: str, hint: str | None) -> InputError:
+        prefix = f"{where}: " if where else ""
+        return InputError(self.path, self.line_of(hint), prefix + message)
+
+    def field(self, obj: Any, key: str, kind: type, where: str, hint: str | None) -> Any:
+        if not isinstance(obj, dict):
+            raise self.fail(where, f"expected a JSON object, got {type(obj).__name__}", hint)
+        if key not in obj:
+            raise self.fail(where, f"missing field {key!r} (expected a SQuAD JSON file)", hint)
+        value = obj[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            raise self.fail(
+                where, f"expected {key!r} to be a {kind.__name__}, got {type(value).__name__}", hint
+            )
+        return value
+
+    def answers(
+        self, qa: dict, key: str, context: str, where: str, hint: str
+    ) -> tuple[SquadAnswer, ...]:
+        out = []
+        for n, ans in enumerate(self.field(qa, key, list, where, hint) if key in qa else []):
+            awhere = f"{where}.{key}[{n}]"
+            text = self.field(ans, "text", str, awhere, hint)
+            start = self.field(ans, "answer_start", int, awhere, hint)
+            if not 0 <= start <= len(context) - len(text):
+                raise self.fail(
+                    awhere,
+                    f"expected answer_start in [0, {len(context) - len(text)}] (the answer "
+                    f"{text!r} must lie inside the {len(context)}-character context), got {start}",
+                    hint,
+                )
+            out.append(SquadAnswer(text, start))
+        return tuple(out)
+
+    def example(self, qa: Any, context: str, title: str, where: str) -> SquadExample:
+        hint = qa.get("id") if isinstance(qa, dict) and isinstance(qa.get("id"), str) else None
+        qas_id = self.field(
+            qa, "id", str, where, hint or (qa.get("question") if isinstance(qa, dict) else None)
+        )
+        question = self.field(qa, "question", str, where, hint)
+        impossible = qa.get("is_impossible", False)
+        if not isinstance(impossible, bool):
+            raise self.fail(
+                where, f"expected 'is_impossible' to be true or false, got {impossible!r}", hint
+            )
+        if "answers" not in qa and not impossible:
+            raise self.fail(where, "missing field 'answers' (expected a SQuAD JSON file)", hint)
+        answers = self.answers(qa, "answers", context, where, hint)
+        if not answers and not impossible:
+            raise self.fail(
+                where,
+                "expected at least one answer for a question without is_impossible=true",
+                hint,
+            )
+        plausible = self.answers(qa, "plausible_answers", context, where, hint)
+        return SquadExample(
+            qas_id, question, context, () if impossible else answers, impossible, plausible, title
+        )
+
+
+def is_whitespace(c: str) -> bool:
+    """google's SQuAD whitespace test (includes the narrow no-break space U+202F)."""
+    return c in " \t\r\n" or ord(c) == 0x202F
+
+
+def context_words(context: str) -> tuple[list[str], list[int]]:
+    """Split ``context`` on whitespace; also return the word index of every character.
+
+    Whitespace characters map to the preceding word (the first word for leading whitespace),
+    as in google's run_squad. Example: ``"ab  c"`` -> ``(["ab", "c"], [0, 0, 0, 0, 1])``.
+    """
+    words: list[str] = []
+    char_to_word: list[int] = []
+    prev_ws = True
+    for c in context:
+        if is_whitespace(c):
+            prev_ws = True
+        else:
+            if prev_ws:
+                words.append(c)
+            else:
+                words[-1] += c
+            prev_ws = False
+        char_to_word.append(max(len(words) - 1, 0))
+    return words, char_to_word
+
+
+def load_gold(examples: list[SquadExample]) -> dict[str, list[str]]:
+    """``qas_id -> gold answer texts`` (an empty list for unanswerable questions), for scoring."""
+    return {e.qas_id: [a.text for a in e.answers] for e in examples}

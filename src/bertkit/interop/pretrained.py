@@ -1,0 +1,177 @@
+"""load_pretrained / save_pretrained: checkpoint directories in the Hugging Face layout.
+
+A directory holds config.json (BertConfig keys), model.safetensors (or a sharded
+model.safetensors.index.json) and, for the commands, vocab.txt (+ tokenizer_config.json).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.errors import CheckpointError
+from bertkit.interop.hf import LoadReport, hf_to_ours, ours_to_hf
+from bertkit.io import atomic_write_bytes, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+PICKLE_REFUSED = (
+    "{path} is a pickle file, and unpickling can run arbitrary code hidden in it; bertkit loads "
+    "safetensors only. Convert it (e.g. load it once in a trusted environment and save "
+    "model.safetensors) or pass allow_pickle=True (--allow-pickle), which loads it with "
+    "torch.load(weights_only=True)"
+)
+
+
+def _model_classes() -> dict[str, type[nn.Module]]:
+    from bertkit.model import HEAD_CLASSES
+
+    return HEAD_CLASSES
+
+
+def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
+    """The raw (Hugging Face named) tensors of a checkpoint directory, on CPU."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    single = directory / "model.safetensors"
+    index = directory / "model.safetensors.index.json"
+    pickle_path = directory / "pytorch_model.bin"
+    try:
+        if single.is_file():
+            return load_file(str(single))
+        if index.is_file():
+            shards = sorted(
+                set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+            )
+            state: dict[str, torch.Tensor] = {}
+            for shard in shards:
+                state.update(load_file(str(directory / shard)))
+            return state
+    except (SafetensorError, OSError, KeyError, ValueError) as e:
+        raise CheckpointError(f"{directory}: cannot read safetensors weights ({e})") from e
+    if pickle_path.is_file():
+        if not allow_pickle:
+            raise CheckpointError(PICKLE_REFUSED.format(path=pickle_path))
+        try:
+            state = torch.load(str(pickle_path), map_location="cpu", weights_only=True)
+        except Exception as e:  # weights_only refuses anything but tensors and plain containers
+            raise CheckpointError(
+                f"{pickle_path}: refused by torch.load(weights_only=True): {str(e).splitlines()[0]}"
+            ) from e
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{pickle_path}: expected a dict of tensors")
+        return state
+    raise CheckpointError(
+        f"{directory}: no weights found (expected model.safetensors, "
+        "model.safetensors.index.json, or pytorch_model.bin with allow_pickle)"
+    )
+
+
+def load_config(directory: Path, **overrides: Any) -> BertConfig:
+    """config.json with ``overrides`` applied (num_labels without id2label drops the old labels)."""
+    path = directory / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{directory}: no config.json (is this a model directory?)")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    if "num_labels" in overrides and "id2label" not in overrides:
+        data.pop("id2label", None)
+        data.pop("label2id", None)
+    data.update(overrides)
+    return BertConfig.from_dict(data)
+
+
+def load_weights(
+    model: nn.Module, state: dict[str, torch.Tensor], strict: bool = False
+) -> LoadReport:
+    """Copy Hugging Face named tensors into ``model`` (dtype converted), returning the report.
+
+    strict=True also refuses missing head weights and unused checkpoint keys.
+    """
+    ours, report = hf_to_ours(model, state)
+    if strict and (report.missing or report.unused):
+        raise CheckpointError(f"strict load: {report.summary()}")
+    model.load_state_dict(ours, strict=False)
+    return report
+
+
+def load_pretrained(
+    directory: str | Path,
+    model_class: type[nn.Module] | str | None = None,
+    *,
+    allow_pickle: bool = False,
+    strict: bool = False,
+    **config_overrides: Any,
+) -> nn.Module:
+    """Load a bertkit or Hugging Face BERT checkpoint directory, in eval mode, on CPU.
+
+    model_class: one of the bertkit model classes (or its name); None picks the class named by
+        config.json ``architectures`` (falling back to BertModel).
+    allow_pickle: permit pytorch_model.bin, read with torch.load(weights_only=True).
+    config_overrides: BertConfig fields to change, e.g. num_labels=3 for a new classifier.
+    Missing head/pooler weights are initialised and logged; see ``hf.hf_to_ours`` for errors.
+    """
+    model, report = load_with_report(
+        directory, model_class, allow_pickle=allow_pickle, strict=strict, **config_overrides
+    )
+    if report.missing or report.unused:
+        log.warning("%s -> %s: %s", directory, type(model).__name__, report.summary())
+    return model
+
+
+def load_with_report(
+    directory: str | Path,
+    model_class: type[nn.Module] | str | None = None,
+    *,
+    allow_pickle: bool = False,
+    strict: bool = False,
+    **config_overrides: Any,
+) -> tuple[nn.Module, LoadReport]:
+    """``load_pretrained`` that returns the LoadReport instead of logging it."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: not a directory")
+    config = load_config(directory, **config_overrides)
+    classes = _model_classes()
+    if model_class is None:
+        names = config.architectures or []
+        model_class = next((classes[n] for n in names if n in classes), classes["BertModel"])
+    elif isinstance(model_class, str):
+        if model_class not in classes:
+            raise CheckpointError(
+                f"unknown model class {model_class!r}; choose from {sorted(classes)}"
+            )
+        model_class = classes[model_class]
+    state = read_state_dict(directory, allow_pickle=allow_pickle)
+    model = model_class(config)
+    report = load_weights(model, state, strict=strict)
+    return model.eval(), report
+
+
+def save_pretrained(model: nn.Module, directory: str | Path, tokenizer: Any = None) -> None:
+    """Write config.json, model.safetensors (Hugging Face names) and the tokenizer's vocabulary.
+
+    transformers' AutoModel / the BertFor... class of the same name loads the result with no
+    missing or unexpected keys. Each file is written atomically; config.json last.
+    """
+    from safetensors.torch import save
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = ours_to_hf(model)
+    atomic_write_bytes(directory / "model.safetensors", save(tensors, metadata={"format": "pt"}))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    config = model.config.to_dict()
+    config["architectures"] = [type(model).__name__]
+    atomic_write_text(
+        directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
+    )

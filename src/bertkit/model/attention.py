@@ -1,0 +1,71 @@
+"""Multi-head self-attention with a fused QKV projection, through scaled_dot_product_attention.
+
+Shape legend: B batch, T tokens (padded length), S real (non-pad) tokens in the whole batch,
+N heads, D head size (H = N * D), H hidden size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import BertConfig
+
+
+@dataclass
+class Packing:
+    """Where the tokens of a batch live, shared by every layer of one forward pass.
+
+    key_mask: (B, 1, 1, T) bool, True = attend; None when no position is padding.
+    indices: (S,) flat positions of the real tokens in (B*T) when activations are packed as
+        (S, H) (the unpadded path); None when activations are padded (B, T, H).
+    """
+
+    batch: int
+    length: int
+    key_mask: torch.Tensor | None = None
+    indices: torch.Tensor | None = None
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(S, F) packed -> (B, T, F) with zeros at padding positions."""
+        out = x.new_zeros(self.batch * self.length, x.shape[-1])
+        out = out.index_copy(0, self.indices, x)
+        return out.view(self.batch, self.length, x.shape[-1])
+
+    def unpad(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, F) -> (S, F): the real tokens only."""
+        return x.reshape(self.batch * self.length, x.shape[-1]).index_select(0, self.indices)
+
+
+class SelfAttention(nn.Module):
+    """softmax(Q K^T / sqrt(D) + mask) V over N heads, then the output projection.
+
+    Q, K and V come from one (3H x H) projection: one matmul instead of three.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """x: (B, T, H) padded, or (S, H) packed when packing.indices is set; returns x's shape."""
+        B, T, N, D = packing.batch, packing.length, self.num_heads, self.head_dim
+        qkv = self.qkv(x)  # (B, T, 3H) or (S, 3H)
+        if packing.indices is not None:
+            # Attention needs the (B, T) layout; only this small tensor is re-padded.
+            qkv = packing.pad(qkv)  # (B, T, 3H)
+        q, k, v = qkv.view(B, T, 3, N, D).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, N, T, D)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=packing.key_mask, dropout_p=self.dropout_p if self.training else 0.0
+        )  # (B, N, T, D)
+        out = out.transpose(1, 2).reshape(B, T, N * D)  # (B, T, H)
+        if packing.indices is not None:
+            out = packing.unpad(out)  # (S, H)
+        return self.proj(out)

@@ -1,0 +1,102 @@
+"""BertModel: embeddings, encoder and the tanh pooler over [CLS]."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
+from bertkit.model.attention import Packing
+from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.encoder import Encoder
+from bertkit.model.outputs import BaseModelOutput
+
+
+def init_bert_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation: weights ~ N(0, std), biases 0, LayerNorm gain 1 and bias 0.
+
+    The padding row of the word embeddings starts at zero, as in Hugging Face.
+    """
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def check_supported(config: BertConfig) -> None:
+    """Reject config.json options describing a model that is not the BERT encoder built here."""
+    kind = config.extra.get("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise ConfigError(f"position_embedding_type {kind!r} is not supported (only 'absolute')")
+    if config.extra.get("is_decoder") or config.extra.get("add_cross_attention"):
+        raise ConfigError("decoder BERT (is_decoder / add_cross_attention) is not supported")
+
+
+class Pooler(nn.Module):
+    """tanh(dense(h_[CLS])): the sentence representation the NSP and classification heads use."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(cls_hidden))
+
+
+class BertModel(nn.Module):
+    """The BERT encoder.
+
+    ``add_pooling_layer=False`` builds no pooler (as Hugging Face does for the masked-LM, token
+    classification and question-answering heads, whose checkpoints then hold no pooler weights).
+    """
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__()
+        check_supported(config)
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = Encoder(config)
+        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.apply(lambda m: init_bert_weights(m, config.initializer_range))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> BaseModelOutput:
+        """Encode a batch.
+
+        input_ids, attention_mask (1 = token, 0 = padding), token_type_ids, position_ids: (B, T).
+        unpad: run the dense layers on the real tokens only, packed as (S, H), when the batch has
+            padding. None (default) decides automatically: on whenever the mask has padding.
+            Numerically the same as the padded path (fp32 rounding aside), except that
+            last_hidden_state is zero at padding positions instead of a meaningless value.
+        """
+        B, T = input_ids.shape
+        packing = Packing(batch=B, length=T)
+        if attention_mask is not None:
+            keep = attention_mask.bool()  # (B, T)
+            if not bool(keep.all()):
+                packing.key_mask = keep[
+                    :, None, None, :
+                ]  # (B, 1, 1, T) broadcast over heads, queries
+                if unpad is None or unpad:
+                    packing.indices = keep.reshape(-1).nonzero().squeeze(1)  # (S,)
+        x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)
+        x = self.encoder(x, packing)  # (B, T, H) or (S, H)
+        if packing.indices is not None:
+            x = packing.pad(x)  # (B, T, H)
+        pooled = self.pooler(x[:, 0]) if self.pooler is not None else None
+        return BaseModelOutput(last_hidden_state=x, pooler_output=pooled)

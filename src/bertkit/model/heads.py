@@ -1,0 +1,333 @@
+"""Task heads over BertModel: pre-training (MLM + NSP), masked LM, sequence / token
+classification, question answering (span start/end) and multiple choice.
+
+Shape legend: B batch, T tokens, H hidden, V vocabulary, C choices, M labelled MLM positions.
+Every head keeps the encoder in ``self.bert``; label -100 is ignored by every loss.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.model.bert import BertModel, init_bert_weights
+from bertkit.model.encoder import activation
+from bertkit.model.outputs import (
+    MaskedLMOutput,
+    MultipleChoiceOutput,
+    PreTrainingOutput,
+    QuestionAnsweringOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+IGNORE = -100
+
+
+class MaskedLMHead(nn.Module):
+    """dense -> activation -> LayerNorm, then a decoder tied to the word embeddings + own bias.
+
+    The decoder weight is passed in (the word-embedding matrix), so the tie needs no duplicate
+    parameter and survives loading and ``state_dict`` round trips.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, h: torch.Tensor, decoder_weight: torch.Tensor) -> torch.Tensor:
+        """h: (..., H) -> logits (..., V)."""
+        h = self.layer_norm(self.act(self.dense(h)))
+        return F.linear(h, decoder_weight, self.bias)
+
+
+def _masked_lm(
+    head: MaskedLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, weight: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """Logits, loss, correct, count following the MaskedLMOutput contract.
+
+    With labels, gather the labelled positions first: the transform and the (H x V) decoder then
+    run on M rows instead of B*T (about 15% of them in pre-training).
+    """
+    if labels is None:
+        return head(hidden, weight), None, None, None
+    flat = labels.reshape(-1)
+    positions = (flat != IGNORE).nonzero().squeeze(1)  # (M,)
+    targets = flat.index_select(0, positions)
+    h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)  # (M, H)
+    logits = head(h, weight)  # (M, V)
+    if positions.numel() == 0:
+        loss = logits.sum() * 0.0  # no labelled token: a zero loss that keeps the graph
+    else:
+        loss = F.cross_entropy(logits.float(), targets)
+    with torch.no_grad():
+        correct = (logits.argmax(-1) == targets).sum()
+    count = torch.tensor(positions.numel(), device=labels.device)
+    return logits, loss, correct, count
+
+
+def _classifier_dropout(config: BertConfig) -> nn.Dropout:
+    p = config.classifier_dropout
+    return nn.Dropout(config.hidden_dropout_prob if p is None else p)
+
+
+class BertForPreTraining(nn.Module):
+    """Masked LM + next-sentence prediction; loss = MLM + NSP (BERT paper, section 3.1)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.mlm = MaskedLMHead(config)
+        self.nsp = nn.Linear(config.hidden_size, 2)
+        init_bert_weights(self.mlm.dense, config.initializer_range)
+        init_bert_weights(self.nsp, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> PreTrainingOutput:
+        """labels (B, T): target ids at masked positions, -100 elsewhere; next_sentence_label (B,)."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        weight = self.bert.embeddings.word.weight
+        logits, mlm_loss, correct, count = _masked_lm(
+            self.mlm, out.last_hidden_state, labels, weight
+        )
+        nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
+        nsp_loss = nsp_correct = None
+        if next_sentence_label is not None:
+            target = next_sentence_label.reshape(-1)
+            nsp_loss = F.cross_entropy(nsp_logits.float(), target, ignore_index=IGNORE)
+            nsp_correct = (nsp_logits.detach().argmax(-1) == target).sum()
+        loss = mlm_loss + nsp_loss if mlm_loss is not None and nsp_loss is not None else None
+        return PreTrainingOutput(
+            prediction_logits=logits,
+            seq_relationship_logits=nsp_logits,
+            loss=loss,
+            mlm_loss=mlm_loss,
+            nsp_loss=nsp_loss,
+            mlm_correct=correct,
+            mlm_count=count,
+            nsp_correct=nsp_correct,
+        )
+
+
+class BertForMaskedLM(nn.Module):
+    """Masked LM alone (no pooler, no NSP)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.mlm = MaskedLMHead(config)
+        init_bert_weights(self.mlm.dense, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> MaskedLMOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        logits, loss, correct, count = _masked_lm(
+            self.mlm, out.last_hidden_state, labels, self.bert.embeddings.word.weight
+        )
+        return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
+
+
+class BertForSequenceClassification(nn.Module):
+    """A linear classifier over the pooled [CLS] output; num_labels == 1 is regression (MSE).
+
+    With num_labels > 1, integer labels give cross-entropy and float labels (B, num_labels)
+    multi-label binary cross-entropy, unless config.problem_type says otherwise.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        init_bert_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> SequenceClassifierOutput:
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        loss = None
+        if labels is not None:
+            kind = self.config.problem_type
+            if kind is None:
+                if self.num_labels == 1:
+                    kind = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    kind = "single_label_classification"
+                else:
+                    kind = "multi_label_classification"
+            if kind == "regression":
+                loss = F.mse_loss(logits.float().reshape(-1), labels.float().reshape(-1))
+            elif kind == "single_label_classification":
+                loss = F.cross_entropy(
+                    logits.float(), labels.reshape(-1).long(), ignore_index=IGNORE
+                )
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        return SequenceClassifierOutput(logits=logits, loss=loss)
+
+
+class BertForTokenClassification(nn.Module):
+    """A linear classifier over every token's final hidden state (e.g. NER tags)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        init_bert_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> TokenClassifierOutput:
+        """labels (B, T), -100 on padding, special tokens and non-first word pieces."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits.float().reshape(-1, self.num_labels), labels.reshape(-1), ignore_index=IGNORE
+            )
+        return TokenClassifierOutput(logits=logits, loss=loss)
+
+
+class BertForQuestionAnswering(nn.Module):
+    """Span extraction: one (H x 2) projection gives start and end scores for every token.
+
+    Its two columns are the paper's start vector S and end vector E (section 4.2).
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa = nn.Linear(config.hidden_size, 2)
+        init_bert_weights(self.qa, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> QuestionAnsweringOutput:
+        """start_positions, end_positions (B,): token indices of the answer span.
+
+        The span loss normalises over all T positions, padding included, as transformers and
+        Google's run_squad do; padding positions then need real hidden states, so with positions
+        given the padded path is the default (unpad=None -> False). Inference unpads.
+        """
+        if unpad is None and start_positions is not None:
+            unpad = False
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        logits = self.qa(out.last_hidden_state)  # (B, T, 2)
+        start_logits, end_logits = logits.unbind(-1)  # 2 x (B, T)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            T = start_logits.shape[1]
+            # A position outside the window (answer truncated away) is ignored.
+            start = start_positions.reshape(-1).clamp(0, T)
+            end = end_positions.reshape(-1).clamp(0, T)
+            loss = (
+                F.cross_entropy(start_logits.float(), start, ignore_index=T)
+                + F.cross_entropy(end_logits.float(), end, ignore_index=T)
+            ) / 2
+        return QuestionAnsweringOutput(
+            start_logits=start_logits.contiguous(), end_logits=end_logits.contiguous(), loss=loss
+        )
+
+
+class BertForMultipleChoice(nn.Module):
+    """Scores C candidate continuations (e.g. SWAG) with one linear unit over each pooled output."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        init_bert_weights(self.classifier, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> MultipleChoiceOutput:
+        """Inputs (B, C, T), one row per choice; labels (B,) index of the right choice."""
+        B, C, T = input_ids.shape
+
+        def flat(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.reshape(B * C, T)
+
+        out = self.bert(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            unpad=unpad,
+        )
+        logits = self.classifier(self.dropout(out.pooler_output)).reshape(B, C)  # (B, C)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float(), labels.reshape(-1), ignore_index=IGNORE)
+        return MultipleChoiceOutput(logits=logits, loss=loss)
+
+
+HEAD_CLASSES: dict[str, type[nn.Module]] = {
+    cls.__name__: cls
+    for cls in (
+        BertModel,
+        BertForPreTraining,
+        BertForMaskedLM,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+        BertForMultipleChoice,
+    )
+}
+"""Our classes by name; each name equals the Hugging Face class with the same weights."""

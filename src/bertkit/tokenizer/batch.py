@@ -1,0 +1,89 @@
+"""Batch dictionaries: padding and conversion to numpy arrays or torch tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bertkit.tokenizer.encoding import Encoding
+
+
+def flatten(encodings: Sequence[Encoding], with_overflow: bool) -> tuple[list[Encoding], list[int]]:
+    """Each encoding followed by its overflow windows, and the input index of each."""
+    out: list[Encoding] = []
+    sample: list[int] = []
+    for i, enc in enumerate(encodings):
+        out.append(enc)
+        sample.append(i)
+        if with_overflow:
+            out.extend(enc.overflowing)
+            sample.extend([i] * len(enc.overflowing))
+    return out, sample
+
+
+def batch_dict(
+    encodings: Sequence[Encoding],
+    *,
+    pad_id: int,
+    padding: str | bool,
+    max_length: int | None,
+    return_overflowing_tokens: bool,
+    return_offsets_mapping: bool,
+    return_special_tokens_mask: bool,
+    return_tensors: str | None,
+) -> dict[str, Any]:
+    """Hugging Face-style batch: keys ``input_ids``, ``token_type_ids``, ``attention_mask``
+    (+ requested extras), each a list of rows, an int64 array (``"np"``) or a tensor (``"pt"``).
+
+    Padding (right side) uses ``pad_id``, type 0, attention 0, special mask 1, offset (0, 0).
+    """
+    encs, sample = flatten(encodings, return_overflowing_tokens)
+    if padding is True:
+        padding = "longest"
+    if padding == "max_length":
+        if max_length is None:
+            raise ValueError("padding='max_length' needs max_length")
+        width = max_length
+    elif padding == "longest":
+        width = max((len(e) for e in encs), default=0)
+    elif padding is False or padding is None or padding == "do_not_pad":
+        width = None
+    else:
+        raise ValueError(f"unknown padding {padding!r}; expected 'longest', 'max_length' or False")
+
+    def pad(rows: list[list[Any]], value: Any) -> list[list[Any]]:
+        if width is None:
+            return rows
+        return [r + [value] * (width - len(r)) if len(r) < width else r for r in rows]
+
+    out: dict[str, Any] = {
+        "input_ids": pad([e.input_ids for e in encs], pad_id),
+        "token_type_ids": pad([e.token_type_ids for e in encs], 0),
+        "attention_mask": pad([e.attention_mask for e in encs], 0),
+    }
+    if return_special_tokens_mask:
+        out["special_tokens_mask"] = pad([e.special_tokens_mask for e in encs], 1)
+    if return_offsets_mapping:
+        out["offset_mapping"] = pad([list(e.offsets) for e in encs], (0, 0))
+    if return_overflowing_tokens:
+        out["overflow_to_sample_mapping"] = sample
+    if return_tensors is None:
+        return out
+    lengths = {len(r) for r in out["input_ids"]}
+    if len(lengths) > 1:
+        raise ValueError(
+            f"rows have different lengths {sorted(lengths)}; use padding='longest' (or "
+            "truncation with max_length) to return tensors"
+        )
+    import numpy as np
+
+    arrays = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    if "offset_mapping" in arrays and arrays["offset_mapping"].size == 0:
+        arrays["offset_mapping"] = arrays["offset_mapping"].reshape(len(encs), 0, 2)
+    if return_tensors == "np":
+        return arrays
+    if return_tensors == "pt":
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in arrays.items()}
+    raise ValueError(f"unknown return_tensors {return_tensors!r}; expected 'np', 'pt' or None")

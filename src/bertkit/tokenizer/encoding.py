@@ -1,0 +1,288 @@
+"""Encodings of one text or a pair: special tokens, truncation with overflow windows, padding.
+
+The rules reproduce Hugging Face BertTokenizerFast (the Rust ``tokenizers`` post-processing):
+
+- single: ``[CLS] A [SEP]``; pair: ``[CLS] A [SEP] B [SEP]``; token types 0 up to and including
+  the first [SEP], 1 for B and the last [SEP]; specials have offsets (0, 0), word id None.
+- truncation works on the sequences without their specials (``max_length - 2`` or ``- 3``).
+  ``longest_first`` shortens the longer sequence first and splits evenly when both must go
+  (the originally longer one keeps the odd token); ``only_first``/``only_second`` cut one
+  sequence and fail if it is too short.
+- a truncated sequence of n tokens cut to m gives windows starting at 0, m - stride,
+  2 (m - stride), ... until one reaches the end. For a pair the first encoding is (A0, B0) and
+  ``overflowing`` lists (A1, B0), (A1, B1), ..., (A2, B0), ..., then (A0, B1), (A0, B2), ...
+  With ``only_second`` (SQuAD) that is the question with each window of the context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Span = tuple[int, int]
+
+
+@dataclass(slots=True)
+class Segment:
+    """One sequence (A or B) before special tokens: ids, offsets and word index of each token."""
+
+    ids: list[int]
+    offsets: list[Span]
+    word_ids: list[int]
+
+    def window(self, start: int, stop: int) -> Segment:
+        if start == 0 and stop >= len(self.ids):
+            return self
+        return Segment(self.ids[start:stop], self.offsets[start:stop], self.word_ids[start:stop])
+
+
+class Encoding:
+    """Model inputs for one text or pair, plus alignment back to the text.
+
+    Attributes: ``input_ids``, ``token_type_ids``, ``attention_mask``, ``special_tokens_mask``,
+    ``offsets`` (character spans into the original string; into text B for B's tokens; (0, 0)
+    for added specials), ``word_ids`` (BERT basic-tokenizer word index within each sequence,
+    None for added specials), ``sequence_ids`` (0 for A, 1 for B, None for added specials) and
+    ``overflowing`` (the extra windows when truncation with ``return_overflowing_tokens`` cut
+    something off).
+
+    ``input_ids`` and ``offsets`` are built eagerly; the other per-token lists follow from the
+    two sequences' lengths and are built on first access (most callers never read them all).
+    """
+
+    __slots__ = ("_a", "_b", "_cache", "_special", "input_ids", "offsets", "overflowing")
+
+    def __init__(
+        self,
+        a: Segment,
+        b: Segment | None,
+        cls_id: int | None,
+        sep_id: int | None,
+        add_special: bool,
+    ) -> None:
+        self._a, self._b, self._special = a, b, add_special
+        self._cache: dict[str, list] = {}
+        self.overflowing: list[Encoding] = []
+        if not add_special:
+            self.input_ids = a.ids + b.ids if b is not None else list(a.ids)
+            self.offsets = a.offsets + b.offsets if b is not None else list(a.offsets)
+            return
+        if cls_id is None or sep_id is None:
+            raise ValueError("the vocabulary has no [CLS]/[SEP]; pass add_special_tokens=False")
+        ids = [cls_id, *a.ids, sep_id]
+        offsets = [(0, 0), *a.offsets, (0, 0)]
+        if b is not None:
+            ids += b.ids
+            ids.append(sep_id)
+            offsets += b.offsets
+            offsets.append((0, 0))
+        self.input_ids = ids
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __repr__(self) -> str:
+        return f"Encoding(input_ids={self.input_ids}, offsets={self.offsets})"
+
+    def _pattern(self, name: str, outer: object, in_a: object, in_b: object) -> list:
+        """``[outer] + [in_a]*len(A) + [outer] (+ [in_b]*len(B) + [outer])``, cached by name."""
+        got = self._cache.get(name)
+        if got is None:
+            na = len(self._a.ids)
+            nb = 0 if self._b is None else len(self._b.ids)
+            if self._special:
+                got = [outer, *([in_a] * na), outer]
+                if self._b is not None:
+                    got += [in_b] * nb
+                    got.append(outer)
+            else:
+                got = [in_a] * na + [in_b] * nb
+            self._cache[name] = got
+        return got
+
+    @property
+    def token_type_ids(self) -> list[int]:
+        got = self._cache.get("types")
+        if got is None:
+            na = len(self._a.ids)
+            nb = 0 if self._b is None else len(self._b.ids)
+            if self._special:
+                got = [0] * (na + 2) + [1] * (nb + 1 if self._b is not None else 0)
+            else:
+                got = [0] * na + [1] * nb
+            self._cache["types"] = got
+        return got
+
+    @property
+    def attention_mask(self) -> list[int]:
+        return self._pattern("attention", 1, 1, 1)
+
+    @property
+    def special_tokens_mask(self) -> list[int]:
+        return self._pattern("special", 1, 0, 0)
+
+    @property
+    def sequence_ids(self) -> list[int | None]:
+        return self._pattern("sequence", None, 0, 1)
+
+    @property
+    def word_ids(self) -> list[int | None]:
+        got = self._cache.get("words")
+        if got is None:
+            a, b = self._a, self._b
+            if self._special:
+                got = [None, *a.word_ids, None]
+                if b is not None:
+                    got += b.word_ids
+                    got.append(None)
+            else:
+                got = a.word_ids + b.word_ids if b is not None else list(a.word_ids)
+            self._cache["words"] = got
+        return got
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Encoding):
+            return NotImplemented
+        return all(
+            getattr(self, f) == getattr(other, f)
+            for f in (*FIELDS, "overflowing")
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> tuple:
+        return (self._a, self._b, self._special, self.input_ids, self.offsets, self.overflowing)
+
+    def __setstate__(self, state: tuple) -> None:
+        self._a, self._b, self._special, self.input_ids, self.offsets, self.overflowing = state
+        self._cache = {}
+
+
+# the per-token lists of an Encoding, in the order Hugging Face returns them
+FIELDS = (
+    "input_ids",
+    "token_type_ids",
+    "attention_mask",
+    "special_tokens_mask",
+    "offsets",
+    "word_ids",
+    "sequence_ids",
+)
+
+
+def windows(n: int, max_len: int, stride: int) -> list[Span]:
+    """Token ranges of a sequence of ``n`` tokens cut to ``max_len`` with ``stride`` overlap.
+
+    >>> windows(10, 4, 1)
+    [(0, 4), (3, 7), (6, 10)]
+    """
+    if max_len >= n:
+        return [(0, n)]
+    if max_len == 0:
+        return [(0, 0), (0, n)]
+    if stride >= max_len:
+        raise ValueError(
+            f"stride ({stride}) must be smaller than the room left for the truncated sequence "
+            f"({max_len} tokens after special tokens and the other sequence)"
+        )
+    out = []
+    start = 0
+    while True:
+        stop = min(start + max_len, n)
+        out.append((start, stop))
+        if stop == n:
+            return out
+        start += max_len - stride
+
+
+def truncation_lengths(
+    n1: int, n2: int | None, max_len: int, strategy: str
+) -> tuple[int, int | None]:
+    """Lengths A and B keep when ``n1 + n2`` tokens must fit ``max_len`` (specials excluded)."""
+    total = n1 + (n2 or 0)
+    if total <= max_len:
+        return n1, n2
+    to_remove = total - max_len
+    if strategy == "longest_first":
+        if n2 is None:
+            return max_len, None
+        short, long_, swapped = (n2, n1, True) if n1 > n2 else (n1, n2, False)
+        long_ = short if short > max_len else max(short, max_len - short)
+        if short + long_ > max_len:
+            short = max_len // 2
+            long_ = short + max_len % 2
+        return (long_, short) if swapped else (short, long_)
+    if strategy == "only_first":
+        if n1 <= to_remove:
+            raise ValueError(_too_short("first", n1, to_remove))
+        return n1 - to_remove, n2
+    if strategy == "only_second":
+        if n2 is None:
+            raise ValueError("truncation='only_second' needs a second sequence")
+        if n2 <= to_remove:
+            raise ValueError(_too_short("second", n2, to_remove))
+        return n1, n2 - to_remove
+    raise ValueError(f"unknown truncation strategy {strategy!r}")
+
+
+def _too_short(which: str, n: int, to_remove: int) -> str:
+    return (
+        f"the {which} sequence has {n} tokens, too few to remove the {to_remove} needed "
+        "to respect max_length"
+    )
+
+
+def assemble(
+    a: Segment, b: Segment | None, cls_id: int | None, sep_id: int | None, add_special: bool
+) -> Encoding:
+    """Join A (and B) with [CLS]/[SEP] into an Encoding (no overflow)."""
+    return Encoding(a, b, cls_id, sep_id, add_special)
+
+
+def encode_segments(
+    a: Segment,
+    b: Segment | None,
+    *,
+    cls_id: int | None,
+    sep_id: int | None,
+    add_special_tokens: bool,
+    max_length: int | None,
+    truncation: str | bool,
+    stride: int,
+    return_overflowing_tokens: bool,
+) -> Encoding:
+    """Truncate (with overflow windows) and assemble, following BertTokenizerFast exactly."""
+    if truncation is True:
+        truncation = "longest_first"
+    if not truncation or max_length is None:
+        return assemble(a, b, cls_id, sep_id, add_special_tokens)
+    n_special = (2 if b is None else 3) if add_special_tokens else 0
+    room = max_length - n_special
+    if room < 0:
+        raise ValueError(f"max_length={max_length} leaves no room after {n_special} special tokens")
+    if stride >= room and stride > 0:
+        raise ValueError(
+            f"stride ({stride}) must be smaller than max_length minus special tokens ({room})"
+        )
+    na, nb = len(a.ids), (None if b is None else len(b.ids))
+    keep_a, keep_b = truncation_lengths(na, nb, room, truncation)
+    wa = windows(na, keep_a, stride)
+    wb = (
+        windows(nb, keep_b, stride)
+        if b is not None and nb is not None and keep_b is not None
+        else [None]
+    )
+    if not return_overflowing_tokens:
+        wa, wb = wa[:1], wb[:1]
+
+    def build(ra: Span, rb: Span | None) -> Encoding:
+        sb = None if b is None or rb is None else b.window(*rb)
+        return assemble(a.window(*ra), sb, cls_id, sep_id, add_special_tokens)
+
+    main = build(wa[0], wb[0])
+    for ra in wa[1:]:
+        for rb in wb:
+            main.overflowing.append(build(ra, rb))
+    for rb in wb[1:]:
+        main.overflowing.append(build(wa[0], rb))
+    return main

@@ -1,0 +1,89 @@
+"""Tokenization in worker processes: each worker holds a copy of the tokenizer (and its own
+word cache) and handles chunks of texts; results come back in input order.
+
+On Linux the pool forks, so the tokenizer is inherited rather than pickled. An Encoding
+pickles as its two segments and its ids/offsets only (the derived lists are rebuilt lazily).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from bertkit.tokenizer.encoding import Encoding
+
+R = TypeVar("R")
+C = TypeVar("C")
+
+# Set once in each worker process by _init_worker (process-local; the parent never sets it).
+_WORKER: dict[str, Any] = {}
+
+
+def _context() -> Any:
+    methods = mp.get_all_start_methods()
+    return mp.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _init_worker(tokenizer: Any) -> None:
+    _WORKER["tok"] = tokenizer
+
+
+def _call(job: tuple[Callable[[Any, Any], Any], Any]) -> Any:
+    fn, chunk = job
+    return fn(_WORKER["tok"], chunk)
+
+
+def imap_chunks(
+    tokenizer: Any,
+    fn: Callable[[Any, C], R],
+    chunks: Iterable[C],
+    num_workers: int,
+) -> Iterator[R]:
+    """``fn(tokenizer, chunk)`` for each chunk, in order, in ``num_workers`` processes.
+
+    ``fn`` must be a module-level function (it is pickled). With ``num_workers <= 1`` it runs
+    here, lazily. The pool stays alive while the iterator is consumed.
+    """
+    if num_workers <= 1:
+        for chunk in chunks:
+            yield fn(tokenizer, chunk)
+        return
+    with _context().Pool(num_workers, initializer=_init_worker, initargs=(tokenizer,)) as pool:
+        yield from pool.imap(_call, ((fn, c) for c in chunks))
+
+
+def _encode_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | None, dict]) -> list:
+    texts, pairs, kwargs = chunk
+    if pairs is None:
+        return [tokenizer.encode(t, **kwargs) for t in texts]
+    return [tokenizer.encode(t, p, **kwargs) for t, p in zip(texts, pairs, strict=True)]
+
+
+def encode_batch(
+    tokenizer: Any,
+    texts: Sequence[str],
+    text_pairs: Sequence[str] | None,
+    num_workers: int,
+    chunk_size: int,
+    kwargs: dict[str, Any],
+) -> list[Encoding]:
+    """Encodings of ``texts`` (with ``text_pairs``), computed in ``num_workers`` processes."""
+    if text_pairs is not None and len(text_pairs) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(text_pairs)} text pairs")
+    if num_workers <= 1 or len(texts) <= chunk_size:
+        if text_pairs is None:
+            return [tokenizer.encode(t, **kwargs) for t in texts]
+        return [tokenizer.encode(t, p, **kwargs) for t, p in zip(texts, text_pairs)]
+    chunks = (
+        (
+            texts[i : i + chunk_size],
+            None if text_pairs is None else text_pairs[i : i + chunk_size],
+            kwargs,
+        )
+        for i in range(0, len(texts), chunk_size)
+    )
+    out: list[Encoding] = []
+    for packed in imap_chunks(tokenizer, _encode_chunk, chunks, num_workers):
+        out.extend(packed)
+    return out

@@ -1,0 +1,490 @@
+"""BertTokenizer: BERT's WordPiece tokenization with offsets, pairs, truncation and batching.
+
+Speed comes from working word by word: one precompiled regex finds the words of the original
+text (see normalize.py), and a per-tokenizer cache maps each distinct word string to its
+wordpiece ids and relative offsets, so the per-character work (normalization, greedy matching)
+runs once per distinct word, not once per occurrence. The cache is bounded (cleared when full).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate, chain, compress, repeat
+from operator import add, is_, itemgetter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import ConfigError, InputError
+from bertkit.io import atomic_write_text
+from bertkit.tokenizer.encoding import Encoding, Segment, encode_segments
+from bertkit.tokenizer.normalize import Normalizer
+from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab, wordpiece
+
+# cache entry: (ids, relative offsets or None when the word is one token spanning the whole match)
+_Entry = tuple[tuple[int, ...], "tuple[tuple[int, int], ...] | None"]
+_CACHEABLE_CHARS = 64
+# chunk cache entry: (ids, token starts, token ends, word index of each token, number of words)
+_Chunk = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int]
+_IDS, _STARTS, _ENDS, _WORDS, _NWORDS = (itemgetter(i) for i in range(5))
+# the Hugging Face WordPiece decoder's clean-up, applied to each token (with its leading space)
+_CLEANUP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" do not", " don't"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
+
+
+class BertTokenizer:
+    """BERT tokenizer with Hugging Face BertTokenizerFast semantics (ids, types, offsets).
+
+    Args:
+        vocab_or_path: a Vocab or the path of a vocab.txt.
+        do_lower_case: lowercase (and, unless ``strip_accents`` says otherwise, strip accents).
+        strip_accents: None follows ``do_lower_case``, as in BERT.
+        tokenize_chinese_chars: split CJK ideographs into one-character words.
+        max_input_chars_per_word: longer words (after normalization) become [UNK].
+        cache_size: distinct words remembered (the cache is cleared when it is full).
+    """
+
+    def __init__(
+        self,
+        vocab_or_path: Vocab | str | Path,
+        do_lower_case: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        max_input_chars_per_word: int = 100,
+        cache_size: int = 1 << 19,
+    ) -> None:
+        self.vocab = (
+            vocab_or_path if isinstance(vocab_or_path, Vocab) else Vocab.from_file(vocab_or_path)
+        )
+        self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.cache_size = cache_size
+        self.normalizer = Normalizer(do_lower_case, strip_accents, tokenize_chinese_chars)
+        v = self.vocab
+        self.pad_token_id = v.special_id("[PAD]")
+        self.unk_token_id = v.special_id("[UNK]")
+        self.cls_token_id = v.special_id("[CLS]")
+        self.sep_token_id = v.special_id("[SEP]")
+        self.mask_token_id = v.special_id("[MASK]")
+        if self.unk_token_id is None:
+            raise ConfigError("the vocabulary has no [UNK] token")
+        specials = [t for t in SPECIAL_TOKENS if t in v]
+        self.all_special_ids = frozenset(v.token_to_id[t] for t in specials)
+        # special tokens are matched in the raw text, case-sensitively, longest first
+        alternatives = "|".join(re.escape(t) for t in sorted(specials, key=len, reverse=True))
+        self._special_re = re.compile(alternatives) if specials else None
+        self._max_token_chars = max(
+            (len(t) - len(PREFIX) if t.startswith(PREFIX) else len(t)) for t in v.id_to_token
+        )
+        self._cache: dict[str, _Entry] = {}
+        # words that are one token spanning the whole match: word -> id (the fast path)
+        self._single: dict[str, int] = {}
+        # space-free chunks of text -> their tokens (see _chunked)
+        self._chunk_cache: dict[str, _Chunk] = {}
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, **overrides: Any) -> BertTokenizer:
+        """Load ``vocab.txt`` (+ ``do_lower_case`` etc. from tokenizer_config.json if present)."""
+        directory = Path(directory)
+        kwargs: dict[str, Any] = {}
+        config_path = directory / "tokenizer_config.json"
+        if config_path.exists():
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InputError(config_path, None, f"expected a JSON object ({e})") from e
+            for key in ("do_lower_case", "strip_accents", "tokenize_chinese_chars"):
+                if key in config:
+                    kwargs[key] = config[key]
+        kwargs.update(overrides)
+        return cls(directory / "vocab.txt", **kwargs)
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write vocab.txt and tokenizer_config.json (readable by transformers too)."""
+        directory = Path(directory)
+        self.vocab.save(directory / "vocab.txt")
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.do_lower_case,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "unk_token": "[UNK]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "cls_token": "[CLS]",
+            "mask_token": "[MASK]",
+        }
+        atomic_write_text(directory / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_cache"] = {}  # worker processes rebuild their own cache
+        state["_single"] = {}
+        state["_chunk_cache"] = {}
+        return state
+
+    # --- words --------------------------------------------------------------------------------
+
+    def _word_entry(self, word: str) -> _Entry:
+        """Wordpiece ids and offsets (relative to the word) of one regex match; cached."""
+        norm, align = self.normalizer.normalize_word(word)
+        if not norm:
+            entry: _Entry = ((), ())
+        else:
+            pieces = None
+            if len(norm) <= self.max_input_chars_per_word:
+                pieces = wordpiece(norm, self.vocab.token_to_id, self._max_token_chars)
+            if pieces is None:
+                pieces = [(self.unk_token_id, 0, len(norm))]
+            if align is not None:
+                pieces = [(i, align[s], align[e - 1] + 1) for i, s, e in pieces]
+            ids = tuple(p[0] for p in pieces)
+            if len(pieces) == 1 and pieces[0][1] == 0 and pieces[0][2] == len(word):
+                entry = (ids, None)
+            else:
+                entry = (ids, tuple((s, e) for _, s, e in pieces))
+        if len(word) <= _CACHEABLE_CHARS:
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+                self._single.clear()
+            self._cache[word] = entry
+            if entry[1] is None:
+                self._single[word] = entry[0][0]
+        return entry
+
+    def _pieces(self, text: str) -> list[tuple[int, int, bool]]:
+        """(start, end, is_special) ranges of ``text``: special tokens and the text between."""
+        if self._special_re is None or "[" not in text:
+            return [(0, len(text), False)]
+        out = []
+        pos = 0
+        for m in self._special_re.finditer(text):
+            if m.start() > pos:
+                out.append((pos, m.start(), False))
+            out.append((m.start(), m.end(), True))
+            pos = m.end()
+        if pos < len(text):
+            out.append((pos, len(text), False))
+        return out
+
+    def segment(self, text: str) -> Segment:
+        """Wordpiece ids, character offsets and word indices of ``text`` (no special tokens)."""
+        pieces = self._pieces(text)
+        if len(pieces) == 1 and not pieces[0][2]:
+            ids, offsets, words, _ = self._chunked(text, 0, 0)
+            return Segment(ids, offsets, words)
+        ids, offsets, words = [], [], []
+        k = 0
+        tok_to_id = self.vocab.token_to_id
+        for start, end, special in pieces:
+            if special:
+                ids.append(tok_to_id[text[start:end]])
+                offsets.append((start, end))
+                words.append(k)
+                k += 1
+            else:
+                i, o, w, k = self._chunked(text[start:end], start, k)
+                ids += i
+                offsets += o
+                words += w
+        return Segment(ids, offsets, words)
+
+    def _chunked(
+        self, text: str, base: int, k: int
+    ) -> tuple[list[int], list[tuple[int, int]], list[int], int]:
+        """Tokens of ``text`` (no specials inside), offsets shifted by ``base``, words numbered
+        from ``k``; returns (ids, offsets, word ids, next word index).
+
+        The hot path: ``text.split(" ")`` cuts it into space-separated chunks ("world," or
+        "(1998)"), and a cache maps each chunk to its tokens with offsets and word indices
+        relative to the chunk. Everything per token is then done by C-level builtins
+        (map/accumulate/chain/zip): a chunk's start is the running sum of lengths + 1.
+        Uncached chunks go through the word-level scanner (``_scan``).
+        """
+        chunks = text.split(" ")
+        entries = list(map(self._chunk_cache.get, chunks))
+        if None in entries:
+            miss = self._chunk_entry
+            for i in compress(range(len(entries)), map(is_, entries, repeat(None))):
+                entries[i] = miss(chunks[i])
+        counts = list(map(len, map(_IDS, entries)))
+        ids = list(chain.from_iterable(map(_IDS, entries)))
+        starts = accumulate(chain((base,), map(add, map(len, chunks), repeat(1))))
+        tok_base = list(chain.from_iterable(map(repeat, starts, counts)))
+        offsets = list(
+            zip(
+                map(add, tok_base, chain.from_iterable(map(_STARTS, entries))),
+                map(add, tok_base, chain.from_iterable(map(_ENDS, entries))),
+            )
+        )
+        word_base = accumulate(chain((k,), map(_NWORDS, entries)))
+        words = list(
+            map(
+                add,
+                chain.from_iterable(map(repeat, word_base, counts)),
+                chain.from_iterable(map(_WORDS, entries)),
+            )
+        )
+        return ids, offsets, words, k + sum(map(_NWORDS, entries))
+
+    def _chunk_entry(self, chunk: str) -> _Chunk:
+        """Tokens of one space-free chunk relative to it (cached when short)."""
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        words: list[int] = []
+        n_words = self._scan(chunk, 0, len(chunk), 0, ids, offsets, words)
+        entry = (
+            tuple(ids),
+            tuple(a for a, _ in offsets),
+            tuple(b for _, b in offsets),
+            tuple(words),
+            n_words,
+        )
+        if len(chunk) <= _CACHEABLE_CHARS:
+            if len(self._chunk_cache) >= self.cache_size:
+                self._chunk_cache.clear()
+            self._chunk_cache[chunk] = entry
+        return entry
+
+    def _scan(
+        self,
+        text: str,
+        start: int,
+        end: int,
+        k: int,
+        ids: list[int],
+        offsets: list[tuple[int, int]],
+        words: list[int],
+    ) -> int:
+        """Append the tokens of ``text[start:end]`` (no specials inside); returns the next word
+        index. The common case (every word one cached token) runs in C-level builtins only:
+        word offsets come from cumulative lengths of (spaces, word) matches.
+        """
+        found = self.normalizer.gap_word_re(text).findall(text, start, end)
+        if not found:
+            return k
+        cum = list(accumulate(map(len, chain.from_iterable(found)), initial=start))
+        spans = list(zip(cum[1::2], cum[2::2]))
+        single = self._single.get
+        word_ids = list(map(single, [w for _, w in found]))
+        if None not in word_ids:
+            ids += word_ids
+            offsets += spans
+            words += range(k, k + len(spans))
+            return k + len(spans)
+        get = self._cache.get
+        miss = self._word_entry
+        prev = 0
+        # only the words that are not a single cached token take the Python-level path
+        for i in compress(range(len(word_ids)), map(is_, word_ids, repeat(None))):
+            if i > prev:
+                ids += word_ids[prev:i]
+                offsets += spans[prev:i]
+                words += range(k, k + i - prev)
+                k += i - prev
+            prev = i + 1
+            w = found[i][1]
+            entry = get(w) or miss(w)
+            pieces = entry[0]
+            if not pieces:
+                continue  # only dropped characters: no word
+            ids += pieces
+            if entry[1] is None:
+                offsets.append(spans[i])
+            else:
+                s = spans[i][0]
+                offsets += [(s + a, s + b) for a, b in entry[1]]
+            words += [k] * len(pieces)
+            k += 1
+        n = len(word_ids)
+        if n > prev:
+            ids += word_ids[prev:]
+            offsets += spans[prev:]
+            words += range(k, k + n - prev)
+            k += n - prev
+        return k
+
+    def encode_words(self, text: str) -> list[list[int]]:
+        """Wordpiece ids grouped by basic-tokenizer word (for whole-word masking); no specials."""
+        out: list[list[int]] = []
+        findall = self.normalizer.word_re.findall
+        get = self._cache.get
+        miss = self._word_entry
+        for start, end, special in self._pieces(text):
+            if special:
+                out.append([self.vocab.token_to_id[text[start:end]]])
+                continue
+            for w in findall(text[start:end]) if (start, end) != (0, len(text)) else findall(text):
+                ids = (get(w) or miss(w))[0]
+                if ids:
+                    out.append(list(ids))
+        return out
+
+    def encode_ids(self, text: str) -> list[int]:
+        """Wordpiece ids of ``text`` without special tokens or offsets (the fastest path)."""
+        pieces = self._pieces(text)
+        if len(pieces) == 1 and not pieces[0][2]:
+            get = self._cache.get
+            miss = self._word_entry
+            ids: list[int] = []
+            for w in self.normalizer.word_re.findall(text):
+                ids.extend((get(w) or miss(w))[0])
+            return ids
+        return [i for word in self.encode_words(text) for i in word]
+
+    def tokenize(self, text: str) -> list[str]:
+        """Wordpiece strings of ``text`` (special tokens found in the text are kept whole)."""
+        itos = self.vocab.id_to_token
+        return [itos[i] for i in self.encode_ids(text)]
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> Any:
+        """Ids of tokens (unknown tokens map to [UNK]); a single string gives a single id."""
+        get = self.vocab.token_to_id.get
+        unk = self.unk_token_id
+        if isinstance(tokens, str):
+            return get(tokens, unk)
+        return [get(t, unk) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> Any:
+        """Tokens of ids; a single id gives a single token. Raises IndexError for bad ids."""
+        itos = self.vocab.id_to_token
+        if isinstance(ids, int):
+            return itos[ids]
+        return [itos[int(i)] for i in ids]
+
+    # --- encodings ----------------------------------------------------------------------------
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: str | bool = "longest_first",
+        stride: int = 0,
+        return_overflowing_tokens: bool = False,
+    ) -> Encoding:
+        """Encode a text or a pair like BertTokenizerFast (see encoding.py for the rules).
+
+        Truncation applies only when ``max_length`` is given; ``max_length`` counts the special
+        tokens. With ``return_overflowing_tokens`` the windows cut off (each overlapping the
+        previous by ``stride`` tokens) are in ``Encoding.overflowing``.
+        """
+        a = self.segment(text)
+        b = None if text_pair is None else self.segment(text_pair)
+        return encode_segments(
+            a,
+            b,
+            cls_id=self.cls_token_id,
+            sep_id=self.sep_token_id,
+            add_special_tokens=add_special_tokens,
+            max_length=max_length,
+            truncation=truncation,
+            stride=stride,
+            return_overflowing_tokens=return_overflowing_tokens,
+        )
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        *,
+        num_workers: int = 1,
+        chunk_size: int = 256,
+        **kwargs: Any,
+    ) -> list[Encoding]:
+        """``encode`` over many texts (or pairs), in ``num_workers`` processes when > 1.
+
+        Results are in input order. Worker processes each keep their own word cache; the pool
+        lives only for this call. ``kwargs`` are those of ``encode``.
+        """
+        from bertkit.tokenizer.parallel import encode_batch
+
+        return encode_batch(self, texts, text_pairs, num_workers, chunk_size, kwargs)
+
+    def __call__(
+        self,
+        texts: str | Sequence[str],
+        text_pairs: str | Sequence[str] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        padding: str | bool = "longest",
+        max_length: int | None = None,
+        truncation: str | bool = "longest_first",
+        stride: int = 0,
+        return_overflowing_tokens: bool = False,
+        return_offsets_mapping: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_tensors: str | None = None,
+        num_workers: int = 1,
+    ) -> dict[str, Any]:
+        """Batch encode with Hugging Face key names (``input_ids``, ``token_type_ids``,
+        ``attention_mask``, optionally ``special_tokens_mask``, ``offset_mapping``,
+        ``overflow_to_sample_mapping``); padded to the longest item (``padding="longest"``) or
+        to ``max_length``; lists, or int64 numpy arrays (``"np"``) or torch tensors (``"pt"``).
+        A single string is treated as a batch of one.
+        """
+        from bertkit.tokenizer.batch import batch_dict
+
+        if isinstance(texts, str):
+            texts = [texts]
+            text_pairs = None if text_pairs is None else [text_pairs]  # type: ignore[list-item]
+        encodings = self.encode_batch(
+            texts,
+            text_pairs,  # type: ignore[arg-type]
+            num_workers=num_workers,
+            add_special_tokens=add_special_tokens,
+            max_length=max_length,
+            truncation=truncation,
+            stride=stride,
+            return_overflowing_tokens=return_overflowing_tokens,
+        )
+        return batch_dict(
+            encodings,
+            pad_id=self.pad_token_id if self.pad_token_id is not None else 0,
+            padding=padding,
+            max_length=max_length,
+            return_overflowing_tokens=return_overflowing_tokens,
+            return_offsets_mapping=return_offsets_mapping,
+            return_special_tokens_mask=return_special_tokens_mask,
+            return_tensors=return_tensors,
+        )
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Join wordpieces back into text: ``##`` pieces attach to the previous piece, others are
+        separated by a space, then each token gets the HF decoder's clean-up (" ," -> "," ...).
+        """
+        itos = self.vocab.id_to_token
+        skip = self.all_special_ids if skip_special_tokens else frozenset()
+        parts: list[str] = []
+        for i in ids:
+            i = int(i)
+            if i in skip:
+                continue
+            tok = itos[i]
+            if parts:
+                tok = tok[len(PREFIX) :] if tok.startswith(PREFIX) else " " + tok
+            for old, new in _CLEANUP:
+                tok = tok.replace(old, new)
+            parts.append(tok)
+        return "".join(parts)

@@ -1,0 +1,261 @@
+"""Crash-safe training checkpoints without pickle: tensors in safetensors, everything else in JSON.
+
+Layout of one checkpoint, ``RUN/checkpoints/step-000001000/``::
+
+    model.safetensors       model.state_dict() (tied weights stored once per name)
+    optimizer.safetensors   optimizer state tensors ("state.<idx>.<key>")
+    rng.safetensors         every RNG state of every rank ("rank<r>.<source>")
+    state.json              step, scheduler, GradScaler, data cursor, optimizer groups, run settings
+    manifest.json           sha256 and size of each file above; written last
+
+Writing is atomic: files go to a hidden ``.tmp-*`` folder, each is fsynced, the manifest is written
+last, and the folder is renamed to its final name (then the parent folder is fsynced). A kill at any
+moment leaves either no new checkpoint or a complete one. Loading verifies every sha256; a corrupt or
+truncated newest checkpoint is reported and the previous one is used instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from bertkit.errors import CheckpointError
+from bertkit.io import fsync_dir, sha256_file
+
+FORMAT = "bertkit-checkpoint-1"
+_NAME = re.compile(r"^step-(\d{9})$")
+FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was skipped (corrupt, truncated, incomplete) and an older one used."""
+
+
+@dataclass
+class Checkpoint:
+    """The contents of one verified checkpoint."""
+
+    path: Path
+    step: int
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, torch.Tensor]
+    rng: dict[str, torch.Tensor]
+    state: dict[str, Any]
+
+
+# ---- RNG state as tensors ----------------------------------------------------------------------
+
+
+def capture_rng() -> dict[str, torch.Tensor]:
+    """Every global RNG state of this process as tensors: Python, NumPy, torch CPU and CUDA."""
+    version, py_state, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    out = {
+        "python": torch.tensor([version, *py_state], dtype=torch.int64),
+        "python_gauss": torch.tensor([gauss is not None, gauss or 0.0], dtype=torch.float64),
+        "numpy_keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+        "numpy_meta": torch.tensor([pos, has_gauss], dtype=torch.int64),
+        "numpy_gauss": torch.tensor([cached], dtype=torch.float64),
+        "torch_cpu": torch.get_rng_state(),
+    }
+    if kind != "MT19937":  # pragma: no cover - numpy's legacy generator is always MT19937
+        raise CheckpointError(f"cannot store numpy RNG of kind {kind}")
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            out[f"cuda_{i}"] = s
+    return out
+
+
+def restore_rng(state: dict[str, torch.Tensor]) -> None:
+    """Inverse of ``capture_rng``."""
+    py = state["python"].tolist()
+    has_gauss, gauss = state["python_gauss"].tolist()
+    random.setstate((int(py[0]), tuple(int(x) for x in py[1:]), gauss if has_gauss else None))
+    pos, has_g = state["numpy_meta"].tolist()
+    np.random.set_state(
+        (
+            "MT19937",
+            state["numpy_keys"].numpy().astype(np.uint32),
+            int(pos),
+            int(has_g),
+            float(state["numpy_gauss"].item()),
+        )
+    )
+    torch.set_rng_state(state["torch_cpu"])
+    cuda = sorted(k for k in state if k.startswith("cuda_"))
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([state[k] for k in cuda])
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def checkpoint_dir_name(step: int) -> str:
+    return f"step-{step:09d}"
+
+
+def save_checkpoint(
+    root: str | Path,
+    step: int,
+    *,
+    model: dict[str, torch.Tensor],
+    optimizer: dict[str, torch.Tensor],
+    rng: dict[str, torch.Tensor],
+    state: dict[str, Any],
+    keep_last: int = 3,
+    write_delay: float = 0.0,
+) -> Path:
+    """Write a checkpoint for ``step`` under ``root`` atomically, then keep only the newest ``keep_last``.
+
+    ``write_delay`` (seconds, tests only) sleeps between files so a kill harness can hit a write.
+    Returns the final checkpoint folder.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_dir_name(step)
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    blobs = {
+        "model.safetensors": st_save(_own_tensors(model)),
+        "optimizer.safetensors": st_save(_own_tensors(optimizer)),
+        "rng.safetensors": st_save(_own_tensors(rng)),
+        "state.json": (
+            json.dumps({"format": FORMAT, "step": step, **state}, indent=1, sort_keys=True) + "\n"
+        ).encode(),
+    }
+    for name, data in blobs.items():
+        _write_synced(tmp / name, data)
+        if write_delay:
+            time.sleep(write_delay)
+    manifest = {
+        "format": FORMAT,
+        "step": step,
+        "files": {n: {"sha256": sha256_file(tmp / n), "bytes": len(blobs[n])} for n in blobs},
+    }
+    _write_synced(tmp / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
+    fsync_dir(tmp)
+    if final.exists():  # re-saving a step (e.g. the last one after a finished run)
+        _remove(final)
+    os.replace(tmp, final)
+    fsync_dir(root)
+    for old in list_checkpoints(root)[keep_last:]:
+        _remove(old)
+    return final
+
+
+def _own_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # safetensors refuses tensors that share memory (tied embeddings): give each name its own copy.
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in tensors.items()}
+
+
+def _remove(path: Path) -> None:
+    """Delete a checkpoint folder: rename it out of the way first so a kill never leaves a half one."""
+    trash = path.with_name(f".del-{path.name}-{os.getpid()}")
+    os.replace(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def clean_stale(root: str | Path) -> None:
+    """Remove leftovers (``.tmp-*``, ``.del-*``) of writes interrupted by a crash."""
+    root = Path(root)
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.name.startswith((".tmp-", ".del-")):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+
+def list_checkpoints(root: str | Path) -> list[Path]:
+    """Checkpoint folders under ``root``, newest first (by step in the name)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)]
+    return sorted(found, key=lambda p: p.name, reverse=True)
+
+
+def verify_checkpoint(path: Path) -> dict[str, Any]:
+    """Check the manifest and every file's size and sha256; returns the manifest.
+
+    Raises CheckpointError naming what is wrong.
+    """
+    mpath = path / "manifest.json"
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{mpath}: missing (incomplete checkpoint)") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{mpath}: not valid JSON") from e
+    if manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{mpath}: unknown format {manifest.get('format')!r}")
+    for name in FILES:
+        info = manifest.get("files", {}).get(name)
+        fpath = path / name
+        if info is None:
+            raise CheckpointError(f"{mpath}: no entry for {name}")
+        if not fpath.is_file():
+            raise CheckpointError(f"{fpath}: missing")
+        if fpath.stat().st_size != info["bytes"]:
+            raise CheckpointError(
+                f"{fpath}: {fpath.stat().st_size} bytes, manifest says {info['bytes']} (truncated?)"
+            )
+        if sha256_file(fpath) != info["sha256"]:
+            raise CheckpointError(f"{fpath}: sha256 does not match the manifest (corrupt)")
+    return manifest
+
+
+def read_checkpoint(path: Path) -> Checkpoint:
+    """Verify and load one checkpoint folder (no pickle anywhere: safetensors + JSON)."""
+    manifest = verify_checkpoint(path)
+    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    tensors = {
+        n: st_load((path / f"{n}.safetensors").read_bytes()) for n in ("model", "optimizer", "rng")
+    }
+    return Checkpoint(
+        path=path,
+        step=int(manifest["step"]),
+        model=tensors["model"],
+        optimizer=tensors["optimizer"],
+        rng=tensors["rng"],
+        state=state,
+    )
+
+
+def load_latest(root: str | Path, warn: Callable[[str], None] | None = None) -> Checkpoint | None:
+    """The newest checkpoint under ``root`` that verifies, or None when there is none.
+
+    Every newer checkpoint that fails verification is reported through ``warn`` (default:
+    ``warnings.warn(..., CheckpointWarning)``) and skipped.
+    """
+    warn = warn or (lambda msg: warnings.warn(msg, CheckpointWarning, stacklevel=3))
+    for path in list_checkpoints(root):
+        try:
+            return read_checkpoint(path)
+        except (CheckpointError, OSError, ValueError) as e:
+            warn(f"skipping checkpoint {path.name}: {e}; trying the previous one")
+    return None

@@ -1,0 +1,365 @@
+"""Fine-tuning with the BERT paper's recipe and its model-selection procedure.
+
+One run: AdamW (decoupled weight decay 0.01, not on biases/LayerNorm; :mod:`bertkit.training.optim`),
+linear warmup over the first 10% of updates then linear decay to 0 (:mod:`bertkit.training.schedule`),
+gradient clipping at 1.0, optional bf16 autocast, dev evaluation after every epoch with the task's
+official metric; the best epoch is kept.
+
+Selection (paper, section 4.1): every learning rate in ``learning_rates`` is run ``restarts`` times
+with seeds ``seed, seed + 1, ...`` (each seed sets the head initialisation, dropout and data order),
+each run is scored on dev by its best epoch, and the best run overall is selected. Whenever a run
+reaches a new best dev score its model is written to the output folder, so at the end the folder
+holds the selected model. :func:`finetune` returns (and the CLI writes as ``metrics.json``) every
+run with its lr, seed and score, the mean and spread per lr and overall, and the selected run.
+
+Batches are length-bucketed: the data are shuffled with an explicit ``torch.Generator``, cut into
+chunks of ``bucket_batches`` batches, sorted by length inside each chunk, cut into batches, and
+the batch order is shuffled again, so padding is small while the order stays random.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.errors import ConfigError
+from bertkit.io import fsync_dir
+from bertkit.progress import progress
+from bertkit.training.optim import OptimizerConfig, build_optimizer
+from bertkit.training.schedule import ScheduleConfig, set_lr
+from bertkit.training.tasks_runtime import Scored, SquadAdapter, TaskAdapter
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Fine-tuning hyperparameters (defaults: the BERT paper's, appendix A.3)."""
+
+    learning_rates: tuple[float, ...] = (5e-5,)
+    """Peak learning rates to try; the paper searched {5e-5, 4e-5, 3e-5, 2e-5}."""
+    restarts: int = 1
+    """Runs per learning rate, with seeds seed, seed+1, ... (new head init and data order)."""
+    epochs: int = 3
+    batch_size: int = 32
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    adam_eps: float = 1e-6
+    max_grad_norm: float = 1.0
+    dropout: float | None = 0.1
+    """Dropout of the encoder and head (None keeps the checkpoint's config)."""
+    seed: int = 42
+    max_steps: int | None = None
+    """Cap on optimizer updates per run (smoke runs); dev is evaluated when it is reached."""
+    precision: str = "fp32"
+    """"fp32" or "bf16" (autocast; master weights stay fp32)."""
+    eval_batch_size: int = 64
+    bucket_batches: int = 50
+    """Batches per length-sorting chunk (1 = no bucketing beyond the batch itself)."""
+    show_progress: bool | None = None
+    """Progress bars (None: on a terminal)."""
+
+    def __post_init__(self) -> None:
+        if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
+            raise ConfigError(f"learning rates must be positive, got {self.learning_rates}")
+        for name in ("restarts", "epochs", "batch_size", "eval_batch_size", "bucket_batches"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"max_steps must be at least 1, got {self.max_steps}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ConfigError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise ConfigError(f"warmup proportion must be in [0, 1], got {self.warmup_proportion}")
+
+
+@dataclass
+class RunResult:
+    """One (lr, seed) run: its best dev score and per-epoch history."""
+
+    lr: float
+    seed: int
+    score: float
+    best_epoch: int
+    steps: int
+    wall_s: float
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class FinetuneResult:
+    """Everything ``metrics.json`` holds: runs, their summary, the selected run's dev metrics."""
+
+    metric: str
+    runs: list[RunResult]
+    selected: dict[str, Any]
+    summary: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "selected": self.selected,
+            "summary": self.summary,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+@dataclass
+class TaskData:
+    """Encoded data: training features, and dev sets by name (the first one selects models)."""
+
+    train: list[Any]
+    dev: dict[str, tuple[list[Any], list[Any]]]
+    """dev split name -> (examples, features)."""
+
+
+def length_bucketed_batches(
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator, chunk_batches: int = 50
+) -> list[list[int]]:
+    """Index batches of one epoch: shuffle, sort by length within chunks, shuffle the batches.
+
+    Every index appears exactly once. Example: with ``chunk_batches=1`` this is a plain random
+    split into batches of ``batch_size`` (the last one may be smaller).
+    """
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    chunk = batch_size * chunk_batches
+    batches: list[list[int]] = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: lengths[i], reverse=True)
+        batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
+    perm = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in perm]
+
+
+def _to_torch(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(v).to(device) for k, v in batch.items()}
+
+
+def _autocast(precision: str, device: torch.device):
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def predict_rows(
+    model: torch.nn.Module,
+    adapter: TaskAdapter,
+    features: Sequence[Any],
+    *,
+    pad_id: int = 0,
+    batch_size: int = 64,
+    precision: str = "fp32",
+    show_progress: bool | None = None,
+    desc: str = "eval",
+) -> list[Any]:
+    """Run ``model`` over ``features`` (sorted by length for speed) and return the adapter's
+    per-feature outputs in the original order."""
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(features)), key=lambda i: adapter.length(features[i]))
+    rows: list[Any] = [None] * len(features)
+    starts = range(0, len(order), batch_size)
+    for s in progress(starts, total=len(starts), desc=desc, unit="batch", enabled=show_progress, leave=False):
+        idx = order[s : s + batch_size]
+        batch = adapter.collate([features[i] for i in idx], pad_id, training=False)
+        with _autocast(precision, device):
+            out = model(**_to_torch(batch, device))
+        for i, row in zip(idx, adapter.outputs(out, batch)):
+            rows[i] = row
+    return rows
+
+
+def evaluate_sets(
+    model: torch.nn.Module,
+    adapter: TaskAdapter,
+    dev: dict[str, tuple[list[Any], list[Any]]],
+    *,
+    pad_id: int,
+    config: FinetuneConfig,
+    tune: bool,
+) -> dict[str, Scored]:
+    """Score every dev set; ``tune`` lets the adapter fit settings (SQuAD v2.0 threshold)."""
+    out = {}
+    for name, (examples, feats) in dev.items():
+        rows = predict_rows(model, adapter, feats, pad_id=pad_id, batch_size=config.eval_batch_size,
+                            precision=config.precision, show_progress=config.show_progress, desc=name)  # fmt: skip
+        out[name] = (adapter.fit_dev if tune else adapter.score)(examples, feats, rows)
+    return out
+
+
+def save_model_dir(model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Any, output: Path) -> None:
+    """Write model, vocabulary and ``bertkit_task.json`` into ``output``.
+
+    Everything is first written to a hidden sibling folder, then each file is renamed into
+    ``output`` (each rename is atomic), so a crash never leaves a half-written file there.
+    """
+    from bertkit.interop import save_pretrained
+
+    output.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".model-tmp-", dir=output))
+    try:
+        save_pretrained(model, tmp, tokenizer)
+        adapter.save(tmp)
+        names = sorted(p.name for p in tmp.iterdir())
+        # config.json last: a folder whose config.json is new has every other new file too
+        for name in sorted(names, key=lambda n: n == "config.json"):
+            os.replace(tmp / name, output / name)
+        fsync_dir(output)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def train_one(
+    build_model: Callable[[], torch.nn.Module],
+    adapter: TaskAdapter,
+    data: TaskData,
+    config: FinetuneConfig,
+    lr: float,
+    seed: int,
+    *,
+    pad_id: int,
+    on_best: Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None],
+    log: Callable[[str], None] = print,
+    device: torch.device | None = None,
+) -> RunResult:
+    """Train one run; after each epoch score dev and call ``on_best(model, adapter, score, record)``
+    (record: epoch, step, train_loss, dev metrics) when the run improves on its own best. The global RNG is forked, so callers are unaffected."""
+    device = device or torch.device("cpu")
+    t0 = time.perf_counter()
+    lengths = [adapter.length(f) for f in data.train]
+    steps_per_epoch = math.ceil(len(data.train) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    schedule = ScheduleConfig.from_proportion(total, config.warmup_proportion)
+    result = RunResult(lr, seed, -math.inf, 0, 0, 0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # head initialisation and dropout
+        model = build_model().to(device)
+        gen = torch.Generator().manual_seed(seed)  # data order
+        opt = build_optimizer(model, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps))
+        peaks = [lr for _ in opt.param_groups]
+        step = 0
+        bar = progress(total=total, desc=f"lr {lr:g} seed {seed}", unit="step", enabled=config.show_progress)
+        for epoch in range(1, config.epochs + 1):
+            model.train()
+            loss_sum, n = 0.0, 0
+            for idx in length_bucketed_batches(lengths, config.batch_size, gen, config.bucket_batches):
+                if step >= total:
+                    break
+                batch = _to_torch(adapter.collate([data.train[i] for i in idx], pad_id, training=True), device)
+                set_lr(opt, peaks, step, schedule)
+                with _autocast(config.precision, device):
+                    loss = model(**batch).loss
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                step += 1
+                loss_sum, n = loss_sum + float(loss.detach()), n + 1
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_sum / n:.4f}")
+            scored = evaluate_sets(model, adapter, data.dev, pad_id=pad_id, config=config, tune=True)
+            main = next(iter(scored.values()))
+            record = {"epoch": epoch, "step": step, "train_loss": loss_sum / max(n, 1),
+                      "dev": {k: v.metrics for k, v in scored.items()}}  # fmt: skip
+            result.epochs.append(record)
+            log(f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss {record['train_loss']:.4f}, "
+                f"dev {_metric_name(adapter)} {main.main:.4f}")  # fmt: skip
+            if result.best_epoch == 0 or _key(main.main) > _key(result.score):
+                result.score, result.best_epoch = main.main, epoch
+                best_adapter = adapter.with_tuned(main.metrics) if isinstance(adapter, SquadAdapter) else adapter
+                on_best(model, best_adapter, main.main, record)
+            if step >= total:
+                break
+        bar.close()
+    result.steps = step
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def _key(score: float) -> float:
+    """Comparison key: a NaN score (e.g. a correlation of constant predictions) ranks last."""
+    return -math.inf if math.isnan(score) else score
+
+
+def _metric_name(adapter: TaskAdapter) -> str:
+    return str(adapter.main_metric)
+
+
+def _spread(scores: list[float]) -> dict[str, float]:
+    return {
+        "mean": statistics.fmean(scores),
+        "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
+        "min": min(scores),
+        "max": max(scores),
+        "n": len(scores),
+    }
+
+
+def finetune(
+    build_model: Callable[[], torch.nn.Module],
+    adapter: TaskAdapter,
+    data: TaskData,
+    tokenizer: Any,
+    output: str | Path,
+    config: FinetuneConfig,
+    *,
+    log: Callable[[str], None] = print,
+    device: torch.device | None = None,
+) -> FinetuneResult:
+    """Run the selection procedure (see the module doc) and leave the selected model in ``output``.
+
+    ``build_model()`` returns a fresh model (pretrained encoder + new head) each call; it is
+    called under the run's seed. Returns the result; the caller writes ``metrics.json``.
+    """
+    if not data.train:
+        raise ConfigError("no training examples")
+    if not data.dev:
+        raise ConfigError("no dev set to evaluate and select on")
+    output = Path(output)
+    best: dict[str, Any] = {"score": -math.inf}
+    runs: list[RunResult] = []
+
+    def keep(lr: float, seed: int) -> Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None]:
+        def on_best(model: torch.nn.Module, tuned: TaskAdapter, score: float, record: dict[str, Any]) -> None:
+            if "lr" not in best or _key(score) > _key(best["score"]):
+                save_model_dir(model, tuned, tokenizer, output)
+                best.update(score=score, lr=lr, seed=seed, epoch=record["epoch"], dev=record["dev"])
+
+        return on_best
+
+    for lr in config.learning_rates:
+        for r in range(config.restarts):
+            seed = config.seed + r
+            runs.append(train_one(build_model, adapter, data, config, lr, seed, pad_id=tokenizer.pad_token_id,
+                                  on_best=keep(lr, seed), log=log, device=device))  # fmt: skip
+    scores = [r.score for r in runs]
+    by_lr = {f"{lr:g}": _spread([r.score for r in runs if r.lr == lr]) for lr in config.learning_rates}
+    summary = {**_spread(scores), "by_lr": by_lr}
+    result = FinetuneResult(_metric_name(adapter), runs, best, summary)
+    log(format_summary(result))
+    return result
+
+
+def format_summary(result: FinetuneResult) -> str:
+    """A short end-of-training table: one line per run, then the selection."""
+    lines = [f"{'lr':>8} {'seed':>5} {result.metric:>9} {'epoch':>5} {'steps':>6} {'time':>8}"]
+    for r in result.runs:
+        lines.append(f"{r.lr:>8g} {r.seed:>5d} {r.score:>9.4f} {r.best_epoch:>5d} {r.steps:>6d} {r.wall_s:>7.1f}s")
+    s, sel = result.summary, result.selected
+    lines.append(f"{result.metric}: mean {s['mean']:.4f} ± {s['std']:.4f} over {s['n']} run(s); "
+                 f"selected lr {sel.get('lr', float('nan')):g} seed {sel.get('seed')} "
+                 f"epoch {sel.get('epoch')}: {sel['score']:.4f}")  # fmt: skip
+    return "\n".join(lines)

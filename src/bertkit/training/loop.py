@@ -1,0 +1,554 @@
+"""The pre-training loop: accumulation, clipping, mixed precision, phases, logging, eval, checkpoints.
+
+Generic over the model and data: ``model(**batch)`` must return an object with ``loss`` (and, for
+BERT, ``mlm_loss``/``nsp_loss``/``mlm_correct``/``mlm_count``/``nsp_correct``); a phase's dataset is a
+sequence of examples and ``collate(examples, epochs)`` (``epochs[i]``: the data epoch example ``i``
+is drawn in, for dynamic masking) turns a list of them into a dict of tensors with
+``input_ids``, ``attention_mask`` and optionally ``labels`` (-100 = not predicted) and
+``next_sentence_label``.
+
+One optimizer update ("step") consumes ``batch_size`` examples in total (all ranks and all
+accumulation micro-batches together; see ``distributed.micro_batch``). The loss of a step is
+normalised over the whole global batch: MLM cross-entropy summed over every masked token of the step
+divided by their total count, plus the NSP cross-entropy averaged over every example. So the step is
+the same computation for any world size and accumulation (up to float summation order).
+
+An update whose loss or gradient norm is not finite is skipped: gradients are dropped, the step
+counter and schedule do not advance (its batch is consumed), and ``max_consecutive_skips`` skips in a
+row abort the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertkit.errors import BertkitError, CheckpointError, ConfigError
+from bertkit.progress import progress
+from bertkit.training import checkpoint as ckpt
+from bertkit.training import distributed as D
+from bertkit.training.metrics import MetricsLog, SpikeDetector, measure_peak_flops, plot_curves
+from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
+from bertkit.training.schedule import ScheduleConfig, set_lr
+
+Collate = Callable[[list[Any], list[int]], dict[str, torch.Tensor]]
+
+
+class TrainingError(BertkitError):
+    """Training cannot continue (e.g. too many non-finite updates in a row)."""
+
+
+@dataclass
+class Phase:
+    """A stretch of training on one dataset (BERT: 90% of steps at length 128, then 512)."""
+
+    dataset: Sequence[Any]
+    steps: int
+    name: str = "phase"
+    collate: Collate | None = None
+    """This phase's collate function (None: the Trainer's)."""
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the what, model and data, is passed to ``Trainer`` directly)."""
+
+    batch_size: int = 32
+    """Examples per optimizer update, all ranks and micro-batches together."""
+    grad_accum: int = 1
+    """Micro-batches per update on each rank."""
+    seed: int = 0
+    """Seeds the data order (with phase and epoch), masking and the dropout RNG."""
+    precision: str = "fp32"
+    """fp32, bf16 (autocast on CPU or CUDA) or fp16 (CUDA only, with a GradScaler)."""
+    clip_norm: float = 1.0
+    log_every: int = 10
+    eval_every: int = 0
+    """Evaluate on the held-out set every N steps (0: only at the end)."""
+    eval_examples: int = 2048
+    save_every: int = 1000
+    keep_last: int = 3
+    max_consecutive_skips: int = 100
+    spike_factor: float = 2.0
+    peak_flops: float | None = None
+    """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
+    show_progress: bool | None = None
+    # ---- test-only switches (fault injection and negative controls) ----
+    restore_rng: bool = True
+    restore_cursor: bool = True
+    checkpoint_write_delay: float = 0.0
+    nan_at_attempts: frozenset[int] = field(default_factory=frozenset)
+    """Update attempts (0-based, skipped ones included) whose loss is made NaN."""
+    drop_attempts: frozenset[int] = field(default_factory=frozenset)
+    """Update attempts whose batch is consumed without training (control for skipped updates)."""
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("fp32", "bf16", "fp16"):
+            raise ConfigError(f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
+        for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class TrainResult:
+    step: int
+    skipped: int
+    final_eval: dict[str, float] | None
+    seconds: float
+
+
+class Trainer:
+    """Runs (or resumes) pre-training into ``run_dir``.
+
+    ``model`` is the bare module (wrapped in DDP here when distributed); ``optimizer`` is built over
+    its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(batch)`` (optional)
+    gives the model FLOPs of a training step on ``batch`` for MFU.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        schedule: ScheduleConfig,
+        phases: list[Phase],
+        collate: Collate,
+        config: TrainConfig,
+        run_dir: str | Path,
+        info: D.DistInfo | None = None,
+        eval_dataset: Sequence[Any] | None = None,
+        eval_collate: Collate | None = None,
+        flops_fn: Callable[[dict[str, torch.Tensor]], float] | None = None,
+        settings: dict[str, Any] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.core = model
+        self.optimizer = optimizer
+        self.peak_lrs = [g["lr"] for g in optimizer.param_groups]
+        self.schedule, self.phases, self.collate, self.cfg = schedule, phases, collate, config
+        self.run_dir = Path(run_dir)
+        self.info = info or D.DistInfo()
+        self.eval_dataset, self.flops_fn = eval_dataset, flops_fn
+        self.eval_collate = eval_collate or collate
+        self.settings = settings or {}
+        self._log = log or (lambda msg: print(msg, file=sys.stderr))
+        if sum(p.steps for p in phases) != schedule.total_steps:
+            raise ConfigError("the phases' steps must add up to the schedule's total steps")
+        parts = config.grad_accum * self.info.world_size
+        if config.batch_size % parts:
+            raise ConfigError(
+                f"batch size {config.batch_size} must be divisible by grad_accum x "
+                f"world size = {parts}"
+            )
+        if config.precision == "fp16" and not self.info.device.startswith("cuda"):
+            raise ConfigError("fp16 needs CUDA (use bf16 on CPU)")
+        self.scaler = torch.amp.GradScaler("cuda") if config.precision == "fp16" else None
+        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+        self.spikes = SpikeDetector(config.spike_factor)
+        self.step = 0
+        self.position = 0  # examples consumed in the current phase's stream
+        self.phase_index = 0
+        self.attempts = 0
+        self.skipped = 0
+        self.consecutive_skips = 0
+        self.window: dict[str, float] = {}
+
+    # ---- messages --------------------------------------------------------------------------
+
+    def log(self, msg: str) -> None:
+        if self.info.is_main:
+            self._log(msg)
+
+    # ---- state ------------------------------------------------------------------------------
+
+    def _state_json(self) -> dict[str, Any]:
+        opt_tensors, opt_meta = optimizer_state_to_tensors(self.optimizer)
+        self._opt_tensors = opt_tensors
+        return {
+            "cursor": {"phase": self.phase_index, "position": self.position, "seed": self.cfg.seed},
+            "scheduler": {
+                "step": self.step,
+                "total_steps": self.schedule.total_steps,
+                "warmup_steps": self.schedule.warmup_steps,
+                "peak_lrs": self.peak_lrs,
+            },
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "optimizer": opt_meta,
+            "counters": {
+                "attempts": self.attempts,
+                "skipped": self.skipped,
+                "consecutive_skips": self.consecutive_skips,
+            },
+            "window": self.window,
+            "spike_history": self.spikes.state(),
+            "world_size": self.info.world_size,
+            "settings": self.settings,
+        }
+
+    def save(self) -> None:
+        """Checkpoint the current step (collective: every rank calls it; rank 0 writes)."""
+        rng = D.gather_tensors(ckpt.capture_rng(), self.info)
+        if self.info.is_main:
+            state = self._state_json()
+            path = ckpt.save_checkpoint(
+                self.run_dir / "checkpoints",
+                self.step,
+                model=self.core.state_dict(),
+                optimizer=self._opt_tensors,
+                rng=rng,
+                state=state,
+                keep_last=self.cfg.keep_last,
+                write_delay=self.cfg.checkpoint_write_delay,
+            )
+            self.metrics.append({"type": "checkpoint", "step": self.step, "path": path.name})
+        D.barrier(self.info)
+
+    def resume(self) -> bool:
+        """Load the newest valid checkpoint of ``run_dir`` if any; returns whether one was loaded."""
+        root = self.run_dir / "checkpoints"
+        if self.info.is_main:
+            ckpt.clean_stale(root)
+        D.barrier(self.info)
+        c = ckpt.load_latest(root, warn=self.log if self.info.is_main else lambda _m: None)
+        if c is None:
+            return False
+        s = c.state
+        saved = s.get("settings", {})
+        for key in ("batch_size", "seed", "max_steps"):
+            if key in saved and key in self.settings and saved[key] != self.settings[key]:
+                raise CheckpointError(
+                    f"{c.path}: was written with {key}={saved[key]}, this run has "
+                    f"{key}={self.settings[key]}; use a new --output folder"
+                )
+        missing, unexpected = self.core.load_state_dict(c.model, strict=False)
+        if missing or unexpected:
+            raise CheckpointError(
+                f"{c.path}: model weights do not match the model "
+                f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+            )
+        self.optimizer.load_state_dict(optimizer_state_from_tensors(c.optimizer, s["optimizer"]))
+        self.peak_lrs = list(s["scheduler"]["peak_lrs"])
+        self.step = int(s["step"])
+        if self.scaler is not None and s.get("scaler"):
+            self.scaler.load_state_dict(s["scaler"])
+        counters = s["counters"]
+        self.attempts, self.skipped = counters["attempts"], counters["skipped"]
+        self.consecutive_skips = counters["consecutive_skips"]
+        self.window = dict(s.get("window", {}))
+        self.spikes.load(s.get("spike_history", []))
+        if self.cfg.restore_cursor:
+            self.phase_index = int(s["cursor"]["phase"])
+            self.position = int(s["cursor"]["position"])
+        else:  # negative control: the data order restarts
+            self.phase_index = self._phase_at(self.step)[0]
+        if self.cfg.restore_rng:
+            mine = {
+                k.split(".", 1)[1]: v
+                for k, v in c.rng.items()
+                if k.startswith(f"rank{self.info.rank}.")
+            }
+            if s.get("world_size") != self.info.world_size:
+                self.log(
+                    f"warning: {c.path.name} was written by {s.get('world_size')} processes, "
+                    f"this run has {self.info.world_size}; RNG streams are not continued exactly"
+                )
+            if mine:
+                ckpt.restore_rng(mine)
+        if self.info.is_main:
+            self.metrics.truncate_after(self.step)
+        self.log(f"resumed from {c.path} (step {self.step})")
+        return True
+
+    # ---- one update -----------------------------------------------------------------------------
+
+    def _phase_at(self, step: int) -> tuple[int, Phase]:
+        end = 0
+        for i, p in enumerate(self.phases):
+            end += p.steps
+            if step < end:
+                return i, p
+        return len(self.phases) - 1, self.phases[-1]
+
+    def _autocast(self):
+        if self.cfg.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.cfg.precision == "bf16" else torch.float16
+        return torch.autocast(self.info.device.split(":")[0], dtype=dtype)
+
+    def _micro_batches(self, phase: Phase) -> list[dict[str, torch.Tensor]]:
+        cfg, info = self.cfg, self.info
+        batch, epochs = D.global_batch_indices(
+            len(phase.dataset), self.position, cfg.batch_size, cfg.seed, self.phase_index
+        )
+        epochs_arr = np.asarray(epochs, dtype=np.int64)
+        out = []
+        for j in range(cfg.grad_accum):
+            idx = D.micro_batch(batch, j, cfg.grad_accum, info).tolist()
+            ep = D.micro_batch(epochs_arr, j, cfg.grad_accum, info).tolist()
+            mb = (phase.collate or self.collate)([phase.dataset[i] for i in idx], ep)
+            out.append({k: v.to(info.device, non_blocking=True) for k, v in mb.items()})
+        self.position += cfg.batch_size
+        return out
+
+    def _train_step(self, model: nn.Module, phase: Phase) -> dict[str, float] | None:
+        """One update attempt; returns its statistics, or None when the update was skipped."""
+        cfg, info = self.cfg, self.info
+        attempt = self.attempts
+        self.attempts += 1
+        batches = self._micro_batches(phase)
+        if attempt in cfg.drop_attempts:
+            return None
+        local = [0.0, 0.0]
+        for b in batches:
+            local[0] += float((b["labels"] != -100).sum()) if "labels" in b else 0.0
+            local[1] += float(b["input_ids"].shape[0])
+        total_masked, total_examples = D.all_reduce_sum(local, info)
+        set_lr(self.optimizer, self.peak_lrs, self.step, self.schedule)
+        sums = np.zeros(8)  # loss, mlm_loss*m, mlm_correct, m, nsp_loss*n, nsp_correct, n, tokens
+        flops = 0.0
+        for j, b in enumerate(batches):
+            sync = j == len(batches) - 1 or not info.distributed
+            with contextlib.nullcontext() if sync else model.no_sync(), self._autocast():
+                out = model(**b)
+                m = float((b["labels"] != -100).sum()) if "labels" in b else 0.0
+                n = float(b["input_ids"].shape[0])
+                if (
+                    getattr(out, "mlm_loss", None) is not None
+                    and getattr(out, "nsp_loss", None) is not None
+                ):
+                    term = out.mlm_loss * (m / max(total_masked, 1.0)) + out.nsp_loss * (
+                        n / total_examples
+                    )
+                else:
+                    term = out.loss * (n / total_examples)
+                if attempt in cfg.nan_at_attempts:
+                    term = term * float("nan")
+            # DDP averages gradients over ranks; the step's loss is their sum, so scale back up.
+            scaled = term * info.world_size
+            (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            sums[0] += float(term.detach())
+            if getattr(out, "mlm_loss", None) is not None:
+                sums[1] += float(out.mlm_loss.detach()) * m
+                sums[2] += float(out.mlm_correct)
+                sums[3] += m
+            if getattr(out, "nsp_loss", None) is not None:
+                sums[4] += float(out.nsp_loss.detach()) * n
+                sums[5] += float(out.nsp_correct) if out.nsp_correct is not None else 0.0
+                sums[6] += n
+            sums[7] += (
+                float(b["attention_mask"].sum())
+                if "attention_mask" in b
+                else b["input_ids"].numel()
+            )
+            if self.flops_fn is not None:
+                flops += self.flops_fn(b)
+        sums = np.asarray(D.all_reduce_sum([*sums.tolist(), flops], info))
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm))
+        if not (math.isfinite(sums[0]) and math.isfinite(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler is not None:
+                self.scaler.update()  # lowers the loss scale after an overflow
+            return None
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return {
+            "loss": sums[0],
+            "mlm_loss_sum": sums[1],
+            "mlm_correct": sums[2],
+            "mlm_count": sums[3],
+            "nsp_loss_sum": sums[4],
+            "nsp_correct": sums[5],
+            "nsp_count": sums[6],
+            "tokens": sums[7],
+            "flops": sums[8],
+            "grad_norm": grad_norm,
+            "steps": 1.0,
+        }
+
+    # ---- evaluation -----------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float] | None:
+        """Held-out MLM/NSP loss and accuracy on the first ``eval_examples`` examples (rank 0 only).
+
+        Masks come from a fixed generator, so every evaluation scores the same predictions.
+        """
+        if self.eval_dataset is None or not self.info.is_main:
+            return None
+        was_training = self.core.training
+        self.core.eval()
+        n = min(len(self.eval_dataset), self.cfg.eval_examples)
+        size = max(1, self.cfg.batch_size // (self.cfg.grad_accum * self.info.world_size))
+        s = np.zeros(6)
+        for start in range(0, n, size):
+            items = [self.eval_dataset[i] for i in range(start, min(n, start + size))]
+            b = self.eval_collate(
+                items, [0] * len(items)
+            )  # epoch 0 always: the same masks every time
+            b = {k: v.to(self.info.device) for k, v in b.items()}
+            with self._autocast():
+                out = self.core(**b)
+            m = float((b["labels"] != -100).sum())
+            k = float(b["input_ids"].shape[0])
+            s += [
+                float(out.mlm_loss) * m,
+                float(out.mlm_correct),
+                m,
+                float(out.nsp_loss) * k,
+                float(out.nsp_correct),
+                k,
+            ]
+        self.core.train(was_training)
+        return {
+            "mlm_loss": s[0] / max(s[2], 1),
+            "mlm_acc": s[1] / max(s[2], 1),
+            "nsp_loss": s[3] / max(s[5], 1),
+            "nsp_acc": s[4] / max(s[5], 1),
+            "loss": s[0] / max(s[2], 1) + s[3] / max(s[5], 1),
+        }
+
+    # ---- the loop -------------------------------------------------------------------------------
+
+    def _record(
+        self, window: dict[str, float], seconds: float, peak: float | None
+    ) -> dict[str, Any]:
+        w = window
+        rec: dict[str, Any] = {"type": "train", "step": self.step, "loss": w["loss"] / w["steps"]}
+        if w.get("mlm_count"):
+            rec["mlm_loss"] = w["mlm_loss_sum"] / w["mlm_count"]
+            rec["mlm_acc"] = w["mlm_correct"] / w["mlm_count"]
+        if w.get("nsp_count"):
+            rec["nsp_loss"] = w["nsp_loss_sum"] / w["nsp_count"]
+            rec["nsp_acc"] = w["nsp_correct"] / w["nsp_count"]
+        rec["lr"] = self.optimizer.param_groups[0]["lr"]
+        rec["grad_norm"] = w["grad_norm"] / w["steps"]
+        rec["skipped"] = self.skipped
+        if seconds > 0:
+            rec["tokens_per_s"] = w["tokens"] / seconds
+            if peak and w.get("flops"):
+                rec["mfu"] = w["flops"] / seconds / (peak * self.info.world_size)
+        return rec
+
+    def fit(self) -> TrainResult:
+        """Train until ``schedule.total_steps`` updates, resuming from ``run_dir`` when possible."""
+        cfg, info = self.cfg, self.info
+        t_start = time.perf_counter()
+        if not self.resume():
+            # Dropout streams differ per rank (as they would on separate machines).
+            torch.manual_seed(cfg.seed * 1_000_003 + info.rank + 1)
+            if info.is_main:
+                self.metrics.truncate_after(0)
+        model: nn.Module = self.core
+        if info.distributed:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            model = DDP(
+                self.core, device_ids=[info.local_rank] if info.device.startswith("cuda") else None
+            )
+        model.train()
+        peak = cfg.peak_flops
+        if peak is None and self.flops_fn is not None and info.is_main:
+            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
+                cfg.precision
+            ]
+            peak = measure_peak_flops(info.device, dtype)
+        total = self.schedule.total_steps
+        bar = progress(
+            total=total,
+            initial=self.step,
+            desc="pretrain",
+            unit="step",
+            enabled=cfg.show_progress if info.is_main else False,
+        )
+        t_window = time.perf_counter()
+        last_eval = None
+        while self.step < total:
+            phase_index, phase = self._phase_at(self.step)
+            if phase_index != self.phase_index:
+                self.phase_index, self.position = phase_index, 0
+                self.log(f"step {self.step}: starting {phase.name}")
+            stats = self._train_step(model, phase)
+            if stats is None:
+                self._on_skip()
+                continue
+            self.consecutive_skips = 0
+            for k, v in stats.items():
+                self.window[k] = self.window.get(k, 0.0) + v
+            spike = self.spikes.update(stats["loss"])
+            if spike is not None and info.is_main:
+                self.log(
+                    f"warning: loss spike at step {self.step}: {stats['loss']:.4f} vs recent "
+                    f"mean {spike:.4f}"
+                )
+                self.metrics.append(
+                    {"type": "spike", "step": self.step, "loss": stats["loss"], "reference": spike}
+                )
+            bar.update(1)
+            if self.step % cfg.log_every == 0 or self.step == total:
+                now = time.perf_counter()
+                rec = self._record(self.window, now - t_window, peak)
+                t_window, self.window = now, {}
+                if info.is_main:
+                    self.metrics.append(rec)
+                    bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}")
+            if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < total:
+                self._eval_and_log()
+            if self.step % cfg.save_every == 0 or self.step == total:
+                self.save()
+        bar.close()
+        last_eval = self._eval_and_log()
+        if info.is_main:
+            plot_curves(self.metrics.read(), self.run_dir / "curves.png")
+        return TrainResult(
+            step=self.step,
+            skipped=self.skipped,
+            final_eval=last_eval,
+            seconds=time.perf_counter() - t_start,
+        )
+
+    def _eval_and_log(self) -> dict[str, float] | None:
+        result = self.evaluate()
+        if result is not None:
+            self.metrics.append({"type": "eval", "step": self.step, **result})
+            self.log(
+                f"step {self.step} held-out: MLM acc {result['mlm_acc']:.4f} loss "
+                f"{result['mlm_loss']:.4f} | NSP acc {result['nsp_acc']:.4f}"
+            )
+        D.barrier(self.info)
+        return result
+
+    def _on_skip(self) -> None:
+        self.skipped += 1
+        self.consecutive_skips += 1
+        if self.info.is_main:
+            self.log(
+                f"warning: non-finite loss or gradient at step {self.step}; update skipped "
+                f"({self.consecutive_skips} in a row)"
+            )
+            self.metrics.append(
+                {"type": "skip", "step": self.step + 1, "attempt": self.attempts - 1}
+            )
+        if self.consecutive_skips >= self.cfg.max_consecutive_skips:
+            raise TrainingError(
+                f"{self.consecutive_skips} consecutive updates had a non-finite loss "
+                f"or gradient (at step {self.step}); lower the learning rate or check "
+                "the data"
+            )

@@ -1,0 +1,191 @@
+"""Optimizers for pre-training: AdamW (google-research/bert's settings) and LAMB, plus pickle-free state.
+
+Weight decay follows google-research/bert: decoupled decay of 0.01 on every weight except biases and
+LayerNorm parameters. ``optimizer_state_to_tensors``/``..._from_tensors`` turn an optimizer's
+``state_dict`` into a flat dict of tensors (for safetensors) and a JSON-able dict, so checkpoints never
+need pickle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertkit.errors import CheckpointError, ConfigError
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Optimizer choice and hyperparameters (defaults: BERT's AdamW)."""
+
+    name: str = "adamw"
+    """"adamw" or "lamb" (LAMB keeps large-batch training stable, You et al. 2019)."""
+    lr: float = 1e-4
+    """Peak learning rate (the schedule scales it)."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay for every parameter except biases and LayerNorm."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.name not in ("adamw", "lamb"):
+            raise ConfigError(f"optimizer must be 'adamw' or 'lamb', got {self.name!r}")
+        if not self.lr > 0:
+            raise ConfigError(f"learning rate must be positive, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight decay must be >= 0, got {self.weight_decay}")
+
+
+def decays(name: str, module: nn.Module) -> bool:
+    """Whether parameter ``name`` of ``module`` (its direct owner) gets weight decay.
+
+    Biases and LayerNorm weights are excluded, as in google-research/bert's ``exclude_from_weight_decay``
+    (``["LayerNorm", "layer_norm", "bias"]``); the LayerNorm test is on the module type so that it does
+    not depend on attribute names.
+    """
+    if isinstance(module, nn.LayerNorm):
+        return False
+    return not name.endswith("bias")
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two groups: ``{"params", "weight_decay": wd, "names"}`` and the no-decay group (wd 0).
+
+    Tied parameters (the MLM decoder sharing the word embeddings) appear once. ``names`` lists the
+    qualified parameter names in each group (for tests and logs; torch ignores the extra key).
+    """
+    seen: set[int] = set()
+    groups: dict[bool, tuple[list[nn.Parameter], list[str]]] = {True: ([], []), False: ([], [])}
+    for module_name, module in model.named_modules():
+        for pname, param in module.named_parameters(recurse=False):
+            if not param.requires_grad or id(param) in seen:
+                continue
+            seen.add(id(param))
+            params, names = groups[decays(pname, module)]
+            params.append(param)
+            names.append(f"{module_name}.{pname}" if module_name else pname)
+    out = []
+    for decay in (True, False):
+        params, names = groups[decay]
+        if params:
+            out.append(
+                {"params": params, "weight_decay": weight_decay if decay else 0.0, "names": names}
+            )
+    return out
+
+
+def build_optimizer(model: nn.Module, config: OptimizerConfig) -> torch.optim.Optimizer:
+    """AdamW or LAMB over ``param_groups(model, config.weight_decay)``."""
+    groups = param_groups(model, config.weight_decay)
+    if config.name == "lamb":
+        return Lamb(groups, lr=config.lr, betas=config.betas, eps=config.eps)
+    # foreach=False: one code path on every device, so results do not depend on the kernel choice.
+    return torch.optim.AdamW(
+        groups, lr=config.lr, betas=config.betas, eps=config.eps, foreach=False
+    )
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB (You et al., 2019): Adam's update with decoupled decay, scaled per tensor by a trust ratio.
+
+    For each parameter p with gradient g (bias-corrected moments m̂, v̂):
+        u = m̂ / (sqrt(v̂) + eps) + weight_decay * p
+        p <- p - lr * (||p|| / ||u||) * u        (trust ratio 1 when either norm is 0)
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+        )
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t = float(state["step"])
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                m_hat = m / (1 - beta1**t)
+                v_hat = v / (1 - beta2**t)
+                update = m_hat / (v_hat.sqrt() + group["eps"])
+                if group["weight_decay"]:
+                    update.add_(p, alpha=group["weight_decay"])
+                w_norm, u_norm = p.norm(), update.norm()
+                trust = torch.where(
+                    (w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm)
+                )
+                p.add_(update * trust, alpha=-group["lr"])
+        return loss
+
+
+# ---- pickle-free optimizer state ---------------------------------------------------------------
+
+
+def optimizer_state_to_tensors(
+    optimizer: torch.optim.Optimizer,
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split ``optimizer.state_dict()`` into tensors ``"state.<idx>.<key>"`` and a JSON-able rest."""
+    sd = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, entry in sd["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{idx}.{key}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(idx), {})[key] = value
+    groups = [
+        {k: list(v) if isinstance(v, tuple) else v for k, v in g.items()}
+        for g in sd["param_groups"]
+    ]
+    for g in groups:
+        for k, v in g.items():
+            if not isinstance(v, (int, float, str, bool, list, type(None))):
+                raise CheckpointError(f"optimizer setting {k}={v!r} cannot be stored as JSON")
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def optimizer_state_from_tensors(tensors: dict[str, torch.Tensor], meta: dict) -> dict[str, Any]:
+    """Inverse of ``optimizer_state_to_tensors``: a dict for ``optimizer.load_state_dict``."""
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        _, idx, key = name.split(".", 2)
+        state.setdefault(int(idx), {})[key] = value
+    for idx, entry in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(entry)
+    groups = []
+    for g in meta["param_groups"]:
+        g = dict(g)
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+        groups.append(g)
+    return {"state": state, "param_groups": groups}
+
+
+def count_params(model: nn.Module) -> int:
+    """Distinct trainable parameters (tied weights counted once)."""
+    seen = {id(p): p.numel() for p in model.parameters() if p.requires_grad}
+    return int(math.fsum(seen.values()))

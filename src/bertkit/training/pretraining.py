@@ -1,0 +1,228 @@
+"""BERT pre-training wired together: prepared data + BertForPreTraining + the generic ``Trainer``.
+
+``pretrain(options)`` is what ``bertkit pretrain`` and ``bertkit quickstart`` run. Calling it again
+with the same options and output folder resumes from the newest valid checkpoint there; a finished
+run only re-exports the final model. The final model goes to ``OUTPUT/model`` in the Hugging Face
+layout (config.json, model.safetensors, vocab.txt).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit.config import BertConfig
+from bertkit.errors import ConfigError, InputError
+from bertkit.training.loop import Phase, TrainConfig, Trainer, TrainResult
+from bertkit.training.optim import OptimizerConfig
+from bertkit.training.schedule import ScheduleConfig
+
+
+@dataclass
+class PretrainOptions:
+    """Everything ``bertkit pretrain`` takes (see ``bertkit pretrain --help``)."""
+
+    data: Path
+    output: Path
+    model_size: str = "tiny"
+    config_file: Path | None = None
+    max_steps: int = 1000
+    learning_rate: float = 1e-4
+    warmup_steps: int | None = None
+    warmup_proportion: float = 0.01
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    dropout: float | None = None
+    eval_data: Path | None = None
+    phase2_data: Path | None = None
+    phase2_fraction: float = 0.1
+    init_from: Path | None = None
+    device: str | None = None
+    threads: int | None = None
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Settings a resume must share with the run it continues."""
+        return {
+            "batch_size": self.train.batch_size,
+            "seed": self.train.seed,
+            "max_steps": self.max_steps,
+            "model_size": self.model_size,
+            "data": str(self.data),
+            "phase2_data": str(self.phase2_data or ""),
+        }
+
+
+def _dataset(folder: Path, split: str = "train"):
+    from bertkit.data.shards import PretrainingDataset
+
+    if not (folder / "manifest.json").is_file():
+        raise InputError(folder, None, "not a prepare-pretraining output (no manifest.json)")
+    return PretrainingDataset(folder, split)
+
+
+def make_collate(dataset: Any, seed: int) -> Callable[[list[Any], list[int]], dict]:
+    """``collate(items, epochs)`` for the Trainer: static masks as stored, or fresh dynamic masks
+    keyed by (seed, epoch, instance index), so a batch is the same in any composition or resume."""
+    from bertkit.data.collate import DynamicMaskingCollator, collate_pretraining
+
+    pad = dataset.pad_token_id
+    if not dataset.dynamic_masking:
+        return lambda items, epochs: collate_pretraining(items, pad)
+    masker = DynamicMaskingCollator(dataset.masking_spec(), seed, 0, pad)
+
+    def collate(items: list[Any], epochs: list[int]) -> dict:
+        masked = []
+        for item, epoch in zip(items, epochs, strict=True):
+            masker.set_epoch(epoch)
+            masked.append(masker.mask(item))
+        return collate_pretraining(masked, pad)
+
+    return collate
+
+
+def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
+    if opts.config_file is not None:
+        config = BertConfig.from_json_file(opts.config_file)
+        if config.vocab_size != vocab_size:
+            raise ConfigError(
+                f"{opts.config_file}: vocab_size {config.vocab_size} differs from the "
+                f"data's vocabulary ({vocab_size} entries)"
+            )
+    else:
+        config = BertConfig.preset(opts.model_size, vocab_size=vocab_size)
+    if opts.dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = opts.dropout
+    return config
+
+
+def pretrain(opts: PretrainOptions, log: Callable[[str], None] | None = None) -> TrainResult:
+    """Run (or resume) pre-training; see the module docstring."""
+    import torch
+
+    from bertkit.model import BertForPreTraining
+    from bertkit.training import distributed as D
+    from bertkit.training.metrics import pretraining_flops
+    from bertkit.training.optim import build_optimizer
+
+    log = log or (lambda m: print(m, file=sys.stderr))
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    info = D.init_from_env(opts.device)
+    quiet = (lambda _m: None) if not info.is_main else log
+    try:
+        train_ds = _dataset(opts.data)
+        phase2_ds = _dataset(opts.phase2_data) if opts.phase2_data else None
+        eval_ds = None
+        if opts.eval_data is not None:
+            manifest = json.loads((opts.eval_data / "manifest.json").read_text(encoding="utf-8"))
+            split = "eval" if "eval" in manifest.get("splits", {}) else "train"
+            eval_ds = _dataset(opts.eval_data, split)
+        elif "eval" in train_ds.manifest.get("splits", {}):
+            eval_ds = _dataset(opts.data, "eval")
+        vocab_size = int(train_ds.manifest["vocab"]["size"])
+        config = build_config(opts, vocab_size)
+        if opts.init_from is None:
+            torch.manual_seed(opts.train.seed)  # the same initial weights on every rank
+            model = BertForPreTraining(config)
+        else:
+            from bertkit.interop import load_pretrained
+
+            model = load_pretrained(opts.init_from, BertForPreTraining)
+            if model.config.vocab_size != vocab_size:
+                raise ConfigError(
+                    f"{opts.init_from}: vocab_size {model.config.vocab_size} differs "
+                    f"from the data's vocabulary ({vocab_size})"
+                )
+            config = model.config
+        model.to(info.device).train()
+        steps2 = round(opts.max_steps * opts.phase2_fraction) if phase2_ds is not None else 0
+        phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1")]
+        if steps2:
+            phases.append(Phase(phase2_ds, steps2, "phase 2"))
+        phases = [p for p in phases if p.steps > 0]
+        if opts.warmup_steps is not None:
+            schedule = ScheduleConfig(opts.max_steps, opts.warmup_steps)
+        else:
+            schedule = ScheduleConfig.from_proportion(opts.max_steps, opts.warmup_proportion)
+        optimizer = build_optimizer(
+            model, OptimizerConfig(opts.optimizer, opts.learning_rate, opts.weight_decay)
+        )
+        for i, p in enumerate(phases):
+            p.collate = make_collate(p.dataset, opts.train.seed + i)
+        eval_collate = make_collate(eval_ds, opts.train.seed) if eval_ds is not None else None
+
+        def flops(batch: dict) -> float:
+            ids = batch["input_ids"]
+            return pretraining_flops(
+                config,
+                tokens=ids.numel(),
+                seq_len=ids.shape[1],
+                masked=int((batch["labels"] != -100).sum()),
+                examples=ids.shape[0],
+            )
+
+        trainer = Trainer(
+            model,
+            optimizer,
+            schedule,
+            phases,
+            phases[0].collate,
+            opts.train,
+            opts.output,
+            info=info,
+            eval_dataset=eval_ds,
+            eval_collate=eval_collate,
+            flops_fn=flops,
+            settings=opts.fingerprint(),
+            log=quiet,
+        )
+        if opts.init_from is not None:
+            quiet(
+                f"warm start: weights from {opts.init_from} (optimizer, schedule and data order "
+                "start fresh; ignored when resuming from a checkpoint)"
+            )
+        if info.is_main:
+            opts.output.mkdir(parents=True, exist_ok=True)
+            (opts.output / "model_config.json").write_text(
+                config.to_json_string(), encoding="utf-8"
+            )
+        result = trainer.fit()
+        if info.is_main:
+            export_model(model, opts.output / "model", opts.data)
+            quiet(f"final model: {opts.output / 'model'}")
+        D.barrier(info)
+        return result
+    finally:
+        D.shutdown(info)
+
+
+def export_model(model: Any, directory: Path, data_dir: Path) -> None:
+    """Save the model in the Hugging Face layout with the data's vocabulary (and casing)."""
+    from bertkit.interop import save_pretrained
+
+    model = model.cpu() if hasattr(model, "cpu") else model
+    save_pretrained(model, directory)
+    shutil.copyfile(data_dir / "vocab.txt", directory / "vocab.txt")
+    manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
+    lower = bool(manifest.get("settings", {}).get("do_lower_case", True))
+    from bertkit.io import atomic_write_text
+
+    atomic_write_text(
+        directory / "tokenizer_config.json",
+        json.dumps(
+            {
+                "do_lower_case": lower,
+                "tokenizer_class": "BertTokenizer",
+                "model_max_length": model.config.max_position_embeddings,
+            },
+            indent=2,
+        )
+        + "\n",
+    )

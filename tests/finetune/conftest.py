@@ -1,0 +1,65 @@
+"""Fixtures for the fine-tuning tests: a tiny random BERT saved like a real checkpoint, with a
+hand-made whole-word vocabulary covering the task fixtures and the synthetic data below."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.interop import save_pretrained
+from bertkit.model import BertModel
+from bertkit.tokenizer import BertTokenizer
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+POSITIVE = ["good", "great", "fine", "lovely", "superb", "nice"]
+NEGATIVE = ["bad", "awful", "poor", "dull", "horrid", "weak"]
+FILLER = ["the", "movie", "was", "really", "quite", "film", "plot", "acting", "very"]
+
+
+def _fixture_words() -> set[str]:
+    words: set[str] = set()
+    for path in FIXTURES.rglob("task_*"):
+        files = [path] if path.is_file() else list(path.rglob("*.tsv"))
+        for f in files:
+            words.update(re.findall(r"\w+|[^\w\s]", f.read_text(encoding="utf-8").lower()))
+    return words
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, hidden-32 BertModel (no heads) + vocab.txt, saved with save_pretrained."""
+    d = tmp_path_factory.mktemp("tiny_bert")
+    words = sorted(_fixture_words() | set(POSITIVE + NEGATIVE + FILLER) - set(SPECIALS))
+    (d / "vocab_src.txt").write_text("\n".join(SPECIALS + words) + "\n", encoding="utf-8")
+    tok = BertTokenizer(d / "vocab_src.txt")
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), d, tok)
+    return d
+
+
+def write_sentiment(directory: Path, n_train: int = 48, n_dev: int = 16, seed: int = 0) -> Path:
+    """A synthetic SST-2-layout task: the label is whether the sentence holds a positive word."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rows(n: int) -> list[str]:
+        out = ["sentence\tlabel"]
+        for i in range(n):
+            label = i % 2
+            bank = POSITIVE if label else NEGATIVE
+            k = int(torch.randint(len(bank), (1,), generator=g))
+            fill = [FILLER[int(j)] for j in torch.randint(len(FILLER), (4,), generator=g)]
+            out.append(f"{' '.join(fill[:2])} {bank[k]} {' '.join(fill[2:])}\t{label}")
+        return out
+
+    task = directory / "SST-2"
+    task.mkdir(parents=True, exist_ok=True)
+    (task / "train.tsv").write_text("\n".join(rows(n_train)) + "\n", encoding="utf-8")
+    (task / "dev.tsv").write_text("\n".join(rows(n_dev)) + "\n", encoding="utf-8")
+    return directory

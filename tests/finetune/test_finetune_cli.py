@@ -1,0 +1,140 @@
+"""End-to-end: `bertkit finetune` on every family, then `evaluate`/`predict` on the saved model.
+
+Each run trains a tiny random model a few steps, so scores mean nothing; what is checked is the
+plumbing: metrics.json, the kept checkpoint (evaluate must reproduce the selected dev metrics
+exactly, which fails if a later, worse epoch overwrote it), and prediction formats.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+
+from .conftest import FIXTURES, write_sentiment
+
+FAST = ["--max-steps", "2", "--epochs", "1", "--batch-size", "4", "--learning-rate", "1e-3", "--seed", "3"]
+
+
+def finetune(family: str, model: Path, out: Path, *args: str) -> dict:
+    assert main(["finetune", family, "--model", str(model), "--output", str(out), *FAST, *args]) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+def evaluate(model: Path, data: Path, tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--model", str(model), "--data", str(data), "--output", str(out), *args]) == 0
+    return json.loads(out.read_text())
+
+
+def predict(model: Path, data: Path, out: Path, *args: str) -> list:
+    assert main(["predict", "--model", str(model), "--input", str(data), "--output", str(out), *args]) == 0
+    text = out.read_text()
+    return json.loads(text) if out.suffix == ".json" else [json.loads(x) for x in text.splitlines()]
+
+
+def test_glue_official_layout_evaluate_and_predict(tiny_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rte"
+    m = finetune("glue", tiny_model, out, "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"))
+    assert m["task"] == {"family": "glue", "name": "RTE"}
+    assert [(r["lr"], r["seed"]) for r in m["runs"]] == [(1e-3, 3)]
+    assert set(m["selected"]["dev"]["dev"]) == {"accuracy"}
+    for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit_task.json"):
+        assert (out / name).is_file()
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
+    # evaluate on the GLUE folder (dev split) reproduces the selected run's dev metrics
+    assert evaluate(out, FIXTURES / "task_glue", tmp_path) == pytest.approx(m["selected"]["dev"]["dev"])
+    preds = predict(out, FIXTURES / "task_glue" / "RTE" / "test.tsv", tmp_path / "p.jsonl")
+    assert len(preds) == 1 and preds[0]["label"] in ("entailment", "not_entailment")
+    assert sum(preds[0]["probabilities"]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_glue_regression_and_two_dev_sets(tiny_model: Path, tmp_path: Path) -> None:
+    m = finetune("glue", tiny_model, tmp_path / "stsb", "--task", "STS-B", "--data-dir", str(FIXTURES / "task_glue"))
+    assert json.loads((tmp_path / "stsb" / "config.json").read_text())["num_labels"] == 1
+    assert set(m["selected"]["dev"]["dev"]) == {"pearson", "spearman", "corr"}
+    assert m["metric"] == "spearman"
+    m = finetune("glue", tiny_model, tmp_path / "mnli", "--task", "MNLI", "--data-dir", str(FIXTURES / "task_glue"))
+    assert set(m["selected"]["dev"]) == {"dev_matched", "dev_mismatched"}
+    mm = evaluate(tmp_path / "mnli", FIXTURES / "task_glue", tmp_path, "--split", "dev_mismatched")
+    assert mm == pytest.approx(m["selected"]["dev"]["dev_mismatched"])
+
+
+def test_selection_records_every_run_and_keeps_the_max(tiny_model: Path, tmp_path: Path) -> None:
+    data = write_sentiment(tmp_path / "glue")
+    out = tmp_path / "sel"
+    args = ["--task", "SST-2", "--data-dir", str(data), "--restarts", "2", "--epochs", "2", "--batch-size", "8"]
+    assert main(["finetune", "glue", "--model", str(tiny_model), "--output", str(out), *args,
+                 "--learning-rate", "3e-3", "1e-4", "--seed", "10"]) == 0  # fmt: skip
+    m = json.loads((out / "metrics.json").read_text())
+    runs = m["runs"]
+    assert [(r["lr"], r["seed"]) for r in runs] == [(3e-3, 10), (3e-3, 11), (1e-4, 10), (1e-4, 11)]
+    scores = [r["score"] for r in runs]
+    for r in runs:  # a run's score is its best epoch's dev accuracy
+        assert r["score"] == max(e["dev"]["dev"]["accuracy"] for e in r["epochs"])
+    best = max(range(4), key=lambda i: scores[i])  # first maximum wins, as in the loop
+    assert m["selected"]["score"] == max(scores)
+    assert (m["selected"]["lr"], m["selected"]["seed"]) == (runs[best]["lr"], runs[best]["seed"])
+    assert m["summary"]["mean"] == pytest.approx(sum(scores) / 4)
+    assert m["summary"]["by_lr"]["0.003"]["n"] == 2
+    # the folder holds the selected model, not the last one trained
+    assert evaluate(out, data, tmp_path)["accuracy"] == pytest.approx(max(scores))
+
+
+def test_ner_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
+    conll = FIXTURES / "task_conll.txt"
+    out = tmp_path / "ner"
+    m = finetune("ner", tiny_model, out, "--train", str(conll), "--dev", str(conll))
+    assert {"precision", "recall", "f1"} <= set(m["selected"]["dev"]["dev"])
+    labels = json.loads((out / "bertkit_task.json").read_text())["labels"]
+    assert labels[0] == "O" and all(t == "O" or t[:2] in ("B-", "I-") for t in labels)
+    assert evaluate(out, conll, tmp_path)["f1"] == pytest.approx(m["selected"]["dev"]["dev"]["f1"])
+    preds = predict(out, conll, tmp_path / "p.jsonl")
+    assert all(len(p["tokens"]) == len(p["tags"]) and set(p["tags"]) <= set(labels) for p in preds)
+
+
+def test_swag_multiple_choice_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
+    swag = FIXTURES / "task_swag.csv"
+    out = tmp_path / "swag"
+    m = finetune("swag", tiny_model, out, "--train", str(swag), "--dev", str(swag))
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMultipleChoice"]
+    assert evaluate(out, swag, tmp_path)["accuracy"] == pytest.approx(m["selected"]["score"])
+    preds = predict(out, swag, tmp_path / "p.jsonl")
+    assert len(preds) == 3 and all(p["label"] in range(4) and len(p["probabilities"]) == 4 for p in preds)
+
+
+def test_classify_and_tag_with_named_columns(tiny_model: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "reviews.csv"
+    csv.write_text('review,other,stars\n"good movie, really",x,pos\nbad film,y,neg\n"the acting was superb",z,pos\n'
+                   "dull plot,w,neg\n", encoding="utf-8")  # fmt: skip
+    out = tmp_path / "cls"
+    m = finetune("classify", tiny_model, out, "--train", str(csv), "--dev", str(csv),
+                 "--text-column", "review", "--label-column", "stars")  # fmt: skip
+    assert set(m["selected"]["dev"]["dev"]) == {"accuracy", "f1", "acc_and_f1"}
+    unlabelled = tmp_path / "new.csv"
+    unlabelled.write_text("review\ngreat film\n", encoding="utf-8")
+    assert predict(out, unlabelled, tmp_path / "p.jsonl")[0]["label"] in ("neg", "pos")
+    jsonl = tmp_path / "tags.jsonl"
+    rows = [{"words": ["anna", "berg", "visited", "paris"], "ner": ["B-PER", "I-PER", "O", "B-LOC"]},
+            {"words": ["the", "movie"], "ner": ["O", "O"]}]  # fmt: skip
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "tag"
+    m = finetune("tag", tiny_model, out, "--train", str(jsonl), "--dev", str(jsonl),
+                 "--tokens-field", "words", "--tags-field", "ner")  # fmt: skip
+    assert "f1" in m["selected"]["dev"]["dev"]
+    assert [len(p["tags"]) for p in predict(out, jsonl, tmp_path / "t.jsonl")] == [4, 2]
+
+
+def test_bad_input_is_one_line_with_file_and_line(tiny_model: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "SST-2"
+    bad.mkdir()
+    (bad / "train.tsv").write_text("sentence\tlabel\ngood\t1\nbad\t7\n", encoding="utf-8")
+    (bad / "dev.tsv").write_text("sentence\tlabel\ngood\t1\n", encoding="utf-8")
+    rc = main(["finetune", "glue", "--task", "SST-2", "--data-dir", str(tmp_path), "--model", str(tiny_model),
+               "--output", str(tmp_path / "o"), *FAST])  # fmt: skip
+    assert rc == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "train.tsv:3:" in err and "'7'" in err

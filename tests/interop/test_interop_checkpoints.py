@@ -1,0 +1,155 @@
+"""load_pretrained / save_pretrained: key table coverage, prefixes, errors, and pickle safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from bertkit.config import BertConfig
+from bertkit.errors import CheckpointError
+from bertkit.interop import hf_to_ours, load_pretrained, ours_to_hf, save_pretrained
+from bertkit.interop.hf import hf_names
+from bertkit.model import HEAD_CLASSES, BertForSequenceClassification, BertModel
+
+CONFIG = dict(
+    vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+    intermediate_size=24, max_position_embeddings=20,
+)  # fmt: skip
+
+
+def tiny(**overrides) -> BertConfig:
+    return BertConfig(**{**CONFIG, **overrides})
+
+
+def write_dir(path, state: dict, config: BertConfig, architectures=("BertModel",)) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(path / "model.safetensors"))
+    data = {**config.to_dict(), "architectures": list(architectures)}
+    (path / "config.json").write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("cls_name", sorted(HEAD_CLASSES))
+def test_table_covers_every_parameter_and_round_trips(cls_name: str, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = HEAD_CLASSES[cls_name](tiny())
+    names = hf_names(model)  # raises if any parameter has no table row
+    assert set(names) == set(model.state_dict())
+    save_pretrained(model, tmp_path)
+    again = load_pretrained(tmp_path)
+    assert type(again) is type(model)
+    for (k, a), (k2, b) in zip(model.state_dict().items(), again.state_dict().items()):
+        assert k == k2 and torch.equal(a, b), k
+    assert not again.training  # returned in eval mode
+
+
+def test_qkv_is_fused_in_query_key_value_order() -> None:
+    model = BertModel(tiny())
+    hf = ours_to_hf(model)
+    qkv = model.encoder.layers[1].attention.qkv.weight
+    assert torch.equal(hf["encoder.layer.1.attention.self.key.weight"], qkv[16:32])
+    assert "cls.predictions.decoder.weight" not in hf
+
+
+def test_loads_with_and_without_bert_prefix_and_reports_unused(tmp_path) -> None:
+    torch.manual_seed(0)
+    pre = HEAD_CLASSES["BertForPreTraining"](tiny())
+    hf = ours_to_hf(pre)  # "bert."-prefixed, with cls.* heads
+    bare = {k.removeprefix("bert."): v for k, v in hf.items() if k.startswith("bert.")}
+    encoder = BertModel(tiny())
+    _, report = hf_to_ours(encoder, bare)
+    assert not report.missing and not report.unused
+    _, report = hf_to_ours(encoder, hf)
+    assert report.unused == sorted(k for k in hf if k.startswith("cls."))
+    # An encoder-only checkpoint into a classifier: head and nothing else newly initialised.
+    write_dir(tmp_path, bare, tiny())
+    clf = load_pretrained(tmp_path, BertForSequenceClassification, num_labels=4)
+    assert clf.classifier.out_features == 4
+    torch.testing.assert_close(clf.bert.embeddings.word.weight, pre.bert.embeddings.word.weight)
+    with pytest.raises(CheckpointError, match=r"strict load.*classifier\.weight"):
+        load_pretrained(tmp_path, "BertForSequenceClassification", strict=True)
+
+
+def test_missing_encoder_weight_and_unknown_key_are_errors(tmp_path) -> None:
+    state = ours_to_hf(BertModel(tiny()))
+    missing = dict(state)
+    del missing["encoder.layer.1.attention.self.value.bias"]
+    with pytest.raises(
+        CheckpointError, match=r"missing encoder weights: encoder\.layers\.1\.attention\.qkv\.bias"
+    ):
+        hf_to_ours(BertModel(tiny()), missing)
+    with pytest.raises(CheckpointError, match=r"not BERT weights: lm_head\.dense\.weight"):
+        hf_to_ours(BertModel(tiny()), {**state, "lm_head.dense.weight": torch.zeros(2)})
+
+
+def test_config_weight_shape_mismatch_is_a_clear_error(tmp_path) -> None:
+    write_dir(tmp_path, ours_to_hf(BertModel(tiny())), tiny(intermediate_size=32))
+    with pytest.raises(CheckpointError) as err:
+        load_pretrained(tmp_path)
+    message = str(err.value)
+    assert "shape mismatch" in message and "encoder.layer.0.intermediate.dense.weight" in message
+    assert "(24, 16)" in message and "(32, 16)" in message
+
+
+def test_no_weights_and_no_config_are_clear_errors(tmp_path) -> None:
+    with pytest.raises(CheckpointError, match=r"no config\.json"):
+        load_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(tiny().to_dict()))
+    with pytest.raises(CheckpointError, match="no weights found"):
+        load_pretrained(tmp_path)
+
+
+class _Payload:
+    """Unpickling this calls open(canary, "w"): what a malicious checkpoint would do."""
+
+    def __init__(self, canary: str) -> None:
+        self.canary = canary
+
+    def __reduce__(self):
+        return (open, (self.canary, "w"))
+
+
+def malicious_checkpoint(directory, canary) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(tiny().to_dict()))
+    with open(directory / "pytorch_model.bin", "wb") as f:
+        pickle.dump({"embeddings.word_embeddings.weight": _Payload(str(canary))}, f)
+
+
+def test_pickle_checkpoint_refused_unless_allowed_and_then_weights_only(tmp_path) -> None:
+    canary = tmp_path / "canary"
+    malicious_checkpoint(tmp_path / "model", canary)
+    # Negative control: plain unpickling really would run the payload.
+    with open(tmp_path / "model" / "pytorch_model.bin", "rb") as f:
+        pickle.load(f)
+    assert canary.exists()
+    canary.unlink()
+    with pytest.raises(CheckpointError, match=r"pickle file.*allow_pickle=True"):
+        load_pretrained(tmp_path / "model")
+    assert not canary.exists()
+    with pytest.raises(CheckpointError, match="weights_only"):
+        load_pretrained(tmp_path / "model", allow_pickle=True)
+    assert not canary.exists()
+
+
+def test_allowed_pickle_with_plain_tensors_loads(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = BertModel(tiny())
+    (tmp_path / "config.json").write_text(json.dumps(tiny().to_dict()))
+    torch.save(ours_to_hf(model), tmp_path / "pytorch_model.bin")
+    loaded = load_pretrained(tmp_path, allow_pickle=True)
+    torch.testing.assert_close(loaded.embeddings.word.weight, model.embeddings.word.weight)
+
+
+def test_saved_files_are_complete(tmp_path) -> None:
+    model = HEAD_CLASSES["BertForMaskedLM"](tiny())
+    save_pretrained(model, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architectures"] == ["BertForMaskedLM"] and config["model_type"] == "bert"
+    keys = set(load_file(str(tmp_path / "model.safetensors")))
+    assert "cls.predictions.bias" in keys and "bert.embeddings.word_embeddings.weight" in keys
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]

@@ -1,0 +1,223 @@
+"""BertModel and heads on tiny random configs: shapes, init, unpadded == padded, learning, precision."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
+from bertkit.model import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
+
+V, B, T = 97, 4, 10
+
+
+def tiny(**overrides) -> BertConfig:
+    base = dict(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=32, num_labels=3,
+    )  # fmt: skip
+    return BertConfig(**{**base, **overrides})
+
+
+def batch(gen: torch.Generator, lengths=(10, 7, 3, 9)) -> dict[str, torch.Tensor]:
+    mask = (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).long()  # (B, T)
+    ids = torch.randint(1, V, (len(lengths), T), generator=gen) * mask
+    types = (torch.arange(T)[None, :] >= 4).long() * mask
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def with_labels(name: str, x: dict[str, torch.Tensor], gen: torch.Generator) -> dict:
+    x = dict(x)
+    n = x["input_ids"].shape[0]
+    mask = x["attention_mask"]
+    if name in ("pretraining", "mlm"):
+        pick = (torch.rand(mask.shape, generator=gen) < 0.3) & mask.bool()
+        pick[:, 1] = True
+        x["labels"] = torch.where(pick, x["input_ids"], torch.full_like(mask, -100))
+        if name == "pretraining":
+            x["next_sentence_label"] = torch.randint(0, 2, (n,), generator=gen)
+    elif name == "seq":
+        x["labels"] = torch.randint(0, 3, (n,), generator=gen)
+    elif name == "regression":
+        x["labels"] = torch.randn(n, generator=gen)
+    elif name == "token":
+        x["labels"] = torch.randint(0, 3, mask.shape, generator=gen).masked_fill(mask == 0, -100)
+    elif name == "qa":
+        x["start_positions"] = torch.randint(0, 3, (n,), generator=gen)
+        x["end_positions"] = x["start_positions"] + 1
+    elif name == "choice":
+        x = {k: torch.stack([v, v.flip(0)], dim=1) for k, v in x.items()}  # (B, 2, T)
+        x["labels"] = torch.randint(0, 2, (n,), generator=gen)
+    return x
+
+
+HEADS = {
+    "pretraining": lambda c: BertForPreTraining(c),
+    "mlm": lambda c: BertForMaskedLM(c),
+    "seq": lambda c: BertForSequenceClassification(c),
+    "regression": lambda c: BertForSequenceClassification(
+        BertConfig(**{**c.__dict__, "num_labels": 1})
+    ),
+    "token": lambda c: BertForTokenClassification(c),
+    "qa": lambda c: BertForQuestionAnswering(c),
+    "choice": lambda c: BertForMultipleChoice(c),
+}
+
+
+def main_output(out) -> torch.Tensor:
+    for name in ("prediction_logits", "logits", "start_logits"):
+        if hasattr(out, name):
+            return getattr(out, name)
+    raise AssertionError(out)
+
+
+def test_shapes_and_pooler() -> None:
+    torch.manual_seed(0)
+    model = BertModel(tiny()).eval()
+    out = model(**batch(torch.Generator().manual_seed(0)))
+    assert out.last_hidden_state.shape == (B, T, 32)
+    assert out.pooler_output.shape == (B, 32)
+    assert out.pooler_output.abs().max() <= 1.0  # tanh
+    assert BertForMaskedLM(tiny()).bert.pooler is None
+
+
+def test_init_follows_bert() -> None:
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny(hidden_size=256, intermediate_size=1024, num_attention_heads=4))
+    up = model.bert.encoder.layers[0].feed_forward.up.weight
+    assert abs(up.std().item() - 0.02) < 0.001 and abs(up.mean().item()) < 0.001
+    assert torch.all(model.bert.encoder.layers[1].attention.qkv.bias == 0)
+    assert torch.all(model.bert.embeddings.layer_norm.weight == 1)
+    assert torch.all(model.mlm.bias == 0)
+    assert torch.all(model.bert.embeddings.word.weight[0] == 0)  # [PAD] row
+
+
+def test_config_rejects_unsupported_variants() -> None:
+    with pytest.raises(ConfigError, match="divisible"):
+        tiny(num_attention_heads=5)
+    with pytest.raises(ConfigError, match="position_embedding_type"):
+        BertModel(
+            BertConfig.from_dict({**tiny().to_dict(), "position_embedding_type": "relative_key"})
+        )
+
+
+def test_padding_does_not_change_a_sequence() -> None:
+    """A sequence alone and inside a padded batch encodes the same (the mask works)."""
+    torch.manual_seed(0)
+    model = BertModel(tiny()).eval()
+    x = batch(torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = model(**x).last_hidden_state
+        alone = model(**{k: v[2:3, :3] for k, v in x.items()}).last_hidden_state
+        broken = model(x["input_ids"], None, x["token_type_ids"]).last_hidden_state  # no mask
+    torch.testing.assert_close(full[2, :3], alone[0], atol=1e-5, rtol=1e-5)
+    assert (broken[2, :3] - alone[0]).abs().max() > 1e-3  # negative control: mask matters
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_unpadded_path_equals_padded_path(name: str) -> None:
+    """Same outputs (real positions), loss and gradients with and without packing the tokens."""
+    torch.manual_seed(0)
+    model = HEADS[name](tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).train()
+    gen = torch.Generator().manual_seed(4)
+    x = with_labels(name, batch(gen), gen)
+    results = []
+    for unpad in (True, False):
+        model.zero_grad()
+        out = model(**x, unpad=unpad)
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((main_output(out), out.loss.detach(), grads))
+    (a, la, ga), (b, lb, gb) = results
+    real = x["attention_mask"].bool()
+    if a.shape[: real.dim()] == real.shape:
+        a, b = a[real], b[real]
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    if name == "qa":  # its loss normalises over padding positions too: see BertForQuestionAnswering
+        return
+    torch.testing.assert_close(la, lb, atol=1e-6, rtol=1e-5)
+    assert ga.keys() == gb.keys()
+    for n in ga:
+        torch.testing.assert_close(ga[n], gb[n], atol=1e-5, rtol=1e-4, msg=n)
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_every_head_learns_one_batch(name: str) -> None:
+    torch.manual_seed(0)
+    model = HEADS[name](tiny()).train()
+    gen = torch.Generator().manual_seed(5)
+    x = with_labels(name, batch(gen), gen)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(40):
+        loss = model(**x).loss
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert losses[-1] < 0.3 * losses[0], losses[::8]
+
+
+def test_mlm_statistics_and_tied_decoder() -> None:
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny()).eval()
+    gen = torch.Generator().manual_seed(6)
+    x = with_labels("pretraining", batch(gen), gen)
+    out = model(**x)
+    labelled = x["labels"][x["labels"] != -100]
+    assert out.mlm_count.item() == labelled.numel() == out.prediction_logits.shape[0]
+    assert out.mlm_correct.item() == (out.prediction_logits.argmax(-1) == labelled).sum().item()
+    torch.testing.assert_close(out.loss, out.mlm_loss + out.nsp_loss)
+    assert not any("decoder" in k for k in model.state_dict())  # tied: stored once
+    with torch.no_grad():
+        # moves the decoder row of token 5 too (a random direction: LayerNormed h sums to ~0)
+        model.bert.embeddings.word.weight[5] += torch.randn(32)
+    after = model(**x).prediction_logits
+    changed = (after - out.prediction_logits).abs().amax(0) > 1e-4
+    assert changed[5]
+    empty = dict(x, labels=torch.full_like(x["labels"], -100))
+    none = model(**empty)
+    assert none.mlm_count.item() == 0 and none.mlm_loss.item() == 0.0
+
+
+def test_bf16_autocast_stays_close_to_fp32() -> None:
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny()).eval()
+    x = batch(torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        ref = model.bert(**x).last_hidden_state
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model.bert(**x).last_hidden_state
+            logits = model(**x).logits
+    assert logits.dtype == torch.bfloat16
+    real = x["attention_mask"].bool()
+    # bf16 keeps 8 bits of mantissa: LayerNormed activations of size ~1 agree to a few 1e-2.
+    assert (low.float()[real] - ref[real]).abs().max() < 0.1
+    cos = torch.nn.functional.cosine_similarity(low.float()[real], ref[real], dim=-1)
+    assert cos.min() > 0.999
+
+
+@pytest.mark.slow
+def test_torch_compile_matches_eager() -> None:
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny()).eval()
+    gen = torch.Generator().manual_seed(8)
+    x = with_labels("pretraining", batch(gen), gen)
+    compiled = torch.compile(model)
+    start = time.perf_counter()
+    with torch.no_grad():
+        got, ref = compiled(**x), model(**x)
+    assert time.perf_counter() - start < 600
+    torch.testing.assert_close(got.prediction_logits, ref.prediction_logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.loss, ref.loss, atol=1e-5, rtol=1e-5)

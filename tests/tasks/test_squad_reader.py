@@ -1,0 +1,111 @@
+"""SQuAD v1.1/v2.0 JSON reading, the char->word map, and malformed files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertkit.data.tasks.squad import context_words, load_gold, read_squad
+from bertkit.errors import InputError
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def test_v11_examples():
+    ex = read_squad(FIXTURES / "task_squad_v1.json")
+    assert [e.qas_id for e in ex] == ["q1", "q2", "q3", "q4"]
+    q2 = ex[1]
+    assert q2.title == "Amazon" and not q2.is_impossible
+    assert [a.text for a in q2.answers] == ["discharge volume of water", "discharge volume"]
+    for e in ex:
+        for a in e.answers:
+            assert e.context[a.start : a.end] == a.text
+    assert load_gold(ex)["q4"] == ["the Nobel Prize in Physics", "Nobel Prize in Physics"]
+
+
+def test_v2_impossible_and_plausible():
+    ex = read_squad(FIXTURES / "task_squad_v2.json")
+    assert [e.is_impossible for e in ex] == [False, True, False, True]
+    a2 = ex[1]
+    assert a2.answers == () and [p.text for p in a2.plausible_answers] == ["Brazil"]
+    assert load_gold(ex) == {"a1": ["Brazil"], "a2": [], "a3": ["1911"], "a4": []}
+
+
+def test_context_words():
+    words, c2w = context_words("ab  c\td")
+    assert words == ["ab", "c", "d"]
+    assert c2w == [0, 0, 0, 0, 1, 1, 2]
+    assert context_words(" x")[1] == [0, 0]
+
+
+def _dump(tmp_path: Path, obj) -> Path:
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(obj, indent=1))
+    return p
+
+
+def _doc(qa: dict, context: str = "Paris is in France.") -> dict:
+    return {
+        "version": "1.1",
+        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [qa]}]}],
+    }
+
+
+def test_bad_json_names_line(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text('{"data": [\n  {"title": "x",\n   "paragraphs": [}\n]}')
+    with pytest.raises(InputError, match=r"bad\.json:3: invalid JSON at column 19"):
+        read_squad(p)
+
+
+@pytest.mark.parametrize(
+    ("qa", "expected"),
+    [
+        (
+            {"id": "q9", "answers": [{"text": "Paris", "answer_start": 0}]},
+            "data[0].paragraphs[0].qas[0]: missing field 'question'",
+        ),
+        (
+            {"id": "q9", "question": "Where?", "answers": [{"text": "Paris"}]},
+            "data[0].paragraphs[0].qas[0].answers[0]: missing field 'answer_start'",
+        ),
+        (
+            {
+                "id": "q9",
+                "question": "Where?",
+                "answers": [{"text": "France", "answer_start": "13"}],
+            },
+            "expected 'answer_start' to be a int, got str",
+        ),
+        (
+            {"id": "q9", "question": "Where?", "answers": [{"text": "France", "answer_start": 40}]},
+            "expected answer_start in [0, 13]",
+        ),
+        (
+            {"id": "q9", "question": "Where?", "answers": []},
+            "expected at least one answer for a question without is_impossible=true",
+        ),
+        (
+            {"id": "q9", "question": "Where?", "is_impossible": "no", "answers": []},
+            "expected 'is_impossible' to be true or false",
+        ),
+    ],
+)
+def test_malformed_questions_name_file_line_and_location(tmp_path, qa, expected):
+    p = _dump(tmp_path, _doc(qa))
+    line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if '"q9"' in t)
+    with pytest.raises(InputError) as info:
+        read_squad(p)
+    assert str(info.value).startswith(f"{p}:{line}: ")
+    assert expected in str(info.value)
+
+
+def test_missing_data_and_paragraphs(tmp_path):
+    with pytest.raises(InputError, match=r"missing field 'data' \(expected a SQuAD JSON file\)"):
+        read_squad(_dump(tmp_path, {"version": "1.1"}))
+    with pytest.raises(InputError, match=r"data\[0\]: missing field 'paragraphs'"):
+        read_squad(_dump(tmp_path, {"data": [{"title": "x"}]}))
+    with pytest.raises(InputError, match="file not found"):
+        read_squad(tmp_path / "nope.json")

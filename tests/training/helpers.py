@@ -1,0 +1,132 @@
+"""A tiny in-memory pre-training setup (real BertForPreTraining, synthetic statically masked data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.model import BertForPreTraining
+from bertkit.training.distributed import DistInfo
+from bertkit.training.loop import Phase, TrainConfig, Trainer
+from bertkit.training.optim import OptimizerConfig, build_optimizer
+from bertkit.training.schedule import ScheduleConfig
+
+VOCAB = 40
+
+
+def make_examples(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Statically masked instances: ids in [5, VOCAB), ~15% of positions masked with id 4."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        t = int(rng.integers(8, 17))
+        ids = rng.integers(5, VOCAB, size=t)
+        ids[0], ids[-1] = 2, 3
+        pos = np.sort(rng.choice(np.arange(1, t - 1), size=max(1, round(0.15 * t)), replace=False))
+        labels = ids[pos].copy()
+        ids[pos] = 4
+        types = np.zeros(t, dtype=np.int64)
+        types[t // 2 :] = 1
+        out.append({"input_ids": ids, "token_type_ids": types, "masked_positions": pos,
+                    "masked_labels": labels, "next_sentence_label": int(rng.integers(0, 2))})
+    return out
+
+
+def collate(items: list[dict[str, Any]], epochs: list[int]) -> dict[str, torch.Tensor]:
+    b, t = len(items), max(len(x["input_ids"]) for x in items)
+    batch = {k: torch.zeros(b, t, dtype=torch.long) for k in ("input_ids", "token_type_ids",
+                                                              "attention_mask")}
+    batch["labels"] = torch.full((b, t), -100, dtype=torch.long)
+    batch["next_sentence_label"] = torch.tensor([x["next_sentence_label"] for x in items])
+    for r, x in enumerate(items):
+        n = len(x["input_ids"])
+        batch["input_ids"][r, :n] = torch.from_numpy(x["input_ids"])
+        batch["token_type_ids"][r, :n] = torch.from_numpy(x["token_type_ids"])
+        batch["attention_mask"][r, :n] = 1
+        batch["labels"][r, torch.from_numpy(x["masked_positions"])] = torch.from_numpy(x["masked_labels"])
+    return batch
+
+
+def tiny_config(dropout: float = 0.1) -> BertConfig:
+    return BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32,
+                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+
+
+def make_trainer(run_dir: Path, *, steps: int = 8, dropout: float = 0.1, n: int = 40,
+                 info: DistInfo | None = None, lr: float = 1e-3, **train_kw: Any) -> Trainer:
+    """A fresh trainer; model init is seeded so every call builds the same starting point."""
+    torch.manual_seed(1234)
+    model = BertForPreTraining(tiny_config(dropout))
+    opt = build_optimizer(model, OptimizerConfig(lr=lr))
+    cfg = TrainConfig(**{"batch_size": 8, "log_every": 1, "save_every": 3, "seed": 7,
+                         "show_progress": False, "peak_flops": 1e9, **train_kw})
+    data = make_examples(n)
+    return Trainer(model, opt, ScheduleConfig(steps, 2), [Phase(data, steps)], collate, cfg,
+                   run_dir, info=info, eval_dataset=make_examples(16, seed=1), log=lambda m: None)
+
+
+def losses(run_dir: Path) -> list[tuple[int, float]]:
+    import json
+
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [(r["step"], r["loss"]) for r in map(json.loads, lines) if r["type"] == "train"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ddp_worker(rank: int, world: int, port: int, run_dir: str, steps: int, kw: dict) -> None:
+    """One rank of a gloo job training the tiny setup (target of torch.multiprocessing.spawn)."""
+    import os
+
+    from bertkit.training import distributed as D
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    info = D.init_from_env("cpu")
+    try:
+        trainer = make_trainer(Path(run_dir), steps=steps, info=info, **kw)
+        trainer.fit()
+        if info.is_main:
+            from safetensors.torch import save_file
+
+            save_file({k: v.contiguous() for k, v in trainer.core.state_dict().items()},
+                      str(Path(run_dir) / "final.safetensors"))
+    finally:
+        D.shutdown(info)
+
+
+def prepare_tiny_corpus(root: Path, *, docs: int = 40, max_seq_length: int = 32,
+                        dynamic: bool = False, holdout: float = 0.1) -> Path:
+    """A synthetic corpus and vocabulary prepared with the real data pipeline; returns the data dir."""
+    import random
+
+    from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(60)] + ["the", "a", "is", "of", "and"]
+    lines = []
+    for _ in range(docs):
+        for _ in range(8):
+            lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) + " .")
+        lines.append("")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.txt").write_text("\n".join(lines) + "\n")
+    (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".",
+                                               *words]) + "\n")
+    settings = PrepareSettings(max_seq_length=max_seq_length, dupe_factor=2, format="bert",
+                               holdout_fraction=holdout, dynamic_masking=dynamic)
+    prepare_pretraining([root / "corpus.txt"], root / "vocab.txt", root / "data", settings,
+                        num_workers=1, show_progress=False)
+    return root / "data"

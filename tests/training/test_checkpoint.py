@@ -1,0 +1,97 @@
+"""Atomic checkpoints: round trip, sha256 verification with fallback, keep-last, no pickle."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.training import checkpoint as ckpt
+
+
+def _save(root, step, keep_last=3, **kw):
+    return ckpt.save_checkpoint(
+        root, step, model={"w": torch.full((2, 3), float(step))}, optimizer={"state.0.exp_avg": torch.ones(2)},
+        rng=ckpt.capture_rng(), state={"cursor": {"position": step}}, keep_last=keep_last, **kw)
+
+
+def test_round_trip_and_keep_last(tmp_path):
+    for step in (1, 2, 3, 4):
+        _save(tmp_path, step)
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == [
+        "step-000000004", "step-000000003", "step-000000002"]
+    c = ckpt.load_latest(tmp_path)
+    assert c.step == 4 and torch.equal(c.model["w"], torch.full((2, 3), 4.0))
+    assert c.state["cursor"] == {"position": 4}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no_manifest", "missing_file"])
+def test_corrupt_latest_falls_back_with_warning(tmp_path, damage):
+    _save(tmp_path, 1)
+    latest = _save(tmp_path, 2)
+    target = latest / "model.safetensors"
+    if damage == "flip":
+        data = bytearray(target.read_bytes())
+        data[-1] ^= 0xFF
+        target.write_bytes(bytes(data))
+    elif damage == "truncate":
+        target.write_bytes(target.read_bytes()[:-7])
+    elif damage == "no_manifest":
+        (latest / "manifest.json").unlink()
+    else:
+        (latest / "optimizer.safetensors").unlink()
+    with pytest.warns(ckpt.CheckpointWarning, match="step-000000002"):
+        c = ckpt.load_latest(tmp_path)
+    assert c.step == 1
+
+
+def test_interrupted_write_leaves_no_checkpoint(tmp_path, monkeypatch):
+    _save(tmp_path, 1)
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt  # a kill between the files and the manifest
+
+    monkeypatch.setattr(ckpt, "sha256_file", boom)
+    with pytest.raises(KeyboardInterrupt):
+        _save(tmp_path, 2)
+    monkeypatch.undo()
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["step-000000001"]
+    ckpt.clean_stale(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["step-000000001"]
+
+
+def test_loading_never_unpickles(tmp_path, monkeypatch):
+    _save(tmp_path, 1)
+    for p in (tmp_path / "step-000000001").iterdir():
+        assert p.suffix in (".safetensors", ".json")
+
+    def refuse(*a, **k):
+        raise AssertionError("pickle used")
+
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "Unpickler", refuse)
+    monkeypatch.setattr(torch, "load", refuse)
+    assert ckpt.load_latest(tmp_path).step == 1
+
+
+def test_rng_capture_restore_round_trip():
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    random.gauss(0, 1)  # leaves a cached gaussian in Python's state
+    np.random.standard_normal()
+    state = ckpt.capture_rng()
+    expected = (random.random(), random.gauss(0, 1), np.random.rand(), np.random.standard_normal(),
+                torch.rand(3))
+    random.seed(9)
+    np.random.seed(9)
+    torch.manual_seed(9)
+    ckpt.restore_rng(state)
+    got = (random.random(), random.gauss(0, 1), np.random.rand(), np.random.standard_normal(),
+           torch.rand(3))
+    assert got[:4] == expected[:4] and torch.equal(got[4], expected[4])

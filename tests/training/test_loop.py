@@ -1,0 +1,144 @@
+"""The generic Trainer: exact resume (with negative controls), NaN skips, spikes, accumulation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bertkit.training.checkpoint import list_checkpoints
+from bertkit.training.loop import TrainingError
+
+from .helpers import losses, make_trainer
+
+
+def _weights(trainer) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in trainer.core.state_dict().items()}
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _interrupted(tmp_path, name, stop_after: int, **kw):
+    """Train to ``stop_after`` steps (checkpointing every 3), then resume in a fresh Trainer."""
+    run = tmp_path / name
+    first = make_trainer(run, steps=8, **kw)
+    _train_until(first, stop_after)
+    # the run "dies" here: everything in memory is lost; a new process builds a new trainer
+    torch.manual_seed(999)  # a different global RNG state, as in a fresh process
+    second = make_trainer(run, steps=8, **kw)
+    second.fit()
+    return second, run
+
+
+def _train_until(trainer, stop: int) -> None:
+    """Run fit() but abort (like a kill) right after the step ``stop`` update."""
+
+    class Killed(Exception):
+        pass
+
+    original = trainer._train_step
+
+    def step(model, phase):
+        out = original(model, phase)
+        if trainer.step > stop:
+            raise Killed
+        return out
+
+    trainer._train_step = step
+    with pytest.raises(Killed):
+        trainer.fit()
+
+
+def test_resume_is_bit_identical(tmp_path):
+    ref = make_trainer(tmp_path / "ref", steps=8)
+    ref.fit()
+    resumed, run = _interrupted(tmp_path, "run", stop_after=4)  # last checkpoint: step 3
+    assert [p.name for p in list_checkpoints(run / "checkpoints")] == [
+        "step-000000008", "step-000000006", "step-000000003"]
+    assert losses(run) == losses(tmp_path / "ref")
+    assert len(losses(run)) == 8
+    assert _same(_weights(resumed), _weights(ref))
+    ref_opt, res_opt = ref.optimizer.state_dict()["state"], resumed.optimizer.state_dict()["state"]
+    assert all(torch.equal(ref_opt[i][k], res_opt[i][k]) for i in ref_opt for k in ref_opt[i])
+
+
+@pytest.mark.parametrize("drop", ["restore_rng", "restore_cursor"])
+def test_resume_negative_controls_differ(tmp_path, drop):
+    ref = make_trainer(tmp_path / "ref", steps=8)
+    ref.fit()
+    resumed, run = _interrupted(tmp_path, "run", stop_after=4, **{drop: False})
+    assert losses(run)[:3] == losses(tmp_path / "ref")[:3]
+    assert losses(run)[3:] != losses(tmp_path / "ref")[3:]
+    assert not _same(_weights(resumed), _weights(ref))
+
+
+def test_nan_update_is_skipped_like_a_dropped_batch(tmp_path):
+    nan = make_trainer(tmp_path / "nan", steps=6, dropout=0.0, nan_at_attempts=frozenset({2}))
+    result = nan.fit()
+    control = make_trainer(tmp_path / "ctl", steps=6, dropout=0.0, drop_attempts=frozenset({2}))
+    control.fit()
+    plain = make_trainer(tmp_path / "plain", steps=6, dropout=0.0)
+    plain.fit()
+    assert result.step == 6 and result.skipped == 1
+    records = [json.loads(x) for x in (tmp_path / "nan" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["type"] == "skip"] == [3]
+    # the step counter and schedule did not advance: steps 1..6 each logged once, lr as usual
+    train = [r for r in records if r["type"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
+    plain_lr = [json.loads(x)["lr"] for x in (tmp_path / "plain" / "metrics.jsonl").read_text()
+                .splitlines() if json.loads(x)["type"] == "train"]
+    assert [r["lr"] for r in train] == plain_lr
+    assert _same(_weights(nan), _weights(control))
+    assert not _same(_weights(nan), _weights(plain))
+
+
+def test_consecutive_nan_updates_abort(tmp_path):
+    trainer = make_trainer(tmp_path / "r", steps=6, max_consecutive_skips=5,
+                           nan_at_attempts=frozenset(range(1, 50)))
+    with pytest.raises(TrainingError, match="5 consecutive updates"):
+        trainer.fit()
+    assert trainer.step == 1
+
+
+def test_loss_spike_is_reported(tmp_path):
+    msgs: list[str] = []
+    trainer = make_trainer(tmp_path / "r", steps=12, dropout=0.0)
+    trainer._log = msgs.append
+    original = trainer._train_step
+
+    def step(model, phase):
+        out = original(model, phase)
+        if out is not None and trainer.step == 9:
+            out["loss"] *= 3.0  # a synthetic 3x jump
+        return out
+
+    trainer._train_step = step
+    trainer.fit()
+    spikes = [m for m in msgs if "loss spike" in m]
+    assert len(spikes) == 1 and "step 9" in spikes[0]
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    one = make_trainer(tmp_path / "a", steps=4, dropout=0.0)
+    one.fit()
+    four = make_trainer(tmp_path / "b", steps=4, dropout=0.0, grad_accum=4)
+    four.fit()
+    for (s1, l1), (s2, l2) in zip(losses(tmp_path / "a"), losses(tmp_path / "b"), strict=True):
+        assert s1 == s2 and l1 == pytest.approx(l2, abs=1e-6)
+    w1, w4 = _weights(one), _weights(four)
+    assert all(torch.allclose(w1[k], w4[k], atol=1e-6) for k in w1)
+
+
+def test_metrics_and_eval_records(tmp_path):
+    trainer = make_trainer(tmp_path / "r", steps=4, eval_every=2, log_every=2)
+    result = trainer.fit()
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["type"] == "train"]
+    assert [r["step"] for r in train] == [2, 4]
+    for key in ("loss", "mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "lr", "tokens_per_s"):
+        assert all(key in r for r in train), key
+    assert [r["step"] for r in records if r["type"] == "eval"] == [2, 4]
+    assert result.final_eval is not None and 0.0 <= result.final_eval["mlm_acc"] <= 1.0

@@ -1,0 +1,113 @@
+"""Schedule values, weight-decay groups, LAMB's update and pickle-free optimizer state."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from bertkit.training.optim import (
+    Lamb,
+    OptimizerConfig,
+    build_optimizer,
+    optimizer_state_from_tensors,
+    optimizer_state_to_tensors,
+    param_groups,
+)
+from bertkit.training.schedule import ScheduleConfig, lr_factor, set_lr
+
+from .helpers import tiny_config
+
+
+def test_schedule_exact_values():
+    cfg = ScheduleConfig(total_steps=10, warmup_steps=4)
+    assert [lr_factor(s, cfg) for s in range(12)] == [
+        0.0, 0.25, 0.5, 0.75, 1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0.0, 0.0]
+    assert lr_factor(0, ScheduleConfig(5, 0)) == 1.0
+    assert ScheduleConfig.from_proportion(1000, 0.01).warmup_steps == 10
+
+
+def test_schedule_matches_transformers():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import get_linear_schedule_with_warmup
+
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=2e-4)
+    ref = get_linear_schedule_with_warmup(opt, num_warmup_steps=7, num_training_steps=50)
+    cfg = ScheduleConfig(50, 7)
+    mine = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=2e-4)
+    for step in range(50):
+        assert set_lr(mine, [2e-4], step, cfg) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-12)
+        opt.step()
+        ref.step()
+
+
+def test_weight_decay_excludes_bias_and_layernorm():
+    from bertkit.model import BertForPreTraining
+
+    model = BertForPreTraining(tiny_config())
+    decay, no_decay = param_groups(model, 0.01)
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    ln_params = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
+                 for p in m.parameters()}
+    assert ln_params and all(id(p) in ln_params or n.endswith("bias")
+                             for n, p in zip(no_decay["names"], no_decay["params"]))
+    assert not any(n.endswith("bias") or id(p) in ln_params
+                   for n, p in zip(decay["names"], decay["params"]))
+    # every trainable parameter is in exactly one group
+    all_ids = [id(p) for g in (decay, no_decay) for p in g["params"]]
+    assert sorted(all_ids) == sorted({id(p) for p in model.parameters()})
+    assert any("word" in n for n in decay["names"])  # embeddings decay, as in google's BERT
+    opt = build_optimizer(model, OptimizerConfig())
+    assert isinstance(opt, torch.optim.AdamW)
+    assert opt.param_groups[0]["betas"] == (0.9, 0.999) and opt.param_groups[0]["eps"] == 1e-6
+
+
+def test_lamb_step_follows_the_formula():
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(3, 4))
+    g = torch.randn(3, 4)
+    w0 = w.detach().clone()
+    opt = Lamb([w], lr=0.1, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01)
+    w.grad = g.clone()
+    opt.step()
+    m_hat, v_hat = g, g * g  # after one step, bias correction recovers g and g^2
+    u = m_hat / (v_hat.sqrt() + 1e-6) + 0.01 * w0
+    expected = w0 - 0.1 * (w0.norm() / u.norm()) * u
+    assert torch.allclose(w.detach(), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_optimizer_state_round_trips_without_pickle(name):
+    from bertkit.model import BertForPreTraining
+
+    def fresh():
+        torch.manual_seed(0)
+        model = BertForPreTraining(tiny_config(0.0))
+        return model, build_optimizer(model, OptimizerConfig(name=name, lr=1e-3))
+
+    def step(model, opt):
+        ids = torch.randint(5, 40, (2, 8))
+        out = model(ids, labels=ids, next_sentence_label=torch.tensor([0, 1]))
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    a_model, a_opt = fresh()
+    torch.manual_seed(1)
+    step(a_model, a_opt)
+    tensors, meta = optimizer_state_to_tensors(a_opt)
+    tensors = st_load(st_save(tensors))  # through safetensors bytes, as in a checkpoint
+    meta = json.loads(json.dumps(meta))  # and JSON
+    b_model, b_opt = fresh()
+    b_model.load_state_dict(a_model.state_dict())
+    b_opt.load_state_dict(optimizer_state_from_tensors(tensors, meta))
+    torch.manual_seed(2)
+    step(a_model, a_opt)
+    torch.manual_seed(2)
+    step(b_model, b_opt)
+    assert all(torch.equal(x, y) for x, y in zip(a_model.parameters(), b_model.parameters()))
