@@ -46,6 +46,11 @@ def fmt(name: str, doc: str, rs: list[tuple[int, int]]) -> str:
     return f"# {doc}\n{name}: tuple[tuple[int, int], ...] = (\n" + "\n".join(lines) + "\n)\n"
 
 
+def fmt_map(name: str, doc: str, m: dict[int, str]) -> str:
+    lines = [f"    0x{cp:X}: {s!r}," for cp, s in sorted(m.items())]
+    return f"# {doc}\n{name}: dict[int, str] = {{\n" + "\n".join(lines) + "\n}\n"
+
+
 def main() -> int:
     import tokenizers
     from tokenizers.normalizers import BertNormalizer
@@ -57,8 +62,14 @@ def main() -> int:
     strip = BertNormalizer(
         clean_text=True, handle_chinese_chars=False, strip_accents=True, lowercase=False
     ).normalize_str
+    lower = BertNormalizer(
+        clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=True
+    ).normalize_str
     pre = BertPreTokenizer().pre_tokenize_str
-    removed, whitespace, marks, punct, no_nfd = [], [], [], [], []
+    removed, whitespace, marks, punct = [], [], [], []
+    kept: list[tuple[int, str]] = []
+    lower_diff: dict[int, str] = {}
+    strip_diff: dict[int, str] = {}
     decomposed: list[tuple[int, str]] = []
     for cp in code_points():
         c = chr(cp)
@@ -72,12 +83,19 @@ def main() -> int:
         s = strip(c)
         if s == "":
             marks.append(cp)
-        elif s == c and unicodedata.normalize("NFD", c) != c:
-            no_nfd.append(cp)
+        kept.append((cp, s))
+        low = lower(c)
+        if low != c.lower():
+            lower_diff[cp] = low
         if len(pre("a" + c + "a")) == 3:
             punct.append(cp)
         elif s != c and len(s) == 1:
             decomposed.append((cp, s))
+    mark_set = {chr(cp) for cp in marks}
+    for cp, s in kept:
+        ours = "".join(x for x in unicodedata.normalize("NFD", chr(cp)) if x not in mark_set)
+        if ours != s:
+            strip_diff[cp] = s
     punct_set = set(punct)
     # e.g. U+2260 NOT EQUAL TO -> "=" + U+0338: a word character that becomes punctuation
     to_punct = [cp for cp, s in decomposed if ord(s) in punct_set]
@@ -109,16 +127,18 @@ def main() -> int:
             ranges(to_punct),
         )
         + "\n"
-        + fmt(
-            "NO_DECOMPOSITION",
-            "NFD in unicodedata but left whole by the Rust normalizer",
-            ranges(no_nfd),
+        + fmt_map(
+            "STRIP_EXCEPTIONS", "accent stripping where Rust and unicodedata differ", strip_diff
+        )
+        + "\n"
+        + fmt_map(
+            "LOWER_EXCEPTIONS", "lowercase where Rust's tables differ from str.lower", lower_diff
         )
     )
     OUT.write_text(text)
     print(
         f"wrote {OUT}: {len(removed)} removed, {len(whitespace)} whitespace, {len(marks)} marks, "
-        f"{len(punct)} punctuation, {len(no_nfd)} without NFD"
+        f"{len(punct)} punctuation, {len(strip_diff)} strip and {len(lower_diff)} lowercase exceptions"
     )
     return 0
 

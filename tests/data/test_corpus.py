@@ -29,18 +29,27 @@ FIRST_DOC = [
         ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
         # titles and listed abbreviations
         ("Mr. Smith met Dr. Jones. They talked.", ["Mr. Smith met Dr. Jones.", "They talked."]),
-        ("See Fig. 3 and No. 5 on Jan. 4 here. Done.", ["See Fig. 3 and No. 5 on Jan. 4 here.", "Done."]),
+        (
+            "See Fig. 3 and No. 5 on Jan. 4 here. Done.",
+            ["See Fig. 3 and No. 5 on Jan. 4 here.", "Done."],
+        ),
         # initials and dotted abbreviations
         ("J. R. R. Tolkien wrote it. It sold.", ["J. R. R. Tolkien wrote it.", "It sold."]),
         ("George W. Bush spoke. Then he left.", ["George W. Bush spoke.", "Then he left."]),
         ("Cities, e.g. Paris, i.e. France. Next.", ["Cities, e.g. Paris, i.e. France.", "Next."]),
-        ("He moved to the U.S. Army base. It was big.", ["He moved to the U.S. Army base.", "It was big."]),
+        (
+            "He moved to the U.S. Army base. It was big.",
+            ["He moved to the U.S. Army base.", "It was big."],
+        ),
         # decimals, versions, lower-case continuation
         ("Pi is 3.14 and v2.0 works. Yes.", ["Pi is 3.14 and v2.0 works.", "Yes."]),
         ("It cost 5 dollars etc. and more. Fine.", ["It cost 5 dollars etc. and more.", "Fine."]),
         # quotes and brackets after the period, openers before the next sentence
         ('He said "Stop." Then he ran.', ['He said "Stop."', "Then he ran."]),
-        ("It rained. (The roads flooded.) Later it cleared.", ["It rained.", "(The roads flooded.)", "Later it cleared."]),
+        (
+            "It rained. (The roads flooded.) Later it cleared.",
+            ["It rained.", "(The roads flooded.)", "Later it cleared."],
+        ),
         ('End. "Quoted start," she said.', ["End.", '"Quoted start," she said.']),
         ("Born in 1950. 1960 was worse.", ["Born in 1950.", "1960 was worse."]),
         ("Wait... What? Really?! Yes.", ["Wait...", "What?", "Really?!", "Yes."]),
@@ -75,7 +84,10 @@ def test_each_format_reads_the_same_documents(name: str, fmt: str) -> None:
 def test_bert_format_keeps_lines_verbatim_and_skips_extra_blank_lines(tmp_path: Path) -> None:
     p = tmp_path / "c.txt"
     p.write_text("\n\nA first line. Not split.\nSecond.\n\n\n\nOther doc.\n")
-    assert list(read_documents([p], "bert")) == [["A first line. Not split.", "Second."], ["Other doc."]]
+    assert list(read_documents([p], "bert")) == [
+        ["A first line. Not split.", "Second."],
+        ["Other doc."],
+    ]
 
 
 def test_paragraphs_join_wrapped_lines(tmp_path: Path) -> None:
@@ -102,7 +114,9 @@ def test_jsonl_skips_blank_lines_and_empty_text(tmp_path: Path) -> None:
         ('{"text": 5}\n', 1, "string field 'text'"),
     ],
 )
-def test_malformed_jsonl_names_file_and_line(tmp_path: Path, content: str, line: int, needle: str) -> None:
+def test_malformed_jsonl_names_file_and_line(
+    tmp_path: Path, content: str, line: int, needle: str
+) -> None:
     p = tmp_path / "bad.jsonl"
     p.write_text(content)
     with pytest.raises(InputError) as e:
@@ -165,3 +179,18 @@ def test_reading_streams_one_document_at_a_time(tmp_path: Path) -> None:
     assert next(it) == ["First doc."]
     with pytest.raises(InputError):
         next(it)
+
+
+@pytest.mark.parametrize(
+    ("content", "fmt"),
+    [
+        ("\ufeff<doc id='1'>\nT\nFirst. Second.\n</doc>\n", "wikiextractor"),
+        ('\ufeff{"text": "First. Second."}\n', "jsonl"),
+        ("\ufeffFirst.\r\nSecond.\r\n", "bert"),
+    ],
+)
+def test_byte_order_mark_and_crlf(tmp_path: Path, content: str, fmt: str) -> None:
+    p = tmp_path / "c.txt"
+    p.write_bytes(content.encode("utf-8"))
+    assert detect_format(p) == fmt
+    assert list(read_documents([p])) == [["First.", "Second."]]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -65,7 +64,9 @@ def test_output_does_not_depend_on_worker_count(tmp_path: Path) -> None:
     assert m1["splits"] == m2["splits"]  # same shards, same sha256
     assert _prepare(tmp_path, "seed8", "--seed", "8") == 0
     m3 = json.loads((tmp_path / "seed8" / "manifest.json").read_text())
-    assert m3["splits"]["train"]["shards"][0]["sha256"] != m1["splits"]["train"]["shards"][0]["sha256"]
+    assert (
+        m3["splits"]["train"]["shards"][0]["sha256"] != m1["splits"]["train"]["shards"][0]["sha256"]
+    )
 
 
 def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path) -> None:
@@ -97,7 +98,14 @@ def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path) -> None:
 def test_bad_input_gives_one_line_and_leaves_nothing(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "Fine text."}\n{"text": oops}\n')
-    args = ["prepare-pretraining", "--input", str(FIX / "pt_bert.txt"), str(bad), "--vocab", str(VOCAB)]
+    args = [
+        "prepare-pretraining",
+        "--input",
+        str(FIX / "pt_bert.txt"),
+        str(bad),
+        "--vocab",
+        str(VOCAB),
+    ]
     args += ["--output", str(tmp_path / "out"), "--max-seq-length", "32", "--num-workers", "2"]
     assert main(args) == 1
     err = capsys.readouterr().err.strip()
@@ -128,6 +136,9 @@ def test_existing_output_needs_overwrite(tmp_path: Path, capsys) -> None:
         ({"--vocab": "missing.txt"}, "vocabulary not found"),
         ({"--max-seq-length": "4"}, "max_seq_length must be >= 5"),
         ({"--holdout-fraction": "1.5"}, "holdout fraction"),
+        ({"--masked-lm-prob": "1.5"}, "masked_lm_prob must be in (0, 1)"),
+        ({"--dupe-factor": "0"}, "dupe_factor"),
+        ({"--short-seq-prob": "-1"}, "short_seq_prob"),
     ],
 )
 def test_bad_options(tmp_path: Path, capsys, change: dict, needle: str) -> None:
@@ -137,28 +148,44 @@ def test_bad_options(tmp_path: Path, capsys, change: dict, needle: str) -> None:
     for k, v in opts.items():
         args += [k, v]
     assert main(args) == 1
-    assert needle in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
 
 
 def test_unwritable_output(tmp_path: Path, capsys) -> None:
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    try:
-        if (ro / "probe").parent.stat().st_mode and _can_write(ro):
-            pytest.skip("running as a user that ignores directory permissions")
-        assert _prepare(ro, "out") == 1
-        assert "cannot create the output" in capsys.readouterr().err
-    finally:
-        ro.chmod(0o700)
-        shutil.rmtree(ro)
+    # A path below a regular file cannot be created, whatever the user's permissions.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert _prepare(blocker, "out") == 1
+    err = capsys.readouterr().err
+    assert "cannot create the output" in err and str(blocker / "out") in err
 
 
-def _can_write(folder: Path) -> bool:
-    try:
-        (folder / ".probe").write_text("x")
-    except OSError:
-        return False
-    (folder / ".probe").unlink()
-    return True
+def test_full_disk_leaves_nothing_behind(tmp_path: Path, capsys, monkeypatch) -> None:
+    import errno
+
+    from bertkit.data import shards
+    from bertkit.io import atomic_write
+
+    def full_disk(path, data):  # the write starts, then the disk fills up
+        with atomic_write(path, "wb") as f:
+            f.write(data[:100])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shards, "atomic_write_bytes", full_disk)
+    assert _prepare(tmp_path, "out", "--num-workers", "1") == 1
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1 and "No space left on device" in err and "train-00000-0000.npz" in err
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_input_file(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "nope.txt"
+    rc = _prepare(tmp_path, "out", inputs=("pt_bert.txt", str(missing)))
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert f"{missing}: file not found" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -121,14 +121,18 @@ def test_nsp_labels_balanced(corpus) -> None:
 
 def test_short_seq_prob_makes_short_instances(corpus) -> None:
     docs, _, _ = corpus
-    lengths = [len(i.input_ids) for i in build(docs, replace(CONFIG, short_seq_prob=0.0, dupe_factor=3))]
-    short = [len(i.input_ids) for i in build(docs, replace(CONFIG, short_seq_prob=1.0, dupe_factor=3))]
+    lengths = [
+        len(i.input_ids) for i in build(docs, replace(CONFIG, short_seq_prob=0.0, dupe_factor=3))
+    ]
+    short = [
+        len(i.input_ids) for i in build(docs, replace(CONFIG, short_seq_prob=1.0, dupe_factor=3))
+    ]
     assert np.mean(short) < 0.75 * np.mean(lengths)
     assert np.mean(lengths) > 0.8 * 64  # full-length targets fill the sequence
 
 
 def test_masked_count_is_the_original_formula(masked_instances) -> None:
-    insts, spec = masked_instances
+    insts, _spec = masked_instances
     for inst in insts:
         n = len(inst.input_ids)
         assert len(inst.masked_positions) == min(20, max(1, round(n * 0.15)))
@@ -183,8 +187,14 @@ def test_whole_word_masking_never_splits_a_word() -> None:
     rng = random.Random(1)
     first_ids, cont_ids = range(FIRST, 300), range(300, 400)
     docs = [
-        [[t for _ in range(rng.randint(2, 8)) for t in [rng.choice(first_ids)] + rng.sample(cont_ids, rng.randint(0, 3))]
-         for _ in range(20)]
+        [
+            [
+                t
+                for _ in range(rng.randint(2, 8))
+                for t in [rng.choice(first_ids), *rng.sample(cont_ids, rng.randint(0, 3))]
+            ]
+            for _ in range(20)
+        ]
         for _ in range(30)
     ]
     spec = make_spec(400, set(cont_ids), whole_word_mask=True)
@@ -242,7 +252,15 @@ def test_deterministic_given_seed_and_numpy_generator_accepted(corpus) -> None:
     c = build(docs[:10], CONFIG, spec, seed=8)
 
     def key(xs):
-        return [(x.input_ids.tolist(), x.num_segment_a, x.next_sentence_label, x.masked_positions.tolist()) for x in xs]
+        return [
+            (
+                x.input_ids.tolist(),
+                x.num_segment_a,
+                x.next_sentence_label,
+                x.masked_positions.tolist(),
+            )
+            for x in xs
+        ]
 
     assert key(a) == key(b)
     assert key(a) != key(c)
@@ -268,7 +286,7 @@ def test_truncation_trims_the_longer_segment_from_both_ends() -> None:
         assert a == list(range(a[0], a[0] + 6))  # still contiguous
         fronts += a[0] > 0
         backs += a[-1] < 9
-    assert 150 < fronts and 150 < backs  # both ends trimmed (6 coin flips each run)
+    assert fronts > 150 and backs > 150  # both ends trimmed (6 coin flips each run)
 
 
 def test_streaming_chunks_bound_the_pool_and_keep_structure(corpus) -> None:
@@ -304,3 +322,80 @@ def test_random_next_document_is_never_the_own_one_when_another_exists() -> None
     counts = Counter(_random_other(5, 2, rng) for _ in range(20_000))
     assert set(counts) == {0, 1, 3, 4} and min(counts.values()) > 4500
     assert _random_other(1, 0, rng) == 0
+
+
+class ScriptedRng:
+    """Replays a fixed script of draws and checks each call (method and range) against it."""
+
+    def __init__(self, script: list[tuple]) -> None:
+        self.script = list(script)
+
+    def random(self) -> float:
+        kind, value = self.script.pop(0)
+        assert kind == "random", f"expected {kind}, got random()"
+        return value
+
+    def randint(self, a: int, b: int) -> int:
+        kind, bounds, value = self.script.pop(0)
+        assert (kind, bounds) == ("randint", (a, b)), (
+            f"expected {kind}{bounds}, got randint({a}, {b})"
+        )
+        return value
+
+    def shuffle(self, x: list) -> None:
+        raise AssertionError("no shuffle expected")
+
+
+def test_exact_instances_from_a_scripted_rng() -> None:
+    """The original's algorithm step by step: chunking, A/B split, put-back, forced random next
+    for a one-sentence chunk, and truncation from the front."""
+    from bertkit.data.pretraining import create_instances_from_document
+
+    doc0 = [[10, 11], [12, 13, 14], [15], [16, 17]]
+    doc1 = [[20, 21, 22, 23]]
+    config = InstanceConfig(max_seq_length=8, short_seq_prob=0.1)  # 5 tokens for A + B
+    rng = ScriptedRng(
+        [
+            ("random", 0.5),  # not a short target: target = 5
+            # chunk [s0, s1] (5 tokens)
+            ("randint", (1, 1), 1),  # a_end
+            ("random", 0.9),  # actual next
+            # chunk [s2, s3]
+            ("randint", (1, 1), 1),  # a_end
+            ("random", 0.1),  # random next
+            ("randint", (0, 1), 1),  # the other document
+            ("randint", (0, 0), 0),  # its start sentence
+            # s3 was put back: chunk [s3] has one sentence -> random next without a draw
+            ("randint", (0, 1), 1),
+            ("randint", (0, 0), 0),
+            ("random", 0.2),  # 2 + 4 > 5: truncate the longer B from the front
+        ]
+    )
+    insts = create_instances_from_document([doc0, doc1], 0, config, CLS, SEP, None, rng)
+    assert rng.script == []
+    got = [(i.input_ids.tolist(), i.num_segment_a, i.next_sentence_label) for i in insts]
+    assert got == [
+        ([CLS, 10, 11, SEP, 12, 13, 14, SEP], 4, 0),
+        ([CLS, 15, SEP, 20, 21, 22, 23, SEP], 3, 1),
+        ([CLS, 16, 17, SEP, 21, 22, 23, SEP], 4, 1),
+    ]
+
+
+def test_exact_masking_from_a_scripted_rng() -> None:
+    # 10 tokens -> round(1.5) = 2 predictions; 7 candidates (all but [CLS]/[SEP]).
+    spec = make_spec(50)
+    ids = [CLS, 10, 11, 12, SEP, 13, 14, 15, 16, SEP]
+    rng = ScriptedRng(
+        [
+            ("randint", (0, 6), 5),  # first pick: candidate 5 of 1,2,3,5,6,7,8 -> position 7
+            ("random", 0.5),  # < 0.8: [MASK]
+            ("randint", (1, 6), 1),  # second pick: candidate 1 -> position 2
+            ("random", 0.9),  # >= 0.8 ...
+            ("random", 0.7),  # ... >= 0.5: random id
+            ("randint", (0, 49), 42),
+        ]
+    )
+    m = mask_tokens(ids, spec, rng)
+    assert rng.script == []
+    assert m.positions == [2, 7] and m.labels == [11, 15]
+    assert m.input_ids == [CLS, 10, 42, 12, SEP, 13, 14, MASK, 16, SEP]

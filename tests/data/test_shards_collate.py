@@ -17,14 +17,19 @@ from bertkit.data.shards import PretrainingDataset, ShardWriter, load_shard, wri
 from bertkit.errors import InputError
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(60)] + [
-    f"##p{i}" for i in range(35)
-]
+VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + [f"w{i}" for i in range(60)]
+    + [f"##p{i}" for i in range(35)]
+)
 
 
 def _instances(dynamic: bool, n_docs: int = 12, seed: int = 0):
     rng = random.Random(seed)
-    docs = [[[rng.randint(5, 99) for _ in range(rng.randint(3, 12))] for _ in range(10)] for _ in range(n_docs)]
+    docs = [
+        [[rng.randint(5, 99) for _ in range(rng.randint(3, 12))] for _ in range(10)]
+        for _ in range(n_docs)
+    ]
     spec = None if dynamic else MaskingSpec.from_tokens(VOCAB)
     config = InstanceConfig(max_seq_length=32, dupe_factor=2)
     return list(create_instances(docs, config, CLS, SEP, spec, random.Random(seed)))
@@ -104,7 +109,7 @@ def test_truncated_shard_and_missing_manifest(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         load_shard(path)  # unreadable even without a hash
     (tmp_path / "manifest.json").unlink()
-    with pytest.raises(InputError, match="manifest.json: not found"):
+    with pytest.raises(InputError, match=r"manifest\.json: not found"):
         PretrainingDataset(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "other"}))
     with pytest.raises(InputError, match="expected a manifest"):
@@ -117,13 +122,21 @@ def test_static_collate_pads_and_builds_labels(tmp_path: Path) -> None:
     items = [ds[i] for i in range(8)]
     batch = make_collator(ds)(items)
     t = max(len(x["input_ids"]) for x in items)
-    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}
+    assert set(batch) == {
+        "input_ids",
+        "token_type_ids",
+        "attention_mask",
+        "labels",
+        "next_sentence_label",
+    }
     assert all(v.dtype == torch.int64 for v in batch.values())
     assert batch["input_ids"].shape == (8, t) and batch["next_sentence_label"].shape == (8,)
     for r, x in enumerate(items):
         n = len(x["input_ids"])
         assert batch["input_ids"][r, :n].tolist() == x["input_ids"].tolist()
-        assert batch["input_ids"][r, n:].eq(PAD).all() and batch["token_type_ids"][r, n:].eq(0).all()
+        assert (
+            batch["input_ids"][r, n:].eq(PAD).all() and batch["token_type_ids"][r, n:].eq(0).all()
+        )
         assert batch["attention_mask"][r].tolist() == [1] * n + [0] * (t - n)
         labels = batch["labels"][r]
         pos = x["masked_positions"].tolist()
@@ -145,7 +158,9 @@ def test_dynamic_masking_changes_per_epoch_but_is_reproducible(tmp_path: Path) -
     e0_again = make_collator(ds, seed=3, epoch=0)(items)
     collate.set_epoch(1)
     e1 = collate(items)
-    assert torch.equal(e0["labels"], e0_again["labels"]) and torch.equal(e0["input_ids"], e0_again["input_ids"])
+    assert torch.equal(e0["labels"], e0_again["labels"]) and torch.equal(
+        e0["input_ids"], e0_again["input_ids"]
+    )
     assert not torch.equal(e0["labels"], e1["labels"])
     # the masks of an item do not depend on which batch it is in
     alone = make_collator(ds, seed=3, epoch=0)([items[5]])

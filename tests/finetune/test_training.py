@@ -27,11 +27,15 @@ def _run(tiny_model: Path, tmp_path: Path, config: FinetuneConfig, out: str):
     def build():
         return load_pretrained(tiny_model, adapter.head_class, **adapter.config_overrides())
 
-    return finetune(build, adapter, TaskData(train, dev), tok, tmp_path / out, config, log=lambda m: None)
+    return finetune(
+        build, adapter, TaskData(train, dev), tok, tmp_path / out, config, log=lambda m: None
+    )
 
 
 def test_loss_decreases_when_overfitting(tiny_model: Path, tmp_path: Path) -> None:
-    cfg = FinetuneConfig(learning_rates=(2e-3,), epochs=12, batch_size=4, dropout=0.0, warmup_proportion=0.1)
+    cfg = FinetuneConfig(
+        learning_rates=(5e-3,), epochs=12, batch_size=4, dropout=0.0, warmup_proportion=0.1
+    )
     result = _run(tiny_model, tmp_path, cfg, "o")
     losses = [e["train_loss"] for e in result.runs[0].epochs]
     assert losses[-1] < 0.5 * losses[0], losses
@@ -50,7 +54,9 @@ def test_seed_controls_head_init_dropout_and_order(tiny_model: Path, tmp_path: P
 
 
 def test_length_bucketed_batches() -> None:
-    lengths = [int(x) for x in torch.randint(1, 100, (103,), generator=torch.Generator().manual_seed(0))]
+    lengths = [
+        int(x) for x in torch.randint(1, 100, (103,), generator=torch.Generator().manual_seed(0))
+    ]
     b1 = length_bucketed_batches(lengths, 8, torch.Generator().manual_seed(1), chunk_batches=4)
     assert sorted(i for b in b1 for i in b) == list(range(103))
     assert all(len(b) <= 8 for b in b1)
@@ -60,5 +66,9 @@ def test_length_bucketed_batches() -> None:
     plain = length_bucketed_batches(lengths, 8, torch.Generator().manual_seed(1), chunk_batches=1)
     pad_plain = sum(max(lengths[i] for i in b) * len(b) for b in plain)
     assert pad_bucketed < pad_plain
-    assert b1 == length_bucketed_batches(lengths, 8, torch.Generator().manual_seed(1), chunk_batches=4)
-    assert b1 != length_bucketed_batches(lengths, 8, torch.Generator().manual_seed(2), chunk_batches=4)
+    assert b1 == length_bucketed_batches(
+        lengths, 8, torch.Generator().manual_seed(1), chunk_batches=4
+    )
+    assert b1 != length_bucketed_batches(
+        lengths, 8, torch.Generator().manual_seed(2), chunk_batches=4
+    )

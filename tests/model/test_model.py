@@ -221,3 +221,24 @@ def test_torch_compile_matches_eager() -> None:
     assert time.perf_counter() - start < 600
     torch.testing.assert_close(got.prediction_logits, ref.prediction_logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.loss, ref.loss, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cuda_autocast_and_unpadded_path_match_cpu(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny()).eval()
+    gen = torch.Generator().manual_seed(9)
+    x = with_labels("pretraining", batch(gen), gen)
+    with torch.no_grad():
+        ref = model(**x)
+        gpu = model.cuda()
+        xg = {k: v.cuda() for k, v in x.items()}
+        fp32 = gpu(**xg)
+        with torch.autocast("cuda", dtype=dtype):
+            low = gpu(**xg)
+    torch.testing.assert_close(
+        fp32.prediction_logits.cpu(), ref.prediction_logits, atol=1e-4, rtol=1e-4
+    )
+    assert (low.prediction_logits.float().cpu() - ref.prediction_logits).abs().max() < 0.1
+    assert torch.isfinite(low.loss)

@@ -31,15 +31,24 @@ def make_examples(n: int, seed: int = 0) -> list[dict[str, Any]]:
         ids[pos] = 4
         types = np.zeros(t, dtype=np.int64)
         types[t // 2 :] = 1
-        out.append({"input_ids": ids, "token_type_ids": types, "masked_positions": pos,
-                    "masked_labels": labels, "next_sentence_label": int(rng.integers(0, 2))})
+        out.append(
+            {
+                "input_ids": ids,
+                "token_type_ids": types,
+                "masked_positions": pos,
+                "masked_labels": labels,
+                "next_sentence_label": int(rng.integers(0, 2)),
+            }
+        )
     return out
 
 
 def collate(items: list[dict[str, Any]], epochs: list[int]) -> dict[str, torch.Tensor]:
     b, t = len(items), max(len(x["input_ids"]) for x in items)
-    batch = {k: torch.zeros(b, t, dtype=torch.long) for k in ("input_ids", "token_type_ids",
-                                                              "attention_mask")}
+    batch = {
+        k: torch.zeros(b, t, dtype=torch.long)
+        for k in ("input_ids", "token_type_ids", "attention_mask")
+    }
     batch["labels"] = torch.full((b, t), -100, dtype=torch.long)
     batch["next_sentence_label"] = torch.tensor([x["next_sentence_label"] for x in items])
     for r, x in enumerate(items):
@@ -47,27 +56,63 @@ def collate(items: list[dict[str, Any]], epochs: list[int]) -> dict[str, torch.T
         batch["input_ids"][r, :n] = torch.from_numpy(x["input_ids"])
         batch["token_type_ids"][r, :n] = torch.from_numpy(x["token_type_ids"])
         batch["attention_mask"][r, :n] = 1
-        batch["labels"][r, torch.from_numpy(x["masked_positions"])] = torch.from_numpy(x["masked_labels"])
+        batch["labels"][r, torch.from_numpy(x["masked_positions"])] = torch.from_numpy(
+            x["masked_labels"]
+        )
     return batch
 
 
 def tiny_config(dropout: float = 0.1) -> BertConfig:
-    return BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=32, max_position_embeddings=32,
-                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    return BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
 
 
-def make_trainer(run_dir: Path, *, steps: int = 8, dropout: float = 0.1, n: int = 40,
-                 info: DistInfo | None = None, lr: float = 1e-3, **train_kw: Any) -> Trainer:
+def make_trainer(
+    run_dir: Path,
+    *,
+    steps: int = 8,
+    dropout: float = 0.1,
+    n: int = 40,
+    info: DistInfo | None = None,
+    lr: float = 1e-3,
+    **train_kw: Any,
+) -> Trainer:
     """A fresh trainer; model init is seeded so every call builds the same starting point."""
     torch.manual_seed(1234)
     model = BertForPreTraining(tiny_config(dropout))
     opt = build_optimizer(model, OptimizerConfig(lr=lr))
-    cfg = TrainConfig(**{"batch_size": 8, "log_every": 1, "save_every": 3, "seed": 7,
-                         "show_progress": False, "peak_flops": 1e9, **train_kw})
+    cfg = TrainConfig(
+        **{
+            "batch_size": 8,
+            "log_every": 1,
+            "save_every": 3,
+            "seed": 7,
+            "show_progress": False,
+            "peak_flops": 1e9,
+            **train_kw,
+        }
+    )
     data = make_examples(n)
-    return Trainer(model, opt, ScheduleConfig(steps, 2), [Phase(data, steps)], collate, cfg,
-                   run_dir, info=info, eval_dataset=make_examples(16, seed=1), log=lambda m: None)
+    return Trainer(
+        model,
+        opt,
+        ScheduleConfig(steps, 2),
+        [Phase(data, steps)],
+        collate,
+        cfg,
+        run_dir,
+        info=info,
+        eval_dataset=make_examples(16, seed=1),
+        log=lambda m: None,
+    )
 
 
 def losses(run_dir: Path) -> list[tuple[int, float]]:
@@ -92,8 +137,13 @@ def ddp_worker(rank: int, world: int, port: int, run_dir: str, steps: int, kw: d
     from bertkit.training import distributed as D
 
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
     info = D.init_from_env("cpu")
     try:
         trainer = make_trainer(Path(run_dir), steps=steps, info=info, **kw)
@@ -101,14 +151,22 @@ def ddp_worker(rank: int, world: int, port: int, run_dir: str, steps: int, kw: d
         if info.is_main:
             from safetensors.torch import save_file
 
-            save_file({k: v.contiguous() for k, v in trainer.core.state_dict().items()},
-                      str(Path(run_dir) / "final.safetensors"))
+            save_file(
+                {k: v.contiguous() for k, v in trainer.core.state_dict().items()},
+                str(Path(run_dir) / "final.safetensors"),
+            )
     finally:
         D.shutdown(info)
 
 
-def prepare_tiny_corpus(root: Path, *, docs: int = 40, max_seq_length: int = 32,
-                        dynamic: bool = False, holdout: float = 0.1) -> Path:
+def prepare_tiny_corpus(
+    root: Path,
+    *,
+    docs: int = 40,
+    max_seq_length: int = 32,
+    dynamic: bool = False,
+    holdout: float = 0.1,
+) -> Path:
     """A synthetic corpus and vocabulary prepared with the real data pipeline; returns the data dir."""
     import random
 
@@ -123,10 +181,22 @@ def prepare_tiny_corpus(root: Path, *, docs: int = 40, max_seq_length: int = 32,
         lines.append("")
     root.mkdir(parents=True, exist_ok=True)
     (root / "corpus.txt").write_text("\n".join(lines) + "\n")
-    (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".",
-                                               *words]) + "\n")
-    settings = PrepareSettings(max_seq_length=max_seq_length, dupe_factor=2, format="bert",
-                               holdout_fraction=holdout, dynamic_masking=dynamic)
-    prepare_pretraining([root / "corpus.txt"], root / "vocab.txt", root / "data", settings,
-                        num_workers=1, show_progress=False)
+    (root / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]) + "\n"
+    )
+    settings = PrepareSettings(
+        max_seq_length=max_seq_length,
+        dupe_factor=2,
+        format="bert",
+        holdout_fraction=holdout,
+        dynamic_masking=dynamic,
+    )
+    prepare_pretraining(
+        [root / "corpus.txt"],
+        root / "vocab.txt",
+        root / "data",
+        settings,
+        num_workers=1,
+        show_progress=False,
+    )
     return root / "data"

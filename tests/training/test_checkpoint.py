@@ -14,15 +14,25 @@ from bertkit.training import checkpoint as ckpt
 
 def _save(root, step, keep_last=3, **kw):
     return ckpt.save_checkpoint(
-        root, step, model={"w": torch.full((2, 3), float(step))}, optimizer={"state.0.exp_avg": torch.ones(2)},
-        rng=ckpt.capture_rng(), state={"cursor": {"position": step}}, keep_last=keep_last, **kw)
+        root,
+        step,
+        model={"w": torch.full((2, 3), float(step))},
+        optimizer={"state.0.exp_avg": torch.ones(2)},
+        rng=ckpt.capture_rng(),
+        state={"cursor": {"position": step}},
+        keep_last=keep_last,
+        **kw,
+    )
 
 
 def test_round_trip_and_keep_last(tmp_path):
     for step in (1, 2, 3, 4):
         _save(tmp_path, step)
     assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == [
-        "step-000000004", "step-000000003", "step-000000002"]
+        "step-000000004",
+        "step-000000003",
+        "step-000000002",
+    ]
     c = ckpt.load_latest(tmp_path)
     assert c.step == 4 and torch.equal(c.model["w"], torch.full((2, 3), 4.0))
     assert c.state["cursor"] == {"position": 4}
@@ -86,12 +96,22 @@ def test_rng_capture_restore_round_trip():
     random.gauss(0, 1)  # leaves a cached gaussian in Python's state
     np.random.standard_normal()
     state = ckpt.capture_rng()
-    expected = (random.random(), random.gauss(0, 1), np.random.rand(), np.random.standard_normal(),
-                torch.rand(3))
+    expected = (
+        random.random(),
+        random.gauss(0, 1),
+        np.random.rand(),
+        np.random.standard_normal(),
+        torch.rand(3),
+    )
     random.seed(9)
     np.random.seed(9)
     torch.manual_seed(9)
     ckpt.restore_rng(state)
-    got = (random.random(), random.gauss(0, 1), np.random.rand(), np.random.standard_normal(),
-           torch.rand(3))
+    got = (
+        random.random(),
+        random.gauss(0, 1),
+        np.random.rand(),
+        np.random.standard_normal(),
+        torch.rand(3),
+    )
     assert got[:4] == expected[:4] and torch.equal(got[4], expected[4])

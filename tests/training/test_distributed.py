@@ -53,7 +53,8 @@ def test_every_example_seen_once_per_epoch(world, accum):
 
 def test_data_order_depends_only_on_seed_and_position():
     a, _ = D.global_batch_indices(50, 40, 20, seed=1, phase=0)
-    b = np.concatenate([D.global_batch_indices(50, 40, 10, 1, 0)[0],
-                        D.global_batch_indices(50, 50, 10, 1, 0)[0]])
+    b = np.concatenate(
+        [D.global_batch_indices(50, 40, 10, 1, 0)[0], D.global_batch_indices(50, 50, 10, 1, 0)[0]]
+    )
     assert a.tolist() == b.tolist()
     assert D.global_batch_indices(50, 40, 20, seed=2, phase=0)[0].tolist() != a.tolist()

@@ -57,7 +57,10 @@ def test_resume_is_bit_identical(tmp_path):
     ref.fit()
     resumed, run = _interrupted(tmp_path, "run", stop_after=4)  # last checkpoint: step 3
     assert [p.name for p in list_checkpoints(run / "checkpoints")] == [
-        "step-000000008", "step-000000006", "step-000000003"]
+        "step-000000008",
+        "step-000000006",
+        "step-000000003",
+    ]
     assert losses(run) == losses(tmp_path / "ref")
     assert len(losses(run)) == 8
     assert _same(_weights(resumed), _weights(ref))
@@ -88,16 +91,20 @@ def test_nan_update_is_skipped_like_a_dropped_batch(tmp_path):
     # the step counter and schedule did not advance: steps 1..6 each logged once, lr as usual
     train = [r for r in records if r["type"] == "train"]
     assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
-    plain_lr = [json.loads(x)["lr"] for x in (tmp_path / "plain" / "metrics.jsonl").read_text()
-                .splitlines() if json.loads(x)["type"] == "train"]
+    plain_lr = [
+        json.loads(x)["lr"]
+        for x in (tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()
+        if json.loads(x)["type"] == "train"
+    ]
     assert [r["lr"] for r in train] == plain_lr
     assert _same(_weights(nan), _weights(control))
     assert not _same(_weights(nan), _weights(plain))
 
 
 def test_consecutive_nan_updates_abort(tmp_path):
-    trainer = make_trainer(tmp_path / "r", steps=6, max_consecutive_skips=5,
-                           nan_at_attempts=frozenset(range(1, 50)))
+    trainer = make_trainer(
+        tmp_path / "r", steps=6, max_consecutive_skips=5, nan_at_attempts=frozenset(range(1, 50))
+    )
     with pytest.raises(TrainingError, match="5 consecutive updates"):
         trainer.fit()
     assert trainer.step == 1

@@ -21,10 +21,35 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "HF_HUB_OF
 
 
 def _cmd(data: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--data", str(data), "--output", str(out),
-            "--max-steps", str(STEPS), "--batch-size", "8", "--save-every", "5", "--log-every", "1",
-            "--warmup-steps", "4", "--learning-rate", "1e-3", "--threads", "1",
-            "--peak-tflops", "1", "--dropout", "0.1", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--max-steps",
+        str(STEPS),
+        "--batch-size",
+        "8",
+        "--save-every",
+        "5",
+        "--log-every",
+        "1",
+        "--warmup-steps",
+        "4",
+        "--learning-rate",
+        "1e-3",
+        "--threads",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--dropout",
+        "0.1",
+        *extra,
+    ]
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -85,8 +110,11 @@ def test_sigkill_and_rerun_is_bit_identical(data, reference, tmp_path):
     assert _train_log(out) == _train_log(reference)
     assert [s for s, _, _ in _train_log(out)] == list(range(1, STEPS + 1))
     assert _same(_final(out), _final(reference))
-    last = f"checkpoints/step-{STEPS:09d}/optimizer.safetensors"
-    assert _same(load_file(str(out / last)), load_file(str(reference / last)))
+    last = f"checkpoints/step-{STEPS:09d}"
+    for name in ("optimizer.safetensors", "rng.safetensors"):
+        assert _same(load_file(str(out / last / name)), load_file(str(reference / last / name)))
+    state = json.loads((out / last / "state.json").read_text())
+    assert state == json.loads((reference / last / "state.json").read_text())
     # rerunning a finished run trains nothing and leaves the result as it is
     _run(_cmd(data, out))
     assert _train_log(out) == _train_log(reference)
@@ -109,6 +137,31 @@ def test_final_model_loads_in_transformers(reference):
     model = BertForPreTraining.from_pretrained(str(reference / "model"))
     ours = _final(reference)
     hf = {k: v for k, v in model.state_dict().items()}
-    assert torch.equal(hf["bert.embeddings.word_embeddings.weight"],
-                       ours["bert.embeddings.word_embeddings.weight"])
+    assert torch.equal(
+        hf["bert.embeddings.word_embeddings.weight"], ours["bert.embeddings.word_embeddings.weight"]
+    )
     assert (reference / "curves.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_match_one(data, tmp_path):
+    """The same command under ``torchrun --nproc-per-node 2`` (gloo) gives the 1-process losses."""
+    base = ["--dropout", "0.0", "--max-steps", "6"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run([*_cmd(data, one), *base])
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "bertkit",
+        *_cmd(data, two)[3:],
+        *base,
+    ]
+    _run(torchrun)
+    a, b = _train_log(one), _train_log(two)
+    assert len(a) == len(b) == 6
+    assert all(x[0] == y[0] and abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b))

@@ -26,7 +26,19 @@ from .helpers import tiny_config
 def test_schedule_exact_values():
     cfg = ScheduleConfig(total_steps=10, warmup_steps=4)
     assert [lr_factor(s, cfg) for s in range(12)] == [
-        0.0, 0.25, 0.5, 0.75, 1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0.0, 0.0]
+        0.0,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+        5 / 6,
+        4 / 6,
+        3 / 6,
+        2 / 6,
+        1 / 6,
+        0.0,
+        0.0,
+    ]
     assert lr_factor(0, ScheduleConfig(5, 0)) == 1.0
     assert ScheduleConfig.from_proportion(1000, 0.01).warmup_steps == 10
 
@@ -41,7 +53,9 @@ def test_schedule_matches_transformers():
     cfg = ScheduleConfig(50, 7)
     mine = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=2e-4)
     for step in range(50):
-        assert set_lr(mine, [2e-4], step, cfg) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-12)
+        assert set_lr(mine, [2e-4], step, cfg) == pytest.approx(
+            opt.param_groups[0]["lr"], rel=1e-12
+        )
         opt.step()
         ref.step()
 
@@ -52,12 +66,16 @@ def test_weight_decay_excludes_bias_and_layernorm():
     model = BertForPreTraining(tiny_config())
     decay, no_decay = param_groups(model, 0.01)
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
-    ln_params = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm)
-                 for p in m.parameters()}
-    assert ln_params and all(id(p) in ln_params or n.endswith("bias")
-                             for n, p in zip(no_decay["names"], no_decay["params"]))
-    assert not any(n.endswith("bias") or id(p) in ln_params
-                   for n, p in zip(decay["names"], decay["params"]))
+    ln_params = {
+        id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()
+    }
+    assert ln_params and all(
+        id(p) in ln_params or n.endswith("bias")
+        for n, p in zip(no_decay["names"], no_decay["params"])
+    )
+    assert not any(
+        n.endswith("bias") or id(p) in ln_params for n, p in zip(decay["names"], decay["params"])
+    )
     # every trainable parameter is in exactly one group
     all_ids = [id(p) for g in (decay, no_decay) for p in g["params"]]
     assert sorted(all_ids) == sorted({id(p) for p in model.parameters()})

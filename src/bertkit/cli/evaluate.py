@@ -21,7 +21,9 @@ HELP = "score a fine-tuned model on a labelled file with the task's official met
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="folder written by `bertkit finetune`")
     parser.add_argument("--data", required=True, help="data file (GLUE: a file or the GLUE folder)")
-    parser.add_argument("--split", default="dev", help="GLUE folder split (dev, dev_mismatched, train ...)")
+    parser.add_argument(
+        "--split", default="dev", help="GLUE folder split (dev, dev_mismatched, train ...)"
+    )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
@@ -62,7 +64,11 @@ def run(args: argparse.Namespace) -> int:
     scored = score_file(args.model, args.data, args.split, batch_size=args.batch_size,
                         precision=args.precision, device=args.device)  # fmt: skip
     if not scored.metrics:
-        raise InputError(args.data, None, "expected labelled data to score (use `bertkit predict` for unlabelled data)")
+        raise InputError(
+            args.data,
+            None,
+            "expected labelled data to score (use `bertkit predict` for unlabelled data)",
+        )
     text = json.dumps(scored.metrics, indent=2, default=float)
     print(text)
     if args.output:

@@ -38,39 +38,77 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and run")
     g.add_argument("--model", required=True, help="bertkit or Hugging Face checkpoint folder")
     g.add_argument("--output", required=True, help="folder for the selected model and metrics.json")
-    g.add_argument("--learning-rate", type=float, nargs="+", default=[5e-5], metavar="LR",
-                   help="peak learning rate(s); several values are each tried and the best on dev kept (default 5e-5)")
-    g.add_argument("--restarts", type=int, default=1, help="runs per learning rate, with seeds SEED, SEED+1, ...")
+    g.add_argument(
+        "--learning-rate",
+        type=float,
+        nargs="+",
+        default=[5e-5],
+        metavar="LR",
+        help="peak learning rate(s); several values are each tried and the best on dev kept (default 5e-5)",
+    )
+    g.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="runs per learning rate, with seeds SEED, SEED+1, ...",
+    )
     g.add_argument("--epochs", type=int, default=3)
     g.add_argument("--batch-size", type=int, default=32)
     g.add_argument("--max-seq-length", type=int, default=None, help="default 128 (384 for squad)")
     g.add_argument("--seed", type=int, default=42)
-    g.add_argument("--max-steps", type=int, default=None, help="cap optimizer updates per run (smoke runs)")
+    g.add_argument(
+        "--max-steps", type=int, default=None, help="cap optimizer updates per run (smoke runs)"
+    )
     g.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     g.add_argument("--warmup-proportion", type=float, default=0.1)
     g.add_argument("--weight-decay", type=float, default=0.01)
     g.add_argument("--dropout", type=float, default=0.1, help="encoder and head dropout")
     g.add_argument("--eval-batch-size", type=int, default=64)
-    g.add_argument("--max-train-examples", type=int, default=None, help="use only the first N training examples")
-    g.add_argument("--allow-pickle", action="store_true", help="permit pytorch_model.bin checkpoints")
+    g.add_argument(
+        "--max-train-examples",
+        type=int,
+        default=None,
+        help="use only the first N training examples",
+    )
+    g.add_argument(
+        "--allow-pickle", action="store_true", help="permit pytorch_model.bin checkpoints"
+    )
     g.add_argument("--device", default="cpu")  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="family", metavar="FAMILY", required=True)
-    parsers = {name: sub.add_parser(name, help=text, description=text) for name, text in FAMILIES.items()}
+    parsers = {
+        name: sub.add_parser(name, help=text, description=text) for name, text in FAMILIES.items()
+    }
     for name, p in parsers.items():
         if name == "glue":
-            p.add_argument("--task", required=True, help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI")
-            p.add_argument("--data-dir", required=True, help="GLUE root (holding TASK/) or the task folder")
+            p.add_argument(
+                "--task",
+                required=True,
+                help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI",
+            )
+            p.add_argument(
+                "--data-dir", required=True, help="GLUE root (holding TASK/) or the task folder"
+            )
         else:
             p.add_argument("--train", required=True, help="training file")
-            p.add_argument("--dev", required=True, help="dev file (scored each epoch, used for selection)")
+            p.add_argument(
+                "--dev", required=True, help="dev file (scored each epoch, used for selection)"
+            )
         _common(p)
-    parsers["ner"].add_argument("--tag-column", type=int, default=-1, help="column of the tag (default: last)")
-    parsers["ner"].add_argument("--scheme", default="auto", help="tag scheme of the files: auto, IOB1, IOB2/BIO, IOBES")
+    parsers["ner"].add_argument(
+        "--tag-column", type=int, default=-1, help="column of the tag (default: last)"
+    )
+    parsers["ner"].add_argument(
+        "--scheme", default="auto", help="tag scheme of the files: auto, IOB1, IOB2/BIO, IOBES"
+    )
     q = parsers["squad"]
-    q.add_argument("--version-2-with-negative", action="store_true", help="SQuAD v2.0: questions may have no answer")
+    q.add_argument(
+        "--version-2-with-negative",
+        action="store_true",
+        help="SQuAD v2.0: questions may have no answer",
+    )
     q.add_argument("--doc-stride", type=int, default=128)
     q.add_argument("--max-query-length", type=int, default=64)
     q.add_argument("--n-best-size", type=int, default=20)
@@ -79,8 +117,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--text-column", required=True)
     c.add_argument("--text-pair-column", default=None)
     c.add_argument("--label-column", default="label")
-    c.add_argument("--regression", action="store_true", help="float labels, MSE loss, Pearson/Spearman")
-    c.add_argument("--format", choices=("csv", "tsv", "jsonl"), default=None, help="default: from the extension")
+    c.add_argument(
+        "--regression", action="store_true", help="float labels, MSE loss, Pearson/Spearman"
+    )
+    c.add_argument(
+        "--format",
+        choices=("csv", "tsv", "jsonl"),
+        default=None,
+        help="default: from the extension",
+    )
     t = parsers["tag"]
     t.add_argument("--tokens-field", default="tokens")
     t.add_argument("--tags-field", default="tags")
@@ -106,10 +151,18 @@ def build_task(args: argparse.Namespace) -> tuple[Any, list[Any], dict[str, list
     if fam == "classify":
         from bertkit.data.tasks.custom import read_classification
 
-        cols = {"text": args.text_column, "text_pair": args.text_pair_column, "label": args.label_column}
+        cols = {
+            "text": args.text_column,
+            "text_pair": args.text_pair_column,
+            "label": args.label_column,
+        }
         data = read_classification(args.train, text=cols["text"], text_pair=cols["text_pair"],
                                    label=cols["label"], regression=args.regression, format=args.format)  # fmt: skip
-        metric = "pearson_spearman" if args.regression else ("accuracy_f1" if len(data.labels) == 2 else "accuracy")
+        metric = (
+            "pearson_spearman"
+            if args.regression
+            else ("accuracy_f1" if len(data.labels) == 2 else "accuracy")
+        )
         adapter = R.ClassificationAdapter("classify", Path(args.train).stem, msl, labels=data.labels,
                                           metric=metric, columns=cols, file_format=args.format)  # fmt: skip
         return adapter, data.examples, {"dev": adapter.read(args.dev)}
@@ -119,7 +172,9 @@ def build_task(args: argparse.Namespace) -> tuple[Any, list[Any], dict[str, list
             if fam == "ner"
             else {"tokens": args.tokens_field, "tags": args.tags_field}
         )
-        adapter = R.TaggingAdapter(fam, Path(args.train).stem, msl, columns=cols, file_format=getattr(args, "format", None))
+        adapter = R.TaggingAdapter(
+            fam, Path(args.train).stem, msl, columns=cols, file_format=getattr(args, "format", None)
+        )
         train = adapter.read(args.train)
         adapter.labels = R.tag_label_list(train)
         return adapter, train, {"dev": adapter.read(args.dev)}
@@ -155,15 +210,21 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = BertTokenizer.from_pretrained(args.model)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     train_features = adapter.encode(tokenizer, train, training=True)
-    dev_sets = {name: (ex, adapter.encode(tokenizer, ex, training=False)) for name, ex in dev.items()}
+    dev_sets = {
+        name: (ex, adapter.encode(tokenizer, ex, training=False)) for name, ex in dev.items()
+    }
     log(f"{args.family} {adapter.name}: {len(train)} training examples ({len(train_features)} features), "
         + ", ".join(f"{k} {len(v[0])}" for k, v in dev_sets.items()))  # fmt: skip
     overrides = dict(adapter.config_overrides())
     if config.dropout is not None:
-        overrides.update(hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout)
+        overrides.update(
+            hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
+        )
 
     def build_model() -> torch.nn.Module:
-        return load_pretrained(args.model, adapter.head_class, allow_pickle=args.allow_pickle, **overrides)
+        return load_pretrained(
+            args.model, adapter.head_class, allow_pickle=args.allow_pickle, **overrides
+        )
 
     output = Path(args.output)
     result = finetune(build_model, adapter, TaskData(train_features, dev_sets), tokenizer, output, config,

@@ -17,9 +17,13 @@ HELP = "predict with a fine-tuned model: JSONL, or SQuAD predictions.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="folder written by `bertkit finetune`")
-    parser.add_argument("--input", required=True, help="data file in the task's format (labels not needed*)")
+    parser.add_argument(
+        "--input", required=True, help="data file in the task's format (labels not needed*)"
+    )
     parser.add_argument("--output", required=True, help="JSONL file (SQuAD: predictions.json)")
-    parser.add_argument("--split", default="test", help="GLUE folder split when --input is a folder")
+    parser.add_argument(
+        "--split", default="test", help="GLUE folder split when --input is a folder"
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--device", default="cpu")
@@ -38,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     scored = adapter.score(examples, feats, rows)
     with atomic_write(args.output) as f:
         if adapter.family == "squad":
-            json.dump({p["id"]: p["answer"] for p in scored.predictions}, f, indent=2, ensure_ascii=False)
+            json.dump(
+                {p["id"]: p["answer"] for p in scored.predictions}, f, indent=2, ensure_ascii=False
+            )
             f.write("\n")
         else:
             for p in scored.predictions:

@@ -57,31 +57,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
-    from bertkit.errors import BertkitError
 
     dupe = args.dupe_factor if args.dupe_factor is not None else (1 if args.dynamic_masking else 10)
-    try:
-        settings = PrepareSettings(
-            max_seq_length=args.max_seq_length,
-            short_seq_prob=args.short_seq_prob,
-            dupe_factor=dupe,
-            masked_lm_prob=args.masked_lm_prob,
-            max_predictions_per_seq=args.max_predictions_per_seq,
-            whole_word_mask=args.whole_word_mask,
-            dynamic_masking=args.dynamic_masking,
-            do_lower_case=not args.cased,
-            seed=args.seed,
-            shard_size=args.shard_size,
-            holdout_fraction=args.holdout_fraction,
-            format=args.format,
-            text_field=args.text_field,
-            encoding_errors=args.encoding_errors,
-            buffer_docs=args.buffer_docs,
-            buffer_tokens=args.buffer_tokens,
-        )
-        settings.instance_config()  # validates lengths and probabilities
-    except ValueError as e:
-        raise BertkitError(str(e)) from e
+    settings = PrepareSettings(
+        max_seq_length=args.max_seq_length,
+        short_seq_prob=args.short_seq_prob,
+        dupe_factor=dupe,
+        masked_lm_prob=args.masked_lm_prob,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        whole_word_mask=args.whole_word_mask,
+        dynamic_masking=args.dynamic_masking,
+        do_lower_case=not args.cased,
+        seed=args.seed,
+        shard_size=args.shard_size,
+        holdout_fraction=args.holdout_fraction,
+        format=args.format,
+        text_field=args.text_field,
+        encoding_errors=args.encoding_errors,
+        buffer_docs=args.buffer_docs,
+        buffer_tokens=args.buffer_tokens,
+    )
     summary = prepare_pretraining(
         args.input,
         args.vocab,

@@ -34,10 +34,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=Path("bertkit-quickstart"),
         help="working folder (default: ./bertkit-quickstart); rerunning resumes",
     )
-    p.add_argument("--max-steps", type=int, default=2000, help="pre-training updates")
+    p.add_argument("--max-steps", type=int, default=800, help="pre-training updates")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--threads", type=int, default=2, help="CPU threads (default 2)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads (default: 2, or 1 when other work keeps the cores busy)",
+    )
     p.add_argument(
         "--corpus",
         type=Path,
@@ -71,6 +76,18 @@ def read_wikitext(path: Path) -> Iterator[list[str]]:
         doc.extend(s for s in split_sentences(" ".join(text.split())) if s)
     if doc:
         yield doc
+
+
+def auto_threads(cores: int = 2) -> int:
+    """``cores`` threads on an idle machine, 1 when the load average says the cores are busy:
+    oversubscribed OpenMP threads made a tiny-BERT step ~5x slower than one thread here."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return cores
+    return cores if load < 0.5 * cores else 1
 
 
 def _write_bert_format(docs: list[list[str]], path: Path) -> None:
@@ -117,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out: Path = args.output
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(args.threads)
+    threads = args.threads or auto_threads()
+    torch.set_num_threads(threads)
     corpus = args.corpus or Path(str(importlib.resources.files("bertkit") / "resources" / CORPUS))
     docs = list(read_wikitext(corpus))
     train_docs = [d for i, d in enumerate(docs) if i % 10 != 9]
@@ -174,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_proportion=0.05,
         eval_data=out / "heldout",
         device="cpu",
-        threads=args.threads,
+        threads=threads,
         train=TrainConfig(
             batch_size=args.batch_size,
             seed=0,
@@ -189,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"[4/5] pre-training a tiny BERT (L=2, H=128) for {args.max_steps} steps of "
-        f"{args.batch_size} on {args.threads} CPU threads"
+        f"{args.batch_size} on {threads} CPU threads"
     )
     result = pretrain(opts, log=print)
     e = result.final_eval or {}

@@ -145,7 +145,7 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     ``bert`` (no documents either way).
     """
     lines: list[str] = []
-    for _, line in read_text_lines(path, encoding_errors):
+    for _, line in _lines(path, encoding_errors):
         if line.strip():
             lines.append(line.strip())
             if len(lines) >= probe_lines:
@@ -169,6 +169,12 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     return "bert" if one_sentence >= 0.8 * len(lines) else "paragraphs"
 
 
+def _lines(path: str | Path, errors: str) -> Iterator[tuple[int, str]]:
+    """``read_text_lines`` without a leading byte-order mark (editors on Windows add one)."""
+    for n, line in read_text_lines(path, errors):
+        yield n, (line[1:] if n == 1 and line.startswith("\ufeff") else line)
+
+
 def _split_paragraph_text(text: str) -> list[str]:
     """Sentences of a text whose lines are paragraphs."""
     out: list[str] = []
@@ -180,7 +186,7 @@ def _split_paragraph_text(text: str) -> list[str]:
 
 def _read_bert(path: Path, errors: str) -> Iterator[list[str]]:
     doc: list[str] = []
-    for _, line in read_text_lines(path, errors):
+    for _, line in _lines(path, errors):
         line = line.strip()
         if line:
             doc.append(line)
@@ -193,7 +199,7 @@ def _read_bert(path: Path, errors: str) -> Iterator[list[str]]:
 
 def _read_paragraphs(path: Path, errors: str) -> Iterator[list[str]]:
     para: list[str] = []
-    for _, line in read_text_lines(path, errors):
+    for _, line in _lines(path, errors):
         line = line.strip()
         if line:
             para.append(line)
@@ -209,7 +215,7 @@ def _read_wikiextractor(path: Path, errors: str) -> Iterator[list[str]]:
     doc: list[str] | None = None  # None: outside a <doc>
     doc_line = 0
     title_seen = False
-    for n, line in read_text_lines(path, errors):
+    for n, line in _lines(path, errors):
         stripped = line.strip()
         if doc is None:
             if not stripped:
@@ -234,7 +240,7 @@ def _read_wikiextractor(path: Path, errors: str) -> Iterator[list[str]]:
 
 def _read_jsonl(path: Path, errors: str, field: str) -> Iterator[list[str]]:
     expected = f"expected a JSON object with a string field {field!r}"
-    for n, line in read_text_lines(path, errors):
+    for n, line in _lines(path, errors):
         if not line.strip():
             continue
         try:

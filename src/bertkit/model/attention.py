@@ -21,18 +21,28 @@ class Packing:
 
     key_mask: (B, 1, 1, T) bool, True = attend; None when no position is padding.
     indices: (S,) flat positions of the real tokens in (B*T) when activations are packed as
-        (S, H) (the unpadded path); None when activations are padded (B, T, H).
+        (S, H) (the unpadded path); None when activations are padded (B, T, H). rows / cols:
+        the same positions as (batch, token) index pairs.
     """
 
     batch: int
     length: int
     key_mask: torch.Tensor | None = None
     indices: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
+    cols: torch.Tensor | None = None
+
+    def set_indices(self, indices: torch.Tensor) -> None:
+        """Pack: ``indices`` (S,) flat positions; rows / cols are their (batch, token) pairs."""
+        self.indices = indices
+        self.rows = torch.div(indices, self.length, rounding_mode="floor")
+        self.cols = indices - self.rows * self.length
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """(S, F) packed -> (B, T, F) with zeros at padding positions."""
+        # Zeros, not garbage, at padding: masked-out keys still multiply their values by 0.
         out = x.new_zeros(self.batch * self.length, x.shape[-1])
-        out = out.index_copy(0, self.indices, x)
+        out.index_copy_(0, self.indices, x)  # in place: no second copy of the buffer
         return out.view(self.batch, self.length, x.shape[-1])
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
@@ -65,7 +75,10 @@ class SelfAttention(nn.Module):
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=packing.key_mask, dropout_p=self.dropout_p if self.training else 0.0
         )  # (B, N, T, D)
-        out = out.transpose(1, 2).reshape(B, T, N * D)  # (B, T, H)
-        if packing.indices is not None:
-            out = packing.unpad(out)  # (S, H)
+        out = out.transpose(1, 2)  # (B, T, N, D), a view
+        if packing.indices is None:
+            out = out.reshape(B, T, N * D)  # (B, T, H)
+        else:
+            # Gather the real tokens straight from the view: one copy instead of two.
+            out = out[packing.rows, packing.cols].reshape(-1, N * D)  # (S, H)
         return self.proj(out)

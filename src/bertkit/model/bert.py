@@ -93,7 +93,7 @@ class BertModel(nn.Module):
                     :, None, None, :
                 ]  # (B, 1, 1, T) broadcast over heads, queries
                 if unpad is None or unpad:
-                    packing.indices = keep.reshape(-1).nonzero().squeeze(1)  # (S,)
+                    packing.set_indices(keep.reshape(-1).nonzero().squeeze(1))  # (S,)
         x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)
         x = self.encoder(x, packing)  # (B, T, H) or (S, H)
         if packing.indices is not None:

@@ -16,7 +16,9 @@ The rules reproduce Hugging Face BertTokenizerFast (the Rust ``tokenizers`` post
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from itertools import chain
 
 Span = tuple[int, int]
 
@@ -34,6 +36,22 @@ class Segment:
             return self
         return Segment(self.ids[start:stop], self.offsets[start:stop], self.word_ids[start:stop])
 
+    def __reduce__(self) -> tuple:
+        # compact pickling for worker processes: three int64 buffers instead of a list of tuples
+        flat = array("q", chain.from_iterable(self.offsets)).tobytes()
+        ids = array("q", self.ids).tobytes()
+        return (_segment_from_bytes, (ids, flat, array("q", self.word_ids).tobytes()))
+
+
+def _segment_from_bytes(ids: bytes, offsets: bytes, words: bytes) -> Segment:
+    def ints(b: bytes) -> list[int]:
+        a = array("q")
+        a.frombytes(b)
+        return a.tolist()
+
+    flat = iter(ints(offsets))
+    return Segment(ints(ids), list(zip(flat, flat)), ints(words))
+
 
 class Encoding:
     """Model inputs for one text or pair, plus alignment back to the text.
@@ -49,7 +67,8 @@ class Encoding:
     two sequences' lengths and are built on first access (most callers never read them all).
     """
 
-    __slots__ = ("_a", "_b", "_cache", "_special", "input_ids", "offsets", "overflowing")
+    __slots__ = ("_a", "_b", "_cache", "_cls", "_sep", "_special", "input_ids", "offsets")
+    __slots__ += ("overflowing",)
 
     def __init__(
         self,
@@ -60,9 +79,14 @@ class Encoding:
         add_special: bool,
     ) -> None:
         self._a, self._b, self._special = a, b, add_special
+        self._cls, self._sep = cls_id, sep_id
         self._cache: dict[str, list] = {}
         self.overflowing: list[Encoding] = []
-        if not add_special:
+        self._build()
+
+    def _build(self) -> None:
+        a, b, cls_id, sep_id = self._a, self._b, self._cls, self._sep
+        if not self._special:
             self.input_ids = a.ids + b.ids if b is not None else list(a.ids)
             self.offsets = a.offsets + b.offsets if b is not None else list(a.offsets)
             return
@@ -143,19 +167,18 @@ class Encoding:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Encoding):
             return NotImplemented
-        return all(
-            getattr(self, f) == getattr(other, f)
-            for f in (*FIELDS, "overflowing")
-        )
+        return all(getattr(self, f) == getattr(other, f) for f in (*FIELDS, "overflowing"))
 
     __hash__ = None  # type: ignore[assignment]
 
     def __getstate__(self) -> tuple:
-        return (self._a, self._b, self._special, self.input_ids, self.offsets, self.overflowing)
+        # ids and offsets are rebuilt from the segments: half the bytes between processes
+        return (self._a, self._b, self._cls, self._sep, self._special, self.overflowing)
 
     def __setstate__(self, state: tuple) -> None:
-        self._a, self._b, self._special, self.input_ids, self.offsets, self.overflowing = state
+        self._a, self._b, self._cls, self._sep, self._special, self.overflowing = state
         self._cache = {}
+        self._build()
 
 
 # the per-token lists of an Encoding, in the order Hugging Face returns them

@@ -41,6 +41,8 @@ CJK_RANGES: tuple[tuple[int, int], ...] = (
 )
 
 _SURROGATES = ((0xD800, 0xDFFF),)
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_ASCII_REMOVED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # REMOVED below 0x80
 
 
 def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
@@ -75,8 +77,13 @@ def _marks() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
-def _no_decomposition() -> frozenset[str]:
-    return _expand(tables.NO_DECOMPOSITION)
+def _strip_exceptions() -> dict[str, str]:
+    return {chr(cp): s for cp, s in tables.STRIP_EXCEPTIONS.items()}
+
+
+@lru_cache(maxsize=1)
+def _lower_exceptions() -> dict[str, str]:
+    return {chr(cp): s for cp, s in tables.LOWER_EXCEPTIONS.items()}
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ class Normalizer:
         """The (spaces, word) pattern for ``text``: ``findall`` gives [(spaces, word), ...]."""
         if text.isascii():
             return self.gap_word_res[0]
-        if max(text) < "\U00010000":
+        if _ASTRAL.search(text) is None:
             return self.gap_word_res[1]
         return self.gap_word_res[2]
 
@@ -142,12 +149,16 @@ class Normalizer:
         >>> Normalizer(lowercase=True).normalize_word("Cafe\\u0301")
         ('cafe', [0, 1, 2, 3])
         """
-        removed = self.removed_re.search(word) is not None
-        if word.isascii() and not removed:
-            return (word.lower() if self.lowercase else word), None
+        if word.isascii():
+            removed = _ASCII_REMOVED.search(word) is not None
+            if not removed:
+                return (word.lower() if self.lowercase else word), None
+        else:
+            removed = self.removed_re.search(word) is not None
         strip, lower = self.strip, self.lowercase
         marks = _marks() if strip else frozenset()
-        keep_whole = _no_decomposition()
+        strip_exc = _strip_exceptions()
+        lower_exc = _lower_exceptions()
         removed_re = self.removed_re
         out: list[str] = []
         align: list[int] = []
@@ -156,12 +167,16 @@ class Normalizer:
                 continue
             s = c
             if strip and not c.isascii():
-                if c not in keep_whole:
-                    s = unicodedata.normalize("NFD", c)
+                s = strip_exc.get(c) or unicodedata.normalize("NFD", c)
                 if len(s) > 1 or s in marks:
                     s = "".join(x for x in s if x not in marks)
             if lower:
-                s = s.lower()  # per character: Rust lowercases without final-sigma context
+                # per character: Rust lowercases without final-sigma context
+                s = (
+                    "".join(lower_exc.get(x) or x.lower() for x in s)
+                    if len(s) > 1
+                    else (lower_exc.get(s) or s.lower())
+                )
             out.append(s)
             align.extend([i] * len(s))
         normalized = "".join(out)

@@ -7,6 +7,8 @@ pickles as its two segments and its ids/offsets only (the derived lists are rebu
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing as mp
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -27,6 +29,25 @@ def _context() -> Any:
 
 def _init_worker(tokenizer: Any) -> None:
     _WORKER["tok"] = tokenizer
+    gc.disable()  # a worker only tokenizes: no reference cycles to collect (see gc_paused)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a batch, then restore its previous state.
+
+    Encoding a batch creates millions of small acyclic objects (offset tuples, lists); the
+    collections they trigger repeatedly rescan everything already built and cost ~40% of the
+    time. Nothing the tokenizer creates forms a cycle, so pausing loses nothing. Note that the
+    pause is process-wide while the batch runs.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _call(job: tuple[Callable[[Any, Any], Any], Any]) -> Any:
@@ -72,9 +93,10 @@ def encode_batch(
     if text_pairs is not None and len(text_pairs) != len(texts):
         raise ValueError(f"{len(texts)} texts but {len(text_pairs)} text pairs")
     if num_workers <= 1 or len(texts) <= chunk_size:
-        if text_pairs is None:
-            return [tokenizer.encode(t, **kwargs) for t in texts]
-        return [tokenizer.encode(t, p, **kwargs) for t, p in zip(texts, text_pairs)]
+        with gc_paused():
+            if text_pairs is None:
+                return [tokenizer.encode(t, **kwargs) for t in texts]
+            return [tokenizer.encode(t, p, **kwargs) for t, p in zip(texts, text_pairs)]
     chunks = (
         (
             texts[i : i + chunk_size],
@@ -84,6 +106,7 @@ def encode_batch(
         for i in range(0, len(texts), chunk_size)
     )
     out: list[Encoding] = []
-    for packed in imap_chunks(tokenizer, _encode_chunk, chunks, num_workers):
-        out.extend(packed)
+    with gc_paused():
+        for packed in imap_chunks(tokenizer, _encode_chunk, chunks, num_workers):
+            out.extend(packed)
     return out

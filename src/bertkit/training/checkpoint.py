@@ -233,8 +233,11 @@ def read_checkpoint(path: Path) -> Checkpoint:
     """Verify and load one checkpoint folder (no pickle anywhere: safetensors + JSON)."""
     manifest = verify_checkpoint(path)
     state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    # clone: tensors parsed from a bytes buffer are not 64-byte aligned like fresh allocations;
+    # owning aligned copies keeps every kernel on the same code path as in an uninterrupted run.
     tensors = {
-        n: st_load((path / f"{n}.safetensors").read_bytes()) for n in ("model", "optimizer", "rng")
+        n: {k: v.clone() for k, v in st_load((path / f"{n}.safetensors").read_bytes()).items()}
+        for n in ("model", "optimizer", "rng")
     }
     return Checkpoint(
         path=path,

@@ -10,6 +10,9 @@ this module only decides who does what:
   takes the next ``global_batch`` examples of that stream and splits them into ``accum * world``
   micro-batches. Each example is seen exactly once per epoch, whatever the world size, and the whole
   schedule is a function of (seed, examples consumed), so a resume needs only that count.
+
+Rank 0 writes checkpoints and logs; on resume every rank reads the checkpoint folder, so a
+multi-node job needs the run folder on a shared file system.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ class FinetuneConfig:
     adam_eps: float = 1e-6
     max_grad_norm: float = 1.0
     dropout: float | None = 0.1
-    """Dropout of the encoder and head (None keeps the checkpoint's config)."""
+    """Dropout of the encoder and head (None keeps the checkpoint's config). Recorded here; it is
+    applied by the ``build_model`` callable (the CLI passes it as a config override)."""
     seed: int = 42
     max_steps: int | None = None
     """Cap on optimizer updates per run (smoke runs); dev is evaluated when it is reached."""
@@ -170,7 +171,9 @@ def predict_rows(
     order = sorted(range(len(features)), key=lambda i: adapter.length(features[i]))
     rows: list[Any] = [None] * len(features)
     starts = range(0, len(order), batch_size)
-    for s in progress(starts, total=len(starts), desc=desc, unit="batch", enabled=show_progress, leave=False):
+    for s in progress(
+        starts, total=len(starts), desc=desc, unit="batch", enabled=show_progress, leave=False
+    ):
         idx = order[s : s + batch_size]
         batch = adapter.collate([features[i] for i in idx], pad_id, training=False)
         with _autocast(precision, device):
@@ -198,7 +201,9 @@ def evaluate_sets(
     return out
 
 
-def save_model_dir(model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Any, output: Path) -> None:
+def save_model_dir(
+    model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Any, output: Path
+) -> None:
     """Write model, vocabulary and ``bertkit_task.json`` into ``output``.
 
     Everything is first written to a hidden sibling folder, then each file is renamed into
@@ -248,17 +253,25 @@ def train_one(
         torch.manual_seed(seed)  # head initialisation and dropout
         model = build_model().to(device)
         gen = torch.Generator().manual_seed(seed)  # data order
-        opt = build_optimizer(model, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps))
+        opt = build_optimizer(
+            model, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
+        )
         peaks = [lr for _ in opt.param_groups]
         step = 0
-        bar = progress(total=total, desc=f"lr {lr:g} seed {seed}", unit="step", enabled=config.show_progress)
+        bar = progress(
+            total=total, desc=f"lr {lr:g} seed {seed}", unit="step", enabled=config.show_progress
+        )
         for epoch in range(1, config.epochs + 1):
             model.train()
             loss_sum, n = 0.0, 0
-            for idx in length_bucketed_batches(lengths, config.batch_size, gen, config.bucket_batches):
+            for idx in length_bucketed_batches(
+                lengths, config.batch_size, gen, config.bucket_batches
+            ):
                 if step >= total:
                     break
-                batch = _to_torch(adapter.collate([data.train[i] for i in idx], pad_id, training=True), device)
+                batch = _to_torch(
+                    adapter.collate([data.train[i] for i in idx], pad_id, training=True), device
+                )
                 set_lr(opt, peaks, step, schedule)
                 with _autocast(config.precision, device):
                     loss = model(**batch).loss
@@ -270,7 +283,9 @@ def train_one(
                 loss_sum, n = loss_sum + float(loss.detach()), n + 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_sum / n:.4f}")
-            scored = evaluate_sets(model, adapter, data.dev, pad_id=pad_id, config=config, tune=True)
+            scored = evaluate_sets(
+                model, adapter, data.dev, pad_id=pad_id, config=config, tune=True
+            )
             main = next(iter(scored.values()))
             record = {"epoch": epoch, "step": step, "train_loss": loss_sum / max(n, 1),
                       "dev": {k: v.metrics for k, v in scored.items()}}  # fmt: skip
@@ -279,7 +294,11 @@ def train_one(
                 f"dev {_metric_name(adapter)} {main.main:.4f}")  # fmt: skip
             if result.best_epoch == 0 or _key(main.main) > _key(result.score):
                 result.score, result.best_epoch = main.main, epoch
-                best_adapter = adapter.with_tuned(main.metrics) if isinstance(adapter, SquadAdapter) else adapter
+                best_adapter = (
+                    adapter.with_tuned(main.metrics)
+                    if isinstance(adapter, SquadAdapter)
+                    else adapter
+                )
                 on_best(model, best_adapter, main.main, record)
             if step >= total:
                 break
@@ -332,8 +351,12 @@ def finetune(
     best: dict[str, Any] = {"score": -math.inf}
     runs: list[RunResult] = []
 
-    def keep(lr: float, seed: int) -> Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None]:
-        def on_best(model: torch.nn.Module, tuned: TaskAdapter, score: float, record: dict[str, Any]) -> None:
+    def keep(
+        lr: float, seed: int
+    ) -> Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None]:
+        def on_best(
+            model: torch.nn.Module, tuned: TaskAdapter, score: float, record: dict[str, Any]
+        ) -> None:
             if "lr" not in best or _key(score) > _key(best["score"]):
                 save_model_dir(model, tuned, tokenizer, output)
                 best.update(score=score, lr=lr, seed=seed, epoch=record["epoch"], dev=record["dev"])
@@ -346,7 +369,9 @@ def finetune(
             runs.append(train_one(build_model, adapter, data, config, lr, seed, pad_id=tokenizer.pad_token_id,
                                   on_best=keep(lr, seed), log=log, device=device))  # fmt: skip
     scores = [r.score for r in runs]
-    by_lr = {f"{lr:g}": _spread([r.score for r in runs if r.lr == lr]) for lr in config.learning_rates}
+    by_lr = {
+        f"{lr:g}": _spread([r.score for r in runs if r.lr == lr]) for lr in config.learning_rates
+    }
     summary = {**_spread(scores), "by_lr": by_lr}
     result = FinetuneResult(_metric_name(adapter), runs, best, summary)
     log(format_summary(result))
@@ -357,7 +382,9 @@ def format_summary(result: FinetuneResult) -> str:
     """A short end-of-training table: one line per run, then the selection."""
     lines = [f"{'lr':>8} {'seed':>5} {result.metric:>9} {'epoch':>5} {'steps':>6} {'time':>8}"]
     for r in result.runs:
-        lines.append(f"{r.lr:>8g} {r.seed:>5d} {r.score:>9.4f} {r.best_epoch:>5d} {r.steps:>6d} {r.wall_s:>7.1f}s")
+        lines.append(
+            f"{r.lr:>8g} {r.seed:>5d} {r.score:>9.4f} {r.best_epoch:>5d} {r.steps:>6d} {r.wall_s:>7.1f}s"
+        )
     s, sel = result.summary, result.selected
     lines.append(f"{result.metric}: mean {s['mean']:.4f} ± {s['std']:.4f} over {s['n']} run(s); "
                  f"selected lr {sel.get('lr', float('nan')):g} seed {sel.get('seed')} "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -389,7 +390,8 @@ class Trainer:
     def evaluate(self) -> dict[str, float] | None:
         """Held-out MLM/NSP loss and accuracy on the first ``eval_examples`` examples (rank 0 only).
 
-        Masks come from a fixed generator, so every evaluation scores the same predictions.
+        Examples are taken in order with epoch-0 masks, so every evaluation scores the same
+        predictions and the curve shows only the model changing.
         """
         if self.eval_dataset is None or not self.info.is_main:
             return None
@@ -400,9 +402,8 @@ class Trainer:
         s = np.zeros(6)
         for start in range(0, n, size):
             items = [self.eval_dataset[i] for i in range(start, min(n, start + size))]
-            b = self.eval_collate(
-                items, [0] * len(items)
-            )  # epoch 0 always: the same masks every time
+            # always epoch 0: dynamic masking gives the same masks at every evaluation
+            b = self.eval_collate(items, [0] * len(items))
             b = {k: v.to(self.info.device) for k, v in b.items()}
             with self._autocast():
                 out = self.core(**b)
@@ -452,8 +453,12 @@ class Trainer:
         cfg, info = self.cfg, self.info
         t_start = time.perf_counter()
         if not self.resume():
-            # Dropout streams differ per rank (as they would on separate machines).
-            torch.manual_seed(cfg.seed * 1_000_003 + info.rank + 1)
+            # Seed every global RNG, so that two fresh runs (and so a resumed one) have identical
+            # RNG states throughout; dropout streams differ per rank, as on separate machines.
+            rank_seed = cfg.seed * 1_000_003 + info.rank + 1
+            torch.manual_seed(rank_seed)
+            random.seed(rank_seed)
+            np.random.seed(rank_seed % 2**32)
             if info.is_main:
                 self.metrics.truncate_after(0)
         model: nn.Module = self.core
@@ -479,7 +484,6 @@ class Trainer:
             enabled=cfg.show_progress if info.is_main else False,
         )
         t_window = time.perf_counter()
-        last_eval = None
         while self.step < total:
             phase_index, phase = self._phase_at(self.step)
             if phase_index != self.phase_index:
@@ -514,7 +518,19 @@ class Trainer:
             if self.step % cfg.save_every == 0 or self.step == total:
                 self.save()
         bar.close()
-        last_eval = self._eval_and_log()
+        # a rerun of a finished run reuses the final evaluation instead of logging it twice
+        done = [
+            r
+            for r in (self.metrics.read() if info.is_main else [])
+            if r.get("type") == "eval" and r["step"] == total
+        ]
+        last_eval = None
+        if D.broadcast_flag(bool(done), info):  # rank 0 decides for all ranks
+            if done:
+                last_eval = {k: v for k, v in done[-1].items() if k not in ("type", "step")}
+            self.log(f"already finished ({total} steps); nothing to train")
+        else:
+            last_eval = self._eval_and_log()
         if info.is_main:
             plot_curves(self.metrics.read(), self.run_dir / "curves.png")
         return TrainResult(

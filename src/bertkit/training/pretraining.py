@@ -121,9 +121,10 @@ def pretrain(opts: PretrainOptions, log: Callable[[str], None] | None = None) ->
         phase2_ds = _dataset(opts.phase2_data) if opts.phase2_data else None
         eval_ds = None
         if opts.eval_data is not None:
-            manifest = json.loads((opts.eval_data / "manifest.json").read_text(encoding="utf-8"))
-            split = "eval" if "eval" in manifest.get("splits", {}) else "train"
-            eval_ds = _dataset(opts.eval_data, split)
+            from bertkit.data.shards import read_manifest
+
+            splits = read_manifest(opts.eval_data).get("splits", {})
+            eval_ds = _dataset(opts.eval_data, "eval" if "eval" in splits else "train")
         elif "eval" in train_ds.manifest.get("splits", {}):
             eval_ds = _dataset(opts.data, "eval")
         vocab_size = int(train_ds.manifest["vocab"]["size"])

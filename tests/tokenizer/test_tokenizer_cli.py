@@ -1,0 +1,114 @@
+"""`bertkit train-vocab` and `bertkit tokenize`, including invalid UTF-8 input."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+
+VOCAB = Path(__file__).parents[1] / "fixtures" / "tok_vocab.txt"
+
+
+def run_stdin(monkeypatch, capsys, data: bytes, argv: list[str]) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_tokenize_stdin(monkeypatch, capsys) -> None:
+    data = "UNwant\u00e9d,running\nhi [MASK]\n".encode()
+    code, out, _ = run_stdin(monkeypatch, capsys, data, ["tokenize", "--vocab", str(VOCAB)])
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows[0]["tokens"] == ["[CLS]", "un", "##want", "##ed", ",", "runn", "##ing", "[SEP]"]
+    assert rows[0]["offsets"][1:4] == [[0, 2], [2, 6], [6, 8]]
+    assert rows[1]["input_ids"] == [2, 29, 4, 3]
+    assert rows[1]["token_type_ids"] == [0, 0, 0, 0]
+
+
+def test_tokenize_pairs_and_max_length(monkeypatch, capsys) -> None:
+    data = b"Hello World\tone two three four\n"
+    argv = ["tokenize", "--vocab", str(VOCAB), "--pair", "--max-length", "7", "--cased"]
+    code, out, _ = run_stdin(monkeypatch, capsys, data, argv)
+    row = json.loads(out)
+    assert code == 0
+    assert row["tokens"] == ["[CLS]", "Hello", "World", "[SEP]", "one", "two", "[SEP]"]
+    assert row["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1]
+    code, _, err = run_stdin(monkeypatch, capsys, b"no tab here\n", argv)
+    assert code == 1 and "<stdin>:1: expected 2 tab-separated texts, got 1" in err
+
+
+def test_tokenize_file_with_workers(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"line {i} unwanted running, hello world\n" for i in range(1500)))
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    assert main(["tokenize", "--vocab", str(VOCAB), "--input", str(src), "--output", str(one)]) == 0
+    argv = ["tokenize", "--vocab", str(VOCAB), "--input", str(src), "--output", str(two)]
+    assert main([*argv, "--workers", "2"]) == 0
+    assert one.read_bytes() == two.read_bytes()
+    assert len(one.read_text().splitlines()) == 1500
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"fine line\nstill fine\nbad \xff\xfe byte\nafter\n")
+    out = tmp_path / "out.jsonl"
+    argv = ["tokenize", "--vocab", str(VOCAB), "--input", str(src), "--output", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{src}:3: invalid UTF-8" in err
+    assert not out.exists()  # nothing half-written
+    assert main([*argv, "--encoding-errors", "replace"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 and rows[2]["offsets"][-2] == [7, 11]  # 2 x U+FFFD dropped, "byte" kept
+
+
+def test_invalid_utf8_on_stdin(monkeypatch, capsys) -> None:
+    code, _out, err = run_stdin(
+        monkeypatch, capsys, b"ok\n\xc3\x28\n", ["tokenize", "--vocab", str(VOCAB)]
+    )
+    assert code == 1 and "<stdin>:2: invalid UTF-8" in err
+
+
+def test_train_vocab(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "corpus.txt"
+    lines = [
+        '<doc id="1">',
+        *(f"the cat number {i % 7} sat on the mat." for i in range(300)),
+        "</doc>",
+    ]
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "vocab.txt"
+    argv = ["train-vocab", "--input", str(src), "--vocab-size", "80", "--output", str(out)]
+    assert main(argv) == 0
+    assert "peak RSS" in capsys.readouterr().err
+    tokens = out.read_text().splitlines()
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(tokens) <= 80
+    assert "the" in tokens and "<" not in tokens  # <doc> lines are skipped
+    assert main([*argv[:-2], "--output", str(tmp_path / "cased.txt"), "--cased"]) == 0
+
+
+def test_train_vocab_bad_input(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"good\n\x80bad\n")
+    out = tmp_path / "vocab.txt"
+    assert main(["train-vocab", "--input", str(src), "--output", str(out)]) == 1
+    assert f"{src}:2: invalid UTF-8" in capsys.readouterr().err
+    assert not out.exists()
+    missing = tmp_path / "missing.txt"
+    assert main(["train-vocab", "--input", str(missing), "--output", str(out)]) == 1
+    assert "file not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--help"])
+def test_help_lists_commands(flag: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([flag])
+    out = capsys.readouterr().out
+    assert "train-vocab" in out and "tokenize" in out
