@@ -5,7 +5,9 @@ exact), repeated for ``--rounds`` rounds in alternating order:
 
   bertkit-1proc   BertTokenizer.encode_batch(lines): Encodings with ids, offsets, ...; the word
                   cache starts empty; the batch pauses Python's cyclic GC
-  bertkit-2proc   BertTokenizer.encode_batch(lines, num_workers=2): Encodings back in the parent
+  bertkit-2proc   BertTokenizer.encode_arrays(lines, num_workers=2): ids, types and offsets as
+                  flat numpy arrays in the parent (file/corpus tokenization)
+  bertkit-2proc-enc  encode_batch(lines, num_workers=2): Encoding objects back in the parent
   bertkit-loop    [BertTokenizer.encode(line) for line in lines]: the same, GC left on
   rust-1thread    tokenizers encode_batch with RAYON_NUM_THREADS=1 (offsets are always computed)
   rust-2threads   same with RAYON_NUM_THREADS=2
@@ -14,7 +16,11 @@ exact), repeated for ``--rounds`` rounds in alternating order:
 
 For Rust, "rate" is encode_batch alone; "to-python" adds reading ids and offsets of every
 encoding into Python lists (what bertkit returns). cpu/wall = process CPU time (children
-included) over wall time: ~1 for one thread, up to 2 when two threads really run.
+included) over wall time: ~1 for one thread, up to 2 when two threads really run and the
+machine has two idle cores; "OS threads" counts the Rust process's threads after encoding
+(main thread + rayon pool), which shows the RAYON_NUM_THREADS setting took effect.
+MB/cpu-s = MB per CPU-second (all processes of the case): on a busy machine this is the
+fairer single-thread comparison, since wall-clock rates then depend on the other load.
 
   .venv/bin/python benchmarks/tokenizer.py --wiki /work/shared/data/pretraining_text/wikipedia
 """
@@ -39,6 +45,7 @@ CASES = (
     "rust-1thread",
     "bertkit-2proc",
     "rust-2threads",
+    "bertkit-2proc-enc",
     "bertkit-loop",
     "hf-slow",
 )
@@ -66,6 +73,15 @@ def read_lines(folder: Path, max_bytes: int) -> list[str]:
     return lines
 
 
+def os_threads() -> int:
+    """Threads of this process (Linux), to check that RAYON_NUM_THREADS took effect."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return -1
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
+
+
 def cpu_seconds() -> float:
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -81,14 +97,18 @@ def run_case(case: str, lines: list[str], vocab_dir: Path) -> dict:
 
         tok = BertTokenizer(vocab_dir / "vocab.txt", do_lower_case=True)
         c0, t0 = cpu_seconds(), time.perf_counter()
-        if case == "bertkit-1proc":
-            encs = tok.encode_batch(lines)
-        elif case == "bertkit-loop":
-            encs = [tok.encode(line) for line in lines]
+        if case == "bertkit-2proc":
+            arrays = tok.encode_arrays(lines, num_workers=2, chunk_size=512)
+            tokens, n_offsets = len(arrays.input_ids), len(arrays.offsets)
         else:
-            encs = tok.encode_batch(lines, num_workers=2, chunk_size=512)
-        tokens = sum(len(e.input_ids) for e in encs)
-        n_offsets = sum(len(e.offsets) for e in encs)
+            if case == "bertkit-1proc":
+                encs = tok.encode_batch(lines)
+            elif case == "bertkit-loop":
+                encs = [tok.encode(line) for line in lines]
+            else:
+                encs = tok.encode_batch(lines, num_workers=2, chunk_size=512)
+            tokens = sum(len(e.input_ids) for e in encs)
+            n_offsets = sum(len(e.offsets) for e in encs)
         seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
         assert n_offsets == tokens
     elif case.startswith("rust"):
@@ -108,6 +128,7 @@ def run_case(case: str, lines: list[str], vocab_dir: Path) -> dict:
             tokens += len(ids)
             assert len(offsets) == len(ids)
         extra["to_python_seconds"] = seconds + time.perf_counter() - t1
+        extra["threads"] = os_threads()  # the rayon pool exists now: main + its workers
     else:
         os.environ["HF_HUB_OFFLINE"] = "1"
         from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
@@ -161,18 +182,19 @@ def main(argv: list[str] | None = None) -> int:
         files[False].write_bytes(pickle.dumps(lines))
         files[True].write_bytes(pickle.dumps(slow_lines))
         for r in range(args.rounds):
-            order = CASES if r % 2 == 0 else (*CASES[:5][::-1], CASES[5])
+            order = CASES if r % 2 == 0 else (*CASES[:6][::-1], CASES[6])
             for case in order:
                 res = child(case, files[case == "hf-slow"], vocab_dir)
                 res["mb"] = mb[case == "hf-slow"]
                 results[case].append(res)
+                threads = f", {res['threads']} OS threads" if "threads" in res else ""
                 print(
-                    f"  round {r + 1} {case:14s} {res['mb'] / res['seconds']:6.2f} MB/s "
-                    f"(cpu/wall {res['cpu'] / res['seconds']:.2f})",
+                    f"  round {r + 1} {case:17s} {res['mb'] / res['seconds']:6.2f} MB/s "
+                    f"(cpu/wall {res['cpu'] / res['seconds']:.2f}{threads})",
                     flush=True,
                 )
     print(
-        f"\n{'case':14s} {'MB/s':>7s} {'tokens/s':>10s} {'cpu/wall':>8s} {'MB/cpu-s':>9s} "
+        f"\n{'case':17s} {'MB/s':>7s} {'tokens/s':>10s} {'cpu/wall':>8s} {'MB/cpu-s':>9s} "
         f"{'to-python MB/s':>15s}"
     )
     rate = {}
@@ -183,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         tp = [x["mb"] / x["to_python_seconds"] for x in rs if "to_python_seconds" in x]
         tp_s = f"{statistics.median(tp):15.2f}" if tp else f"{'-':>15s}"
         per_cpu = statistics.median(x["mb"] / x["cpu"] for x in rs)
-        print(f"{case:14s} {rate[case]:7.2f} {tps:10.0f} {cw:8.2f} {per_cpu:9.2f} {tp_s}")
-    same_tokens = len({x["tokens"] for c in CASES[:5] for x in results[c]}) == 1
+        print(f"{case:17s} {rate[case]:7.2f} {tps:10.0f} {cw:8.2f} {per_cpu:9.2f} {tp_s}")
+    same_tokens = len({x["tokens"] for c in CASES[:6] for x in results[c]}) == 1
     print(f"\nsame token count in all fast cases: {same_tokens}")
     # ratios per round (same load conditions), then the median
     for ours, theirs in (("bertkit-1proc", "rust-1thread"), ("bertkit-2proc", "rust-2threads")):

@@ -25,6 +25,9 @@ class InputError(BertkitError):
             where = f"{where}:{line}"
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self):  # rebuilt from its fields when sent between processes
+        return (type(self), (self.path, self.line, self.message))
+
 
 class ConfigError(BertkitError):
     """A configuration value or combination that cannot work."""

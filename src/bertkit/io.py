@@ -48,6 +48,8 @@ def atomic_write(
     except OSError as e:
         raise BertkitError(f"{path}: cannot write here ({e.strerror or e})") from e
     try:
+        # mkstemp creates 0600 files; give the result the permissions open() would have.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as f:
             yield f
             f.flush()
@@ -60,6 +62,12 @@ def atomic_write(
         if isinstance(e, OSError):
             raise BertkitError(f"{path}: write failed ({e.strerror or e})") from e
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -72,3 +72,48 @@ def test_length_bucketed_batches() -> None:
     assert b1 != length_bucketed_batches(
         lengths, 8, torch.Generator().manual_seed(2), chunk_batches=4
     )
+
+
+def test_best_epoch_is_kept_not_the_last(tiny_model: Path, tmp_path: Path) -> None:
+    """Dev scores are scripted to peak at epoch 2 of 3: the saved model must predict exactly what
+    the epoch-2 model predicted (and not what the epoch-3 model did)."""
+    from dataclasses import dataclass, field
+
+    import numpy as np
+
+    from bertkit.training.finetune import predict_rows
+    from bertkit.training.tasks_runtime import Scored
+
+    @dataclass
+    class Scripted(ClassificationAdapter):
+        _seen: list = field(default_factory=list)  # "_": not saved in bertkit_task.json
+
+        def fit_dev(self, examples, features, rows):
+            self._seen.append(np.stack(rows))
+            return Scored({"accuracy": 0.0}, [0.3, 0.9, 0.6][len(self._seen) - 1], [])
+
+    data = write_sentiment(tmp_path / "glue", n_train=16, n_dev=8)
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    adapter = Scripted("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy")
+    ex = read_glue_split(data, "SST-2", "dev")
+    feats = adapter.encode(tok, ex, training=False)
+    train = adapter.encode(tok, read_glue_split(data, "SST-2", "train"), training=True)
+    cfg = FinetuneConfig(learning_rates=(5e-3,), epochs=3, batch_size=4)
+
+    def build():
+        return load_pretrained(tiny_model, adapter.head_class, **adapter.config_overrides())
+
+    result = finetune(
+        build,
+        adapter,
+        TaskData(train, {"dev": (ex, feats)}),
+        tok,
+        tmp_path / "o",
+        cfg,
+        log=lambda m: None,
+    )
+    assert (result.selected["epoch"], result.selected["score"]) == (2, 0.9)
+    saved = load_pretrained(tmp_path / "o", adapter.head_class)
+    rows = np.stack(predict_rows(saved, adapter, feats))
+    np.testing.assert_allclose(rows, adapter._seen[1], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(rows, adapter._seen[2], atol=1e-4)  # negative control: epoch 3 differs

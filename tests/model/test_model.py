@@ -242,3 +242,31 @@ def test_cuda_autocast_and_unpadded_path_match_cpu(dtype: torch.dtype) -> None:
     )
     assert (low.prediction_logits.float().cpu() - ref.prediction_logits).abs().max() < 0.1
     assert torch.isfinite(low.loss)
+
+
+@pytest.mark.parametrize("unpad", [True, False])
+def test_final_positions_equal_the_full_computation(unpad: bool) -> None:
+    """The last layer run on selected tokens only gives the full run's rows, pooler and grads."""
+    torch.manual_seed(0)
+    model = BertModel(tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).train()
+    x = batch(torch.Generator().manual_seed(10))
+    positions = torch.tensor([0 * T + 3, 1 * T + 6, 2 * T + 1, 3 * T + 8, 0 * T + 9])
+    results = []
+    for selected in (True, False):
+        model.zero_grad()
+        out = model(**x, unpad=unpad, final_positions=positions if selected else None)
+        rows = out.last_hidden_state
+        if not selected:
+            rows = rows.reshape(-1, rows.shape[-1])[positions]
+        (rows.square().sum() + out.pooler_output.sum()).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        results.append((rows, out.pooler_output, grads))
+    (a, pa, ga), (b, pb, gb) = results
+    assert a.shape == (5, 32)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pa, pb, atol=1e-5, rtol=1e-5)
+    for n in ga:
+        torch.testing.assert_close(ga[n], gb[n], atol=1e-5, rtol=1e-4, msg=n)
+    if unpad:
+        with pytest.raises(ValueError, match="padding"):
+            model(**x, final_positions=torch.tensor([2 * T + 5]))  # row 2 has 3 real tokens

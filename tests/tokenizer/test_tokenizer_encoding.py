@@ -176,3 +176,20 @@ def test_encode_batch_restores_gc_state(tok: BertTokenizer) -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_encode_arrays_match_encodings(tok: BertTokenizer) -> None:
+    texts = [f"{TEN} hello {i} world" for i in range(30)] + ["", "中文", "UNwant\u00e9d"]
+    pairs = [f"a b {i}" for i in range(len(texts))]
+    encs = tok.encode_batch(texts, pairs, max_length=12)
+    for workers in (1, 2):
+        arr = tok.encode_arrays(texts, pairs, max_length=12, num_workers=workers, chunk_size=8)
+        assert len(arr) == len(texts)
+        for i, e in enumerate(encs):
+            lo, hi = arr.row_splits[i], arr.row_splits[i + 1]
+            assert arr.row(i).tolist() == e.input_ids
+            assert arr.token_type_ids[lo:hi].tolist() == e.token_type_ids
+            assert [tuple(o) for o in arr.offsets[lo:hi].tolist()] == e.offsets
+    assert len(tok.encode_arrays([])) == 0
+    with pytest.raises(ValueError, match="overflow"):
+        tok.encode_arrays(texts, max_length=6, return_overflowing_tokens=True)

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,11 +129,23 @@ def load_vocab_tokens(path: str | Path) -> list[str]:
     return tokens
 
 
+# The progress queue of a pool worker process. A queue can only reach pool workers through the
+# pool initializer, which can only leave it in a module global (one per worker process).
+_worker_queue: Any = None
+
+
+def _init_worker(queue: Any) -> None:
+    global _worker_queue
+    _worker_queue = queue
+
+
 def _prepare_file_safe(task: _FileTask) -> dict[str, Any]:
     """Worker entry: errors travel back as plain data (InputError's constructor does not fit
     pickle's exception protocol, and an unpicklable error would hang the pool)."""
+    queue = _worker_queue
     try:
-        return _prepare_file(task)
+        report = None if queue is None else (lambda n: queue.put((task.index, n)))
+        return _prepare_file(task, report)
     except InputError as e:
         return {"index": task.index, "error": ["input", e.path, e.line, e.message]}
     except BertkitError as e:
@@ -145,8 +158,11 @@ def _raise_worker_error(error: list) -> None:
     raise BertkitError(error[1])
 
 
-def _prepare_file(task: _FileTask) -> dict[str, Any]:
-    """One input file -> shards in the staging folder; returns counts per split."""
+def _prepare_file(task: _FileTask, report: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """One input file -> shards in the staging folder; returns counts per split.
+
+    ``report(n)`` is called now and then with about ``n`` more characters of the file read.
+    """
     from bertkit.tokenizer import BertTokenizer
 
     s = task.settings
@@ -187,7 +203,13 @@ def _prepare_file(task: _FileTask) -> dict[str, Any]:
 
     options = CorpusOptions(s.format, s.text_field, s.encoding_errors)
     fmt = s.format if s.format != "auto" else detect_format(task.path, s.encoding_errors)
+    unreported = 0
     for doc in read_file_documents(task.path, replace(options, format=fmt)):
+        if report is not None:
+            unreported += sum(len(x) + 1 for x in doc)
+            if unreported >= 1 << 18:
+                report(unreported)
+                unreported = 0
         tokenized = tokenize_document(doc, tok.encode_ids)
         if not tokenized:
             continue
@@ -282,23 +304,42 @@ def prepare_pretraining(
 
 
 def _run_tasks(tasks: list[_FileTask], num_workers: int, show_progress: bool | None) -> list[dict]:
-    total = sum(Path(t.path).stat().st_size for t in tasks)
-    bar = progress(total=total, desc="prepare", unit="B", unit_scale=True, enabled=show_progress)
-    results = []
+    """Run the file tasks (inline or in a spawn pool) with a progress bar in input bytes."""
+    sizes = [Path(t.path).stat().st_size for t in tasks]
+    bar = progress(
+        total=sum(sizes), desc="prepare", unit="B", unit_scale=True, enabled=show_progress
+    )
+    results: list[dict] = []
+    done: list[int] = [0] * len(tasks)  # progress shown per file, corrected to its size at the end
+
+    def advance(index: int, n: int) -> None:
+        n = min(n, sizes[index] - done[index])
+        done[index] += n
+        bar.update(n)
+
     with bar:
         if num_workers <= 1 or len(tasks) == 1:
             for t in tasks:
-                results.append(_prepare_file(t))  # errors propagate directly
-                bar.update(Path(t.path).stat().st_size)
-        else:
-            # spawn: workers start clean (no copy of the parent's memory or threads).
-            ctx = multiprocessing.get_context("spawn")
-            with ctx.Pool(min(num_workers, len(tasks))) as pool:
-                for r in pool.imap_unordered(_prepare_file_safe, tasks):
+                results.append(_prepare_file(t, lambda n, i=t.index: advance(i, n)))
+                advance(t.index, sizes[t.index])
+            return results
+        # spawn: workers start clean (no copy of the parent's memory or threads).
+        ctx = multiprocessing.get_context("spawn")
+        queue = ctx.SimpleQueue()
+        with ctx.Pool(min(num_workers, len(tasks)), _init_worker, (queue,)) as pool:
+            pending = pool.imap_unordered(_prepare_file_safe, tasks)
+            while len(results) < len(tasks):
+                try:
+                    r = pending.next(timeout=0.2)
+                except multiprocessing.TimeoutError:
+                    r = None
+                while not queue.empty():
+                    advance(*queue.get())
+                if r is not None:
                     if "error" in r:
                         _raise_worker_error(r["error"])  # leaving the block ends the pool
                     results.append(r)
-                    bar.update(Path(tasks[r["index"]].path).stat().st_size)
+                    advance(r["index"], sizes[r["index"]])
     return results
 
 

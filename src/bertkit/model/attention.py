@@ -50,6 +50,19 @@ class Packing:
         return x.reshape(self.batch * self.length, x.shape[-1]).index_select(0, self.indices)
 
 
+@dataclass
+class Selection:
+    """The K tokens whose output a layer must produce (the rest are not needed downstream).
+
+    rows: (K,) their rows in the layer's input layout (flat B*T positions when padded, packed
+        rows when unpadded); batch, token: (K,) their (b, t) coordinates.
+    """
+
+    rows: torch.Tensor
+    batch: torch.Tensor
+    token: torch.Tensor
+
+
 class SelfAttention(nn.Module):
     """softmax(Q K^T / sqrt(D) + mask) V over N heads, then the output projection.
 
@@ -64,8 +77,11 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
-        """x: (B, T, H) padded, or (S, H) packed when packing.indices is set; returns x's shape."""
+    def forward(
+        self, x: torch.Tensor, packing: Packing, select: Selection | None = None
+    ) -> torch.Tensor:
+        """x: (B, T, H) padded, or (S, H) packed when packing.indices is set; returns x's shape,
+        or (K, H) for the selected tokens only (keys and values still come from every token)."""
         B, T, N, D = packing.batch, packing.length, self.num_heads, self.head_dim
         qkv = self.qkv(x)  # (B, T, 3H) or (S, 3H)
         if packing.indices is not None:
@@ -76,7 +92,9 @@ class SelfAttention(nn.Module):
             q, k, v, attn_mask=packing.key_mask, dropout_p=self.dropout_p if self.training else 0.0
         )  # (B, N, T, D)
         out = out.transpose(1, 2)  # (B, T, N, D), a view
-        if packing.indices is None:
+        if select is not None:
+            out = out[select.batch, select.token].reshape(-1, N * D)  # (K, H)
+        elif packing.indices is None:
             out = out.reshape(B, T, N * D)  # (B, T, H)
         else:
             # Gather the real tokens straight from the view: one copy instead of two.

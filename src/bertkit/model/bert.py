@@ -7,7 +7,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.attention import Packing
+from bertkit.model.attention import Packing, Selection
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.encoder import Encoder
 from bertkit.model.outputs import BaseModelOutput
@@ -75,6 +75,7 @@ class BertModel(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         unpad: bool | None = None,
+        final_positions: torch.Tensor | None = None,
     ) -> BaseModelOutput:
         """Encode a batch.
 
@@ -83,6 +84,11 @@ class BertModel(nn.Module):
             padding. None (default) decides automatically: on whenever the mask has padding.
             Numerically the same as the padded path (fp32 rounding aside), except that
             last_hidden_state is zero at padding positions instead of a meaningless value.
+        final_positions: (K,) flat positions (b * T + t) of the only tokens whose final hidden
+            state the caller needs, e.g. the masked tokens in pre-training. The last layer then
+            runs its attention output and feed-forward on those K tokens (and [CLS], for the
+            pooler) only, and last_hidden_state is (K, H) in that order. The values are the
+            same as the full computation's; they must not be padding positions.
         """
         B, T = input_ids.shape
         packing = Packing(batch=B, length=T)
@@ -95,8 +101,28 @@ class BertModel(nn.Module):
                 if unpad is None or unpad:
                     packing.set_indices(keep.reshape(-1).nonzero().squeeze(1))  # (S,)
         x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)
+        if final_positions is not None:
+            return self._forward_selected(x, packing, final_positions)
         x = self.encoder(x, packing)  # (B, T, H) or (S, H)
         if packing.indices is not None:
             x = packing.pad(x)  # (B, T, H)
         pooled = self.pooler(x[:, 0]) if self.pooler is not None else None
         return BaseModelOutput(last_hidden_state=x, pooler_output=pooled)
+
+    def _forward_selected(
+        self, x: torch.Tensor, packing: Packing, positions: torch.Tensor
+    ) -> BaseModelOutput:
+        B, T, K = packing.batch, packing.length, positions.numel()
+        if self.pooler is not None:  # the pooler reads [CLS]: select it as well
+            positions = torch.cat([positions, torch.arange(B, device=positions.device) * T])
+        rows = positions
+        if packing.indices is not None:  # flat position -> packed row
+            to_row = torch.full((B * T,), -1, dtype=torch.long, device=positions.device)
+            to_row[packing.indices] = torch.arange(packing.indices.numel(), device=to_row.device)
+            rows = to_row[positions]
+            if bool((rows < 0).any()):
+                raise ValueError("final_positions include padding positions")
+        select = Selection(rows=rows, batch=positions // T, token=positions % T)
+        x = self.encoder(x, packing, select)  # (K [+ B], H)
+        pooled = self.pooler(x[K:]) if self.pooler is not None else None
+        return BaseModelOutput(last_hidden_state=x[:K], pooler_output=pooled)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.model.attention import Packing, SelfAttention
+from bertkit.model.attention import Packing, Selection, SelfAttention
 
 
 def activation(name: str):
@@ -47,8 +47,14 @@ class EncoderLayer(nn.Module):
         self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
-        x = self.attention_norm(x + self.dropout(self.attention(x, packing)))
+    def forward(
+        self, x: torch.Tensor, packing: Packing, select: Selection | None = None
+    ) -> torch.Tensor:
+        """Same layout in and out; with ``select``, outputs only the K selected tokens (K, H)."""
+        attended = self.attention(x, packing, select)
+        if select is not None:
+            x = x.reshape(-1, x.shape[-1]).index_select(0, select.rows)  # (K, H)
+        x = self.attention_norm(x + self.dropout(attended))
         return self.output_norm(x + self.dropout(self.feed_forward(x)))
 
 
@@ -57,7 +63,11 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, packing)
+    def forward(
+        self, x: torch.Tensor, packing: Packing, select: Selection | None = None
+    ) -> torch.Tensor:
+        """Run every layer; ``select`` applies to the last one only (see BertModel.forward)."""
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = layer(x, packing, select if i == last else None)
         return x

@@ -46,29 +46,25 @@ class MaskedLMHead(nn.Module):
         return F.linear(h, decoder_weight, self.bias)
 
 
-def _masked_lm(
-    head: MaskedLMHead, hidden: torch.Tensor, labels: torch.Tensor | None, weight: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """Logits, loss, correct, count following the MaskedLMOutput contract.
-
-    With labels, gather the labelled positions first: the transform and the (H x V) decoder then
-    run on M rows instead of B*T (about 15% of them in pre-training).
-    """
-    if labels is None:
-        return head(hidden, weight), None, None, None
+def labelled_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M,) flat positions (b * T + t) whose label is not -100, and their (M,) target ids."""
     flat = labels.reshape(-1)
     positions = (flat != IGNORE).nonzero().squeeze(1)  # (M,)
-    targets = flat.index_select(0, positions)
-    h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)  # (M, H)
-    logits = head(h, weight)  # (M, V)
-    if positions.numel() == 0:
+    return positions, flat.index_select(0, positions)
+
+
+def _mlm_loss(
+    logits: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy over the M labelled rows (0 when M == 0), correct and count."""
+    if targets.numel() == 0:
         loss = logits.sum() * 0.0  # no labelled token: a zero loss that keeps the graph
     else:
         loss = F.cross_entropy(logits.float(), targets)
     with torch.no_grad():
         correct = (logits.argmax(-1) == targets).sum()
-    count = torch.tensor(positions.numel(), device=labels.device)
-    return logits, loss, correct, count
+    count = torch.tensor(targets.numel(), device=targets.device)
+    return loss, correct, count
 
 
 def _classifier_dropout(config: BertConfig) -> nn.Dropout:
@@ -99,11 +95,19 @@ class BertForPreTraining(nn.Module):
         unpad: bool | None = None,
     ) -> PreTrainingOutput:
         """labels (B, T): target ids at masked positions, -100 elsewhere; next_sentence_label (B,)."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
         weight = self.bert.embeddings.word.weight
-        logits, mlm_loss, correct, count = _masked_lm(
-            self.mlm, out.last_hidden_state, labels, weight
-        )
+        mlm_loss = correct = count = None
+        if labels is None:
+            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+            logits = self.mlm(out.last_hidden_state, weight)  # (B, T, V)
+        else:
+            # Only the labelled tokens reach the last layer's feed-forward and the decoder.
+            positions, targets = labelled_positions(labels)
+            out = self.bert(
+                input_ids, attention_mask, token_type_ids, position_ids, unpad, positions
+            )
+            logits = self.mlm(out.last_hidden_state, weight)  # (M, V)
+            mlm_loss, correct, count = _mlm_loss(logits, targets)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
         nsp_loss = nsp_correct = None
         if next_sentence_label is not None:
@@ -142,10 +146,14 @@ class BertForMaskedLM(nn.Module):
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
     ) -> MaskedLMOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
-        logits, loss, correct, count = _masked_lm(
-            self.mlm, out.last_hidden_state, labels, self.bert.embeddings.word.weight
-        )
+        weight = self.bert.embeddings.word.weight
+        if labels is None:
+            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+            return MaskedLMOutput(logits=self.mlm(out.last_hidden_state, weight))  # (B, T, V)
+        positions, targets = labelled_positions(labels)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
+        logits = self.mlm(out.last_hidden_state, weight)  # (M, V)
+        loss, correct, count = _mlm_loss(logits, targets)
         return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
 
 

@@ -1,8 +1,9 @@
 """BERT WordPiece tokenization (Hugging Face BertTokenizerFast semantics) and vocab training."""
 
+from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.encoding import Encoding
 from bertkit.tokenizer.tokenizer import BertTokenizer
 from bertkit.tokenizer.trainer import train_wordpiece
 from bertkit.tokenizer.wordpiece import Vocab
 
-__all__ = ["BertTokenizer", "Encoding", "Vocab", "train_wordpiece"]
+__all__ = ["BertTokenizer", "Encoding", "TokenArrays", "Vocab", "train_wordpiece"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from bertkit.tokenizer.encoding import Encoding
 
@@ -75,8 +78,6 @@ def batch_dict(
             f"rows have different lengths {sorted(lengths)}; use padding='longest' (or "
             "truncation with max_length) to return tensors"
         )
-    import numpy as np
-
     arrays = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
     if "offset_mapping" in arrays and arrays["offset_mapping"].size == 0:
         arrays["offset_mapping"] = arrays["offset_mapping"].reshape(len(encs), 0, 2)
@@ -87,3 +88,24 @@ def batch_dict(
 
         return {k: torch.from_numpy(v) for k, v in arrays.items()}
     raise ValueError(f"unknown return_tensors {return_tensors!r}; expected 'np', 'pt' or None")
+
+
+@dataclass
+class TokenArrays:
+    """A batch of encodings as flat arrays (what corpus preparation stores).
+
+    Row ``i`` is ``input_ids[row_splits[i]:row_splits[i + 1]]`` (specials included), with the
+    same slice of ``token_type_ids`` and ``offsets`` (character spans, (0, 0) for specials).
+    """
+
+    input_ids: np.ndarray  # (N,) int32
+    token_type_ids: np.ndarray  # (N,) int8
+    offsets: np.ndarray  # (N, 2) int32
+    row_splits: np.ndarray  # (B + 1,) int64
+
+    def __len__(self) -> int:
+        return len(self.row_splits) - 1
+
+    def row(self, i: int) -> np.ndarray:
+        """Token ids of row ``i``."""
+        return self.input_ids[self.row_splits[i] : self.row_splits[i + 1]]

@@ -10,9 +10,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing as mp
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 
+import numpy as np
+
+from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.encoding import Encoding
 
 R = TypeVar("R")
@@ -110,3 +115,66 @@ def encode_batch(
         for packed in imap_chunks(tokenizer, _encode_chunk, chunks, num_workers):
             out.extend(packed)
     return out
+
+
+def _arrays_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | None, dict]) -> tuple:
+    """Encode a chunk into flat int buffers (runs in worker processes): only bytes travel."""
+    texts, pairs, kwargs = chunk
+    ids, types, offsets, lengths = array("i"), array("b"), array("i"), array("q")
+    encs = (
+        (tokenizer.encode(t, **kwargs) for t in texts)
+        if pairs is None
+        else (tokenizer.encode(t, p, **kwargs) for t, p in zip(texts, pairs, strict=True))
+    )
+    for e in encs:
+        ids.extend(e.input_ids)
+        types.extend(e.token_type_ids)
+        offsets.extend(chain.from_iterable(e.offsets))
+        lengths.append(len(e.input_ids))
+    return ids.tobytes(), types.tobytes(), offsets.tobytes(), lengths.tobytes()
+
+
+def encode_arrays(
+    tokenizer: Any,
+    texts: Sequence[str],
+    text_pairs: Sequence[str] | None,
+    num_workers: int,
+    chunk_size: int,
+    kwargs: dict[str, Any],
+) -> TokenArrays:
+    """Encodings of ``texts`` (with ``text_pairs``) as flat numpy arrays, in worker processes."""
+    if kwargs.get("return_overflowing_tokens"):
+        raise ValueError("encode_arrays keeps one row per input; use encode_batch for overflow")
+    if text_pairs is not None and len(text_pairs) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(text_pairs)} text pairs")
+    chunks = (
+        (
+            texts[i : i + chunk_size],
+            None if text_pairs is None else text_pairs[i : i + chunk_size],
+            kwargs,
+        )
+        for i in range(0, len(texts), chunk_size)
+    )
+    parts: list[tuple[np.ndarray, ...]] = []
+    with gc_paused():
+        for ids, types, offsets, lengths in imap_chunks(
+            tokenizer, _arrays_chunk, chunks, num_workers
+        ):
+            parts.append(
+                (
+                    np.frombuffer(ids, dtype=np.int32),
+                    np.frombuffer(types, dtype=np.int8),
+                    np.frombuffer(offsets, dtype=np.int32).reshape(-1, 2),
+                    np.frombuffer(lengths, dtype=np.int64),
+                )
+            )
+    if not parts:
+        empty = np.zeros(0, dtype=np.int32)
+        return TokenArrays(empty, empty.astype(np.int8), empty.reshape(0, 2), np.zeros(1, np.int64))
+    lengths = np.concatenate([p[3] for p in parts])
+    return TokenArrays(
+        input_ids=np.concatenate([p[0] for p in parts]),
+        token_type_ids=np.concatenate([p[1] for p in parts]),
+        offsets=np.concatenate([p[2] for p in parts]),
+        row_splits=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+    )

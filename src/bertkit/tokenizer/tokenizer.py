@@ -18,6 +18,7 @@ from typing import Any
 
 from bertkit.errors import ConfigError, InputError
 from bertkit.io import atomic_write_text
+from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.encoding import Encoding, Segment, encode_segments
 from bertkit.tokenizer.normalize import Normalizer
 from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab, wordpiece
@@ -26,7 +27,7 @@ from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab, wordpiece
 # one token spanning the whole match)
 _Entry = tuple[tuple[int, ...], "tuple[int, ...] | None"]
 _CACHEABLE_CHARS = 64
-_SECOND = itemgetter(1)
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 # the Hugging Face WordPiece decoder's clean-up, applied to each token (with its leading space)
 _CLEANUP = (
     (" .", "."),
@@ -272,32 +273,31 @@ class BertTokenizer:
             k += n - prev
         return k
 
+    def _word_entries(self, text: str) -> list[_Entry]:
+        """Cache entries of the words of ``text`` (no specials inside), misses filled in."""
+        entries = list(map(self._cache.get, self.normalizer.words_re(text).findall(text)))
+        if None in entries:
+            words = self.normalizer.words_re(text).findall(text)
+            for i in compress(range(len(entries)), map(is_, entries, repeat(None))):
+                entries[i] = self._word_entry(words[i])
+        return entries  # type: ignore[return-value]
+
     def encode_words(self, text: str) -> list[list[int]]:
         """Wordpiece ids grouped by basic-tokenizer word (for whole-word masking); no specials."""
         out: list[list[int]] = []
-        findall = self.normalizer.word_re.findall
-        get = self._cache.get
-        miss = self._word_entry
         for start, end, special in self._pieces(text):
             if special:
                 out.append([self.vocab.token_to_id[text[start:end]]])
-                continue
-            for w in findall(text[start:end]) if (start, end) != (0, len(text)) else findall(text):
-                ids = (get(w) or miss(w))[0]
-                if ids:
-                    out.append(list(ids))
+            else:
+                sub = text if (start, end) == (0, len(text)) else text[start:end]
+                out += [list(e[0]) for e in self._word_entries(sub) if e[0]]
         return out
 
     def encode_ids(self, text: str) -> list[int]:
         """Wordpiece ids of ``text`` without special tokens or offsets (the fastest path)."""
         pieces = self._pieces(text)
         if len(pieces) == 1 and not pieces[0][2]:
-            get = self._cache.get
-            miss = self._word_entry
-            ids: list[int] = []
-            for w in self.normalizer.word_re.findall(text):
-                ids.extend((get(w) or miss(w))[0])
-            return ids
+            return list(chain.from_iterable(map(_FIRST, self._word_entries(text))))
         return [i for word in self.encode_words(text) for i in word]
 
     def tokenize(self, text: str) -> list[str]:
@@ -372,6 +372,24 @@ class BertTokenizer:
         from bertkit.tokenizer.parallel import encode_batch
 
         return encode_batch(self, texts, text_pairs, num_workers, chunk_size, kwargs)
+
+    def encode_arrays(
+        self,
+        texts: Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        *,
+        num_workers: int = 1,
+        chunk_size: int = 512,
+        **kwargs: Any,
+    ) -> TokenArrays:
+        """``encode`` over many texts, returned as flat numpy arrays (``TokenArrays``: ids,
+        token types, offsets, row boundaries): the fast path for corpus and file tokenization,
+        because workers send back a few buffers instead of millions of Python objects.
+        ``kwargs`` are those of ``encode`` (no overflow windows).
+        """
+        from bertkit.tokenizer.parallel import encode_arrays
+
+        return encode_arrays(self, texts, text_pairs, num_workers, chunk_size, kwargs)
 
     def __call__(
         self,
