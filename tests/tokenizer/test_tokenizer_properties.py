@@ -79,7 +79,7 @@ def test_truncated_windows_cover_everything(text: str, max_length: int, stride: 
 
 def _cpu_seconds(tok: BertTokenizer, text: str) -> float:
     best = float("inf")
-    for _ in range(5):
+    for _ in range(3):
         t0 = time.process_time()
         tok.segment(text)
         best = min(best, time.process_time() - t0)
@@ -93,7 +93,7 @@ def _doubling_ratio(tok: BertTokenizer, text: str) -> float:
 
 @pytest.mark.parametrize("unit", ["ab", "é中,"], ids=["letters", "mixed"])
 def test_linear_time_without_spaces(unit: str) -> None:
-    text = unit * (200_000 // len(unit))
+    text = unit * (100_000 // len(unit))
     assert _doubling_ratio(TOKENIZERS["uncased"], text) <= 2.5
 
 
@@ -106,6 +106,7 @@ def test_linear_time_long_word_matching() -> None:
 
 
 @pytest.mark.slow
-def test_linear_time_one_megabyte() -> None:
-    text = "ab" * 500_000  # 1 MB, no spaces
+@pytest.mark.parametrize("unit", ["ab", "é中,", "word-"], ids=["letters", "mixed", "punct"])
+def test_linear_time_one_megabyte(unit: str) -> None:
+    text = unit * (1_000_000 // len(unit))  # ~1 MB of characters, no spaces
     assert _doubling_ratio(TOKENIZERS["uncased"], text) <= 2.5

@@ -149,3 +149,35 @@ def test_metrics_and_eval_records(tmp_path):
         assert all(key in r for r in train), key
     assert [r["step"] for r in records if r["type"] == "eval"] == [2, 4]
     assert result.final_eval is not None and 0.0 <= result.final_eval["mlm_acc"] <= 1.0
+
+
+def _two_phase_trainer(run, seen: list[str]):
+    from bertkit.training.loop import Phase
+
+    from .helpers import collate, make_examples
+
+    trainer = make_trainer(run, steps=8)
+    short = [{**x, "source": "p1"} for x in make_examples(40)]
+    long = [{**x, "source": "p2"} for x in make_examples(24, seed=5)]
+
+    def spy(items, epochs):
+        seen.extend(x["source"] for x in items)
+        return collate(items, epochs)
+
+    trainer.phases = [Phase(short, 6, "phase 1", spy), Phase(long, 2, "phase 2", spy)]
+    return trainer
+
+
+def test_sequence_length_phases_switch_data_and_resume_exactly(tmp_path):
+    seen: list[str] = []
+    ref = _two_phase_trainer(tmp_path / "ref", seen)
+    ref.fit()
+    assert seen == ["p1"] * 6 * 8 + ["p2"] * 2 * 8
+    run = tmp_path / "run"
+    _train_until(_two_phase_trainer(run, []), 7)  # dies in phase 2; last checkpoint: step 6
+    torch.manual_seed(999)
+    resumed = _two_phase_trainer(run, seen2 := [])
+    resumed.fit()
+    assert seen2 == ["p2"] * 2 * 8
+    assert losses(run) == losses(tmp_path / "ref")
+    assert _same(_weights(resumed), _weights(ref))

@@ -165,3 +165,12 @@ def test_torchrun_two_processes_match_one(data, tmp_path):
     a, b = _train_log(one), _train_log(two)
     assert len(a) == len(b) == 6
     assert all(x[0] == y[0] and abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b))
+
+
+def test_init_from_warm_starts_weights_only(data, reference, tmp_path):
+    out = tmp_path / "warm"
+    p = _run([*_cmd(data, out), "--max-steps", "6", "--init-from", str(reference / "model")])
+    assert "warm start" in p.stderr
+    warm, fresh = _train_log(out), _train_log(reference)
+    assert warm[0][1] < fresh[0][1] - 0.05  # starts from the trained weights ...
+    assert warm[0][2] == 0.0  # ... with a fresh schedule (warmup from lr 0)

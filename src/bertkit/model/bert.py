@@ -95,9 +95,8 @@ class BertModel(nn.Module):
         if attention_mask is not None:
             keep = attention_mask.bool()  # (B, T)
             if not bool(keep.all()):
-                packing.key_mask = keep[
-                    :, None, None, :
-                ]  # (B, 1, 1, T) broadcast over heads, queries
+                # (B, 1, 1, T): broadcast over heads and queries
+                packing.key_mask = keep[:, None, None, :]
                 if unpad is None or unpad:
                     packing.set_indices(keep.reshape(-1).nonzero().squeeze(1))  # (S,)
         x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)

@@ -418,12 +418,13 @@ class Trainer:
                 k,
             ]
         self.core.train(was_training)
+        m, k = max(float(s[2]), 1.0), max(float(s[5]), 1.0)
         return {
-            "mlm_loss": s[0] / max(s[2], 1),
-            "mlm_acc": s[1] / max(s[2], 1),
-            "nsp_loss": s[3] / max(s[5], 1),
-            "nsp_acc": s[4] / max(s[5], 1),
-            "loss": s[0] / max(s[2], 1) + s[3] / max(s[5], 1),
+            "mlm_loss": float(s[0]) / m,
+            "mlm_acc": float(s[1]) / m,
+            "nsp_loss": float(s[3]) / k,
+            "nsp_acc": float(s[4]) / k,
+            "loss": float(s[0]) / m + float(s[3]) / k,
         }
 
     # ---- the loop -------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError, InputError
+from bertkit.io import atomic_write_bytes, atomic_write_text
 from bertkit.training.loop import Phase, TrainConfig, Trainer, TrainResult
 from bertkit.training.optim import OptimizerConfig
 from bertkit.training.schedule import ScheduleConfig
@@ -191,9 +191,7 @@ def pretrain(opts: PretrainOptions, log: Callable[[str], None] | None = None) ->
             )
         if info.is_main:
             opts.output.mkdir(parents=True, exist_ok=True)
-            (opts.output / "model_config.json").write_text(
-                config.to_json_string(), encoding="utf-8"
-            )
+            atomic_write_text(opts.output / "model_config.json", config.to_json_string())
         result = trainer.fit()
         if info.is_main:
             export_model(model, opts.output / "model", opts.data)
@@ -210,11 +208,9 @@ def export_model(model: Any, directory: Path, data_dir: Path) -> None:
 
     model = model.cpu() if hasattr(model, "cpu") else model
     save_pretrained(model, directory)
-    shutil.copyfile(data_dir / "vocab.txt", directory / "vocab.txt")
+    atomic_write_bytes(directory / "vocab.txt", (data_dir / "vocab.txt").read_bytes())
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
     lower = bool(manifest.get("settings", {}).get("do_lower_case", True))
-    from bertkit.io import atomic_write_text
-
     atomic_write_text(
         directory / "tokenizer_config.json",
         json.dumps(
