@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     n = json.loads((work / "data" / "manifest.json").read_text())["num_instances"]["train"]
     print(f"instances: {n} training ({time.perf_counter() - t0:.0f}s)")
 
-    def options(out: Path, steps: int) -> PretrainOptions:
+    def options(out: Path, steps: int, evals: int = 12, log_every: int = 25) -> PretrainOptions:
         return PretrainOptions(
             data=work / "data",
             output=out,
@@ -89,21 +89,27 @@ def main(argv: list[str] | None = None) -> int:
             threads=threads,
             train=TrainConfig(
                 batch_size=args.batch_size,
-                log_every=25,
-                eval_every=max(1, steps // 12),
+                log_every=log_every,
+                eval_every=max(1, steps // evals) if evals else 0,
                 eval_examples=2000,
                 save_every=max(1, steps // 6),
                 keep_last=2,
             ),
         )
 
+    # calibration: seconds per training step (from the logged windows, so start-up and the
+    # final evaluation are not counted), then size the main run to the budget
     calib = work / "calibration"
     shutil.rmtree(calib, ignore_errors=True)
+    pretrain(options(calib, 40, evals=0, log_every=10), log=lambda m: None)
+    windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
+    per_step = sorted(r["seconds_per_step"] for r in windows if r["type"] == "train")[1]
+    shutil.rmtree(work / "evalcost", ignore_errors=True)
+    shutil.rmtree(work / "run", ignore_errors=True)  # the step count is new each time
     t = time.perf_counter()
-    pretrain(options(calib, 30), log=lambda m: None)
-    per_step = (time.perf_counter() - t) / 30
-    evals_cost = 13 * 2000 / args.batch_size * per_step / 3  # forward-only passes over the eval set
-    steps = max(50, int((args.minutes * 60 - evals_cost) / per_step * 0.95))
+    pretrain(options(work / "evalcost", 1, evals=0), log=lambda m: None)  # one step + one eval
+    eval_cost = time.perf_counter() - t
+    steps = max(50, int((args.minutes * 60 - 12 * eval_cost) / per_step * 0.95))
     print(f"calibration: {per_step:.3f} s/step on {threads} threads -> {steps} steps")
     t = time.perf_counter()
     result = pretrain(options(work / "run", steps), log=print)

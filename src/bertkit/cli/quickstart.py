@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(
         f"[4/5] pre-training a tiny BERT (L=2, H=128) for {args.max_steps} steps of "
-        f"{args.batch_size} on {threads} CPU threads"
+        f"{args.batch_size} on {threads} CPU thread{'s' if threads > 1 else ''}"
     )
     result = pretrain(opts, log=print)
     e = result.final_eval or {}

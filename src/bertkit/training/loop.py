@@ -444,6 +444,7 @@ class Trainer:
         rec["grad_norm"] = w["grad_norm"] / w["steps"]
         rec["skipped"] = self.skipped
         if seconds > 0:
+            rec["seconds_per_step"] = seconds / w["steps"]
             rec["tokens_per_s"] = w["tokens"] / seconds
             if peak and w.get("flops"):
                 rec["mfu"] = w["flops"] / seconds / (peak * self.info.world_size)
@@ -514,10 +515,14 @@ class Trainer:
                 if info.is_main:
                     self.metrics.append(rec)
                     bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}")
+            t_pause = (
+                time.perf_counter()
+            )  # evaluation and checkpoints do not count as training time
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < total:
                 self._eval_and_log()
             if self.step % cfg.save_every == 0 or self.step == total:
                 self.save()
+            t_window += time.perf_counter() - t_pause
         bar.close()
         # a rerun of a finished run reuses the final evaluation instead of logging it twice
         done = [
