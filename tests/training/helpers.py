@@ -130,8 +130,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ddp_worker(rank: int, world: int, port: int, run_dir: str, steps: int, kw: dict) -> None:
-    """One rank of a gloo job training the tiny setup (target of torch.multiprocessing.spawn)."""
+class Stop(Exception):
+    """Raised by a test to end training abruptly after a given step (a simulated crash)."""
+
+
+def stop_after(trainer: Trainer, last_step: int) -> None:
+    """Make ``trainer`` raise Stop right after update ``last_step + 1`` (like a kill mid-run)."""
+    original = trainer._train_step
+
+    def step(model, phase):
+        out = original(model, phase)
+        if trainer.step > last_step:
+            raise Stop
+        return out
+
+    trainer._train_step = step
+
+
+def ddp_worker(
+    rank: int, world: int, port: int, run_dir: str, steps: int, kw: dict, stop: int | None = None
+) -> None:
+    """One rank of a gloo job training the tiny setup (target of torch.multiprocessing.spawn).
+
+    With ``stop``, every rank stops after that step (no final save), as if the job was killed.
+    """
     import os
 
     from bertkit.training import distributed as D
@@ -147,6 +169,12 @@ def ddp_worker(rank: int, world: int, port: int, run_dir: str, steps: int, kw: d
     info = D.init_from_env("cpu")
     try:
         trainer = make_trainer(Path(run_dir), steps=steps, info=info, **kw)
+        if stop is not None:
+            stop_after(trainer, stop)
+            try:
+                trainer.fit()
+            except Stop:
+                return
         trainer.fit()
         if info.is_main:
             from safetensors.torch import save_file
