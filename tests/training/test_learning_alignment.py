@@ -66,7 +66,6 @@ def _check_instance(vocab, ids, types, labels, mask, nsp) -> None:
     assert (mask[:n] == 1).all() and (mask[n:] == 0).all()
     row = ids[:n].copy()
     labelled = labels[:n] != -100
-    assert (ids[:n][labelled] != row[labelled]).sum() >= 0  # labelled positions may be corrupted
     row[labelled] = labels[:n][labelled]  # the original text
     cls, sep = vocab.index("[CLS]"), vocab.index("[SEP]")
     assert row[0] == cls and row[-1] == sep
@@ -87,8 +86,6 @@ def _check_instance(vocab, ids, types, labels, mask, nsp) -> None:
         b_pos = [s * WORDS + w for _, s, w in b]
         assert b_pos == list(range(b_pos[0], b_pos[0] + len(b_pos)))
         assert b_pos[0] > flat[-1][1]
-        a_last_sentence, b_first_sentence = a[-1][1], b[0][1]
-        assert b_first_sentence in (a_last_sentence + 1, a_last_sentence + 2) or b[0][2] > 0
     else:  # random next: B is from another document
         assert nsp == 1 and a[0][0] not in b_docs
 
