@@ -6,9 +6,16 @@ and check held-out MLM accuracy >= 25% and NSP accuracy >= 80%.
 Data: ``--wiki-dir`` (default ../shared/data/pretraining_text/wikipedia), WikiExtractor files;
 the last file is held out (different articles), the others are training data. A WordPiece
 vocabulary is trained on the first files, instances are built by the real pipeline (max length
-128, dynamic masking), then a short calibration run measures seconds per step so that the main
-run's step count (and so its learning-rate schedule) fits the budget. Prints the held-out curve
-and writes ``WORKDIR/run/metrics.jsonl`` and ``WORKDIR/run/curves.png``.
+128; training data re-masked every epoch, held-out masks fixed), then a short calibration run
+measures seconds per step so that the main run's step count (and so its learning-rate schedule)
+fits the budget. Prints the held-out curve next to input-blind baselines (always the most frequent
+masked token; always the majority NSP label) and writes ``WORKDIR/run/metrics.jsonl``,
+``WORKDIR/run/curves.png`` and ``WORKDIR/result.json``.
+
+Defaults are the settings that learned fastest in short side-by-side runs on this machine's CPUs
+(tiny BERT, batch 32 x 128 tokens): peak learning rate 2e-3 (1e-3 slower, 3e-3 and 5e-3 stalled
+at the unigram plateau for longer), no dropout (held-out MLM accuracy 11.3% vs 10.2% after 500
+steps with 0.1), warmup 2% and linear decay.
 """
 
 from __future__ import annotations
@@ -30,18 +37,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--wiki-dir", type=Path, default=DEFAULT_WIKI)
     ap.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
+    ap.add_argument("--max-steps", type=int, default=None, help="fixed steps instead of --minutes")
     ap.add_argument("--train-files", type=int, default=24)
     ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--seq-length", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--learning-rate", type=float, default=2e-3)
+    ap.add_argument("--warmup-proportion", type=float, default=0.02)
+    ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--model-size", default="tiny")
+    ap.add_argument("--evals", type=int, default=12, help="held-out evaluations during the run")
+    ap.add_argument("--eval-examples", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args(argv)
 
     import torch
 
-    from bertkit.cli.quickstart import auto_threads
+    from bertkit.cli.quickstart import auto_threads, input_blind_baselines
     from bertkit.data.corpus import read_documents
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.shards import PretrainingDataset
+    from bertkit.io import atomic_write_text
     from bertkit.tokenizer import train_wordpiece
     from bertkit.training.loop import TrainConfig
     from bertkit.training.pretraining import PretrainOptions, pretrain
@@ -49,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or auto_threads()
     torch.set_num_threads(threads)
     files = sorted(args.wiki_dir.glob("wiki_*"))
+    if len(files) < 2:
+        print(f"{args.wiki_dir}: expected WikiExtractor files wiki_*", file=sys.stderr)
+        return 2
     held_files = files[-1:]  # the last file's articles never appear in training
     train_files = files[:-1][: args.train_files]
     work = args.workdir
@@ -59,31 +78,33 @@ def main(argv: list[str] | None = None) -> int:
         sentences = (s for doc in read_documents(train_files[:4]) for s in doc)
         train_wordpiece(sentences, vocab_size=args.vocab_size, output=vocab, show_progress=False)
     print(f"vocab: {vocab} ({time.perf_counter() - t0:.0f}s)")
-    common = {"max_seq_length": 128, "seed": 12345}
-    for name, inputs, dupe, dynamic in (
-        ("data", train_files, 1, True),
-        ("heldout", held_files, 1, False),
-    ):
-        if not (work / name / "manifest.json").exists():
-            prepare_pretraining(
-                inputs,
-                vocab,
-                work / name,
-                num_workers=2,
-                overwrite=True,
-                settings=PrepareSettings(dupe_factor=dupe, dynamic_masking=dynamic, **common),
-            )
+    common = {"max_seq_length": args.seq_length, "seed": 12345}
+    for name, inputs, dynamic in (("data", train_files, True), ("heldout", held_files, False)):
+        manifest = work / name / "manifest.json"
+        if manifest.exists() and (
+            json.loads(manifest.read_text())["settings"]["max_seq_length"] == args.seq_length
+        ):
+            continue
+        prepare_pretraining(
+            inputs,
+            vocab,
+            work / name,
+            num_workers=2,
+            overwrite=True,
+            settings=PrepareSettings(dupe_factor=1, dynamic_masking=dynamic, **common),
+        )
     n = json.loads((work / "data" / "manifest.json").read_text())["num_instances"]["train"]
     print(f"instances: {n} training ({time.perf_counter() - t0:.0f}s)")
 
-    def options(out: Path, steps: int, evals: int = 12, log_every: int = 25) -> PretrainOptions:
+    def options(out: Path, steps: int, evals: int = args.evals, log_every: int = 25):
         return PretrainOptions(
             data=work / "data",
             output=out,
-            model_size="tiny",
+            model_size=args.model_size,
             max_steps=steps,
             learning_rate=args.learning_rate,
-            warmup_proportion=0.02,
+            warmup_proportion=args.warmup_proportion,
+            dropout=args.dropout,
             eval_data=work / "heldout",
             device="cpu",
             threads=threads,
@@ -91,32 +112,46 @@ def main(argv: list[str] | None = None) -> int:
                 batch_size=args.batch_size,
                 log_every=log_every,
                 eval_every=max(1, steps // evals) if evals else 0,
-                eval_examples=2000,
+                eval_examples=args.eval_examples,
                 save_every=max(1, steps // 6),
                 keep_last=2,
+                peak_flops=1e11,  # nominal; skips the start-up matmul benchmark
             ),
         )
 
-    # calibration: seconds per training step (from the logged windows, so start-up and the
-    # final evaluation are not counted), then size the main run to the budget
-    calib = work / "calibration"
-    shutil.rmtree(calib, ignore_errors=True)
-    pretrain(options(calib, 40, evals=0, log_every=10), log=lambda m: None)
-    windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
-    per_step = sorted(r["seconds_per_step"] for r in windows if r["type"] == "train")[1]
-    shutil.rmtree(work / "evalcost", ignore_errors=True)
+    if args.max_steps is not None:
+        steps = args.max_steps
+    else:
+        # calibration: seconds per training step (from the logged windows, so start-up and the
+        # final evaluation are not counted), then size the main run to the budget
+        calib = work / "calibration"
+        shutil.rmtree(calib, ignore_errors=True)
+        pretrain(options(calib, 40, evals=0, log_every=10), log=lambda m: None)
+        windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
+        per_step = sorted(r["seconds_per_step"] for r in windows if r["type"] == "train")[1]
+        shutil.rmtree(work / "evalcost", ignore_errors=True)
+        t = time.perf_counter()
+        pretrain(options(work / "evalcost", 1, evals=0), log=lambda m: None)  # one step + eval
+        eval_cost = time.perf_counter() - t
+        steps = max(50, int((args.minutes * 60 - args.evals * eval_cost) / per_step * 0.95))
+        print(f"calibration: {per_step:.3f} s/step on {threads} threads -> {steps} steps")
     shutil.rmtree(work / "run", ignore_errors=True)  # the step count is new each time
     t = time.perf_counter()
-    pretrain(options(work / "evalcost", 1, evals=0), log=lambda m: None)  # one step + one eval
-    eval_cost = time.perf_counter() - t
-    steps = max(50, int((args.minutes * 60 - 12 * eval_cost) / per_step * 0.95))
-    print(f"calibration: {per_step:.3f} s/step on {threads} threads -> {steps} steps")
-    t = time.perf_counter()
-    result = pretrain(options(work / "run", steps), log=print)
+    started = time.strftime("%H:%M:%S")
+    result = pretrain(
+        options(work / "run", steps),
+        log=lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True),
+    )
     minutes = (time.perf_counter() - t) / 60
-    evals = [json.loads(x) for x in (work / "run" / "metrics.jsonl").read_text().splitlines()]
-    print("\nheld-out curve (step, MLM acc, NSP acc):")
-    for r in (r for r in evals if r["type"] == "eval"):
+    records = [json.loads(x) for x in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["type"] == "eval"]
+    base = input_blind_baselines(PretrainingDataset(work / "heldout"), args.eval_examples)
+    print(
+        f"\ninput-blind baselines on the held-out set: MLM {base['mlm_acc']:.4f} (most frequent "
+        f"token), NSP {base['nsp_acc']:.4f} (majority label)"
+    )
+    print("held-out curve (step, MLM acc, NSP acc):")
+    for r in evals:
         print(f"  {r['step']:6d}  {r['mlm_acc']:.4f}  {r['nsp_acc']:.4f}")
     e = result.final_eval or {}
     ok = e.get("mlm_acc", 0) >= 0.25 and e.get("nsp_acc", 0) >= 0.80
@@ -124,7 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         f"\nfinal after {minutes:.1f} min ({result.step} steps): MLM {e.get('mlm_acc', 0):.4f} "
         f"(target 0.25), NSP {e.get('nsp_acc', 0):.4f} (target 0.80) -> {'PASS' if ok else 'FAIL'}"
     )
-    print(f"curve: {work / 'run' / 'curves.png'}")
+    summary = {
+        "command": sys.argv,
+        "settings": vars(args) | {"wiki_dir": str(args.wiki_dir), "workdir": str(work)},
+        "threads": threads,
+        "started": started,
+        "train_minutes": minutes,
+        "steps": result.step,
+        "final": e,
+        "baselines": base,
+        "curve": [{k: r[k] for k in ("step", "mlm_acc", "nsp_acc", "mlm_loss")} for r in evals],
+        "pass": ok,
+    }
+    atomic_write_text(work / "result.json", json.dumps(summary, indent=2, default=str) + "\n")
+    print(f"curve: {work / 'run' / 'curves.png'}, {work / 'run' / 'metrics.jsonl'}")
     return 0 if ok else 1
 
 

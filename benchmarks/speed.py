@@ -72,9 +72,19 @@ def pretraining_batch(batch: int, seq: int, vocab: int, masked: int, seed: int =
     }
 
 
-def _train_step_fn(model, batch: dict, precision: str) -> Callable[[], None]:
+def _optimizer(model, ours: bool) -> torch.optim.Optimizer:
+    """Each side's default AdamW: bertkit's build_optimizer (fused, no decay on bias/LayerNorm)
+    and, for transformers, the fused torch AdamW its Trainer picks by default with torch >= 2.8."""
+    if ours:
+        from bertkit.training.optim import OptimizerConfig, build_optimizer
+
+        return build_optimizer(model, OptimizerConfig(lr=1e-4, weight_decay=0.01, eps=1e-6))
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6, fused=True)
+
+
+def _train_step_fn(model, batch: dict, precision: str, ours: bool) -> Callable[[], None]:
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
+    opt = _optimizer(model, ours)
 
     def step() -> None:
         with _autocast(precision):
@@ -102,12 +112,12 @@ def pretraining_row(size_name: str, precision: str, batch: int, seq: int, repeat
     data = pretraining_batch(batch, seq, cfg.vocab_size, masked)
     torch.manual_seed(0)
     fns = {
-        "bertkit": _train_step_fn(BertForPreTraining(cfg), data, precision),
+        "bertkit": _train_step_fn(BertForPreTraining(cfg), data, precision, True),
         "hf-sdpa": _train_step_fn(
-            HFPreTraining(_hf_config(size, cfg.vocab_size, "sdpa")), data, precision
+            HFPreTraining(_hf_config(size, cfg.vocab_size, "sdpa")), data, precision, False
         ),
         "hf-eager": _train_step_fn(
-            HFPreTraining(_hf_config(size, cfg.vocab_size, "eager")), data, precision
+            HFPreTraining(_hf_config(size, cfg.vocab_size, "eager")), data, precision, False
         ),
     }
     flops = pretraining_step_flops(
@@ -148,10 +158,10 @@ def finetune_row(precision: str, batch: int, seq: int, repeats: int) -> Row:
         "labels": torch.randint(0, 2, (batch,), generator=g),
     }
     ours = load_pretrained(path, BertForSequenceClassification, num_labels=2)
-    fns = {"bertkit": _train_step_fn(ours, data, precision)}
+    fns = {"bertkit": _train_step_fn(ours, data, precision, True)}
     for attn in ("sdpa", "eager"):
         ref = HFCls.from_pretrained(path, num_labels=2, attn_implementation=attn)
-        fns[f"hf-{attn}"] = _train_step_fn(ref, data, precision)
+        fns[f"hf-{attn}"] = _train_step_fn(ref, data, precision, False)
     cfg = ours.config
     flops = 3 * inference_flops(
         [seq] * batch, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size

@@ -227,5 +227,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def summary_rows(wiki: Path | None = None, mb: float = 5.0, rounds: int = 1) -> str:
+    """Markdown rows for the speed harness (python -m benchmarks): MB/s of bertkit vs Rust
+    tokenizers, single worker and two, on ``mb`` MB of Wikipedia (the same cases as main())."""
+    wiki = wiki or ROOT.parent / "shared/data/pretraining_text/wikipedia"
+    if not wiki.is_dir():
+        return f"(tokenizer rows skipped: no Wikipedia text at {wiki})"
+    lines = read_lines(wiki, int(mb * 1e6))
+    size = sum(len(s.encode()) for s in lines) / 1e6
+    pairs = (("bertkit-1proc", "rust-1thread"), ("bertkit-2proc", "rust-2threads"))
+    rates: dict[str, list[float]] = {c: [] for pair in pairs for c in pair}
+    with tempfile.TemporaryDirectory() as tmp:
+        lines_file = Path(tmp) / "lines.pkl"
+        lines_file.write_bytes(pickle.dumps(lines))
+        for r in range(rounds):
+            for case in rates if r % 2 == 0 else reversed(list(rates)):
+                rates[case].append(size / child(case, lines_file, minilm_dir())["seconds"])
+    out = [
+        f"| tokenizer ({size:.1f} MB Wikipedia, offsets) | bertkit MB/s | Rust tokenizers MB/s "
+        "| bertkit / Rust |",
+        "|---|---:|---:|---:|",
+    ]
+    for ours, theirs in pairs:
+        a, b = statistics.median(rates[ours]), statistics.median(rates[theirs])
+        out.append(f"| {ours} vs {theirs} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,9 +31,7 @@ WORD = re.compile(r"d(\d+)s(\d+)w(\d+)")
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("align")
-    words = [
-        f"d{d}s{s}w{w}" for d in range(DOCS) for s in range(SENTENCES) for w in range(WORDS)
-    ]
+    words = [f"d{d}s{s}w{w}" for d in range(DOCS) for s in range(SENTENCES) for w in range(WORDS)]
     (root / "vocab.txt").write_text("\n".join(SPECIALS + words) + "\n")
     corpus = "".join(
         "".join(" ".join(f"d{d}s{s}w{w}" for w in range(WORDS)) + "\n" for s in range(SENTENCES))

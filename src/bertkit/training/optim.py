@@ -84,10 +84,9 @@ def build_optimizer(model: nn.Module, config: OptimizerConfig) -> torch.optim.Op
     groups = param_groups(model, config.weight_decay)
     if config.name == "lamb":
         return Lamb(groups, lr=config.lr, betas=config.betas, eps=config.eps)
-    # foreach=False: one code path on every device, so results do not depend on the kernel choice.
-    return torch.optim.AdamW(
-        groups, lr=config.lr, betas=config.betas, eps=config.eps, foreach=False
-    )
+    # fused=True: one multi-tensor kernel per step (CPU and CUDA) instead of ~10 small ops per
+    # parameter; the same AdamW update, equal to the per-parameter loop within fp32 rounding.
+    return torch.optim.AdamW(groups, lr=config.lr, betas=config.betas, eps=config.eps, fused=True)
 
 
 class Lamb(torch.optim.Optimizer):
