@@ -17,6 +17,7 @@ from benchmarks.flops import inference_flops, pretraining_step_flops
 from benchmarks.timing import interleaved_seconds
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+PEAK, PEAK_N = "matmul-peak", 2048
 
 
 @dataclass
@@ -29,6 +30,18 @@ class Row:
     work: float  # units of work per call (tokens or sequences)
     flops: float  # useful FLOPs per call
     seconds: dict[str, float] = field(default_factory=dict)
+    peak_gflops: float = 0.0  # matmul rate measured interleaved with this row's candidates
+
+    def measure(self, fns: dict[str, Callable[[], None]], repeats: int) -> None:
+        """Time ``fns`` interleaved, together with a matmul of the row's precision, so that the
+        peak behind MFU is measured under the same machine load as the candidates (on a shared
+        machine a peak taken once at start-up is not comparable with rates measured later)."""
+        n = PEAK_N
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        seconds = interleaved_seconds({**fns, PEAK: lambda: a @ b}, repeats)
+        self.peak_gflops = 2 * n**3 / seconds.pop(PEAK) / 1e9
+        self.seconds = seconds
 
     def rate(self, impl: str) -> float:
         return self.work / self.seconds[impl]
@@ -132,7 +145,7 @@ def pretraining_row(size_name: str, precision: str, batch: int, seq: int, repeat
     row = Row(
         f"pretrain step {size_name} T={seq} B={batch}", precision, "tok/s", batch * seq, flops
     )
-    row.seconds = interleaved_seconds(fns, repeats)
+    row.measure(fns, repeats)
     return row
 
 
@@ -167,7 +180,7 @@ def finetune_row(precision: str, batch: int, seq: int, repeats: int) -> Row:
         [seq] * batch, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size
     )
     row = Row(f"finetune cls MiniLM T={seq} B={batch}", precision, "tok/s", batch * seq, flops)
-    row.seconds = interleaved_seconds(fns, repeats)
+    row.measure(fns, repeats)
     return row
 
 
@@ -207,5 +220,5 @@ def inference_row(precision: str, batch: int, lengths: list[int], label: str, re
     cfg = load_pretrained(path, BertModel).config
     flops = inference_flops(lengths, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size)
     row = Row(f"inference MiniLM B={batch} {label}", precision, "seq/s", batch, flops)
-    row.seconds = interleaved_seconds(fns, repeats)
+    row.measure(fns, repeats)
     return row

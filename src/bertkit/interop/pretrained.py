@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, to
             state = torch.load(str(pickle_path), map_location="cpu", weights_only=True)
         except Exception as e:  # weights_only refuses anything but tensors and plain containers
             raise CheckpointError(
-                f"{pickle_path}: refused by torch.load(weights_only=True): {str(e).splitlines()[0]}"
+                f"{pickle_path}: refused by torch.load(weights_only=True): {_load_failure(e)}"
             ) from e
         if not isinstance(state, dict):
             raise CheckpointError(f"{pickle_path}: expected a dict of tensors")
@@ -72,6 +73,15 @@ def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, to
         f"{directory}: no weights found (expected model.safetensors, "
         "model.safetensors.index.json, or pytorch_model.bin with allow_pickle)"
     )
+
+
+def _load_failure(e: Exception) -> str:
+    """The one informative line of a torch.load error (which global was refused, if any)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if found:
+        return f"it references {found.group(1)}, which is not a tensor (possible code execution)"
+    return next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
 
 
 def load_config(directory: Path, **overrides: Any) -> BertConfig:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
@@ -235,10 +236,13 @@ def read_checkpoint(path: Path) -> Checkpoint:
     state = json.loads((path / "state.json").read_text(encoding="utf-8"))
     # clone: tensors parsed from a bytes buffer are not 64-byte aligned like fresh allocations;
     # owning aligned copies keeps every kernel on the same code path as in an uninterrupted run.
-    tensors = {
-        n: {k: v.clone() for k, v in st_load((path / f"{n}.safetensors").read_bytes()).items()}
-        for n in ("model", "optimizer", "rng")
-    }
+    tensors = {}
+    for n in ("model", "optimizer", "rng"):
+        fpath = path / f"{n}.safetensors"
+        try:
+            tensors[n] = {k: v.clone() for k, v in st_load(fpath.read_bytes()).items()}
+        except SafetensorError as e:  # e.g. a pickle renamed .safetensors, manifest forged
+            raise CheckpointError(f"{fpath}: not a valid safetensors file ({e})") from e
     return Checkpoint(
         path=path,
         step=int(manifest["step"]),

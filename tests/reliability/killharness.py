@@ -1,0 +1,140 @@
+"""An in-suite kill harness: SIGKILL ``bertkit pretrain`` at random moments and during checkpoint
+writes, rerun it after each kill, and compare the result with an uninterrupted run.
+
+Each run is a real separate process killed with SIGKILL. The processes are forked from a
+forkserver that has already imported torch and bertkit, so a restart costs milliseconds instead of
+the seconds a fresh interpreter needs (this is what lets ten kills fit in the default test run).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+CTX = mp.get_context("forkserver")
+CTX.set_forkserver_preload(
+    ["torch", "numpy", "safetensors.torch", "bertkit.cli.main", "bertkit.training.pretraining"]
+)
+
+
+def _child(argv: list[str], log: str) -> None:
+    """Process body: ``bertkit <argv>`` with stdout/stderr appended to ``log``."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ["BERTKIT_PROGRESS"] = "0"
+    from bertkit.cli.main import main
+
+    sys.exit(main(argv))
+
+
+def pretrain_argv(data: Path, out: Path, steps: int, *extra: str) -> list[str]:
+    """A tiny pre-training run: a checkpoint every 4 updates, each file write slowed by 0.05 s."""
+    return [
+        "pretrain", "--data", str(data), "--output", str(out), "--max-steps", str(steps),
+        "--batch-size", "8", "--save-every", "4", "--keep-last", "2", "--log-every", "1",
+        "--warmup-steps", "4", "--learning-rate", "1e-3", "--threads", "1",
+        "--peak-tflops", "1", "--eval-every", "10", "--dropout", "0.1", "--no-progress",
+        "--debug-checkpoint-delay", "0.05", *extra,
+    ]  # fmt: skip
+
+
+def run_to_end(argv: list[str], log: Path) -> None:
+    p = CTX.Process(target=_child, args=(argv, str(log)))
+    p.start()
+    p.join(300)
+    assert p.exitcode == 0, log.read_text()
+
+
+def logged_steps(out: Path) -> int:
+    path = out / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    return sum(1 for x in path.read_text().splitlines() if '"train"' in x)
+
+
+def temp_folders(out: Path) -> set[str]:
+    root = out / "checkpoints"
+    return {p.name for p in root.glob(".tmp-*")} if root.is_dir() else set()
+
+
+def writing(out: Path, stale: set[str]) -> bool:
+    """Whether a checkpoint write is in progress: a ``.tmp-*`` folder other than the ``stale``
+    ones left by earlier kills (which the rerun deletes at start-up: that is not a write)."""
+    return bool(temp_folders(out) - stale)
+
+
+def kill_once(
+    argv: list[str],
+    out: Path,
+    during_write: bool,
+    rng: random.Random,
+    log: Path,
+    after_checkpoint: bool = False,
+) -> str:
+    """Start a run and SIGKILL it inside a checkpoint write, or at a random moment (0-0.4 s) after
+    it has logged its first new step (and, with ``after_checkpoint``, written a checkpoint).
+    Returns "write", "random" or "finished" (the run ended before the kill was due)."""
+    before, stale = logged_steps(out), temp_folders(out)
+    p = CTX.Process(target=_child, args=(argv, str(log)))
+    p.start()
+    delay, training_since = rng.uniform(0.0, 0.4), None
+    deadline = time.monotonic() + 300
+    while p.is_alive():
+        assert time.monotonic() < deadline, "run neither finished nor was killed"
+        ready = not after_checkpoint or any((out / "checkpoints").glob("step-*/manifest.json"))
+        if training_since is None and ready and logged_steps(out) > before:
+            training_since = time.monotonic()
+        due = training_since is not None and time.monotonic() - training_since > delay
+        if (during_write and writing(out, stale)) or (not during_write and due):
+            hit = writing(out, stale)
+            os.kill(p.pid, signal.SIGKILL)
+            p.join()
+            assert p.exitcode == -signal.SIGKILL
+            return "write" if hit else "random"
+        time.sleep(0.002)
+    assert p.exitcode == 0, log.read_text()
+    return "finished"
+
+
+def train_log(out: Path) -> list[tuple[int, float, float]]:
+    recs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"], r["lr"]) for r in recs if r["type"] == "train"]
+
+
+def differences(ref: Path, out: Path, steps: int) -> list[str]:
+    """What differs between two finished runs: the per-step loss log (step, loss, lr), the final
+    weights, and the last checkpoint's weights, optimizer, RNG and trainer state (JSON)."""
+    problems = []
+    if train_log(ref) != train_log(out):
+        problems.append("per-step loss log")
+    last = f"checkpoints/step-{steps:09d}"
+    for name in (
+        "model/model.safetensors",
+        f"{last}/model.safetensors",
+        f"{last}/optimizer.safetensors",
+        f"{last}/rng.safetensors",
+    ):
+        a, b = load_file(str(ref / name)), load_file(str(out / name))
+        if a.keys() != b.keys() or not all(torch.equal(a[k], b[k]) for k in a):
+            problems.append(name)
+    state = [json.loads((run / last / "state.json").read_text()) for run in (ref, out)]
+    if state[0] != state[1]:
+        problems.append(f"{last}/state.json")
+    return problems
+
+
+def kill_plan(kills: int, write_kills: int, seed: int) -> list[bool]:
+    """Which kills wait for a checkpoint write (True) and which land at random (False)."""
+    plan = [True] * write_kills + [False] * (kills - write_kills)
+    random.Random(seed).shuffle(plan)
+    return plan
