@@ -30,15 +30,6 @@ def _fixture_words() -> set[str]:
     return words
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run 10-50x faster on one thread when the machine is shared (no oversubscription)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, hidden-32 BertModel (no heads) + vocab.txt, saved with save_pretrained."""

@@ -21,9 +21,11 @@ import torch
 from safetensors.torch import load_file
 
 CTX = mp.get_context("forkserver")
+# matplotlib too: every run ends by plotting its curves
 CTX.set_forkserver_preload(
-    ["torch", "numpy", "safetensors.torch", "bertkit.cli.main", "bertkit.training.pretraining"]
-)
+    ["torch", "numpy", "safetensors.torch", "bertkit.cli.main", "bertkit.training.pretraining",
+     "bertkit.training.loop", "bertkit.model", "bertkit.interop", "matplotlib.pyplot"]
+)  # fmt: skip
 
 
 def _child(argv: list[str], log: str) -> None:

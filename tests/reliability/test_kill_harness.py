@@ -25,7 +25,7 @@ from .killharness import (
     train_log,
 )
 
-STEPS = 48
+SHORT, LONG = 24, 48  # updates of the default-run harness, and of the 10-kill one
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +34,19 @@ def data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(data, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("ref") / "run"
-    run_to_end(pretrain_argv(data, out, STEPS), out.parent / "log.txt")
-    assert [s for s, _, _ in train_log(out)] == list(range(1, STEPS + 1))
-    return out
+def reference(data, tmp_path_factory):
+    """reference(steps): an uninterrupted run of ``steps`` updates (built once per length)."""
+    runs: dict[int, Path] = {}
+
+    def get(steps: int) -> Path:
+        if steps not in runs:
+            out = tmp_path_factory.mktemp(f"ref{steps}") / "run"
+            run_to_end(pretrain_argv(data, out, steps), out.parent / "log.txt")
+            assert [s for s, _, _ in train_log(out)] == list(range(1, steps + 1))
+            runs[steps] = out
+        return runs[steps]
+
+    return get
 
 
 def _kill_repeatedly(
@@ -62,25 +70,25 @@ def _kill_repeatedly(
 
 
 @pytest.mark.parametrize(
-    "kills, write_kills",
-    [(3, 2), pytest.param(10, 3, marks=pytest.mark.slow)],  # the full issue-7 harness: ~45 s
+    "kills, write_kills, steps",
+    [(3, 2, SHORT), pytest.param(10, 3, LONG, marks=pytest.mark.slow)],  # 10 kills: ~60 s
 )
 def test_sigkills_during_writes_and_at_random_are_bit_identical(
-    data, reference, tmp_path, kills, write_kills
+    data, reference, tmp_path, kills, write_kills, steps
 ):
     out = tmp_path / "run"
-    argv = pretrain_argv(data, out, STEPS)
+    argv = pretrain_argv(data, out, steps)
     counts = _kill_repeatedly(argv, out, kill_plan(kills, write_kills, seed=kills), seed=kills)
     assert counts["finished"] == 0, counts  # every run was killed before it could finish
     assert counts["write"] >= write_kills, counts
-    assert differences(reference, out, STEPS) == []
+    assert differences(reference(steps), out, steps) == []
     assert not list((out / "checkpoints").glob(".tmp-*"))  # interrupted writes cleaned up
 
 
 def test_negative_control_resume_without_cursor_and_rng_differs(data, reference, tmp_path):
     out = tmp_path / "run"
-    argv = pretrain_argv(data, out, STEPS, "--debug-no-restore", "both")
+    argv = pretrain_argv(data, out, SHORT, "--debug-no-restore", "both")
     counts = _kill_repeatedly(argv, out, [False], seed=2, after_checkpoint=True)
     assert counts["finished"] == 0, counts
-    found = differences(reference, out, STEPS)
+    found = differences(reference(SHORT), out, SHORT)
     assert "per-step loss log" in found and "model/model.safetensors" in found, found

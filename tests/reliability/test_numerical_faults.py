@@ -67,17 +67,32 @@ def inject(trainer, fault: str, attempts: set[int], factor: float | None = None)
         model.bert.embeddings.word.weight.register_hook(grad_hook)
 
 
+@pytest.fixture(scope="module")
+def baselines(tmp_path_factory) -> dict:
+    """The control that consumed batch K without training on it, and the plain run."""
+    root = tmp_path_factory.mktemp("baselines")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the tests (module fixtures run before the autouse one_thread)
+    control = make_trainer(root / "ctl", steps=6, dropout=0.0, drop_attempts=frozenset({K}))
+    control.fit()
+    plain = make_trainer(root / "plain", steps=6, dropout=0.0)
+    plain.fit()
+    torch.set_num_threads(threads)
+    return {
+        "control": _weights(control),
+        "control_opt": control.optimizer.state_dict()["state"],
+        "plain": _weights(plain),
+        "plain_lr": [r["lr"] for r in _records(root / "plain") if r["type"] == "train"],
+    }
+
+
 @pytest.mark.parametrize("fault", ["nan_loss", "inf_loss", "nan_grad", "inf_grad"])
-def test_faulty_update_is_skipped_like_a_dropped_batch(tmp_path, fault):
+def test_faulty_update_is_skipped_like_a_dropped_batch(tmp_path, fault, baselines):
     msgs: list[str] = []
     faulty = make_trainer(tmp_path / "faulty", steps=6, dropout=0.0)
     faulty._log = msgs.append
     inject(faulty, fault, {K})
     result = faulty.fit()
-    control = make_trainer(tmp_path / "ctl", steps=6, dropout=0.0, drop_attempts=frozenset({K}))
-    control.fit()
-    plain = make_trainer(tmp_path / "plain", steps=6, dropout=0.0)
-    plain.fit()
 
     assert result.step == 6 and result.skipped == 1
     recs = _records(tmp_path / "faulty")
@@ -85,22 +100,18 @@ def test_faulty_update_is_skipped_like_a_dropped_batch(tmp_path, fault):
     assert any("non-finite loss or gradient at step 2; update skipped" in m for m in msgs), msgs
     # step counter and schedule did not advance: steps 1..6 logged once each, plain run's lr
     train = [r for r in recs if r["type"] == "train"]
-    plain_train = [r for r in _records(tmp_path / "plain") if r["type"] == "train"]
     assert [r["step"] for r in train] == list(range(1, 7))
-    assert [r["lr"] for r in train] == [r["lr"] for r in plain_train]
+    assert [r["lr"] for r in train] == baselines["plain_lr"]
     state = json.loads(
         (tmp_path / "faulty" / "checkpoints" / "step-000000006" / "state.json").read_text()
     )
     assert state["scheduler"]["step"] == 6 and state["counters"]["skipped"] == 1
     # the weights equal the control that skipped that batch, and differ from training on it
-    assert all(
-        torch.equal(a, b) for a, b in zip(_weights(faulty).values(), _weights(control).values())
-    )
-    assert not all(
-        torch.equal(a, b) for a, b in zip(_weights(faulty).values(), _weights(plain).values())
-    )
+    weights = _weights(faulty)
+    assert all(torch.equal(weights[k], baselines["control"][k]) for k in weights)
+    assert not all(torch.equal(weights[k], baselines["plain"][k]) for k in weights)
     # and the optimizer state too (Adam moments untouched by the poisoned gradient)
-    fo, co = faulty.optimizer.state_dict()["state"], control.optimizer.state_dict()["state"]
+    fo, co = faulty.optimizer.state_dict()["state"], baselines["control_opt"]
     assert all(torch.equal(fo[i][k], co[i][k]) for i in fo for k in fo[i])
 
 

@@ -99,6 +99,24 @@ def load_config(directory: Path, **overrides: Any) -> BertConfig:
     return BertConfig.from_dict(data)
 
 
+def check_vocab_fits(directory: Path, config: BertConfig) -> None:
+    """Refuse a vocab.txt holding more tokens than the embedding table has rows.
+
+    Its ids would index past the table (an IndexError deep inside the model otherwise). A smaller
+    vocabulary is allowed: checkpoints often pad vocab_size to a multiple of 8 or 64.
+    """
+    path = directory / "vocab.txt"
+    if not path.is_file():
+        return
+    with open(path, "rb") as f:
+        n = sum(1 for _ in f)
+    if n > config.vocab_size:
+        raise CheckpointError(
+            f"{path}: {n} tokens, but {directory / 'config.json'} has vocab_size "
+            f"{config.vocab_size}; this vocabulary does not belong to these weights"
+        )
+
+
 def load_weights(
     model: nn.Module, state: dict[str, torch.Tensor], strict: bool = False
 ) -> LoadReport:
@@ -150,6 +168,7 @@ def load_with_report(
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
     config = load_config(directory, **config_overrides)
+    check_vocab_fits(directory, config)
     classes = _model_classes()
     if model_class is None:
         names = config.architectures or []

@@ -12,7 +12,6 @@ import gc
 import multiprocessing as mp
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain
 from typing import Any, TypeVar
 
 import numpy as np
@@ -129,7 +128,7 @@ def _arrays_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | No
     for e in encs:
         ids.extend(e.input_ids)
         types.extend(e.token_type_ids)
-        offsets.extend(chain.from_iterable(e.offsets))
+        offsets.extend(e.flat_offsets)
         lengths.append(len(e.input_ids))
     return ids.tobytes(), types.tobytes(), offsets.tobytes(), lengths.tobytes()
 

@@ -133,9 +133,31 @@ def save_checkpoint(
     Returns the final checkpoint folder.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_dir_name(step)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    try:
+        _write_checkpoint(root, final, tmp, step, model, optimizer, rng, state, write_delay)
+    except OSError as e:  # full disk, lost permissions: clean up and say which checkpoint failed
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(f"{final}: cannot write the checkpoint ({e.strerror or e})") from e
+    for old in list_checkpoints(root)[keep_last:]:
+        _remove(old)
+    return final
+
+
+def _write_checkpoint(
+    root: Path,
+    final: Path,
+    tmp: Path,
+    step: int,
+    model: dict[str, torch.Tensor],
+    optimizer: dict[str, torch.Tensor],
+    rng: dict[str, torch.Tensor],
+    state: dict[str, Any],
+    write_delay: float,
+) -> None:
+    """Write every file into ``tmp``, the manifest last, then rename ``tmp`` to ``final``."""
+    root.mkdir(parents=True, exist_ok=True)
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -162,9 +184,6 @@ def save_checkpoint(
         _remove(final)
     os.replace(tmp, final)
     fsync_dir(root)
-    for old in list_checkpoints(root)[keep_last:]:
-        _remove(old)
-    return final
 
 
 def _own_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
