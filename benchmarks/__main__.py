@@ -30,12 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only", default="", help="comma list of row groups: pretrain,finetune,infer,tokenizer"
     )
+    ap.add_argument("--sizes", default="", help="pre-training sizes (default tiny,mini,small,base)")
+    ap.add_argument("--precisions", default="fp32,bf16", help="comma list: fp32,bf16")
     ap.add_argument("--json", default="benchmarks/results.json", help="where to write the results")
     args = ap.parse_args(argv)
     groups = (
         set(args.only.split(",")) if args.only else {"pretrain", "finetune", "infer", "tokenizer"}
     )
     reps = 3 if args.quick else 5
+    precisions = args.precisions.split(",")
 
     peaks = {p: matmul_peak_gflops(p) for p in ("float32", "bfloat16")}
     print(
@@ -45,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     if "pretrain" in groups:
         sizes = ["tiny", "mini", "small"] + ([] if args.quick else ["base"])
-        for precision in ("fp32", "bf16"):
+        if args.sizes:
+            sizes = args.sizes.split(",")
+        for precision in precisions:
             for size in sizes:
                 batch = 32 if size != "base" else 8
                 rows.append(
@@ -53,13 +58,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 _print_row(rows[-1], peaks)
     if "finetune" in groups:
-        for precision in ("fp32", "bf16"):
+        for precision in precisions:
             rows.append(finetune_row(precision, 32, 128, reps))
             _print_row(rows[-1], peaks)
     if "infer" in groups:
         rng = random.Random(0)
         mixed = [rng.randint(8, 128) for _ in range(32)]
-        for precision in ("fp32", "bf16"):
+        for precision in precisions:
             rows.append(inference_row(precision, 32, [128] * 32, "uniform 128", reps))
             _print_row(rows[-1], peaks)
             rows.append(inference_row(precision, 32, mixed, "mixed 8..128", reps))

@@ -14,8 +14,10 @@ exact), repeated for ``--rounds`` rounds in alternating order:
   hf-slow         transformers' pure-Python BertTokenizerLegacy (ids only: slow tokenizers cannot
                   return offsets), on the first --slow-mb MB
 
-For Rust, "rate" is encode_batch alone; "to-python" adds reading ids and offsets of every
-encoding into Python lists (what bertkit returns). cpu/wall = process CPU time (children
+"rate" counts the offsets as each tokenizer computes them: Rust's stay in Rust, bertkit's are
+flat uint32 arrays (``Encoding.flat_offsets``). "to-python" adds reading every encoding's offsets
+as a Python list of (start, end) tuples (for Rust, ids and offsets; for bertkit, the first
+access to ``Encoding.offsets``, which builds that list). cpu/wall = process CPU time (children
 included) over wall time: ~1 for one thread, up to 2 when two threads really run and the
 machine has two idle cores; "OS threads" counts the Rust process's threads after encoding
 (main thread + rayon pool), which shows the RAYON_NUM_THREADS setting took effect.
@@ -108,9 +110,15 @@ def run_case(case: str, lines: list[str], vocab_dir: Path) -> dict:
             else:
                 encs = tok.encode_batch(lines, num_workers=2, chunk_size=512)
             tokens = sum(len(e.input_ids) for e in encs)
-            n_offsets = sum(len(e.offsets) for e in encs)
+            # offsets are computed (flat uint32 arrays); the list of (start, end) tuples is
+            # built on first access to Encoding.offsets: timed below as "to-python"
+            n_offsets = sum(len(e.flat_offsets) for e in encs) // 2
         seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
         assert n_offsets == tokens
+        if case != "bertkit-2proc":
+            t1 = time.perf_counter()
+            assert sum(len(e.offsets) for e in encs) == tokens
+            extra["to_python_seconds"] = seconds + time.perf_counter() - t1
     elif case.startswith("rust"):
         os.environ["HF_HUB_OFFLINE"] = "1"
         from transformers import BertTokenizerFast
@@ -223,6 +231,15 @@ def main(argv: list[str] | None = None) -> int:
             f"(rounds: {', '.join(f'{x:.2f}' for x in per_round)}; target >= 1.5x); "
             f"per CPU-second {statistics.median(per_cpu):.2f}x"
         )
+    to_python = [
+        (b["to_python_seconds"] / a["to_python_seconds"])
+        for a, b in zip(results["bertkit-1proc"], results["rust-1thread"])
+    ]
+    print(
+        "bertkit-1proc / rust-1thread, both with every offset as a Python (start, end) tuple: "
+        f"median {statistics.median(to_python):.2f}x (rounds: "
+        f"{', '.join(f'{x:.2f}' for x in to_python)})"
+    )
     print(f"bertkit-1proc / hf-slow: {rate['bertkit-1proc'] / rate['hf-slow']:.1f}x")
     return 0
 

@@ -66,18 +66,16 @@ def command(data: Path, out: Path, steps: int, extra: list[str]) -> list[str]:
     ]
 
 
-def writing(out: Path, since: float) -> bool:
-    """A checkpoint write begun by the current process (stale ``.tmp-*`` folders are older)."""
+def temp_folders(out: Path) -> set[str]:
     root = out / "checkpoints"
-    if not root.is_dir():
-        return False
-    for p in root.iterdir():
-        try:
-            if p.name.startswith(".tmp-") and p.stat().st_mtime >= since:
-                return True
-        except FileNotFoundError:
-            continue
-    return False
+    return {p.name for p in root.glob(".tmp-*")} if root.is_dir() else set()
+
+
+def writing(out: Path, stale: set[str]) -> bool:
+    """A checkpoint write in progress: a ``.tmp-*`` folder other than the ``stale`` ones left by
+    earlier kills. (The rerun deletes those at start-up, which updates their mtime: an mtime test
+    would count a kill during that clean-up as a kill during a write.)"""
+    return bool(temp_folders(out) - stale)
 
 
 def logged_steps(out: Path) -> int:
@@ -92,16 +90,15 @@ def finished(out: Path, steps: int) -> bool:
 def kill_once(cmd: list[str], out: Path, during_write: bool, rng: random.Random, log: Path) -> str:
     """Start the run and SIGKILL it during a checkpoint write, or at a random moment once it is
     training again (start-up time varies too much on a shared machine to time kills from launch)."""
-    before = logged_steps(out)
-    since = time.time()
+    before, stale = logged_steps(out), temp_folders(out)
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=log.open("w"))
     delay, training_since = rng.uniform(0.0, 3.0), None
     while proc.poll() is None:
         if training_since is None and logged_steps(out) > before:
             training_since = time.monotonic()
         due = training_since is not None and time.monotonic() - training_since > delay
-        if (during_write and writing(out, since)) or (not during_write and due):
-            hit = writing(out, since)
+        if (during_write and writing(out, stale)) or (not during_write and due):
+            hit = writing(out, stale)
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             return (

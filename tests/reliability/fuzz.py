@@ -1,9 +1,10 @@
 """A seeded generator of adversarial Unicode strings and the invariants every encoding must meet.
 
 Used by test_fuzz_tokenizer.py (10^5 strings per run) and scripts/fuzz_tokenizer.py (longer runs).
-Plain ``random`` instead of hypothesis: hypothesis spends most of its time on example management,
-and this generator reaches ~5-10x more strings per second (shrinking is replaced by printing the
-failing string with its seed and index, which reproduces it exactly).
+Plain ``random`` instead of hypothesis: hypothesis spends most of its time on example management;
+with the same checks this generator ran 11x more strings per second (3103/s vs 273/s, one run side
+by side on a shared machine). Instead of shrinking, a failure prints its seed, index and string,
+which reproduce it exactly.
 """
 
 from __future__ import annotations

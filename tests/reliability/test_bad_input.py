@@ -217,7 +217,8 @@ def test_config_does_not_match_weights(tmp_path, capsys, model_dir):
     text.write_text("hello\n")
     argv = ["embed", "--model", str(d), "--input", str(text), "--output",
             str(tmp_path / "out" / "v.npy")]  # fmt: skip
-    fails_with_one_line(capsys, argv, "shape")
+    last = fails_with_one_line(capsys, argv, "shape mismatch", "does config.json match")
+    assert last.startswith(f"bertkit embed: error: {d}: "), last
     assert no_files(tmp_path / "out")
 
 

@@ -12,6 +12,7 @@ and a pickle disguised as a checkpoint's ``optimizer.safetensors`` (with a match
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,16 @@ def test_api_refuses_by_default_and_weights_only_refuses_when_allowed(tmp_path, 
             load(d)
         with pytest.raises(CheckpointError, match=r"weights_only=True\): it references \S+"):
             load(d, allow_pickle=True)
+    assert not canary.exists()
+
+
+@pytest.mark.parametrize("kind", ["torch", "nested"])
+def test_pickle_disguised_as_safetensors_is_refused(tmp_path, kind):
+    canary = tmp_path / "canary"
+    d = _model_dir(tmp_path, kind, canary)
+    (d / "pytorch_model.bin").rename(d / "model.safetensors")
+    with pytest.raises(CheckpointError, match="cannot read safetensors weights"):
+        load_pretrained(d, allow_pickle=True)
     assert not canary.exists()
 
 
@@ -161,3 +172,27 @@ def test_pretrain_resume_ignores_planted_pickles(tmp_path, capsys, data):
     with pytest.raises(Exception, match="Weights only load failed"):
         torch.load(previous / "optimizer.pt", weights_only=True)
     assert not canary.exists()
+
+
+def test_pretrain_and_resume_never_pickle(tmp_path, data, monkeypatch):
+    """Training state goes to safetensors + JSON only: a whole pretrain run and its resume work
+    with every pickle and torch.save/torch.load entry point disabled."""
+    import pickle
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle used")
+
+    for name in ("dump", "dumps", "load", "loads"):  # (torch subclasses the classes on import)
+        monkeypatch.setattr(pickle, name, refuse)
+    monkeypatch.setattr(torch, "save", refuse)
+    monkeypatch.setattr(torch, "load", refuse)
+    run = tmp_path / "run"
+    assert main(_pretrain(data, run)) == 0
+    checkpoints = sorted((run / "checkpoints").iterdir())
+    assert [p.name for p in checkpoints] == ["step-000000002", "step-000000004"]
+    shutil.rmtree(checkpoints[-1])  # lose the last checkpoint: the rerun resumes from step 2
+    assert main(_pretrain(data, run)) == 0
+    assert (run / "checkpoints" / "step-000000004" / "manifest.json").is_file()
+    for p in run.rglob("*"):
+        if p.is_file():
+            assert p.suffix in (".safetensors", ".json", ".jsonl", ".txt", ".png"), p

@@ -137,6 +137,11 @@ def test_batch_padding_and_tensors(tok: BertTokenizer) -> None:
     pt = tok(["hello world", "hi"], return_tensors="pt", return_offsets_mapping=True)
     assert pt["input_ids"].dtype == torch.int64
     assert pt["offset_mapping"].shape == (2, 4, 2)
+    assert pt["offset_mapping"].dtype == torch.int64
+    assert pt["offset_mapping"].tolist() == [
+        [[0, 0], [0, 5], [6, 11], [0, 0]],
+        [[0, 0], [0, 2], [0, 0], [0, 0]],
+    ]
     assert tok(["hi", "hello world"], padding=False)["input_ids"] == [[2, 29, 3], [2, 27, 28, 3]]
     with pytest.raises(ValueError, match="different lengths"):
         tok(["hi", "hello world"], padding=False, return_tensors="np")
@@ -193,3 +198,17 @@ def test_encode_arrays_match_encodings(tok: BertTokenizer) -> None:
     assert len(tok.encode_arrays([])) == 0
     with pytest.raises(ValueError, match="overflow"):
         tok.encode_arrays(texts, max_length=6, return_overflowing_tokens=True)
+
+
+def test_flat_offsets_match_offsets(tok: BertTokenizer) -> None:
+    # offsets are stored flat (uint32 s0, e0, s1, e1, ...) and turned into tuples on access
+    enc = tok.encode(
+        "UNwant\u00e9d hello", "big world", max_length=7, return_overflowing_tokens=True
+    )
+    for e in (enc, *enc.overflowing):
+        flat = e.flat_offsets.tolist()
+        assert e.flat_offsets.typecode == "I"
+        assert list(zip(flat[::2], flat[1::2])) == e.offsets
+        assert len(e.offsets) == len(e.input_ids)
+    assert enc.offsets == [(0, 0), (0, 2), (2, 6), (0, 0), (0, 3), (4, 9), (0, 0)]
+    assert enc.overflowing[0].offsets == [(0, 0), (6, 8), (9, 14), (0, 0), (0, 3), (4, 9), (0, 0)]

@@ -181,7 +181,10 @@ def load_with_report(
         model_class = classes[model_class]
     state = read_state_dict(directory, allow_pickle=allow_pickle)
     model = model_class(config)
-    report = load_weights(model, state, strict=strict)
+    try:
+        report = load_weights(model, state, strict=strict)
+    except CheckpointError as e:  # name the checkpoint: the table's message names only tensors
+        raise CheckpointError(f"{directory}: {e}") from e
     return model.eval(), report
 
 

@@ -66,7 +66,7 @@ def batch_dict(
     }
     if return_special_tokens_mask:
         out["special_tokens_mask"] = pad([e.special_tokens_mask for e in encs], 1)
-    if return_offsets_mapping:
+    if return_offsets_mapping and return_tensors is None:
         out["offset_mapping"] = pad([list(e.offsets) for e in encs], (0, 0))
     if return_overflowing_tokens:
         out["overflow_to_sample_mapping"] = sample
@@ -79,8 +79,13 @@ def batch_dict(
             "truncation with max_length) to return tensors"
         )
     arrays = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-    if "offset_mapping" in arrays and arrays["offset_mapping"].size == 0:
-        arrays["offset_mapping"] = arrays["offset_mapping"].reshape(len(encs), 0, 2)
+    if return_offsets_mapping:
+        # straight from the flat uint32 offsets: no (start, end) tuples are built
+        offsets = np.zeros((len(encs), lengths.pop() if lengths else 0, 2), dtype=np.int64)
+        for row, e in zip(offsets, encs, strict=True):
+            flat = np.frombuffer(e.flat_offsets, dtype=np.uint32).reshape(-1, 2)
+            row[: len(flat)] = flat
+        arrays["offset_mapping"] = offsets
     if return_tensors == "np":
         return arrays
     if return_tensors == "pt":

@@ -33,9 +33,11 @@ def pairs(flat: Sequence[int]) -> list[Span]:
 class Segment:
     """One sequence (A or B) before special tokens: ids, offsets and word index of each token.
 
-    Offsets are kept flat in an int32 array, ``flat_offsets = [s0, e0, s1, e1, ...]``: no tuple
-    and no int object per token, nothing that Python's cyclic garbage collector must scan (a
-    batch of per-token tuples cost ~30% of its time in collections, and ~70 bytes per token).
+    Offsets are kept flat in a uint32 array (typecode ``"I"``),
+    ``flat_offsets = [s0, e0, s1, e1, ...]``: no tuple and no int object per token, nothing that
+    Python's cyclic garbage collector must scan (a batch of per-token tuples cost ~30% of its
+    time in collections, and ~70 bytes per token). ``"I"`` rather than ``"i"`` because CPython
+    converts a list of ints to an unsigned array ~3x faster (no format-string parsing per item).
     """
 
     ids: list[int]
@@ -55,7 +57,7 @@ class Segment:
         )
 
 
-_NO_OFFSETS = array("i", (0, 0))
+_NO_OFFSETS = array("I", (0, 0))
 
 
 class Encoding:
@@ -68,7 +70,7 @@ class Encoding:
     ``overflowing`` (the extra windows when truncation with ``return_overflowing_tokens`` cut
     something off).
 
-    ``input_ids`` and ``flat_offsets`` (the offsets as an int32 ``array``
+    ``input_ids`` and ``flat_offsets`` (the offsets as a uint32 ``array``
     ``[s0, e0, s1, e1, ...]``) are built eagerly; ``offsets`` and the other per-token lists follow
     from them and the two sequences' lengths and are built on first access (most callers never
     read them all; the flat form keeps a batch free of per-token objects until then).
@@ -203,7 +205,7 @@ class Encoding:
     def __setstate__(self, state: tuple) -> None:
         ids, flat, wa, wb, self._na, self._nb, self._special, self.overflowing = state
         self.input_ids = _unpacked(ids)
-        self.flat_offsets = array("i")
+        self.flat_offsets = array("I")
         self.flat_offsets.frombytes(flat)
         self._wa, self._wb = _unpacked(wa), (None if wb is None else _unpacked(wb))
         self._cache = {}

@@ -22,7 +22,13 @@ from bertkit.io import atomic_write_text
 from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.encoding import Encoding, Segment, encode_segments
 from bertkit.tokenizer.normalize import Normalizer
-from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab, wordpiece
+from bertkit.tokenizer.wordpiece import (
+    PREFIX,
+    SPECIAL_TOKENS,
+    Vocab,
+    continuation_table,
+    wordpiece,
+)
 
 # cache entry: (ids, offsets relative to the word, flattened (s0, e0, s1, e1, ...))
 _Entry = tuple[tuple[int, ...], tuple[int, ...]]
@@ -90,6 +96,7 @@ class BertTokenizer:
         self._max_token_chars = max(
             (len(t) - len(PREFIX) if t.startswith(PREFIX) else len(t)) for t in v.id_to_token
         )
+        self._continuations = continuation_table(v.token_to_id)
         self._cache: dict[str, _Entry] = {}
         # words that are one token spanning the whole match: word -> id (the fast path)
         self._single: dict[str, int] = {}
@@ -158,19 +165,36 @@ class BertTokenizer:
 
     def _word_entry(self, word: str) -> _Entry:
         """Wordpiece ids and offsets (relative to the word) of one regex match; cached."""
+        if self.normalizer.lowercase and word.isascii():
+            lower = word.lower()
+            if lower != word:
+                # same entry as the lowercased word (ASCII lowercasing keeps every position):
+                # "The", "Anarchism" reuse "the", "anarchism"
+                entry = self._cache.get(lower) or self._word_entry(lower)
+                self._remember(word, entry)
+                return entry
         norm, align = self.normalizer.normalize_word(word)
         if not norm:
             entry: _Entry = ((), ())
         else:
             pieces = None
             if len(norm) <= self.max_input_chars_per_word:
-                pieces = wordpiece(norm, self.vocab.token_to_id, self._max_token_chars)
+                pieces = wordpiece(
+                    norm, self.vocab.token_to_id, self._max_token_chars, self._continuations
+                )
             if pieces is None:
                 pieces = [(self.unk_token_id, 0, len(norm))]
-            if align is not None:
-                pieces = [(i, align[s], align[e - 1] + 1) for i, s, e in pieces]
-            ids, starts, ends = zip(*pieces)
-            entry = (ids, tuple(chain.from_iterable(zip(starts, ends))))
+            if align is None:
+                flat = tuple(chain.from_iterable(p[1:] for p in pieces))
+            else:
+                flat = tuple(
+                    chain.from_iterable((align[s], align[e - 1] + 1) for _, s, e in pieces)
+                )
+            entry = (tuple(map(_FIRST, pieces)), flat)
+        self._remember(word, entry)
+        return entry
+
+    def _remember(self, word: str, entry: _Entry) -> None:
         if len(word) <= _CACHEABLE_CHARS:
             if len(self._cache) >= self.cache_size:
                 self._cache.clear()
@@ -178,7 +202,6 @@ class BertTokenizer:
             self._cache[word] = entry
             if len(entry[0]) == 1 and entry[1] == (0, len(word)):
                 self._single[word] = entry[0][0]
-        return entry
 
     def _pieces(self, text: str) -> list[tuple[int, int, bool]]:
         """(start, end, is_special) ranges of ``text``: special tokens and the text between."""
@@ -210,7 +233,7 @@ class BertTokenizer:
                 k += 1
             else:
                 k = self._scan(text, start, end, k, ids, offsets, words)
-        return Segment(ids, array("i", offsets), words)
+        return Segment(ids, array("I", offsets), words)
 
     def _scan(
         self,
@@ -409,6 +432,7 @@ class BertTokenizer:
         A single string is treated as a batch of one.
         """
         from bertkit.tokenizer.batch import batch_dict
+        from bertkit.tokenizer.parallel import gc_paused
 
         if isinstance(texts, str):
             texts = [texts]
@@ -423,16 +447,17 @@ class BertTokenizer:
             stride=stride,
             return_overflowing_tokens=return_overflowing_tokens,
         )
-        return batch_dict(
-            encodings,
-            pad_id=self.pad_token_id if self.pad_token_id is not None else 0,
-            padding=padding,
-            max_length=max_length,
-            return_overflowing_tokens=return_overflowing_tokens,
-            return_offsets_mapping=return_offsets_mapping,
-            return_special_tokens_mask=return_special_tokens_mask,
-            return_tensors=return_tensors,
-        )
+        with gc_paused():  # the padded rows are again millions of objects (see encode_batch)
+            return batch_dict(
+                encodings,
+                pad_id=self.pad_token_id if self.pad_token_id is not None else 0,
+                padding=padding,
+                max_length=max_length,
+                return_overflowing_tokens=return_overflowing_tokens,
+                return_offsets_mapping=return_offsets_mapping,
+                return_special_tokens_mask=return_special_tokens_mask,
+                return_tensors=return_tensors,
+            )
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Join wordpieces back into text: ``##`` pieces attach to the previous piece, others are

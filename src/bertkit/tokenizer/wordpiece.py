@@ -56,36 +56,57 @@ class Vocab:
         return self.token_to_id.get(token)
 
 
+def continuation_table(token_to_id: dict[str, int]) -> dict[str, int]:
+    """``##`` tokens keyed without their prefix (``{"ing": id of "##ing"}``), for ``wordpiece``."""
+    n = len(PREFIX)
+    return {t[n:]: i for t, i in token_to_id.items() if t.startswith(PREFIX)}
+
+
 def wordpiece(
-    word: str, token_to_id: dict[str, int], max_token_chars: int
+    word: str,
+    token_to_id: dict[str, int],
+    max_token_chars: int,
+    continuations: dict[str, int] | None = None,
 ) -> list[tuple[int, int, int]] | None:
     """Split a normalized word greedily, longest vocabulary match first.
 
     Returns ``[(id, start, end), ...]`` with character spans into ``word``, or None when some
     position has no match (the caller then emits one [UNK] for the whole word).
     ``max_token_chars`` bounds the candidate length (the longest token in the vocabulary, ``##``
-    not counted), which keeps the cost linear in the word length.
+    not counted), which keeps the cost linear in the word length. ``continuations`` is
+    ``continuation_table(token_to_id)``: passing it saves building ``"##" + piece`` strings.
 
     >>> wordpiece("unwanted", {"un": 0, "##want": 1, "##ed": 2}, 6)
     [(0, 0, 2), (1, 2, 6), (2, 6, 8)]
     """
     n = len(word)
-    whole = token_to_id.get(word)
+    get = token_to_id.get
+    whole = get(word)
     if whole is not None:
         return [(whole, 0, n)]
-    pieces = []
-    start = 0
-    get = token_to_id.get
+    # the first piece (the whole word was just tried)
+    end = min(n - 1, max_token_chars)
+    while end > 0:
+        found = get(word[:end])
+        if found is not None:
+            break
+        end -= 1
+    else:
+        return None
+    pieces = [(found, 0, end)]
+    start = end
+    if continuations is None:
+        cont = None
+    else:
+        cont = continuations.get
     while start < n:
         end = min(n, start + max_token_chars)
-        found = None
         while end > start:
-            sub = word[start:end] if start == 0 else PREFIX + word[start:end]
-            found = get(sub)
+            found = cont(word[start:end]) if cont else get(PREFIX + word[start:end])
             if found is not None:
                 break
             end -= 1
-        if found is None:
+        else:
             return None
         pieces.append((found, start, end))
         start = end
