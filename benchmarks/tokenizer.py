@@ -100,7 +100,7 @@ def run_case(case: str, lines: list[str], vocab_dir: Path) -> dict:
         tok = BertTokenizer(vocab_dir / "vocab.txt", do_lower_case=True)
         c0, t0 = cpu_seconds(), time.perf_counter()
         if case == "bertkit-2proc":
-            arrays = tok.encode_arrays(lines, num_workers=2, chunk_size=512)
+            arrays = tok.encode_arrays(lines, num_workers=2)
             tokens, n_offsets = len(arrays.input_ids), len(arrays.offsets)
         else:
             if case == "bertkit-1proc":

@@ -57,13 +57,6 @@ def run_to_end(argv: list[str], log: Path) -> None:
     assert p.exitcode == 0, log.read_text()
 
 
-def logged_steps(out: Path) -> int:
-    path = out / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    return sum(1 for x in path.read_text().splitlines() if '"train"' in x)
-
-
 def temp_folders(out: Path) -> set[str]:
     root = out / "checkpoints"
     return {p.name for p in root.glob(".tmp-*")} if root.is_dir() else set()
@@ -75,29 +68,55 @@ def writing(out: Path, stale: set[str]) -> bool:
     return bool(temp_folders(out) - stale)
 
 
+def newest_checkpoint(out: Path) -> int:
+    """Step of the newest complete checkpoint (0: none), the one a rerun resumes from."""
+    done = [int(m.parent.name[5:]) for m in (out / "checkpoints").glob("step-*/manifest.json")]
+    return max(done, default=0)
+
+
+def steps_after(out: Path, step: int) -> int:
+    """Train records logged for steps after ``step``."""
+    path = out / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    return sum(1 for x in path.read_text().splitlines() if '"train"' in x and _step(x) > step)
+
+
+def _step(line: str) -> int:
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError):  # a line being written
+        return 0
+
+
 def kill_once(
     argv: list[str],
     out: Path,
     during_write: bool,
     rng: random.Random,
     log: Path,
-    after_checkpoint: bool = False,
+    first_checkpoint: int = 0,
 ) -> str:
-    """Start a run and SIGKILL it inside a checkpoint write, or at a random moment (0-0.4 s) after
-    it has logged its first new step (and, with ``after_checkpoint``, written a checkpoint).
-    Returns "write", "random" or "finished" (the run ended before the kill was due)."""
-    before, stale = logged_steps(out), temp_folders(out)
+    """Start a run and SIGKILL it inside a checkpoint write, or at a random moment: 0-50 ms after
+    its 1st-5th new update (drawn from ``rng``) past its resume point (at least
+    ``first_checkpoint``). Counting updates rather than seconds bounds the progress between kills
+    on any machine speed, so ten kills always land before the run ends.
+    Returns "write" (the kill landed inside a write), "random" or "finished" (it ended first)."""
+    stale, resume_step = temp_folders(out), newest_checkpoint(out)
+    floor = max(resume_step, first_checkpoint)
     p = CTX.Process(target=_child, args=(argv, str(log)))
     p.start()
-    delay, training_since = rng.uniform(0.0, 0.4), None
+    updates, extra, due_at = rng.randint(1, 5), rng.uniform(0.0, 0.05), None
     deadline = time.monotonic() + 300
     while p.is_alive():
         assert time.monotonic() < deadline, "run neither finished nor was killed"
-        ready = not after_checkpoint or any((out / "checkpoints").glob("step-*/manifest.json"))
-        if training_since is None and ready and logged_steps(out) > before:
-            training_since = time.monotonic()
-        due = training_since is not None and time.monotonic() - training_since > delay
-        if (during_write and writing(out, stale)) or (not during_write and due):
+        if not during_write and due_at is None:
+            # before "resumed from", metrics.jsonl may still hold the killed run's extra steps
+            resumed = not resume_step or (log.exists() and "resumed from" in log.read_text())
+            if resumed and steps_after(out, floor) >= updates:
+                due_at = time.monotonic() + extra
+        due = due_at is not None and time.monotonic() >= due_at
+        if (during_write and writing(out, stale)) or due:
             hit = writing(out, stale)
             os.kill(p.pid, signal.SIGKILL)
             p.join()

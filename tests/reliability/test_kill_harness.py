@@ -50,7 +50,7 @@ def reference(data, tmp_path_factory):
 
 
 def _kill_repeatedly(
-    argv, out: Path, plan: list[bool], seed: int, after_checkpoint: bool = False
+    argv, out: Path, plan: list[bool], seed: int, first_checkpoint: int = 0
 ) -> dict[str, int]:
     rng = random.Random(seed)
     counts = {"write": 0, "random": 0, "finished": 0}
@@ -59,7 +59,7 @@ def _kill_repeatedly(
     for i, during_write in enumerate(plan):
         had_checkpoint = bool(list_checkpoints(out / "checkpoints"))
         log = logs / f"run-{i:02d}.txt"
-        what = kill_once(argv, out, during_write, rng, log, after_checkpoint)
+        what = kill_once(argv, out, during_write, rng, log, first_checkpoint)
         counts[what] += 1
         if had_checkpoint:  # every rerun continues from a checkpoint instead of starting over
             assert "resumed from" in log.read_text(), log.read_text()
@@ -79,6 +79,7 @@ def test_sigkills_during_writes_and_at_random_are_bit_identical(
     out = tmp_path / "run"
     argv = pretrain_argv(data, out, steps)
     counts = _kill_repeatedly(argv, out, kill_plan(kills, write_kills, seed=kills), seed=kills)
+    print(f"{kills} kills: {counts}")  # shown with pytest -s
     assert counts["finished"] == 0, counts  # every run was killed before it could finish
     assert counts["write"] >= write_kills, counts
     assert differences(reference(steps), out, steps) == []
@@ -88,7 +89,7 @@ def test_sigkills_during_writes_and_at_random_are_bit_identical(
 def test_negative_control_resume_without_cursor_and_rng_differs(data, reference, tmp_path):
     out = tmp_path / "run"
     argv = pretrain_argv(data, out, SHORT, "--debug-no-restore", "both")
-    counts = _kill_repeatedly(argv, out, [False], seed=2, after_checkpoint=True)
+    counts = _kill_repeatedly(argv, out, [False], seed=2, first_checkpoint=4)
     assert counts["finished"] == 0, counts
     found = differences(reference(SHORT), out, SHORT)
     assert "per-step loss log" in found and "model/model.safetensors" in found, found

