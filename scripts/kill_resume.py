@@ -87,23 +87,49 @@ def finished(out: Path, steps: int) -> bool:
     return (out / "checkpoints" / f"step-{steps:09d}" / "manifest.json").exists()
 
 
+def newest_checkpoint(out: Path) -> int:
+    """Step of the newest complete checkpoint (0: none), the one a rerun resumes from."""
+    done = [int(m.parent.name[5:]) for m in (out / "checkpoints").glob("step-*/manifest.json")]
+    return max(done, default=0)
+
+
+def steps_after(out: Path, step: int) -> int:
+    """Train records logged for steps after ``step``."""
+    path = out / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    n = 0
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a line being written
+            continue
+        n += rec.get("type") == "train" and rec.get("step", 0) > step
+    return n
+
+
 def kill_once(cmd: list[str], out: Path, during_write: bool, rng: random.Random, log: Path) -> str:
-    """Start the run and SIGKILL it during a checkpoint write, or at a random moment once it is
-    training again (start-up time varies too much on a shared machine to time kills from launch)."""
-    before, stale = logged_steps(out), temp_folders(out)
+    """Start the run and SIGKILL it during a checkpoint write, or at a random moment: 0-50 ms after
+    its 1st-8th new update past the checkpoint it resumed from. (Counting updates, not seconds from
+    launch: start-up time varies too much on a shared machine, and a bound on the progress between
+    kills keeps the run from finishing before all the kills are sent.)"""
+    stale, resume_step = temp_folders(out), newest_checkpoint(out)
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    delay, training_since = rng.uniform(0.0, 3.0), None
+    updates, extra, due_at = rng.randint(1, 8), rng.uniform(0.0, 0.05), None
     while proc.poll() is None:
-        if training_since is None and logged_steps(out) > before:
-            training_since = time.monotonic()
-        due = training_since is not None and time.monotonic() - training_since > delay
-        if (during_write and writing(out, stale)) or (not during_write and due):
+        if not during_write and due_at is None:
+            # before "resumed from", metrics.jsonl may still hold the killed run's extra steps
+            resumed = not resume_step or "resumed from" in log.read_text()
+            if resumed and steps_after(out, resume_step) >= updates:
+                due_at = time.monotonic() + extra
+        due = due_at is not None and time.monotonic() >= due_at
+        if (during_write and writing(out, stale)) or due:
             hit = writing(out, stale)
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-            return (
-                "killed during a checkpoint write" if hit else f"killed {delay:.1f}s into training"
-            )
+            if hit:
+                return "killed during a checkpoint write"
+            return f"killed after {updates} updates (+{extra * 1000:.0f} ms)"
         time.sleep(0.005)
     return f"finished by itself (exit {proc.returncode})"
 
