@@ -110,12 +110,13 @@ def steps_after(out: Path, step: int) -> int:
 
 def kill_once(cmd: list[str], out: Path, during_write: bool, rng: random.Random, log: Path) -> str:
     """Start the run and SIGKILL it during a checkpoint write, or at a random moment: 0-50 ms after
-    its 1st-8th new update past the checkpoint it resumed from. (Counting updates, not seconds from
-    launch: start-up time varies too much on a shared machine, and a bound on the progress between
-    kills keeps the run from finishing before all the kills are sent.)"""
+    its 1st-14th new update (up to two checkpoint intervals) past the checkpoint it resumed from.
+    (Counting updates, not seconds from launch: start-up time varies too much on a shared machine;
+    the bound on the progress between kills keeps the run from ending before all kills are sent,
+    and going past one interval makes the run progress, so resumes happen at many steps.)"""
     stale, resume_step = temp_folders(out), newest_checkpoint(out)
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    updates, extra, due_at = rng.randint(1, 8), rng.uniform(0.0, 0.05), None
+    updates, extra, due_at = rng.randint(1, 14), rng.uniform(0.0, 0.05), None
     while proc.poll() is None:
         if not during_write and due_at is None:
             # before "resumed from", metrics.jsonl may still hold the killed run's extra steps

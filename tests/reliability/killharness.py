@@ -98,15 +98,16 @@ def kill_once(
     first_checkpoint: int = 0,
 ) -> str:
     """Start a run and SIGKILL it inside a checkpoint write, or at a random moment: 0-50 ms after
-    its 1st-5th new update (drawn from ``rng``) past its resume point (at least
+    its 1st-8th new update (drawn from ``rng``) past its resume point (at least
     ``first_checkpoint``). Counting updates rather than seconds bounds the progress between kills
-    on any machine speed, so ten kills always land before the run ends.
+    on any machine speed, so ten kills land before the run ends; going up to two checkpoint
+    intervals (8 updates) makes the run progress, so resumes happen from many steps.
     Returns "write" (the kill landed inside a write), "random" or "finished" (it ended first)."""
     stale, resume_step = temp_folders(out), newest_checkpoint(out)
     floor = max(resume_step, first_checkpoint)
     p = CTX.Process(target=_child, args=(argv, str(log)))
     p.start()
-    updates, extra, due_at = rng.randint(1, 5), rng.uniform(0.0, 0.05), None
+    updates, extra, due_at = rng.randint(1, 8), rng.uniform(0.0, 0.05), None
     deadline = time.monotonic() + 300
     while p.is_alive():
         assert time.monotonic() < deadline, "run neither finished nor was killed"

@@ -9,6 +9,7 @@ covered end to end in tests/training/test_pretrain_cli.py.)
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -50,10 +51,14 @@ def reference(data, tmp_path_factory):
 
 
 def _kill_repeatedly(
-    argv, out: Path, plan: list[bool], seed: int, first_checkpoint: int = 0
-) -> dict[str, int]:
+    argv, out: Path, plan: list[bool], seed: int, first_checkpoint: int = 4
+) -> tuple[dict[str, int], list[int]]:
+    """Run ``plan`` (True: kill inside a write), then a last run to the end. Returns the kinds
+    of kill that happened and the step of every resume (random kills wait for checkpoint
+    ``first_checkpoint``, so the runs do resume from checkpoints)."""
     rng = random.Random(seed)
     counts = {"write": 0, "random": 0, "finished": 0}
+    resumes: list[int] = []
     logs = out.parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for i, during_write in enumerate(plan):
@@ -61,12 +66,14 @@ def _kill_repeatedly(
         log = logs / f"run-{i:02d}.txt"
         what = kill_once(argv, out, during_write, rng, log, first_checkpoint)
         counts[what] += 1
+        resumes += [int(x) for x in re.findall(r"resumed from .* \(step (\d+)\)", log.read_text())]
         if had_checkpoint:  # every rerun continues from a checkpoint instead of starting over
             assert "resumed from" in log.read_text(), log.read_text()
         if what == "finished":
             break
     run_to_end(argv, logs / "final.txt")
-    return counts
+    resumes += [int(x) for x in re.findall(r"\(step (\d+)\)", (logs / "final.txt").read_text())]
+    return counts, resumes
 
 
 @pytest.mark.parametrize(
@@ -78,8 +85,10 @@ def test_sigkills_during_writes_and_at_random_are_bit_identical(
 ):
     out = tmp_path / "run"
     argv = pretrain_argv(data, out, steps)
-    counts = _kill_repeatedly(argv, out, kill_plan(kills, write_kills, seed=kills), seed=kills)
-    print(f"{kills} kills: {counts}")  # shown with pytest -s
+    plan = kill_plan(kills, write_kills, seed=kills)
+    counts, resumes = _kill_repeatedly(argv, out, plan, seed=kills)
+    print(f"{kills} kills: {counts}, resumed from steps {resumes}")  # shown with pytest -s
+    assert len(set(resumes)) >= (3 if kills == 10 else 1), resumes  # resumes at several steps
     assert counts["finished"] == 0, counts  # every run was killed before it could finish
     assert counts["write"] >= write_kills, counts
     assert differences(reference(steps), out, steps) == []
@@ -89,7 +98,8 @@ def test_sigkills_during_writes_and_at_random_are_bit_identical(
 def test_negative_control_resume_without_cursor_and_rng_differs(data, reference, tmp_path):
     out = tmp_path / "run"
     argv = pretrain_argv(data, out, SHORT, "--debug-no-restore", "both")
-    counts = _kill_repeatedly(argv, out, [False], seed=2, first_checkpoint=4)
+    counts, resumes = _kill_repeatedly(argv, out, [False], seed=2)
+    assert resumes and resumes[-1] >= 4, resumes
     assert counts["finished"] == 0, counts
     found = differences(reference(SHORT), out, SHORT)
     assert "per-step loss log" in found and "model/model.safetensors" in found, found
