@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0"}
 
+# checkpoint-folder inspection shared with the in-suite harness (tests/reliability/killharness.py)
+from reliability.killharness import newest_checkpoint, steps_after, temp_folders, writing  # noqa: E402
+
 
 def command(data: Path, out: Path, steps: int, extra: list[str]) -> list[str]:
     return [
@@ -66,18 +69,6 @@ def command(data: Path, out: Path, steps: int, extra: list[str]) -> list[str]:
     ]
 
 
-def temp_folders(out: Path) -> set[str]:
-    root = out / "checkpoints"
-    return {p.name for p in root.glob(".tmp-*")} if root.is_dir() else set()
-
-
-def writing(out: Path, stale: set[str]) -> bool:
-    """A checkpoint write in progress: a ``.tmp-*`` folder other than the ``stale`` ones left by
-    earlier kills. (The rerun deletes those at start-up, which updates their mtime: an mtime test
-    would count a kill during that clean-up as a kill during a write.)"""
-    return bool(temp_folders(out) - stale)
-
-
 def logged_steps(out: Path) -> int:
     path = out / "metrics.jsonl"
     return sum(1 for x in path.read_text().splitlines() if '"train"' in x) if path.exists() else 0
@@ -85,27 +76,6 @@ def logged_steps(out: Path) -> int:
 
 def finished(out: Path, steps: int) -> bool:
     return (out / "checkpoints" / f"step-{steps:09d}" / "manifest.json").exists()
-
-
-def newest_checkpoint(out: Path) -> int:
-    """Step of the newest complete checkpoint (0: none), the one a rerun resumes from."""
-    done = [int(m.parent.name[5:]) for m in (out / "checkpoints").glob("step-*/manifest.json")]
-    return max(done, default=0)
-
-
-def steps_after(out: Path, step: int) -> int:
-    """Train records logged for steps after ``step``."""
-    path = out / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    n = 0
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:  # a line being written
-            continue
-        n += rec.get("type") == "train" and rec.get("step", 0) > step
-    return n
 
 
 def kill_once(cmd: list[str], out: Path, during_write: bool, rng: random.Random, log: Path) -> str:
