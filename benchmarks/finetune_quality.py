@@ -70,7 +70,8 @@ def bertkit_run(adapter: Any, train: Sequence[Any], dev: dict[str, Sequence[Any]
     m = model_dir()
     tok = BertTokenizer.from_pretrained(m)
     cfg = FinetuneConfig(learning_rates=tuple(lrs), restarts=restarts, epochs=args.epochs, batch_size=32,
-                         seed=seed, max_steps=args.max_steps, show_progress=args.progress)  # fmt: skip
+                         seed=seed, max_steps=args.max_steps, show_progress=args.progress,
+                         bucket_batches=args.bucket_batches)  # fmt: skip
     data = TaskData(
         adapter.encode(tok, train, True),
         {k: (v, adapter.encode(tok, v, False)) for k, v in dev.items()},
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sides", nargs="+", choices=("bertkit", "reference"), default=["bertkit", "reference"]
     )
-    ap.add_argument("--data", default="/work/shared/data")
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data"))
     ap.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     ap.add_argument("--lr", type=float, default=2e-5, help="GLUE rows' learning rate (both sides)")
     ap.add_argument("--lr-ner", type=float, default=5e-5)
@@ -289,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-train", type=int, default=None, help="first N training examples")
     ap.add_argument("--max-dev", type=int, default=None, help="first N dev (and test) examples")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--bucket-batches",
+        type=int,
+        default=1,
+        help="bertkit's length bucketing (1: random batches)",
+    )
     ap.add_argument("--progress", action="store_true", help="show progress bars")
     ap.add_argument("--json", default=None, help="also write the table rows to this JSON file")
     args = ap.parse_args(argv)

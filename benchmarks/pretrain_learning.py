@@ -43,6 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--seq-length", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument(
+        "--phase1-seq-length",
+        type=int,
+        default=None,
+        help="train the first part on instances this long (the paper's short-then-long phases); "
+        "the held-out set always uses --seq-length",
+    )
+    ap.add_argument(
+        "--phase2-fraction",
+        type=float,
+        default=0.5,
+        help="with --phase1-seq-length: fraction of the updates at --seq-length",
+    )
     ap.add_argument("--learning-rate", type=float, default=2e-3)
     ap.add_argument("--warmup-proportion", type=float, default=0.02)
     ap.add_argument("--dropout", type=float, default=0.0)
@@ -80,26 +93,31 @@ def main(argv: list[str] | None = None) -> int:
         train_wordpiece(sentences, vocab_size=args.vocab_size, output=vocab, show_progress=False)
     print(f"vocab: {vocab} ({time.perf_counter() - t0:.0f}s)")
     common = {"max_seq_length": args.seq_length, "seed": 12345}
-    for name, inputs, dynamic in (("data", train_files, True), ("heldout", held_files, False)):
+    builds = [("data", train_files, True, args.seq_length), ("heldout", held_files, False, None)]
+    if args.phase1_seq_length:
+        builds.append(("data-short", train_files, True, args.phase1_seq_length))
+    for name, inputs, dynamic, length in builds:
+        length = length or args.seq_length
         manifest = work / name / "manifest.json"
         if manifest.exists() and (
-            json.loads(manifest.read_text())["settings"]["max_seq_length"] == args.seq_length
+            json.loads(manifest.read_text())["settings"]["max_seq_length"] == length
         ):
             continue
+        settings = PrepareSettings(
+            dupe_factor=1, dynamic_masking=dynamic, **(common | {"max_seq_length": length})
+        )
         prepare_pretraining(
-            inputs,
-            vocab,
-            work / name,
-            num_workers=2,
-            overwrite=True,
-            settings=PrepareSettings(dupe_factor=1, dynamic_masking=dynamic, **common),
+            inputs, vocab, work / name, num_workers=2, overwrite=True, settings=settings
         )
     n = json.loads((work / "data" / "manifest.json").read_text())["num_instances"]["train"]
     print(f"instances: {n} training ({time.perf_counter() - t0:.0f}s)")
 
     def options(out: Path, steps: int, evals: int = args.evals, log_every: int = 25):
+        short = args.phase1_seq_length is not None
         return PretrainOptions(
-            data=work / "data",
+            data=work / ("data-short" if short else "data"),
+            phase2_data=work / "data" if short else None,
+            phase2_fraction=args.phase2_fraction,
             output=out,
             model_size=args.model_size,
             max_steps=steps,
@@ -123,13 +141,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_steps is not None:
         steps = args.max_steps
     else:
-        # calibration: seconds per training step (from the logged windows, so start-up and the
-        # final evaluation are not counted), then size the main run to the budget
-        calib = work / "calibration"
-        shutil.rmtree(calib, ignore_errors=True)
-        pretrain(options(calib, 40, evals=0, log_every=10), log=lambda m: None)
-        windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
-        per_step = sorted(r["seconds_per_step"] for r in windows if r["type"] == "train")[1]
+        # calibration: seconds per training step of each phase's data (from the logged windows,
+        # so start-up and the final evaluation are not counted), then size the main run
+        def seconds_per_step(data: Path) -> float:
+            calib = work / "calibration"
+            shutil.rmtree(calib, ignore_errors=True)
+            opts = options(calib, 40, evals=0, log_every=10)
+            opts.data, opts.phase2_data = data, None
+            pretrain(opts, log=lambda m: None)
+            lines = (calib / "metrics.jsonl").read_text().splitlines()
+            rates = [r["seconds_per_step"] for r in map(json.loads, lines) if r["type"] == "train"]
+            return sorted(rates)[1]
+
+        per_step = seconds_per_step(work / "data")
+        if args.phase1_seq_length:
+            short = seconds_per_step(work / "data-short")
+            per_step = (1 - args.phase2_fraction) * short + args.phase2_fraction * per_step
         shutil.rmtree(work / "evalcost", ignore_errors=True)
         t = time.perf_counter()
         pretrain(options(work / "evalcost", 1, evals=0), log=lambda m: None)  # one step + eval

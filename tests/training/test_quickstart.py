@@ -84,3 +84,10 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
         if '"eval"' in x
     ]
     assert evals and evals[-1]["step"] == 4
+    # short-then-long phases: 32-token instances first, then the 128-token ones
+    lengths = {
+        name: json.loads((out / name / "manifest.json").read_text())["settings"]["max_seq_length"]
+        for name in ("data-short", "data", "heldout")
+    }
+    assert lengths == {"data-short": 32, "data": 128, "heldout": 128}
+    assert "(60% on 32-token instances first)" in printed

@@ -65,6 +65,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dropout", type=float, default=0.1, help="encoder and head dropout")
     g.add_argument("--eval-batch-size", type=int, default=64)
     g.add_argument(
+        "--bucket-batches",
+        type=int,
+        default=1,
+        help="length-bucket training batches within chunks of N batches (default 1: random)",
+    )
+    g.add_argument(
         "--max-train-examples",
         type=int,
         default=None,
@@ -203,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, warmup_proportion=args.warmup_proportion,
         weight_decay=args.weight_decay, dropout=args.dropout, seed=args.seed,
         max_steps=args.max_steps, precision=args.precision, eval_batch_size=args.eval_batch_size,
+        bucket_batches=args.bucket_batches,
     )  # fmt: skip
     adapter, train, dev = build_task(args)
     if args.max_train_examples is not None:

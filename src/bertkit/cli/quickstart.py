@@ -34,11 +34,18 @@ EXAMPLES = (
     "she played the role of a [MASK] in the film .",
 )
 # Tuned for learning speed per CPU-second in side-by-side runs on this machine (tiny BERT on the
-# Wikipedia text, see benchmarks/pretrain_learning.py): a peak learning rate of 2e-3 (1e-3 learned
-# slower, 3e-3 and 5e-3 stayed longer at the unigram plateau), no dropout (11.3% vs 10.2% held-out
-# MLM accuracy after 500 updates), and small batches: at equal tokens seen, batches of 16 beat 32
-# (12.4% vs 11.3% after 16k sequences) at the same tokens per second, and 8 was no better than 16.
-LEARNING_RATE = 2e-3
+# Wikipedia text, see benchmarks/pretrain_learning.py and docs/pretraining-learning.md). Trained
+# on 128-token instances from the start, a tiny BERT stays at the unigram plateau for >10k updates
+# (its predictions at [MASK] were the most frequent token's accuracy, 5.1%, after 30 minutes),
+# because near-uniform attention over 128 positions carries almost no signal about neighbours.
+# The paper's short-then-long phases fix it: the first 60% of updates on 32-token instances teach
+# the attention to use nearby words, then 128-token instances (held-out MLM 16% -> 25% within the
+# first 1,800 updates of phase 2). Peak lr 1e-3 (2e-3 collapsed heads onto one token), no dropout
+# (11.3% vs 10.2% held-out MLM accuracy after 500 updates), batches of 16 (at equal tokens seen,
+# 16 beat 32: 12.4% vs 11.3% after 16k sequences; 8 was no better).
+LEARNING_RATE = 1e-3
+PHASE1_SEQ_LENGTH = 32
+PHASE2_FRACTION = 0.4
 WARMUP = 0.05
 CALIBRATION_STEPS = 24
 
@@ -61,6 +68,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seq-length", type=int, default=128, help="max tokens per instance")
+    p.add_argument(
+        "--phase1-seq-length",
+        type=int,
+        default=PHASE1_SEQ_LENGTH,
+        help="first phase's instance length (0: a single phase at --seq-length)",
+    )
+    p.add_argument(
+        "--phase2-fraction",
+        type=float,
+        default=PHASE2_FRACTION,
+        help="fraction of the updates at --seq-length (default 0.4)",
+    )
     # The built-in corpus has ~250k words: a 2000-piece vocabulary sees each piece far more often
     # than 8000 (held-out MLM accuracy 12.9% vs 11.1% after 920 updates of 16).
     p.add_argument("--vocab-size", type=int, default=2000)
@@ -168,12 +187,15 @@ def input_blind_baselines(dataset, n: int) -> dict[str, float]:
     }
 
 
-def _options(out: Path, data: Path, heldout: Path | None, steps: int, args, threads: int):
+def _options(out: Path, data: list[Path], heldout: Path | None, steps: int, args, threads: int):
+    """Pre-training options over ``data``: one folder per phase (short instances first)."""
     from bertkit.training.loop import TrainConfig
     from bertkit.training.pretraining import PretrainOptions
 
     return PretrainOptions(
-        data=data,
+        data=data[0],
+        phase2_data=data[1] if len(data) > 1 else None,
+        phase2_fraction=args.phase2_fraction,
         output=out,
         model_size="tiny",
         max_steps=steps,
@@ -197,9 +219,9 @@ def _options(out: Path, data: Path, heldout: Path | None, steps: int, args, thre
     )
 
 
-def plan_steps(args, out: Path, data: Path, threads: int, log) -> int:
+def plan_steps(args, out: Path, data: list[Path], threads: int, log) -> int:
     """The run's update count: --max-steps, the stored plan (a rerun resumes), or fitted to
-    --minutes from a short calibration run's seconds per update."""
+    --minutes from short calibration runs' seconds per update on each phase's data."""
     from bertkit.io import atomic_write_text
     from bertkit.training.pretraining import pretrain
 
@@ -209,16 +231,20 @@ def plan_steps(args, out: Path, data: Path, threads: int, log) -> int:
     elif plan_file.exists():
         steps = int(json.loads(plan_file.read_text(encoding="utf-8"))["max_steps"])
     else:
-        calib = out / "calibration"
-        shutil.rmtree(calib, ignore_errors=True)
-        opts = _options(calib, data, None, CALIBRATION_STEPS, args, threads)
-        opts.train.log_every = CALIBRATION_STEPS // 3
-        opts.train.show_progress = False
-        pretrain(opts, log=lambda _m: None)
-        windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
-        rates = [r["seconds_per_step"] for r in windows if r.get("type") == "train"]
-        per_step = sorted(rates)[len(rates) // 2]  # median window: robust to start-up
-        shutil.rmtree(calib, ignore_errors=True)
+        per_phase = []
+        for folder in data:
+            calib = out / "calibration"
+            shutil.rmtree(calib, ignore_errors=True)
+            opts = _options(calib, [folder], None, CALIBRATION_STEPS, args, threads)
+            opts.train.log_every = CALIBRATION_STEPS // 3
+            opts.train.show_progress = False
+            pretrain(opts, log=lambda _m: None)
+            windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
+            rates = [r["seconds_per_step"] for r in windows if r.get("type") == "train"]
+            per_phase.append(sorted(rates)[len(rates) // 2])  # median window: robust to start-up
+            shutil.rmtree(calib, ignore_errors=True)
+        weights = [1.0] if len(data) == 1 else [1 - args.phase2_fraction, args.phase2_fraction]
+        per_step = sum(w * r for w, r in zip(weights, per_phase, strict=True))
         # ~8% of the budget goes to the held-out evaluations and checkpoints
         steps = max(50, int(args.minutes * 60 * 0.92 / per_step))
         log(
@@ -269,32 +295,47 @@ def run(args: argparse.Namespace) -> int:
         f"({time.perf_counter() - t0:.0f}s)"
     )
 
-    common = {"max_seq_length": args.seq_length, "format": "bert", "seed": 12345}
     # training instances are re-masked at every epoch; held-out masks are fixed, so every
     # evaluation scores the same predictions
-    for name, source, dynamic in (("data", "train.txt", True), ("heldout", "heldout.txt", False)):
+    builds = [("data", "train.txt", True, args.seq_length), ("heldout", "heldout.txt", False, None)]
+    if args.phase1_seq_length:
+        builds.insert(0, ("data-short", "train.txt", True, args.phase1_seq_length))
+    for name, source, dynamic, length in builds:
         if not (out / name / "manifest.json").exists():
+            settings = PrepareSettings(
+                max_seq_length=length or args.seq_length,
+                format="bert",
+                seed=12345,
+                dupe_factor=1,
+                dynamic_masking=dynamic,
+            )
             prepare_pretraining(
                 [out / source],
                 vocab,
                 out / name,
                 num_workers=1,
-                settings=PrepareSettings(dupe_factor=1, dynamic_masking=dynamic, **common),
+                settings=settings,
                 overwrite=True,
                 show_progress=False,
             )
-    n_train = len(PretrainingDataset(out / "data"))
-    print(
-        f"[3/5] {n_train} training instances of <= {args.seq_length} tokens in {out / 'data'} "
-        f"({time.perf_counter() - t0:.0f}s)"
+    phases = [out / name for name, _, dynamic, _ in builds if dynamic]
+    counts = ", ".join(
+        f"{len(PretrainingDataset(p))} of <= {PretrainingDataset(p).manifest['settings']['max_seq_length']} tokens"
+        for p in phases
     )
+    print(f"[3/5] training instances: {counts} ({time.perf_counter() - t0:.0f}s)")
 
-    steps = plan_steps(args, out, out / "data", threads, print)
+    steps = plan_steps(args, out, phases, threads, print)
     print(
         f"[4/5] pre-training a tiny BERT (L=2, H=128) for {steps} updates of {args.batch_size} "
         f"on {threads} CPU thread{'s' if threads > 1 else ''}"
+        + (
+            f" ({1 - args.phase2_fraction:.0%} on {args.phase1_seq_length}-token instances first)"
+            if len(phases) > 1
+            else ""
+        )
     )
-    opts = _options(out / "run", out / "data", out / "heldout", steps, args, threads)
+    opts = _options(out / "run", phases, out / "heldout", steps, args, threads)
     result = pretrain(opts, log=lambda m: print(f"      {m}"))
     e = result.final_eval or {}
     base = input_blind_baselines(PretrainingDataset(out / "heldout"), opts.train.eval_examples)

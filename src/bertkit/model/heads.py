@@ -67,6 +67,12 @@ def _mlm_loss(
     return loss, correct, count
 
 
+def _pooler_only(input_ids: torch.Tensor) -> torch.Tensor:
+    """``final_positions`` that select no token: BertModel then finishes [CLS] alone (for the
+    pooler), and ``last_hidden_state`` is empty."""
+    return torch.zeros(0, dtype=torch.long, device=input_ids.device)
+
+
 def _classifier_dropout(config: BertConfig) -> nn.Dropout:
     p = config.classifier_dropout
     return nn.Dropout(config.hidden_dropout_prob if p is None else p)
@@ -182,7 +188,10 @@ class BertForSequenceClassification(nn.Module):
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
     ) -> SequenceClassifierOutput:
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        # The head reads [CLS] only: the last layer runs its feed-forward on [CLS] alone.
+        out = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, unpad, _pooler_only(input_ids)
+        )
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = None
         if labels is not None:
@@ -317,7 +326,8 @@ class BertForMultipleChoice(nn.Module):
             flat(attention_mask),
             flat(token_type_ids),
             flat(position_ids),
-            unpad=unpad,
+            unpad,
+            _pooler_only(input_ids),  # the last layer computes [CLS] only
         )
         logits = self.classifier(self.dropout(out.pooler_output)).reshape(B, C)  # (B, C)
         loss = None

@@ -12,9 +12,12 @@ reaches a new best dev score its model is written to the output folder, so at th
 holds the selected model. :func:`finetune` returns (and the CLI writes as ``metrics.json``) every
 run with its lr, seed and score, the mean and spread per lr and overall, and the selected run.
 
-Batches are length-bucketed: the data are shuffled with an explicit ``torch.Generator``, cut into
-chunks of ``bucket_batches`` batches, sorted by length inside each chunk, cut into batches, and
-the batch order is shuffled again, so padding is small while the order stays random.
+Batches are drawn at random, as the reference recipe does (the data are shuffled with an explicit
+``torch.Generator``); the encoder's unpadded path already skips the padding in every dense layer.
+``bucket_batches`` > 1 adds length bucketing: the shuffled data are cut into chunks of that many
+batches, sorted by length inside each chunk, cut into batches, and the batch order is shuffled
+again. That also trims attention's padding, but batches of similar length are less random; it
+was the default until side-by-side MRPC runs against the reference recipe (docs/finetune.md).
 """
 
 from __future__ import annotations
@@ -65,8 +68,8 @@ class FinetuneConfig:
     precision: str = "fp32"
     """"fp32" or "bf16" (autocast; master weights stay fp32)."""
     eval_batch_size: int = 64
-    bucket_batches: int = 50
-    """Batches per length-sorting chunk (1 = no bucketing beyond the batch itself)."""
+    bucket_batches: int = 1
+    """Batches per length-sorting chunk (1 = random batches, no length bucketing)."""
     show_progress: bool | None = None
     """Progress bars (None: on a terminal)."""
 
