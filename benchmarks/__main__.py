@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="", help="pre-training sizes (default tiny,mini,small,base)")
     ap.add_argument("--precisions", default="fp32,bf16", help="comma list: fp32,bf16")
     ap.add_argument("--json", default="benchmarks/results.json", help="where to write the results")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's, all cores)"
+    )
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     groups = (
         set(args.only.split(",")) if args.only else {"pretrain", "finetune", "infer", "tokenizer"}
     )

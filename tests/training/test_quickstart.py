@@ -90,4 +90,4 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
         for name in ("data-short", "data", "heldout")
     }
     assert lengths == {"data-short": 32, "data": 128, "heldout": 128}
-    assert "(60% on 32-token instances first)" in printed
+    assert "(70% on 32-token instances first)" in printed

@@ -38,14 +38,14 @@ EXAMPLES = (
 # on 128-token instances from the start, a tiny BERT stays at the unigram plateau for >10k updates
 # (its predictions at [MASK] were the most frequent token's accuracy, 5.1%, after 30 minutes),
 # because near-uniform attention over 128 positions carries almost no signal about neighbours.
-# The paper's short-then-long phases fix it: the first 60% of updates on 32-token instances teach
+# The paper's short-then-long phases fix it: the first 70% of updates on 32-token instances teach
 # the attention to use nearby words, then 128-token instances (held-out MLM 16% -> 25% within the
 # first 1,800 updates of phase 2). Peak lr 1e-3 (2e-3 collapsed heads onto one token), no dropout
 # (11.3% vs 10.2% held-out MLM accuracy after 500 updates), batches of 16 (at equal tokens seen,
 # 16 beat 32: 12.4% vs 11.3% after 16k sequences; 8 was no better).
 LEARNING_RATE = 1e-3
 PHASE1_SEQ_LENGTH = 32
-PHASE2_FRACTION = 0.4
+PHASE2_FRACTION = 0.3
 WARMUP = 0.05
 CALIBRATION_STEPS = 24
 
@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--phase2-fraction",
         type=float,
         default=PHASE2_FRACTION,
-        help="fraction of the updates at --seq-length (default 0.4)",
+        help="fraction of the updates at --seq-length (default 0.3)",
     )
     # The built-in corpus has ~250k words: a 2000-piece vocabulary sees each piece far more often
     # than 8000 (held-out MLM accuracy 12.9% vs 11.1% after 920 updates of 16).

@@ -14,6 +14,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.model.bert import BertModel, init_bert_weights
 from bertkit.model.encoder import activation
+from bertkit.model.losses import decoder_cross_entropy
 from bertkit.model.outputs import (
     MaskedLMOutput,
     MultipleChoiceOutput,
@@ -40,10 +41,22 @@ class MaskedLMHead(nn.Module):
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
+    def transform(self, h: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(self.act(self.dense(h)))
+
     def forward(self, h: torch.Tensor, decoder_weight: torch.Tensor) -> torch.Tensor:
         """h: (..., H) -> logits (..., V)."""
-        h = self.layer_norm(self.act(self.dense(h)))
-        return F.linear(h, decoder_weight, self.bias)
+        return F.linear(self.transform(h), decoder_weight, self.bias)
+
+    def loss(
+        self, h: torch.Tensor, decoder_weight: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """h (M, H) at the labelled positions, targets (M,) -> logits (M, V), mean cross-entropy,
+        correct argmaxes, M."""
+        logits, loss, correct = decoder_cross_entropy(
+            self.transform(h), decoder_weight, self.bias, targets
+        )
+        return logits, loss, correct, torch.tensor(targets.numel(), device=targets.device)
 
 
 def labelled_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,20 +64,6 @@ def labelled_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     flat = labels.reshape(-1)
     positions = (flat != IGNORE).nonzero().squeeze(1)  # (M,)
     return positions, flat.index_select(0, positions)
-
-
-def _mlm_loss(
-    logits: torch.Tensor, targets: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Mean cross-entropy over the M labelled rows (0 when M == 0), correct and count."""
-    if targets.numel() == 0:
-        loss = logits.sum() * 0.0  # no labelled token: a zero loss that keeps the graph
-    else:
-        loss = F.cross_entropy(logits.float(), targets)
-    with torch.no_grad():
-        correct = (logits.argmax(-1) == targets).sum()
-    count = torch.tensor(targets.numel(), device=targets.device)
-    return loss, correct, count
 
 
 def _pooler_only(input_ids: torch.Tensor) -> torch.Tensor:
@@ -112,8 +111,7 @@ class BertForPreTraining(nn.Module):
             out = self.bert(
                 input_ids, attention_mask, token_type_ids, position_ids, unpad, positions
             )
-            logits = self.mlm(out.last_hidden_state, weight)  # (M, V)
-            mlm_loss, correct, count = _mlm_loss(logits, targets)
+            logits, mlm_loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
         nsp_loss = nsp_correct = None
         if next_sentence_label is not None:
@@ -158,8 +156,7 @@ class BertForMaskedLM(nn.Module):
             return MaskedLMOutput(logits=self.mlm(out.last_hidden_state, weight))  # (B, T, V)
         positions, targets = labelled_positions(labels)
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
-        logits = self.mlm(out.last_hidden_state, weight)  # (M, V)
-        loss, correct, count = _mlm_loss(logits, targets)
+        logits, loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
         return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
 
 
