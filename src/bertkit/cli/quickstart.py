@@ -297,13 +297,14 @@ def run(args: argparse.Namespace) -> int:
 
     # training instances are re-masked at every epoch; held-out masks are fixed, so every
     # evaluation scores the same predictions
-    builds = [("data", "train.txt", True, args.seq_length), ("heldout", "heldout.txt", False, None)]
+    full = args.seq_length
+    builds = [("data", "train.txt", True, full), ("heldout", "heldout.txt", False, full)]
     if args.phase1_seq_length:
         builds.insert(0, ("data-short", "train.txt", True, args.phase1_seq_length))
     for name, source, dynamic, length in builds:
         if not (out / name / "manifest.json").exists():
             settings = PrepareSettings(
-                max_seq_length=length or args.seq_length,
+                max_seq_length=length,
                 format="bert",
                 seed=12345,
                 dupe_factor=1,
@@ -318,11 +319,9 @@ def run(args: argparse.Namespace) -> int:
                 overwrite=True,
                 show_progress=False,
             )
-    phases = [out / name for name, _, dynamic, _ in builds if dynamic]
-    counts = ", ".join(
-        f"{len(PretrainingDataset(p))} of <= {PretrainingDataset(p).manifest['settings']['max_seq_length']} tokens"
-        for p in phases
-    )
+    trained = [(out / name, length) for name, _, dynamic, length in builds if dynamic]
+    phases = [folder for folder, _ in trained]
+    counts = ", ".join(f"{len(PretrainingDataset(f))} of <= {n} tokens" for f, n in trained)
     print(f"[3/5] training instances: {counts} ({time.perf_counter() - t0:.0f}s)")
 
     steps = plan_steps(args, out, phases, threads, print)
