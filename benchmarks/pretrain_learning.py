@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--evals", type=int, default=12, help="held-out evaluations during the run")
     ap.add_argument("--eval-examples", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16 autocast (about 1.9x the fp32 step rate for tiny on this CPU)",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             threads=threads,
             train=TrainConfig(
                 batch_size=args.batch_size,
+                precision=args.precision,
                 log_every=log_every,
                 eval_every=max(1, steps // evals) if evals else 0,
                 eval_examples=args.eval_examples,

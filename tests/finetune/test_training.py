@@ -66,6 +66,9 @@ def test_length_bucketed_batches() -> None:
     plain = length_bucketed_batches(lengths, 8, torch.Generator().manual_seed(1), chunk_batches=1)
     pad_plain = sum(max(lengths[i] for i in b) * len(b) for b in plain)
     assert pad_bucketed < pad_plain
+    # chunk_batches=1: consecutive slices of one permutation, as RandomSampler + BatchSampler
+    expect = torch.randperm(103, generator=torch.Generator().manual_seed(1)).split(8)
+    assert plain == [t.tolist() for t in expect]
     assert b1 == length_bucketed_batches(
         lengths, 8, torch.Generator().manual_seed(1), chunk_batches=4
     )

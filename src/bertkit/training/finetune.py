@@ -132,10 +132,14 @@ def length_bucketed_batches(
 ) -> list[list[int]]:
     """Index batches of one epoch: shuffle, sort by length within chunks, shuffle the batches.
 
-    Every index appears exactly once. Example: with ``chunk_batches=1`` this is a plain random
-    split into batches of ``batch_size`` (the last one may be smaller).
+    Every index appears exactly once. With ``chunk_batches <= 1`` this is a plain random split
+    into consecutive batches of one permutation (the last one may be smaller): the order torch's
+    ``RandomSampler`` + ``BatchSampler`` give for the same generator, so one seed means the same
+    batches as a reference loop built on them.
     """
     order = torch.randperm(len(lengths), generator=generator).tolist()
+    if chunk_batches <= 1:
+        return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
     chunk = batch_size * chunk_batches
     batches: list[list[int]] = []
     for start in range(0, len(order), chunk):
