@@ -289,7 +289,8 @@ def row_squad(args: argparse.Namespace, table: Table) -> None:
         table.add(label, "bertkit", "EM / F1", f"{d['exact']:.2f} / {d['f1']:.2f}", t)
     if "reference" in args.sides:
         hp = RefHParams(lr=args.lr_squad, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
-                        adam_eps=1e-6, max_seq_length=384, max_steps=args.max_steps)  # fmt: skip
+                        adam_eps=1e-6, max_seq_length=384, max_steps=args.max_steps,
+                        group_by_length=args.bucket_batches > 1)  # fmt: skip
         r, t = timed(lambda: question_answering(model_dir(), train, dev, hp, seed))
         table.add(label, "HF run_qa logic", "EM / F1", f"{r['exact']:.2f} / {r['f1']:.2f}", t)
 
@@ -318,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         "--bucket-batches",
         type=int,
         default=1,
-        help="bertkit's length bucketing (1: random batches)",
+        help="bertkit's length bucketing (1: random batches); above 1 the SQuAD reference uses "
+        "the Trainer's group_by_length sampler (megabatches of 50 batches) to match",
     )
     ap.add_argument(
         "--paired",

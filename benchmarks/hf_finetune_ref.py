@@ -43,6 +43,8 @@ class RefHParams:
     max_seq_length: int = 128
     max_steps: int | None = None
     eval_batch_size: int = 64
+    group_by_length: bool = False
+    """The Trainer's ``group_by_length``: batches from its ``LengthGroupedSampler``."""
 
 
 def _optimizer(model: torch.nn.Module, hp: RefHParams) -> torch.optim.Optimizer:
@@ -74,7 +76,13 @@ def train_loop(
     model.train()
     step = 0
     for _ in range(hp.epochs):
-        order = torch.randperm(len(features), generator=gen).tolist()
+        if hp.group_by_length:
+            from transformers.trainer_pt_utils import LengthGroupedSampler
+
+            lengths = [len(f["input_ids"]) for f in features]
+            order = list(LengthGroupedSampler(hp.batch_size, lengths=lengths, generator=gen))
+        else:
+            order = torch.randperm(len(features), generator=gen).tolist()
         for k in range(0, len(order), hp.batch_size):
             if step >= total:
                 return step
