@@ -107,7 +107,7 @@ def test_glue_regression_and_two_dev_sets(tiny_model: Path, tmp_path: Path) -> N
 def test_selection_records_every_run_and_keeps_the_max(tiny_model: Path, tmp_path: Path) -> None:
     data = write_sentiment(tmp_path / "glue")
     out = tmp_path / "sel"
-    args = ["--task", "SST-2", "--data-dir", str(data), "--restarts", "2", "--epochs", "4",
+    args = ["--task", "SST-2", "--data-dir", str(data), "--restarts", "2", "--epochs", "8",
             "--batch-size", "8", "--dropout", "0", "--learning-rate", "5e-3", "1e-5", "--seed", "10"]  # fmt: skip
     assert main(["finetune", "glue", "--model", str(tiny_model), "--output", str(out), *args]) == 0
     m = json.loads((out / "metrics.json").read_text())
