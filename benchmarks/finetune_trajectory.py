@@ -1,4 +1,4 @@
-"""Side-by-side training trajectory: bertkit vs transformers on MRPC, same head, same batches.
+"""Side-by-side training trajectory: bertkit vs transformers on MRPC or SQuAD, same head and batches.
 
 Both models start from all-MiniLM-L6-v2 with the same classifier weights (bertkit's copied from
 transformers' draw), see the same batches in the same order, and step with their own optimizer
@@ -8,6 +8,10 @@ set-up (bertkit: ``build_optimizer`` + ``set_lr``; transformers: AdamW groups +
 same trajectory; with dropout they differ only in their masks.
 
     python -m benchmarks.finetune_trajectory --steps 115 --dropout 0.1
+    python -m benchmarks.finetune_trajectory --task squad --steps 12 --dropout 0 --lr 5e-5
+
+``--task squad`` trains on the windows of the first 24 articles of dev-v1.1.json (384 tokens, the
+quality benchmark's split) and prints the training losses only.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--task", choices=("mrpc", "squad"), default="mrpc")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
@@ -48,21 +53,30 @@ def main(argv: list[str] | None = None) -> None:
     from bertkit.training.tasks_runtime import ClassificationAdapter
 
     m = model_dir()
-    task = glue_task("MRPC")
-    root = Path(args.data) / "glue"
-    adapter = ClassificationAdapter(
-        "glue", "MRPC", 128, labels=list(task.labels or []), metric=task.metric
-    )
     tok = BertTokenizer.from_pretrained(m)
-    train = adapter.encode(tok, read_glue_split(root, task, "train"), True)
-    dev = adapter.encode(tok, read_glue_split(root, task, "dev"), False)
     drop = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
     transformers.set_seed(args.seed)
-    hf = transformers.BertForSequenceClassification.from_pretrained(m, num_labels=2, **drop)
-    bk = load_pretrained(m, adapter.head_class, **adapter.config_overrides(), **drop)
-    bk.classifier.load_state_dict(hf.classifier.state_dict())
-
-    total = math.ceil(len(train) / 32) * 3  # the schedule of a 3-epoch run
+    if args.task == "mrpc":
+        task = glue_task("MRPC")
+        root = Path(args.data) / "glue"
+        adapter = ClassificationAdapter(
+            "glue", "MRPC", 128, labels=list(task.labels or []), metric=task.metric
+        )
+        train = adapter.encode(tok, read_glue_split(root, task, "train"), True)
+        dev = adapter.encode(tok, read_glue_split(root, task, "dev"), False)
+        hf = transformers.BertForSequenceClassification.from_pretrained(m, num_labels=2, **drop)
+        bk = load_pretrained(m, adapter.head_class, **adapter.config_overrides(), **drop)
+        bk.classifier.load_state_dict(hf.classifier.state_dict())
+        keys: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask", "labels")
+        total = math.ceil(len(train) / 32) * 3  # the schedule of a 3-epoch run
+    else:
+        adapter, train = _squad_train(Path(args.data), tok)
+        dev = []
+        hf = transformers.BertForQuestionAnswering.from_pretrained(m, **drop)
+        bk = load_pretrained(m, adapter.head_class, **drop)
+        bk.qa.load_state_dict(hf.qa_outputs.state_dict())
+        keys = ("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions")
+        total = math.ceil(len(train) / 32)  # the schedule of the 1-epoch benchmark run
     hp = RefHParams(lr=args.lr, warmup_ratio=0.1, weight_decay=0.01, adam_eps=1e-6)
     opt_hf = _optimizer(hf, hp)
     sched_hf = get_linear_schedule_with_warmup(opt_hf, math.ceil(0.1 * total), total)
@@ -71,7 +85,6 @@ def main(argv: list[str] | None = None) -> None:
     schedule = ScheduleConfig.from_proportion(total, 0.1)
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(args.seed)).tolist()
     cpu = torch.device("cpu")
-    keys = ("input_ids", "token_type_ids", "attention_mask", "labels")
     sums = [0.0, 0.0]
     hf.train()
     bk.train()
@@ -93,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"update {n:4d}: mean training loss bertkit {sums[0] / n:.6f}, transformers {sums[1] / n:.6f}"
             )
     with torch.no_grad():
-        for name, model in (("bertkit", bk), ("transformers", hf)):
+        for name, model in (("bertkit", bk), ("transformers", hf)) if dev else ():
             model.eval()
             loss_sum = correct = 0.0
             for k in range(0, len(dev), 64):
@@ -102,6 +115,20 @@ def main(argv: list[str] | None = None) -> None:
                 loss_sum += float(out.loss) * len(batch["labels"])
                 correct += float((out.logits.argmax(-1) == batch["labels"]).sum())
             print(f"{name}: dev loss {loss_sum / len(dev):.4f}, accuracy {correct / len(dev):.4f}")
+
+
+def _squad_train(data: Path, tok: object) -> tuple[object, list]:
+    import json
+    import tempfile
+
+    from bertkit.data.tasks.squad import read_squad
+    from bertkit.training.tasks_runtime import SquadAdapter
+
+    doc = json.loads((data / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))
+    path = Path(tempfile.mkdtemp()) / "train.json"
+    path.write_text(json.dumps({"version": "1.1", "data": doc["data"][:24]}), encoding="utf-8")
+    adapter = SquadAdapter("squad", "squad1", 384)
+    return adapter, adapter.encode(tok, read_squad(path), True)
 
 
 if __name__ == "__main__":
