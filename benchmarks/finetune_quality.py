@@ -263,21 +263,25 @@ def row_conll(args: argparse.Namespace, table: Table) -> None:
                   f"{r['valid']['f1'] * 100:.2f} / {r['test']['f1'] * 100:.2f}", t)  # fmt: skip
 
 
-def row_squad(args: argparse.Namespace, table: Table) -> None:
-    import json as _json
-
-    from bertkit.data.tasks.squad import read_squad
-    from bertkit.training.tasks_runtime import SquadAdapter
-
-    src = Path(args.data) / "squad_v1.1" / "dev-v1.1.json"
-    doc = _json.loads(src.read_text(encoding="utf-8"))
+def squad_split(data: str | Path) -> tuple[Path, Path]:
+    """The benchmark's SQuAD split: the first 24 articles of dev-v1.1.json for training, the next
+    24 for evaluation, written as v1.1 files to a temporary folder; returns (train, eval)."""
+    doc = json.loads((Path(data) / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))
     tmp = Path(tempfile.mkdtemp())
     for part, arts in (("train", doc["data"][:24]), ("eval", doc["data"][24:48])):
         (tmp / f"{part}.json").write_text(
-            _json.dumps({"version": "1.1", "data": arts}), encoding="utf-8"
+            json.dumps({"version": "1.1", "data": arts}), encoding="utf-8"
         )
-    train = read_squad(tmp / "train.json")[: args.max_train]
-    dev = read_squad(tmp / "eval.json")[: args.max_dev]
+    return tmp / "train.json", tmp / "eval.json"
+
+
+def row_squad(args: argparse.Namespace, table: Table) -> None:
+    from bertkit.data.tasks.squad import read_squad
+    from bertkit.training.tasks_runtime import SquadAdapter
+
+    train_file, eval_file = squad_split(args.data)
+    train = read_squad(train_file)[: args.max_train]
+    dev = read_squad(eval_file)[: args.max_dev]
     label = f"SQuAD v1.1 (train {len(train)} q / eval {len(dev)} q, lr {args.lr_squad:g})"
     seed = args.seeds[0]
     if "bertkit" in args.sides:

@@ -118,17 +118,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _squad_train(data: Path, tok: object) -> tuple[object, list]:
-    import json
-    import tempfile
-
+    from benchmarks.finetune_quality import squad_split
     from bertkit.data.tasks.squad import read_squad
     from bertkit.training.tasks_runtime import SquadAdapter
 
-    doc = json.loads((data / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))
-    path = Path(tempfile.mkdtemp()) / "train.json"
-    path.write_text(json.dumps({"version": "1.1", "data": doc["data"][:24]}), encoding="utf-8")
     adapter = SquadAdapter("squad", "squad1", 384)
-    return adapter, adapter.encode(tok, read_squad(path), True)
+    return adapter, adapter.encode(tok, read_squad(squad_split(data)[0]), True)
 
 
 if __name__ == "__main__":

@@ -75,11 +75,11 @@ def train_loop(
     gen = torch.Generator().manual_seed(seed)
     model.train()
     step = 0
+    lengths = [len(f["input_ids"]) for f in features] if hp.group_by_length else None
     for _ in range(hp.epochs):
-        if hp.group_by_length:
+        if lengths is not None:
             from transformers.trainer_pt_utils import LengthGroupedSampler
 
-            lengths = [len(f["input_ids"]) for f in features]
             order = list(LengthGroupedSampler(hp.batch_size, lengths=lengths, generator=gen))
         else:
             order = torch.randperm(len(features), generator=gen).tolist()
