@@ -56,7 +56,7 @@ def test_second_backward_is_refused() -> None:
         loss.backward()
 
 
-def test_autocast_and_empty_targets_take_the_plain_path() -> None:
+def test_empty_targets_and_fp16_autocast_take_the_plain_path() -> None:
     hidden, weight, bias, _ = _inputs(5)
     empty = torch.zeros(0, dtype=torch.long)
     logits, loss, correct = decoder_cross_entropy(hidden[:0], weight, bias, empty)
@@ -64,6 +64,38 @@ def test_autocast_and_empty_targets_take_the_plain_path() -> None:
     loss.backward()  # the graph is kept: gradients are zeros, not missing
     assert weight.grad is not None and not weight.grad.any()
     hidden, weight, bias, targets = _inputs(6)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.float16):
         logits, loss, _ = decoder_cross_entropy(hidden, weight, bias, targets)
+    assert logits.dtype == torch.float16 and loss.dtype == torch.float32
+    assert loss.grad_fn is not None and "CrossEntropy" not in type(loss.grad_fn).__name__
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_bf16_autocast_fused_matches_the_autocast_composition(seed: int) -> None:
+    a = _inputs(seed, m=64, h=32, v=300)
+    b = [t.detach().clone().requires_grad_(t.requires_grad) for t in a]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, loss, correct = decoder_cross_entropy(*a)
+        ref_logits = F.linear(*b[:3])
+        ref_loss = F.cross_entropy(ref_logits.float(), b[3])
+    assert type(loss.grad_fn).__name__ == "_DecoderCrossEntropyBackward"
     assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    torch.testing.assert_close(logits, ref_logits)
+    torch.testing.assert_close(loss, ref_loss, rtol=2e-3, atol=2e-3)
+    assert int(correct) == int((ref_logits.argmax(-1) == b[3]).sum())
+    (2.0 * loss).backward()
+    (2.0 * ref_loss).backward()
+    for x, y in zip(a[:3], b[:3], strict=True):
+        assert x.grad.dtype == torch.float32
+        torch.testing.assert_close(x.grad, y.grad, rtol=2e-2, atol=2e-3)
+
+
+def test_only_the_logits_used_downstream() -> None:
+    a = _inputs(9)
+    b = [t.detach().clone().requires_grad_(t.requires_grad) for t in a]
+    logits, _, _ = decoder_cross_entropy(*a)
+    ref_logits, _, _ = _reference(*b)
+    logits.pow(2).mean().backward()
+    ref_logits.pow(2).mean().backward()
+    for x, y in zip(a[:3], b[:3], strict=True):
+        torch.testing.assert_close(x.grad, y.grad)

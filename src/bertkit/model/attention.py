@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.model.kernels import Linear
 
 
 @dataclass
@@ -73,8 +74,8 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
-        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.proj = nn.Linear(config.hidden_size, config.hidden_size)
+        self.qkv = Linear(config.hidden_size, 3 * config.hidden_size)
+        self.proj = Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(

@@ -10,6 +10,7 @@ from bertkit.errors import ConfigError
 from bertkit.model.attention import Packing, Selection
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.encoder import Encoder
+from bertkit.model.kernels import Linear
 from bertkit.model.outputs import BaseModelOutput
 
 
@@ -46,7 +47,7 @@ class Pooler(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, cls_hidden: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.dense(cls_hidden))

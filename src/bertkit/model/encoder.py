@@ -8,6 +8,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.attention import Packing, Selection, SelfAttention
+from bertkit.model.kernels import Linear
 
 
 def activation(name: str):
@@ -28,8 +29,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.up = Linear(config.hidden_size, config.intermediate_size)
+        self.down = Linear(config.intermediate_size, config.hidden_size)
         self.act = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.model.bert import BertModel, init_bert_weights
 from bertkit.model.encoder import activation
+from bertkit.model.kernels import Linear, linear
 from bertkit.model.losses import decoder_cross_entropy
 from bertkit.model.outputs import (
     MaskedLMOutput,
@@ -36,7 +37,7 @@ class MaskedLMHead(nn.Module):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = Linear(config.hidden_size, config.hidden_size)
         self.act = activation(config.hidden_act)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
@@ -46,7 +47,7 @@ class MaskedLMHead(nn.Module):
 
     def forward(self, h: torch.Tensor, decoder_weight: torch.Tensor) -> torch.Tensor:
         """h: (..., H) -> logits (..., V)."""
-        return F.linear(self.transform(h), decoder_weight, self.bias)
+        return linear(self.transform(h), decoder_weight, self.bias)
 
     def loss(
         self, h: torch.Tensor, decoder_weight: torch.Tensor, targets: torch.Tensor
@@ -85,7 +86,7 @@ class BertForPreTraining(nn.Module):
         self.config = config
         self.bert = BertModel(config)
         self.mlm = MaskedLMHead(config)
-        self.nsp = nn.Linear(config.hidden_size, 2)
+        self.nsp = Linear(config.hidden_size, 2)
         init_bert_weights(self.mlm.dense, config.initializer_range)
         init_bert_weights(self.nsp, config.initializer_range)
 
@@ -173,7 +174,7 @@ class BertForSequenceClassification(nn.Module):
         self.num_labels = config.num_labels
         self.bert = BertModel(config)
         self.dropout = _classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = Linear(config.hidden_size, config.num_labels)
         init_bert_weights(self.classifier, config.initializer_range)
 
     def forward(
@@ -220,7 +221,7 @@ class BertForTokenClassification(nn.Module):
         self.num_labels = config.num_labels
         self.bert = BertModel(config, add_pooling_layer=False)
         self.dropout = _classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = Linear(config.hidden_size, config.num_labels)
         init_bert_weights(self.classifier, config.initializer_range)
 
     def forward(
@@ -253,7 +254,7 @@ class BertForQuestionAnswering(nn.Module):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.qa = nn.Linear(config.hidden_size, 2)
+        self.qa = Linear(config.hidden_size, 2)
         init_bert_weights(self.qa, config.initializer_range)
 
     def forward(
@@ -300,7 +301,7 @@ class BertForMultipleChoice(nn.Module):
         self.config = config
         self.bert = BertModel(config)
         self.dropout = _classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.classifier = Linear(config.hidden_size, 1)
         init_bert_weights(self.classifier, config.initializer_range)
 
     def forward(

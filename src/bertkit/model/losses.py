@@ -6,6 +6,9 @@ reach the decoder's matmuls. Over a 30k vocabulary these (M, V) passes cost as m
 decoder's matmuls on a CPU. The backward here writes softmax - one_hot into the saved buffer in
 place, and puts the 1/M scale on the small products (M, H), (V, H) instead of on (M, V): three
 passes over (M, V) fewer. The results equal the unfused computation within fp32 rounding.
+Under bf16 autocast the same steps run in bf16 (log-softmax accumulates in fp32); the unfused
+autocast path was measured spending more time on its (M, V) casts, fills and bf16 argmax than
+on the decoder matmuls themselves.
 """
 
 from __future__ import annotations
@@ -13,20 +16,34 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bertkit.model.kernels import linear, matmul_nt
+
 
 class _DecoderCrossEntropy(torch.autograd.Function):
-    """(h (M, H), W (V, H), b (V,), targets (M,)) -> (logits (M, V), mean loss, correct)."""
+    """(h (M, H), W (V, H), b (V,), targets (M,), dtype) -> (logits (M, V), mean loss, correct).
+
+    ``dtype`` None computes in fp32; torch.bfloat16 (under autocast) runs the matmuls, the
+    log-softmax and the saved buffer in bf16, as autocast would, and returns fp32 gradients for
+    fp32 parameters.
+    """
 
     @staticmethod
-    def forward(ctx, h, weight, bias, targets):  # type: ignore[override]
-        logits = torch.addmm(bias, h, weight.t())  # (M, V)
-        logp = torch.log_softmax(logits, dim=-1)  # (M, V), reused as the gradient's buffer
-        loss = -logp.gather(1, targets[:, None]).mean()
-        with torch.no_grad():
-            correct = (logits.argmax(-1) == targets).sum()
-        ctx.save_for_backward(h, weight, logp, targets)
+    def forward(ctx, h, weight, bias, targets, dtype):  # type: ignore[override]
+        with torch.autocast(h.device.type, enabled=False):
+            if dtype is not None:
+                h_c, w_c, b_c = h.to(dtype), weight.to(dtype), bias.to(dtype)
+            else:
+                h_c, w_c, b_c = h, weight, bias
+            logits = linear(h_c, w_c, b_c)  # (M, V); grad is off inside forward
+            logp = torch.log_softmax(logits, dim=-1)  # (M, V), reused as the gradient's buffer
+            loss = -logp.gather(1, targets[:, None]).float().mean()
+            # max(-1) rather than argmax: the same first index, and bf16 argmax is 6x slower here
+            correct = (logits.max(-1).indices == targets).sum()
+        ctx.save_for_backward(h_c, w_c, logp, targets)
+        ctx.dtypes = (h.dtype, weight.dtype, bias.dtype)
         ctx.spent = False
         ctx.mark_non_differentiable(correct)
+        ctx.set_materialize_grads(False)  # unused logits: None, not an (M, V) zero tensor
         return logits, loss, correct
 
     @staticmethod
@@ -35,21 +52,24 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             raise RuntimeError("the fused MLM loss supports one backward pass (no retain_graph)")
         ctx.spent = True
         h, weight, logp, targets = ctx.saved_tensors
+        h_dtype, w_dtype, b_dtype = ctx.dtypes
         rows = torch.arange(targets.numel(), device=targets.device)
         grad = logp.exp_()  # softmax, in the saved buffer
         grad[rows, targets] -= 1.0
-        scale = grad_loss / targets.numel()
+        if grad_loss is None:  # only the logits were used downstream
+            grad_loss = torch.zeros((), device=grad.device)
+        scale = grad_loss.float() / targets.numel()
         if grad_logits is not None:  # the logits were also used elsewhere
-            grad = grad.mul_(scale).add_(grad_logits)
+            grad = grad.mul_(scale.to(grad.dtype)).add_(grad_logits.to(grad.dtype))
             scale = torch.ones_like(scale)
         grad_h = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_h = (grad @ weight).mul_(scale)
+            grad_h = matmul_nt(grad, weight.t()).to(h_dtype).mul_(scale)
         if ctx.needs_input_grad[1]:
-            grad_w = (grad.t() @ h).mul_(scale)
+            grad_w = matmul_nt(grad.t(), h.t()).to(w_dtype).mul_(scale)
         if ctx.needs_input_grad[2]:
-            grad_b = grad.sum(0).mul_(scale)
-        return grad_h, grad_w, grad_b, None
+            grad_b = grad.sum(0).to(b_dtype).mul_(scale)  # bf16 sums accumulate in fp32
+        return grad_h, grad_w, grad_b, None, None
 
 
 def decoder_cross_entropy(
@@ -57,16 +77,17 @@ def decoder_cross_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """logits = h W^T + b (M, V); mean cross-entropy against ``targets`` (M,); correct argmaxes.
 
-    Fused (see the module docstring) for fp32 without autocast; otherwise the plain composition,
-    with the loss computed in fp32.
+    Fused (see the module docstring) in fp32 and under bf16 autocast; otherwise (fp16 autocast,
+    whose loss scaling needs the scale before the matmuls, or no labelled token) the plain
+    composition, with the loss computed in fp32.
     """
-    fused_ok = (
-        h.dtype == weight.dtype == torch.float32
-        and not torch.is_autocast_enabled(h.device.type)
-        and targets.numel() > 0
-    )
-    if fused_ok:
-        return _DecoderCrossEntropy.apply(h, weight, bias, targets)
+    device = h.device.type
+    autocast = torch.is_autocast_enabled(device)
+    if targets.numel() > 0:
+        if autocast and torch.get_autocast_dtype(device) == torch.bfloat16:
+            return _DecoderCrossEntropy.apply(h, weight, bias, targets, torch.bfloat16)
+        if not autocast and h.dtype == weight.dtype == torch.float32:
+            return _DecoderCrossEntropy.apply(h, weight, bias, targets, None)
     logits = F.linear(h, weight, bias)
     if targets.numel() == 0:
         loss = logits.sum() * 0.0  # no labelled token: a zero loss that keeps the graph

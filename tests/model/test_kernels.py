@@ -1,0 +1,72 @@
+"""The oneDNN fp32 linear: same values and gradients as F.linear, and it is really taken."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertkit.model import kernels
+
+pytestmark = pytest.mark.skipif(not kernels.onednn_enabled(), reason="oneDNN not in this torch")
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    calls = []
+    op = kernels._OP
+
+    def wrapped(*args):
+        calls.append(tuple(args[0].shape))
+        return op(*args)
+
+    monkeypatch.setattr(kernels, "_OP", wrapped)
+    return calls
+
+
+@pytest.mark.parametrize("shape", [(7, 24), (3, 5, 24)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_forward_and_backward_match_f_linear(counted, shape, with_bias):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*shape, generator=g, requires_grad=True)
+    w = torch.randn(40, 24, generator=g, requires_grad=True)
+    b = torch.randn(40, generator=g, requires_grad=True) if with_bias else None
+    up = torch.randn(*shape[:-1], 40, generator=g)
+
+    y = kernels.linear(x, w, b)
+    (y * up).sum().backward()
+    grads = [x.grad, w.grad] + ([b.grad] if with_bias else [])
+    assert len(counted) == 3  # forward, input gradient, weight gradient
+
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    b2 = b.detach().clone().requires_grad_() if with_bias else None
+    y2 = F.linear(x2, w2, b2)
+    (y2 * up).sum().backward()
+    ref = [x2.grad, w2.grad] + ([b2.grad] if with_bias else [])
+    torch.testing.assert_close(y, y2, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, ref):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_input_and_no_grad(counted):
+    x = torch.randn(24, 9).t()  # (9, 24), not contiguous
+    w = torch.randn(6, 24)
+    with torch.no_grad():
+        y = kernels.linear(x, w)
+    torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-5)
+    assert counted == [(9, 24)]
+
+
+def test_fallbacks_keep_f_linear(counted):
+    w = torch.randn(6, 4)
+    kernels.linear(torch.randn(3, 4, dtype=torch.float64), w.double())  # not fp32
+    kernels.linear(torch.randn(0, 4), w)  # empty
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert kernels.linear(torch.randn(3, 4), w).dtype == torch.bfloat16
+    previous = kernels.set_onednn(False)
+    try:
+        x = torch.randn(3, 4)
+        assert torch.equal(kernels.linear(x, w), F.linear(x, w))
+    finally:
+        kernels.set_onednn(previous)
+    assert counted == []
