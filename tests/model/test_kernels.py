@@ -70,3 +70,28 @@ def test_fallbacks_keep_f_linear(counted):
     finally:
         kernels.set_onednn(previous)
     assert counted == []
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_low_precision_cpu_attention_matches_fp32_sdpa(autocast):
+    from bertkit.model.attention import attend
+
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(3, 2, 9, 8, generator=g) for _ in range(3))
+    mask = (torch.arange(9)[None, :] < torch.tensor([9, 5, 2])[:, None])[:, None, None, :]
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if autocast:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = attend(q, k, v, mask, 0.0)
+    else:
+        got = attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, 0.0)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want, rtol=3e-2, atol=3e-2)
+    # a masked key changes nothing: perturb the keys/values beyond each row's length
+    k2, v2 = k.clone(), v.clone()
+    k2[1, :, 5:] += 100.0
+    v2[1, :, 5:] -= 100.0
+    again = attend(q.bfloat16(), k2.bfloat16(), v2.bfloat16(), mask, 0.0)
+    torch.testing.assert_close(
+        again[1], attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, 0.0)[1]
+    )

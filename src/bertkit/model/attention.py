@@ -64,6 +64,29 @@ class Selection:
     token: torch.Tensor
 
 
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(D), keys where ``mask`` (B, 1, 1, T) is True) v: (B, N, T, D).
+
+    On the CPU in bf16/fp16 (explicitly or under autocast) this is two batched matmuls around an
+    fp32 softmax: torch's fused CPU attention kernel was measured 3.5-4x slower there in
+    forward + backward (mini, (32, 4, 128, 64): 41.6 vs 11.7 ms) and ~1.7x slower in inference.
+    Everywhere else it is ``scaled_dot_product_attention``.
+    """
+    low = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
+    if q.device.type != "cpu" or low not in (torch.bfloat16, torch.float16):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    q, k, v = q.to(low), k.to(low), v.to(low)
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, N, T, T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(low)
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, dropout_p)
+    return torch.matmul(probs, v)  # (B, N, T, D)
+
+
 class SelfAttention(nn.Module):
     """softmax(Q K^T / sqrt(D) + mask) V over N heads, then the output projection.
 
@@ -89,9 +112,7 @@ class SelfAttention(nn.Module):
             # Attention needs the (B, T) layout; only this small tensor is re-padded.
             qkv = packing.pad(qkv)  # (B, T, 3H)
         q, k, v = qkv.view(B, T, 3, N, D).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, N, T, D)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=packing.key_mask, dropout_p=self.dropout_p if self.training else 0.0
-        )  # (B, N, T, D)
+        out = attend(q, k, v, packing.key_mask, self.dropout_p if self.training else 0.0)
         out = out.transpose(1, 2)  # (B, T, N, D), a view
         if select is not None:
             out = out[select.batch, select.token].reshape(-1, N * D)  # (K, H)
