@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from benchmarks.flops import inference_flops, pretraining_step_flops
+from benchmarks.flops import inference_flops, matmul_candidates, pretraining_step_flops
 from benchmarks.timing import interleaved_seconds
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-PEAK, PEAK_N = "matmul-peak", 2048
+PEAK_N = 2048
 
 
 @dataclass
@@ -33,14 +33,12 @@ class Row:
     peak_gflops: float = 0.0  # matmul rate measured interleaved with this row's candidates
 
     def measure(self, fns: dict[str, Callable[[], None]], repeats: int) -> None:
-        """Time ``fns`` interleaved, together with a matmul of the row's precision, so that the
+        """Time ``fns`` interleaved, together with the matmuls of the row's precision, so that the
         peak behind MFU is measured under the same machine load as the candidates (on a shared
         machine a peak taken once at start-up is not comparable with rates measured later)."""
-        n = PEAK_N
-        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
-        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-        seconds = interleaved_seconds({**fns, PEAK: lambda: a @ b}, repeats)
-        self.peak_gflops = 2 * n**3 / seconds.pop(PEAK) / 1e9
+        peaks = matmul_candidates("bfloat16" if self.precision == "bf16" else "float32", PEAK_N)
+        seconds = interleaved_seconds({**fns, **peaks}, repeats)
+        self.peak_gflops = max(2 * PEAK_N**3 / seconds.pop(name) / 1e9 for name in peaks)
         self.seconds = seconds
 
     def rate(self, impl: str) -> float:
@@ -220,5 +218,58 @@ def inference_row(precision: str, batch: int, lengths: list[int], label: str, re
     cfg = load_pretrained(path, BertModel).config
     flops = inference_flops(lengths, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size)
     row = Row(f"inference MiniLM B={batch} {label}", precision, "seq/s", batch, flops)
+    row.measure(fns, repeats)
+    return row
+
+
+def inference_stream_row(
+    precision: str, batch: int, lengths: list[int], label: str, repeats: int
+) -> Row:
+    """Encoder inference over a list of sequences of mixed lengths, ``batch`` at a time.
+
+    Each side batches the way it is used: bertkit sorts the sequences by length first
+    (``bertkit.model.batching.length_batches``, as ``bertkit embed`` and ``fill-mask`` do), then
+    runs each batch unpadded; transformers takes them in arrival order and pads each batch to its
+    longest (a DataLoader with ``DataCollatorWithPadding``, or a pipeline). ``hf-sdpa-sorted``
+    gives transformers bertkit's sorted batches, to separate what the sorting buys from the rest.
+    Collation is inside the timed call on every side.
+    """
+    from transformers import BertModel as HFModel
+
+    from bertkit.interop import load_pretrained
+    from bertkit.model import BertModel
+    from bertkit.model.batching import collate, length_batches
+
+    path = minilm_dir()
+    g = torch.Generator().manual_seed(2)
+    rows = [
+        [101, *torch.randint(1000, 30522, (n - 2,), generator=g).tolist(), 102] for n in lengths
+    ]
+    arrival = [list(range(k, min(k + batch, len(rows)))) for k in range(0, len(rows), batch)]
+    by_length = length_batches(lengths, batch)
+
+    def infer(model, sort: bool) -> Callable[[], None]:
+        model.eval()
+
+        def run() -> None:
+            groups = length_batches(lengths, batch) if sort else arrival
+            with torch.inference_mode(), _autocast(precision):
+                for idx in groups:
+                    model(**collate([rows[i] for i in idx], None, 0))
+
+        return run
+
+    ours = load_pretrained(path, BertModel)
+    fns = {"bertkit": infer(ours, True)}
+    for attn in ("sdpa", "eager"):
+        fns[f"hf-{attn}"] = infer(HFModel.from_pretrained(path, attn_implementation=attn), False)
+    fns["hf-sdpa-sorted"] = infer(HFModel.from_pretrained(path, attn_implementation="sdpa"), True)
+    cfg = ours.config
+    flops = inference_flops(lengths, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size)
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in arrival)
+    sorted_padded = sum(len(b) * max(lengths[i] for i in b) for b in by_length)
+    name = (f"inference MiniLM B={batch} {label} ({len(lengths)} seqs; {sum(lengths):,} tokens, "
+            f"padded {padded:,} in arrival order, {sorted_padded:,} sorted)")  # fmt: skip
+    row = Row(name, precision, "seq/s", len(lengths), flops)
     row.measure(fns, repeats)
     return row
