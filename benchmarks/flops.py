@@ -70,17 +70,21 @@ def matmul_candidates(dtype_name: str, n: int = 2048) -> dict[str, object]:
     return fns
 
 
-def matmul_peak_gflops(dtype_name: str = "float32", n: int = 2048, repeats: int = 10) -> float:
-    """Best observed GFLOP/s of an n x n x n matmul in this process (the machine's practical peak),
-    over the candidates of :func:`matmul_candidates`."""
+def matmul_peaks_gflops(
+    dtype_name: str = "float32", n: int = 2048, repeats: int = 10
+) -> dict[str, float]:
+    """Best observed GFLOP/s of each n x n x n matmul of :func:`matmul_candidates` in this process;
+    the machine's practical peak is the highest of them."""
     import time
 
-    best = float("inf")
-    for fn in matmul_candidates(dtype_name, n).values():
+    out = {}
+    for name, fn in matmul_candidates(dtype_name, n).items():
         for _ in range(2):
             fn()
+        best = float("inf")
         for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
             best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
+        out[name] = 2 * n**3 / best / 1e9
+    return out
