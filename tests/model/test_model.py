@@ -18,6 +18,7 @@ from bertkit.model import (
     BertForTokenClassification,
     BertModel,
 )
+from bertkit.model.attention import SelfAttention
 
 V, B, T = 97, 4, 10
 
@@ -128,10 +129,45 @@ def test_padding_does_not_change_a_sequence() -> None:
 @pytest.mark.parametrize("name", list(HEADS))
 def test_unpadded_path_equals_padded_path(name: str) -> None:
     """Same outputs (real positions), loss and gradients with and without packing the tokens."""
+    _compare_unpadded_with_padded(name, (10, 7, 3, 9))
+
+
+# 16 sequences: attention runs in 4 length groups (area 552 of 1600 padded)
+MANY = (10, 9, 2, 2, 3, 2, 4, 2, 10, 3, 2, 5, 2, 2, 3, 6)
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_grouped_attention_equals_padded_path(name: str, monkeypatch) -> None:
+    groups = []
+    grouped = SelfAttention._grouped
+
+    def counted(self, qkv, packing):
+        groups.append(len(packing.groups))
+        return grouped(self, qkv, packing)
+
+    monkeypatch.setattr(SelfAttention, "_grouped", counted)
+    _compare_unpadded_with_padded(name, MANY)
+    assert groups and set(groups) == {4}
+
+
+def test_grouped_attention_with_left_padding() -> None:
+    torch.manual_seed(0)
+    model = BertModel(tiny()).eval()
+    lengths = torch.tensor(MANY)
+    mask = (torch.arange(T)[None, :] >= T - lengths[:, None]).long()  # real tokens at the end
+    ids = torch.randint(1, V, mask.shape, generator=torch.Generator().manual_seed(5)) * mask
+    with torch.no_grad():
+        a = model(ids, mask).last_hidden_state
+        b = model(ids, mask, unpad=False).last_hidden_state
+    real = mask.bool()
+    torch.testing.assert_close(a[real], b[real], atol=1e-5, rtol=1e-5)
+
+
+def _compare_unpadded_with_padded(name: str, lengths: tuple[int, ...]) -> None:
     torch.manual_seed(0)
     model = HEADS[name](tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).train()
     gen = torch.Generator().manual_seed(4)
-    x = with_labels(name, batch(gen), gen)
+    x = with_labels(name, batch(gen, lengths), gen)
     results = []
     for unpad in (True, False):
         model.zero_grad()

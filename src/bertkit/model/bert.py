@@ -100,6 +100,7 @@ class BertModel(nn.Module):
                 packing.key_mask = keep[:, None, None, :]
                 if unpad is None or unpad:
                     packing.set_indices(keep.reshape(-1).nonzero().squeeze(1))  # (S,)
+                    packing.group(keep.sum(1))
         x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)
         if final_positions is not None:
             return self._forward_selected(x, packing, final_positions)
