@@ -95,3 +95,22 @@ def test_low_precision_cpu_attention_matches_fp32_sdpa(autocast):
     torch.testing.assert_close(
         again[1], attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, 0.0)[1]
     )
+
+
+def test_bf16_inference_cache_follows_weight_updates():
+    layer = kernels.Linear(16, 8)
+    x = torch.randn(5, 16)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want = F.linear(x, layer.weight, layer.bias)
+        got = layer(x)
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+        layer.weight.mul_(-1.0)  # an in-place update, as an optimizer step makes
+        flipped = layer(x)
+    torch.testing.assert_close(
+        flipped.float() - layer.bias, -(got.float() - layer.bias), rtol=2e-2, atol=2e-2
+    )
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # grad on: plain autocast, no cache use
+        y = layer(x.requires_grad_())
+    y.float().sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.dtype == torch.float32

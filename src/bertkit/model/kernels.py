@@ -99,7 +99,32 @@ def matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class Linear(nn.Linear):
-    """nn.Linear (same parameters and state-dict keys) whose forward is :func:`linear`."""
+    """nn.Linear (same parameters and state-dict keys) whose forward is :func:`linear`.
+
+    Inference under CPU bf16 autocast (no grad) keeps a bf16 copy of the weight and bias,
+    refreshed whenever the fp32 parameters change, and runs oneDNN's linear with the bias fused:
+    autocast alone re-casts every weight on every call when grad is off.
+    """
+
+    _low: tuple | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (
+            _OP is not None
+            and not torch.is_grad_enabled()
+            and x.device.type == "cpu"
+            and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16
+            and x.numel() > 0
+        ):
+            weight, bias = self._low_precision(torch.bfloat16)
+            return _OP(x.to(torch.bfloat16), weight, bias, "none", [], "")
         return linear(x, self.weight, self.bias)
+
+    def _low_precision(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+        params = [self.weight] + ([self.bias] if self.bias is not None else [])
+        key = (dtype, *((p.data_ptr(), p._version) for p in params))
+        if self._low is None or self._low[0] != key:
+            low = [p.detach().to(dtype) for p in params]
+            self._low = (key, low[0], low[1] if len(low) > 1 else None)
+        return self._low[1], self._low[2]
