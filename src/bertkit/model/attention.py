@@ -40,6 +40,8 @@ class Packing:
     indices: (S,) flat positions of the real tokens in (B*T) when activations are packed as
         (S, H) (the unpadded path); None when activations are padded (B, T, H). rows / cols:
         the same positions as (batch, token) index pairs.
+    groups: when set (``group``), attention runs group by group on the packed rows; regroup:
+        (S,) the order that puts the groups' concatenated outputs back into packed order.
     """
 
     batch: int
@@ -48,15 +50,14 @@ class Packing:
     indices: torch.Tensor | None = None
     rows: torch.Tensor | None = None
     cols: torch.Tensor | None = None
+    groups: list[AttentionGroup] | None = None
+    regroup: torch.Tensor | None = None
 
     def set_indices(self, indices: torch.Tensor) -> None:
         """Pack: ``indices`` (S,) flat positions; rows / cols are their (batch, token) pairs."""
         self.indices = indices
         self.rows = torch.div(indices, self.length, rounding_mode="floor")
         self.cols = indices - self.rows * self.length
-
-    groups: list[AttentionGroup] | None = None
-    regroup: torch.Tensor | None = None
 
     def group(self, lengths: torch.Tensor, parts: int = 4) -> None:
         """Let attention run on up to ``parts`` groups of sequences of similar length, each
@@ -127,8 +128,9 @@ def attend(
     """softmax(q k^T / sqrt(D), keys where ``mask`` (B, 1, 1, T) is True) v: (B, N, T, D).
 
     On the CPU in bf16/fp16 (explicitly or under autocast) this is two batched matmuls around a
-    softmax (fp32 accumulation, output rounded to bf16, as autocast's matmul inputs are): torch's fused CPU attention kernel was measured 3.5-4x slower there in
-    forward + backward (mini, (32, 4, 128, 64): 41.6 vs 11.7 ms) and ~1.7x slower in inference.
+    softmax (fp32 accumulation, output rounded to bf16, as autocast's matmul inputs are): torch's
+    fused CPU attention kernel was measured 3.5-4x slower there in forward + backward (mini,
+    (32, 4, 128, 64): 41.6 vs 11.7 ms) and ~1.7x slower in inference.
     Everywhere else it is ``scaled_dot_product_attention``.
     """
     low = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
