@@ -266,8 +266,11 @@ def inference_stream_row(
     fns["hf-sdpa-sorted"] = infer(HFModel.from_pretrained(path, attn_implementation="sdpa"), True)
     cfg = ours.config
     flops = inference_flops(lengths, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size)
-    padded = sum(len(b) * max(lengths[i] for i in b) for b in arrival)
-    sorted_padded = sum(len(b) * max(lengths[i] for i in b) for b in by_length)
+
+    def positions(groups: list[list[int]]) -> int:  # tokens once each batch is padded
+        return sum(len(b) * max(lengths[i] for i in b) for b in groups)
+
+    padded, sorted_padded = positions(arrival), positions(by_length)
     name = (f"inference MiniLM B={batch} {label} ({len(lengths)} seqs; {sum(lengths):,} tokens, "
             f"padded {padded:,} in arrival order, {sorted_padded:,} sorted)")  # fmt: skip
     row = Row(name, precision, "seq/s", len(lengths), flops)

@@ -6,6 +6,7 @@ N heads, D head size (H = N * D), H hidden size.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -79,7 +80,7 @@ class Packing:
         if sum(len(c) * lens[c[0]] ** 2 for c in chunks) > 0.75 * n_seq * self.length**2:
             return
         device = self.indices.device
-        starts = torch.cumsum(torch.tensor([0, *lens[:-1]], device=device), 0).tolist()
+        starts = [0, *itertools.accumulate(lens[:-1])]  # packed row of each sequence's first token
         self.groups = []
         for chunk in chunks:
             n = torch.tensor([lens[b] for b in chunk], device=device)

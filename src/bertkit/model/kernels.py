@@ -21,11 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 _OP = getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
-_enabled = (
-    _OP is not None
-    and torch.backends.mkldnn.is_available()
-    and os.environ.get("BERTKIT_ONEDNN", "1") != "0"
-)
+_AVAILABLE = _OP is not None and torch.backends.mkldnn.is_available()
+_enabled = _AVAILABLE and os.environ.get("BERTKIT_ONEDNN", "1") != "0"
 
 
 def onednn_enabled() -> bool:
@@ -37,7 +34,7 @@ def set_onednn(enabled: bool) -> bool:
     """Turn the oneDNN path on or off; returns the previous setting (it is process-wide)."""
     global _enabled
     previous = _enabled
-    _enabled = bool(enabled) and _OP is not None and torch.backends.mkldnn.is_available()
+    _enabled = bool(enabled) and _AVAILABLE
     return previous
 
 
