@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import platform
 import random
 import sys
 
@@ -47,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown row group(s) {sorted(unknown)}: use pretrain,finetune,infer,tokenizer")
     reps = 3 if args.quick else 5
     precisions = args.precisions.split(",")
+
+    from bertkit import hardware
+    from bertkit.cli.env import format_report
+
+    env = hardware.report()  # the machine and each kernel decision, first: every figure needs it
+    print(format_report(env), flush=True)
 
     by_kernel = {p: matmul_peaks_gflops(p) for p in ("float32", "bfloat16")}
     peaks = {p: max(v.values()) for p, v in by_kernel.items()}
@@ -94,14 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("command: python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]))
     print(
-        f"Measured {dt.date.today().isoformat()} on {platform.processor() or platform.machine()}, "
-        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+        f"Measured {dt.date.today().isoformat()} on {hardware.cpu_info().label}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}; kernels: "
+        + ", ".join(f"{k} {d['choice']}" for k, d in env["decisions"].items())
     )
     print(table)
     if extra:
         print(extra)
     results = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "env": env,
         "peak_gflops": peaks,
         "peak_gflops_by_kernel": by_kernel,
         "rows": [

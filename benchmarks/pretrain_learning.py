@@ -69,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0.6,
         help="with --phase1-seq-length: fraction of the updates at --seq-length",
     )
+    ap.add_argument(
+        "--balanced-next",
+        action="store_true",
+        help="single-sentence chunks get an actual-next B half the time (PrepareSettings)",
+    )
     ap.add_argument("--learning-rate", type=float, default=1e-3)
     ap.add_argument("--warmup-proportion", type=float, default=0.02)
     ap.add_argument("--dropout", type=float, default=0.0)
@@ -132,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             if (built["max_seq_length"], built["dupe_factor"]) == (length, dupe):
                 continue
         settings = PrepareSettings(
-            dupe_factor=dupe, dynamic_masking=dynamic, **(common | {"max_seq_length": length})
+            dupe_factor=dupe,
+            dynamic_masking=dynamic,
+            balanced_next=args.balanced_next and dynamic,
+            **(common | {"max_seq_length": length}),
         )
         prepare_pretraining(
             inputs, vocab, work / name, num_workers=2, overwrite=True, settings=settings

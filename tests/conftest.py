@@ -23,3 +23,31 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# --- hardware paths: every kernel/precision test runs under each forced choice ----------------
+
+
+@pytest.fixture(params=["onednn", "blas"])
+def fp32_path(request):
+    """Runs the test with fp32 matmuls forced through oneDNN, then through ATen's BLAS."""
+    from bertkit import hardware
+
+    if request.param == "onednn" and not hardware.ONEDNN_AVAILABLE:
+        pytest.skip("this torch build has no oneDNN linear")
+    with hardware.forced("fp32_matmul", request.param):
+        yield request.param
+
+
+@pytest.fixture(params=["native", "emulated"])
+def bf16_path(request):
+    """Runs the test with bf16 forced to native oneDNN kernels (where the CPU has them), then to
+    autocast's own kernels (what a CPU without native bf16 runs when told to use bf16)."""
+    from bertkit import hardware
+
+    if request.param == "native":
+        ok, why = hardware.bf16_native_support()
+        if not ok:
+            pytest.skip(f"no native bf16 path to test on this machine: {why}")
+    with hardware.forced("bf16", request.param):
+        yield request.param

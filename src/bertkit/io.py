@@ -92,22 +92,35 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 
 def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming.
+    """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming; ``.xz``,
+    ``.gz`` and ``.bz2`` files are decompressed on the fly.
 
     With ``errors="strict"`` invalid UTF-8 raises InputError naming the file and line; with
-    ``errors="replace"`` the bad bytes become U+FFFD.
+    ``errors="replace"`` the bad bytes become U+FFFD. A corrupt or truncated compressed file is
+    an InputError naming the line reached.
     """
+    import lzma
+
     from bertkit.errors import InputError
 
     path = Path(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        f = _open_maybe_compressed(path)
     except FileNotFoundError as e:
         raise InputError(path, None, "file not found") from e
     except OSError as e:
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
+    n = 0
     with f:
-        for n, raw in enumerate(f, start=1):
+        lines = iter(f)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, OSError, lzma.LZMAError) as e:
+                raise InputError(path, n + 1, f"cannot decompress ({e})") from e
+            n += 1
             try:
                 line = raw.decode("utf-8", errors=errors)
             except UnicodeDecodeError as e:
@@ -118,3 +131,21 @@ def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[
                     "pass --encoding-errors replace to substitute U+FFFD)",
                 ) from e
             yield n, line.rstrip("\r\n")
+
+
+def _open_maybe_compressed(path: Path):
+    """A binary file object, decompressing by suffix (.xz, .gz, .bz2)."""
+    suffix = path.suffix.lower()
+    if suffix == ".xz":
+        import lzma
+
+        return lzma.open(path, "rb")
+    if suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rb")
+    if suffix == ".bz2":
+        import bz2
+
+        return bz2.open(path, "rb")
+    return open(path, "rb")

@@ -143,12 +143,28 @@ def test_ner_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
     assert [len(p["tags"]) for p in raw] == [3, 1]
 
 
-def test_bf16_autocast(tiny_model: Path, tmp_path: Path) -> None:
+def test_bf16_autocast(tiny_model: Path, tmp_path: Path, bf16_path: str) -> None:
     m = finetune("glue", tiny_model, tmp_path / "bf16", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
                  "--precision", "bf16")  # fmt: skip
     assert m["config"]["precision"] == "bf16"
+    assert m["precision_run"] == "bf16" and m["hardware"]["bf16"] == bf16_path
     loss = m["runs"][0]["epochs"][0]["train_loss"]
     assert 0.0 < loss < 10.0  # finite, a real cross-entropy
+
+
+def test_bf16_without_native_support_runs_fp32(tiny_model: Path, tmp_path: Path, caplog) -> None:
+    from bertkit import hardware
+
+    hardware._noticed.discard("bf16")
+    with hardware.forced("bf16", "fp32"), caplog.at_level("WARNING", "bertkit.hardware"):
+        m = finetune("glue", tiny_model, tmp_path / "fb", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
+                     "--precision", "bf16")  # fmt: skip
+        ref = finetune("glue", tiny_model, tmp_path / "fp32", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"))  # fmt: skip
+    assert m["precision_run"] == "fp32"
+    notices = [r.getMessage() for r in caplog.records if "bf16 requested" in r.getMessage()]
+    assert len(notices) == 1 and "running fp32 instead" in notices[0]
+    # the fallback really is fp32: the same losses as an fp32 run, to the last bit
+    assert m["runs"][0]["epochs"][0]["train_loss"] == ref["runs"][0]["epochs"][0]["train_loss"]
 
 
 def test_swag_multiple_choice_end_to_end(tiny_model: Path, tmp_path: Path) -> None:

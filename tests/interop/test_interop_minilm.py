@@ -63,7 +63,7 @@ def test_mean_pooled_embeddings_match_sentence_transformers(setup) -> None:
     assert torch.nn.functional.cosine_similarity(cls, want, dim=-1).min() < 0.99  # control
 
 
-def test_bf16_autocast_within_tolerance(setup) -> None:
+def test_bf16_autocast_within_tolerance(setup, bf16_path) -> None:
     _, batch, ours, _ = setup
     with torch.no_grad():
         ref = pool(ours(**batch).last_hidden_state, batch["attention_mask"], "mean", True)

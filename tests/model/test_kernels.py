@@ -1,4 +1,5 @@
-"""The oneDNN fp32 linear: same values and gradients as F.linear, and it is really taken."""
+"""The fp32 linear on either kernel (oneDNN or ATen's BLAS, forced): the same values and
+gradients as F.linear, and the chosen kernel is really the one taken; bf16 on both bf16 paths."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bertkit import hardware
 from bertkit.model import kernels
 
-pytestmark = pytest.mark.skipif(not kernels.onednn_enabled(), reason="oneDNN not in this torch")
+needs_onednn = pytest.mark.skipif(not hardware.ONEDNN_AVAILABLE, reason="oneDNN not in this torch")
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ def counted(monkeypatch):
 
 @pytest.mark.parametrize("shape", [(7, 24), (3, 5, 24)])
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_forward_and_backward_match_f_linear(counted, shape, with_bias):
+def test_forward_and_backward_match_f_linear(counted, fp32_path, shape, with_bias):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(*shape, generator=g, requires_grad=True)
     w = torch.randn(40, 24, generator=g, requires_grad=True)
@@ -36,7 +38,8 @@ def test_forward_and_backward_match_f_linear(counted, shape, with_bias):
     y = kernels.linear(x, w, b)
     (y * up).sum().backward()
     grads = [x.grad, w.grad] + ([b.grad] if with_bias else [])
-    assert len(counted) == 3  # forward, input gradient, weight gradient
+    # oneDNN: forward, input gradient, weight gradient; BLAS: none of them
+    assert len(counted) == (3 if fp32_path == "onednn" else 0)
 
     x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
     b2 = b.detach().clone().requires_grad_() if with_bias else None
@@ -48,27 +51,27 @@ def test_forward_and_backward_match_f_linear(counted, shape, with_bias):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_strided_input_and_no_grad(counted):
+def test_strided_input_and_no_grad(counted, fp32_path):
     x = torch.randn(24, 9).t()  # (9, 24), not contiguous
     w = torch.randn(6, 24)
     with torch.no_grad():
         y = kernels.linear(x, w)
     torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-5)
-    assert counted == [(9, 24)]
+    assert counted == ([(9, 24)] if fp32_path == "onednn" else [])
 
 
+@needs_onednn
 def test_fallbacks_keep_f_linear(counted):
     w = torch.randn(6, 4)
-    kernels.linear(torch.randn(3, 4, dtype=torch.float64), w.double())  # not fp32
-    kernels.linear(torch.randn(0, 4), w)  # empty
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert kernels.linear(torch.randn(3, 4), w).dtype == torch.bfloat16
-    previous = kernels.set_onednn(False)
-    try:
+    with hardware.forced("fp32_matmul", "onednn"):
+        kernels.linear(torch.randn(3, 4, dtype=torch.float64), w.double())  # not fp32
+        kernels.linear(torch.randn(0, 4), w)  # empty
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert kernels.linear(torch.randn(3, 4), w).dtype == torch.bfloat16
+    assert counted == []
+    with hardware.forced("fp32_matmul", "blas"):
         x = torch.randn(3, 4)
         assert torch.equal(kernels.linear(x, w), F.linear(x, w))
-    finally:
-        kernels.set_onednn(previous)
     assert counted == []
 
 
@@ -97,19 +100,25 @@ def test_low_precision_cpu_attention_matches_fp32_sdpa(autocast):
     )
 
 
-def test_bf16_inference_cache_follows_weight_updates():
+def test_bf16_inference_cache_follows_weight_updates(counted, bf16_path):
     layer = kernels.Linear(16, 8)
     x = torch.randn(5, 16)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        want = F.linear(x, layer.weight, layer.bias)
-        got = layer(x)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want = F.linear(x, layer.weight, layer.bias)
+            got = layer(x)
         assert got.dtype == torch.bfloat16
         torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
-        layer.weight.mul_(-1.0)  # an in-place update, as an optimizer step makes
-        flipped = layer(x)
+        # an in-place update between two autocast regions, as an optimizer step makes (within
+        # one region, autocast's own cast cache would keep the old weights on the emulated path)
+        layer.weight.mul_(-1.0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            flipped = layer(x)
     torch.testing.assert_close(
         flipped.float() - layer.bias, -(got.float() - layer.bias), rtol=2e-2, atol=2e-2
     )
+    # native: oneDNN's bf16 linear on the cached weights; emulated: autocast's kernels only
+    assert len(counted) == (2 if bf16_path == "native" else 0)
     with torch.autocast("cpu", dtype=torch.bfloat16):  # grad on: plain autocast, no cache use
         y = layer(x.requires_grad_())
     y.float().sum().backward()

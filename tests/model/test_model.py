@@ -227,7 +227,7 @@ def test_mlm_statistics_and_tied_decoder() -> None:
     assert none.mlm_count.item() == 0 and none.mlm_loss.item() == 0.0
 
 
-def test_bf16_autocast_stays_close_to_fp32() -> None:
+def test_bf16_autocast_stays_close_to_fp32(bf16_path, fp32_path) -> None:
     torch.manual_seed(0)
     model = BertForSequenceClassification(tiny()).eval()
     x = batch(torch.Generator().manual_seed(7))

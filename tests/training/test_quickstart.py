@@ -1,11 +1,13 @@
-"""``bertkit quickstart``: WikiText parsing, and the whole pipeline on a small corpus."""
+"""``bertkit quickstart``: WikiText parsing, the built-in corpus, and the whole pipeline on a
+small corpus (its summary.json and verdict)."""
 
 from __future__ import annotations
 
 import json
 
 from bertkit.cli.main import main
-from bertkit.cli.quickstart import read_wikitext
+from bertkit.cli.quickstart import read_corpus
+from bertkit.data.corpus import detect_format, read_documents
 
 WIKITEXT = (
     "\n".join(
@@ -31,7 +33,8 @@ WIKITEXT = (
 def test_read_wikitext_splits_articles_and_sentences(tmp_path):
     path = tmp_path / "w.raw"
     path.write_text(WIKITEXT)
-    assert list(read_wikitext(path)) == [
+    assert detect_format(path) == "wikitext"
+    assert list(read_documents([path])) == [
         [
             "The apple is a fruit .",
             "It grows on trees in the U.S. and Europe .",
@@ -39,6 +42,31 @@ def test_read_wikitext_splits_articles_and_sentences(tmp_path):
         ],
         ["The banana is yellow .", "Mr. Smith likes it a lot ."],
     ]
+
+
+def test_compressed_corpus_reads_like_the_plain_file(tmp_path):
+    import lzma
+
+    path = tmp_path / "w.raw.xz"
+    path.write_bytes(lzma.compress(WIKITEXT.encode()))
+    plain = tmp_path / "w.raw"
+    plain.write_text(WIKITEXT)
+    assert list(read_documents([path])) == list(read_documents([plain]))
+    broken = tmp_path / "broken.raw.xz"
+    broken.write_bytes(lzma.compress(WIKITEXT.encode() * 50)[:-40])
+    import pytest
+
+    from bertkit.errors import InputError
+
+    with pytest.raises(InputError, match=r"broken\.raw\.xz:\d+: cannot decompress"):
+        list(read_documents([broken]))
+
+
+def test_builtin_corpus_is_the_attributed_wikipedia_sample():
+    docs = read_corpus(None)
+    assert len(docs) == 1717  # ATTRIBUTION.txt: 1,717 articles, "Anarchism" first
+    assert docs[0][0].startswith("Anarchism is a political philosophy")
+    assert sum(len(s.split()) for d in docs for s in d) > 3_500_000
 
 
 def test_quickstart_end_to_end_small(tmp_path, capsys):
@@ -90,4 +118,13 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
         for name in ("data-short", "data", "heldout")
     }
     assert lengths == {"data-short": 32, "data": 128, "heldout": 128}
-    assert "(70% on 32-token instances first)" in printed
+    assert "(80% on 32-token instances first)" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("heldout_mlm_accuracy", "heldout_nsp_accuracy", "baseline_mlm_most_frequent_token",
+                "baseline_nsp_majority_label", "wall_seconds"):  # fmt: skip
+        assert summary[key] >= 0.0 and (key == "wall_seconds" or summary[key] <= 1.0)
+    assert summary["model"] == str(out / "run" / "model") and summary["steps"] == 4
+    assert len(summary["fill_mask"]) == 5 and summary["fill_mask_distinct_top1"] >= 1
+    assert summary["reached_targets"] is False  # 4 updates learn nothing
+    last = printed.strip().splitlines()[-1]
+    assert last.startswith("verdict: the model learned less than the quickstart aims for")

@@ -35,7 +35,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="truncate to N tokens (default: the model's limit)",
     )
-    p.add_argument("--bf16", action="store_true", help="run under bfloat16 autocast")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16: bfloat16 autocast where the CPU runs it natively (else fp32, with a notice)",
+    )
+    p.add_argument(
+        "--bf16", dest="precision", action="store_const", const="bf16", help="--precision bf16"
+    )
     p.add_argument(
         "--allow-pickle",
         action="store_true",
@@ -56,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
+    from bertkit import hardware
     from bertkit.errors import InputError
     from bertkit.interop import load_with_report
     from bertkit.io import atomic_write
@@ -78,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     dim = model.config.hidden_size
     vectors = np.zeros((len(texts), dim), dtype=np.float32)
     batches = length_batches([len(e.input_ids) for e in encodings], args.batch_size)
-    with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=args.bf16):
+    with torch.inference_mode(), hardware.autocast(args.precision, "cpu"):
         for idx in progress(batches, desc="embed", unit="batch"):
             batch = collate(
                 [encodings[i].input_ids for i in idx],

@@ -199,6 +199,7 @@ def build_task(args: argparse.Namespace) -> tuple[Any, list[Any], dict[str, list
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from bertkit import hardware
     from bertkit.interop import load_pretrained
     from bertkit.io import atomic_write_text
     from bertkit.tokenizer import BertTokenizer
@@ -241,6 +242,9 @@ def run(args: argparse.Namespace) -> int:
         "model": str(args.model),
         "train_examples": len(train),
         "config": {**asdict(config), "learning_rates": list(config.learning_rates)},
+        # what this machine ran: bf16 without native support runs fp32 (bertkit.hardware)
+        "precision_run": hardware.resolve_precision(config.precision, args.device),
+        "hardware": {k: d.choice for k, d in hardware.decisions().items()},
         **result.to_dict(),
     }
     atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 # subcommand -> module under bertkit.cli
@@ -23,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "predict": "bertkit.cli.predict",
     "embed": "bertkit.cli.embed",
     "fill-mask": "bertkit.cli.fill_mask",
+    "env": "bertkit.cli.env",
 }
 
 
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from bertkit.errors import BertkitError
 
+    _show_hardware_log(args.command)
     try:
         return int(args._run(args) or 0)
     except BertkitError as e:
@@ -66,6 +69,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"bertkit {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _show_hardware_log(command: str) -> None:
+    """Kernel decisions and precision notices (logger ``bertkit.hardware``) go to stderr, one
+    line each, as ``bertkit COMMAND: ...``."""
+    logger = logging.getLogger("bertkit.hardware")
+    handler = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
+        handler = _StderrHandler()
+        logger.addHandler(handler)
+    handler.setFormatter(logging.Formatter(f"bertkit {command}: %(message)s"))
+    logger.setLevel(logging.INFO)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each message."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
 
 
 if __name__ == "__main__":

@@ -32,6 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-predictions-per-seq", type=int, default=20)
     p.add_argument("--whole-word-mask", action="store_true", help="mask all pieces of a word")
     p.add_argument(
+        "--balanced-next",
+        action="store_true",
+        help="single-sentence chunks get an actual-next B half the time (google-research/bert "
+        "makes them all random-next, which skews short instances' NSP labels)",
+    )
+    p.add_argument(
         "--dynamic-masking",
         action="store_true",
         help="store unmasked instances; the collator masks them again each epoch",
@@ -66,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         masked_lm_prob=args.masked_lm_prob,
         max_predictions_per_seq=args.max_predictions_per_seq,
         whole_word_mask=args.whole_word_mask,
+        balanced_next=args.balanced_next,
         dynamic_masking=args.dynamic_masking,
         do_lower_case=not args.cased,
         seed=args.seed,

@@ -2,8 +2,8 @@
 
 A *document* is a list of sentences (strings); next-sentence prediction draws its "actual next"
 segment from within one document and its "random next" segment from another one, so document
-boundaries matter. Four input formats are read, one file at a time, never holding more than one
-document in memory:
+boundaries matter. Five input formats are read, one file at a time (``.xz``, ``.gz`` and ``.bz2``
+files decompressed on the fly), never holding more than one document in memory:
 
 ``bert``
     The original google-research/bert format: one sentence per line, a blank line between
@@ -18,6 +18,10 @@ document in memory:
 ``paragraphs``
     Plain prose: lines are joined until a blank line; each paragraph is one document, split into
     sentences.
+``wikitext``
+    WikiText-103/-2 raw files (Merity et al., 2016): `` = Title = `` lines start articles,
+    section headings (`` = = Section = = ``) are dropped, each paragraph line is de-tokenized
+    (``@-@``, ``@,@``, ``@.@`` joiners; ``<unk>`` removed) and split into sentences.
 
 ``auto`` (the default) picks a format per file from its first lines (see :func:`detect_format`).
 
@@ -36,7 +40,9 @@ from pathlib import Path
 from bertkit.errors import InputError
 from bertkit.io import read_text_lines
 
-FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs")
+FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext")
+_WIKITEXT_TITLE = re.compile(r"^ ?= ([^=].*) = ?$")  # " = Title = "; sections are "= = Section = ="
+_WIKITEXT_DETOK = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
 
 # Abbreviations after which a period does not end a sentence even before a capital or a digit
 # (titles, reference words, months, Latin). Compared lower-cased, without the final period.
@@ -138,8 +144,8 @@ class CorpusOptions:
 def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines: int = 200) -> str:
     """Guess a file's format from its first ``probe_lines`` non-blank lines.
 
-    Rules, in order: first non-blank line starts with ``<doc`` -> ``wikiextractor``; it parses
-    as a JSON object -> ``jsonl``; at least 80% of the probed lines are one sentence each that
+    Rules, in order: first non-blank line starts with ``<doc`` -> ``wikiextractor``; it is a
+    WikiText title (`` = Title = ``) -> ``wikitext``; it parses as a JSON object -> ``jsonl``; at least 80% of the probed lines are one sentence each that
     ends with terminal punctuation (``.!?`` possibly followed by a quote or bracket) ->
     ``bert``; otherwise ``paragraphs`` (wrapped or multi-sentence lines). An empty file reads as
     ``bert`` (no documents either way).
@@ -155,6 +161,8 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     first = lines[0]
     if first.startswith("<doc"):
         return "wikiextractor"
+    if _WIKITEXT_TITLE.match(first):
+        return "wikitext"
     if first.startswith("{"):
         try:
             if isinstance(json.loads(first), dict):
@@ -238,6 +246,24 @@ def _read_wikiextractor(path: Path, errors: str) -> Iterator[list[str]]:
         raise InputError(path, doc_line, "expected '</doc>' before the end of the file")
 
 
+def _read_wikitext(path: Path, errors: str) -> Iterator[list[str]]:
+    doc: list[str] = []
+    for _, line in _lines(path, errors):
+        if _WIKITEXT_TITLE.match(line):
+            if doc:
+                yield doc
+            doc = []
+            continue
+        text = line.strip()
+        if not text or text.startswith("="):
+            continue
+        for a, b in _WIKITEXT_DETOK:
+            text = text.replace(a, b)
+        doc.extend(s for s in split_sentences(" ".join(text.split())) if s)
+    if doc:
+        yield doc
+
+
 def _read_jsonl(path: Path, errors: str, field: str) -> Iterator[list[str]]:
     expected = f"expected a JSON object with a string field {field!r}"
     for n, line in _lines(path, errors):
@@ -270,6 +296,8 @@ def read_file_documents(
         yield from _read_paragraphs(path, options.encoding_errors)
     elif fmt == "wikiextractor":
         yield from _read_wikiextractor(path, options.encoding_errors)
+    elif fmt == "wikitext":
+        yield from _read_wikitext(path, options.encoding_errors)
     else:
         yield from _read_jsonl(path, options.encoding_errors, options.text_field)
 

@@ -57,6 +57,8 @@ class PrepareSettings:
     encoding_errors: str = "strict"
     buffer_docs: int = 1000
     buffer_tokens: int = 250_000
+    balanced_next: bool = False
+    """Single-sentence chunks get an actual-next B half the time (see ``InstanceConfig``)."""
 
     def __post_init__(self) -> None:
         """Check every value up front, so workers never fail on a setting (ConfigError)."""
@@ -84,6 +86,7 @@ class PrepareSettings:
             self.dupe_factor,
             self.buffer_docs,
             self.buffer_tokens,
+            balanced_next=self.balanced_next,
         )
 
 

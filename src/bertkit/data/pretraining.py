@@ -55,6 +55,11 @@ class InstanceConfig:
     dupe_factor: how many times each document is used (fresh random choices and masks each time).
     buffer_docs / buffer_tokens: chunk size bounds (memory bound, see module docstring).
     carry_docs: documents kept from the previous chunk as extra random-next sources.
+    balanced_next: a chunk of a single sentence gets the document's following sentences as its
+        actual-next B with probability 0.5, like longer chunks. google-research/bert always makes
+        such a chunk random-next; at short lengths (32 tokens) most chunks are one sentence, so
+        most instances are random-next and NSP there teaches little. Off by default (the
+        original algorithm, draw for draw).
     """
 
     max_seq_length: int = 128
@@ -63,6 +68,7 @@ class InstanceConfig:
     buffer_docs: int = 1000
     buffer_tokens: int = 250_000
     carry_docs: int = 64
+    balanced_next: bool = False
 
     def __post_init__(self) -> None:
         if self.max_seq_length < 5:
@@ -161,7 +167,18 @@ def create_instances_from_document(
             a_end = r.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
             tokens_a = [t for s in chunk[:a_end] for t in s]
             tokens_b: list[int] = []
-            if len(chunk) == 1 or r.random() < 0.5:
+            if len(chunk) == 1 and config.balanced_next and i + 1 < len(document):
+                actual = r.random() >= 0.5
+            else:
+                actual = len(chunk) > 1 and r.random() >= 0.5
+            if len(chunk) == 1 and actual:
+                # balanced_next: B is the following sentences, which are then used up
+                is_random_next = 0
+                target_b_length = target_seq_length - len(tokens_a)
+                while i + 1 < len(document) and len(tokens_b) < max(1, target_b_length):
+                    i += 1
+                    tokens_b.extend(document[i])
+            elif not actual:
                 is_random_next = 1
                 target_b_length = target_seq_length - len(tokens_a)
                 other = pool[_random_other(len(pool), doc_index, r)]

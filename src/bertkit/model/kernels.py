@@ -1,51 +1,39 @@
-"""Dense fp32 matmuls on the CPU through oneDNN instead of the BLAS behind ``F.linear``.
+"""Dense fp32 matmuls on the CPU through oneDNN instead of the BLAS behind ``F.linear``, where
+that is faster on this machine.
 
 torch's CPU ``addmm`` in fp32 calls MKL's sgemm. On CPUs where MKL does not pick its AVX-512
-kernels (AMD EPYC, for one: this project's development machine), that runs at about half of what
-the core can do; oneDNN, which torch already ships for its bf16 matmuls, uses AVX-512 on any CPU
-that has it. Measured on the development machine, one thread, (4096 x 384) x (384 x 1536):
-forward 102 -> 240 GFLOP/s, input gradient 107 -> 244, weight gradient 105 -> 191. The products
-are ordinary fp32 (max relative difference to a float64 product 9e-7, against MKL's 6e-7).
+kernels (AMD EPYC with AVX-512, for one), oneDNN, which torch already ships for its bf16 matmuls,
+was measured at 2.3x MKL, one thread, (4096 x 384) x (384 x 1536): forward 102 -> 240 GFLOP/s,
+input gradient 107 -> 244, weight gradient 105 -> 191. On an AVX2-only EPYC the order reverses
+(MKL 90, oneDNN 67 GFLOP/s). So the choice is not assumed: :mod:`bertkit.hardware` decides it
+(``fp32_matmul``) from a timed probe on the machine at hand, and it can be forced. The products
+are ordinary fp32 either way (max relative difference to a float64 product 9e-7, against MKL's
+6e-7).
 
-``linear`` takes this path for fp32 CPU tensors outside autocast (autocast's bf16 matmuls already
-run on oneDNN) and falls back to ``F.linear`` everywhere else. Set ``BERTKIT_ONEDNN=0`` to turn
-it off (for example to compare against MKL, or on a CPU where MKL is the faster of the two).
+``linear`` takes the oneDNN path for fp32 CPU tensors outside autocast when the decision says so,
+and ``F.linear`` everywhere else. ``Linear`` additionally runs bf16 inference through oneDNN with
+cached bf16 weights, only where the ``bf16`` decision is ``native``.
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-_OP = getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
-_AVAILABLE = _OP is not None and torch.backends.mkldnn.is_available()
-_enabled = _AVAILABLE and os.environ.get("BERTKIT_ONEDNN", "1") != "0"
+from bertkit import hardware
 
-
-def onednn_enabled() -> bool:
-    """Whether fp32 CPU matmuls go through oneDNN (see the module docstring)."""
-    return _enabled
-
-
-def set_onednn(enabled: bool) -> bool:
-    """Turn the oneDNN path on or off; returns the previous setting (it is process-wide)."""
-    global _enabled
-    previous = _enabled
-    _enabled = bool(enabled) and _AVAILABLE
-    return previous
+_OP = hardware.ONEDNN_LINEAR
 
 
 def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
-        _enabled
-        and x.device.type == "cpu"
+        x.device.type == "cpu"
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
         and x.numel() > 0
         and not torch.is_autocast_enabled("cpu")
+        and hardware.fp32_matmul_onednn()
     )
 
 
@@ -99,8 +87,9 @@ class Linear(nn.Linear):
     """nn.Linear (same parameters and state-dict keys) whose forward is :func:`linear`.
 
     Inference under CPU bf16 autocast (no grad) keeps a bf16 copy of the weight and bias,
-    refreshed whenever the fp32 parameters change, and runs oneDNN's linear with the bias fused:
-    autocast alone re-casts every weight on every call when grad is off.
+    refreshed whenever the fp32 parameters change, and runs oneDNN's linear with the bias fused
+    (autocast alone re-casts every weight on every call when grad is off). Only where the CPU
+    runs bf16 natively (``hardware.bf16_mode() == "native"``); elsewhere autocast's own kernels.
     """
 
     _low: tuple | None = None
@@ -113,6 +102,7 @@ class Linear(nn.Linear):
             and torch.is_autocast_enabled("cpu")
             and torch.get_autocast_dtype("cpu") == torch.bfloat16
             and x.numel() > 0
+            and hardware.bf16_mode() == "native"
         ):
             weight, bias = self._low_precision(torch.bfloat16)
             return _OP(x.to(torch.bfloat16), weight, bias, "none", [], "")

@@ -22,7 +22,6 @@ was the default until side-by-side MRPC runs against the reference recipe (docs/
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shutil
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import hardware
 from bertkit.errors import ConfigError
 from bertkit.io import fsync_dir
 from bertkit.progress import progress
@@ -154,9 +154,7 @@ def _to_torch(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, t
 
 
 def _autocast(precision: str, device: torch.device):
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    return hardware.autocast(precision, device)
 
 
 @torch.no_grad()

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertkit import hardware
 from bertkit.errors import BertkitError, CheckpointError, ConfigError
 from bertkit.progress import progress
 from bertkit.training import checkpoint as ckpt
@@ -151,8 +152,8 @@ class Trainer:
                 f"batch size {config.batch_size} must be divisible by grad_accum x "
                 f"world size = {parts}"
             )
-        if config.precision == "fp16" and not self.info.device.startswith("cuda"):
-            raise ConfigError("fp16 needs CUDA (use bf16 on CPU)")
+        # the precision this machine runs (bf16 without native support: fp32, with a notice)
+        self.precision = hardware.resolve_precision(config.precision, self.info.device)
         self.scaler = torch.amp.GradScaler("cuda") if config.precision == "fp16" else None
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.spikes = SpikeDetector(config.spike_factor)
@@ -281,10 +282,7 @@ class Trainer:
         return len(self.phases) - 1, self.phases[-1]
 
     def _autocast(self):
-        if self.cfg.precision == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.bfloat16 if self.cfg.precision == "bf16" else torch.float16
-        return torch.autocast(self.info.device.split(":")[0], dtype=dtype)
+        return hardware.autocast(self.precision, self.info.device)
 
     def _micro_batches(self, phase: Phase) -> list[dict[str, torch.Tensor]]:
         cfg, info = self.cfg, self.info
@@ -474,7 +472,7 @@ class Trainer:
         peak = cfg.peak_flops
         if peak is None and self.flops_fn is not None and info.is_main:
             dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-                cfg.precision
+                self.precision
             ]
             peak = measure_peak_flops(info.device, dtype)
         total = self.schedule.total_steps

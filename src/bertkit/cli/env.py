@@ -1,0 +1,61 @@
+"""``bertkit env``: versions, the CPU and its SIMD features, threads, CUDA devices, and every
+hardware decision (:mod:`bertkit.hardware`) with its reason."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "show the machine, the versions and which kernels bertkit picks here (and why)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads to probe at (default: torch's)"
+    )
+
+
+def format_report(r: dict) -> str:
+    """The report as aligned ``key: value`` lines (the benchmark harness prints this too)."""
+    cpu = r["cpu"]
+    features = ", ".join(k for k, v in cpu["features"].items() if v) or "none"
+    cuda = "; ".join(
+        f"{d['index']}: {d['name']} ({d['memory_gib']} GiB, sm {d['capability']})"
+        for d in r["cuda"]
+    )
+    cuda = cuda or "none"
+    lines = [
+        f"bertkit       {r['bertkit']}",
+        f"python        {r['python']} ({r['platform']})",
+        f"torch         {r['torch']} (BLAS: {r['blas']}; oneDNN: {'yes' if r['onednn'] else 'no'})",
+        f"transformers  {r['transformers'] or '-'}; tokenizers {r['tokenizers'] or '-'}",
+        f"cpu           {cpu['model']} [{cpu['class']}], {cpu['logical_cores']} logical cores, "
+        f"{cpu['arch']}",
+        f"cpu features  {features}; ATen kernels: {cpu['torch_capability']}",
+        f"threads       torch {r['threads']['torch']}, inter-op {r['threads']['interop']}",
+        f"cuda          {cuda}",
+    ]
+    for name, d in r["decisions"].items():
+        lines.append(f"{name:<13} {d['choice']} ({d['source']}: {d['reason']})")
+    if r["bf16_speedup"]:
+        lines.append(
+            f"bf16 speed    {r['bf16_speedup']:.2f}x fp32 (a MiniLM-sized linear, autocast)"
+        )
+    lines.append(f"probe cache   {r['probe_cache'] or 'off'}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    import torch
+
+    from bertkit import hardware
+
+    logging.getLogger("bertkit.hardware").setLevel(logging.WARNING)  # the report says it all
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    r = hardware.report()
+    print(json.dumps(r, indent=2) if args.json else format_report(r))
+    return 0

