@@ -254,6 +254,41 @@ def bf16_mode() -> str:
     return str(_bf16_mode)
 
 
+# --- devices --------------------------------------------------------------------------------
+
+
+def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> torch.device:
+    """``device`` as a torch.device that exists here: None picks ``cuda:LOCAL_RANK`` when CUDA is
+    available, else the CPU; a bare ``cuda`` gets the local rank's index. A CUDA device on a
+    machine without one (or an index past the last GPU) is a one-line ConfigError."""
+    if device is None:
+        return torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(
+            f"--device {device!r}: not a device (expected cpu, cuda or cuda:N)"
+        ) from e
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            built = (
+                "without CUDA" if torch.version.cuda is None else f"with CUDA {torch.version.cuda}"
+            )
+            raise ConfigError(
+                f"--device {device}: no CUDA device on this machine (torch {torch.__version__}, "
+                f"built {built}); use --device cpu"
+            )
+        index = local_rank if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"--device {device}: there are {torch.cuda.device_count()} CUDA device(s)"
+            )
+        dev = torch.device("cuda", index)
+    elif dev.type != "cpu":
+        raise ConfigError(f"--device {device}: bertkit runs on cpu or cuda, not {dev.type}")
+    return dev
+
+
 # --- precision --------------------------------------------------------------------------------
 
 _noticed: set[str] = set()

@@ -119,6 +119,27 @@ def test_nsp_labels_balanced(corpus) -> None:
     assert abs(frac - 0.5) < 5 * sigma + 0.01, (frac, n)
 
 
+def test_balanced_next_fixes_the_short_instance_label_skew(corpus) -> None:
+    """At 16 tokens most chunks are one sentence, which the original rule always pairs with a
+    random next; ``balanced_next`` pairs them with the following sentences half the time, and
+    those instances keep the structure (B follows A in the same document, contiguously)."""
+    docs, where, _ = corpus
+    short = replace(CONFIG, max_seq_length=16, short_seq_prob=0.0, dupe_factor=5)
+    original = build(docs, short)
+    balanced = build(docs, replace(short, balanced_next=True))
+    skewed = sum(i.next_sentence_label for i in original) / len(original)
+    frac = sum(i.next_sentence_label for i in balanced) / len(balanced)
+    assert skewed > 0.75  # the skew the option exists for
+    assert abs(frac - 0.5) < 5 * math.sqrt(0.25 / len(balanced)) + 0.02, frac
+    actual = [i for i in balanced if i.next_sentence_label == 0]
+    for inst in actual:
+        ids, na = inst.input_ids.tolist(), inst.num_segment_a
+        a = [where[t] for t in ids[1 : na - 1]]
+        b = [where[t] for t in ids[na:-1]]
+        assert {d for d, _ in b} == {d for d, _ in a} and b[0][1] > a[-1][1]
+    # (off, the builder is the original draw for draw: test_exact_instances_from_a_scripted_rng)
+
+
 def test_short_seq_prob_makes_short_instances(corpus) -> None:
     docs, _, _ = corpus
     lengths = [

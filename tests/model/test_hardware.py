@@ -166,3 +166,25 @@ def test_cpu_without_native_bf16_never_crashes(tmp_path):
     a, b = vectors["emulated"], vectors["fp32"]
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     assert cos.min() >= 0.995 and not np.array_equal(a, b)  # bf16 really ran, and stayed close
+
+
+def test_cuda_on_a_machine_without_it_is_one_line(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hardware.resolve_device(None) == torch.device("cpu")
+    assert hardware.resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ConfigError, match=r"--device cuda: no CUDA device on this machine"):
+        hardware.resolve_device("cuda")
+    with pytest.raises(ConfigError, match="not a device"):
+        hardware.resolve_device("gpu0")
+    with pytest.raises(ConfigError, match="runs on cpu or cuda"):
+        hardware.resolve_device("meta")
+
+
+def test_cuda_flags_from_the_command_line_are_one_line_errors(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the error path is for machines without it")
+    data = tmp_path / "nodata"
+    r = _bertkit(["pretrain", "--data", str(data), "--output", str(tmp_path / "o"), "--device",
+                  "cuda", "--max-steps", "1"], {}, tmp_path)  # fmt: skip
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "no CUDA device on this machine" in r.stderr.strip().splitlines()[-1]

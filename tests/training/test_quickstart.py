@@ -118,7 +118,7 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
         for name in ("data-short", "data", "heldout")
     }
     assert lengths == {"data-short": 32, "data": 128, "heldout": 128}
-    assert "(80% on 32-token instances first)" in printed
+    assert "(75% on 32-token instances first)" in printed
     summary = json.loads((out / "summary.json").read_text())
     for key in ("heldout_mlm_accuracy", "heldout_nsp_accuracy", "baseline_mlm_most_frequent_token",
                 "baseline_nsp_majority_label", "wall_seconds"):  # fmt: skip

@@ -32,15 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_for_inference(model_dir: str | Path, device: str = "cpu") -> tuple[Any, Any, Any]:
     """(adapter, tokenizer, model) of a fine-tuned model folder."""
-    import torch
-
+    from bertkit import hardware
     from bertkit.interop import load_pretrained
     from bertkit.tokenizer import BertTokenizer
     from bertkit.training.tasks_runtime import load_adapter
 
     adapter = load_adapter(model_dir)
     tokenizer = BertTokenizer.from_pretrained(model_dir)
-    model = load_pretrained(model_dir, adapter.head_class).to(torch.device(device))
+    model = load_pretrained(model_dir, adapter.head_class).to(hardware.resolve_device(device))
     return adapter, tokenizer, model
 
 

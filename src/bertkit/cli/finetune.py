@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     result = finetune(build_model, adapter, TaskData(train_features, dev_sets), tokenizer, output, config,
-                      log=log, device=torch.device(args.device))  # fmt: skip
+                      log=log, device=hardware.resolve_device(args.device))  # fmt: skip
     metrics = {
         "task": {"family": args.family, "name": adapter.name},
         "model": str(args.model),

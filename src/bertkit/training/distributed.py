@@ -54,8 +54,9 @@ def init_from_env(device: str | None = None) -> DistInfo:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device is None:
-        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+    from bertkit.hardware import resolve_device
+
+    device = str(resolve_device(device, local))
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
     if world > 1 and not dist.is_initialized():

@@ -39,6 +39,8 @@ class PretrainOptions:
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     dropout: float | None = None
+    initializer_range: float | None = None
+    """Std of the initial weights (config.json's ``initializer_range``; None keeps 0.02)."""
     eval_data: Path | None = None
     phase2_data: Path | None = None
     phase2_fraction: float = 0.1
@@ -99,6 +101,8 @@ def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
         config = BertConfig.preset(opts.model_size, vocab_size=vocab_size)
     if opts.dropout is not None:
         config.hidden_dropout_prob = config.attention_probs_dropout_prob = opts.dropout
+    if opts.initializer_range is not None:
+        config.initializer_range = opts.initializer_range
     return config
 
 
