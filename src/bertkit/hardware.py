@@ -341,6 +341,11 @@ def autocast(precision: str, device: str | torch.device = "cpu"):
 
 
 def _decide(name: str) -> Decision:
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        return _decide_plain(name)
+
+
+def _decide_plain(name: str) -> Decision:
     env = os.environ.get(ENV[name], "").strip().lower()
     if name == "fp32_matmul" and not env and os.environ.get("BERTKIT_ONEDNN") == "0":
         env = "blas"
@@ -355,9 +360,17 @@ def _decide(name: str) -> Decision:
     return _fp32_matmul_probe()
 
 
-@cache
 def bf16_native_support() -> tuple[bool, str]:
-    """(True, why) when oneDNN builds and runs a bf16 inner product here that matches fp32."""
+    """(True, why) when oneDNN builds and runs a bf16 inner product here that matches fp32.
+
+    Probes run as plain fp32 code whatever the caller's context: a first use inside an autocast
+    region or with grad on must not change what is measured."""
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        return _bf16_native_support()
+
+
+@cache
+def _bf16_native_support() -> tuple[bool, str]:
     if not ONEDNN_AVAILABLE:
         return False, "this torch build has no oneDNN"
     if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
@@ -378,8 +391,13 @@ def bf16_native_support() -> tuple[bool, str]:
     return True, f"oneDNN runs bf16 natively ({cpu_info().simd_class})"
 
 
-@cache
 def _emulation_cost() -> str:
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        return _emulation_cost_plain()
+
+
+@cache
+def _emulation_cost_plain() -> str:
     """How much slower an emulated bf16 linear is than fp32 here (measured once, ~0.1 s)."""
     g = torch.Generator().manual_seed(0)  # never the global RNG: a model's init must not move
     x, w = torch.randn(256, 256, generator=g), torch.randn(1024, 256, generator=g)
@@ -393,8 +411,16 @@ def _emulation_cost() -> str:
     return f"an emulated bf16 matmul measured {t_bf16 / t_fp32:.1f}x the time of fp32 here"
 
 
-@cache
 def bf16_speedup() -> float:
+    """See :func:`_bf16_speedup` (measured outside any caller's autocast or grad)."""
+    if bf16_mode() != "native":
+        return 0.0
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        return _bf16_speedup()
+
+
+@cache
+def _bf16_speedup() -> float:
     """How much faster a bf16 linear (autocast, as training and inference run it) is than fp32
     on this CPU at the current thread count: fp32 time / bf16 time on a MiniLM-sized product
     (~0.1 s, once per process). Native bf16 is not always faster: without AMX, AVX512-BF16 CPUs

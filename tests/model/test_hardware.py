@@ -85,14 +85,14 @@ def test_environment_forces_and_rejects(fresh, monkeypatch):
 
 
 def test_forcing_native_bf16_where_missing_is_a_config_error(fresh, monkeypatch):
-    hardware.bf16_native_support.cache_clear()
+    hardware._bf16_native_support.cache_clear()
     monkeypatch.setattr(hardware.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
     try:
         with pytest.raises(ConfigError, match="bf16=native, but this CPU cannot run it"):
             hardware.force("bf16", "native")
         assert hardware.decision("bf16").choice == "fp32"  # automatic: no native bf16 -> fp32
     finally:
-        hardware.bf16_native_support.cache_clear()
+        hardware._bf16_native_support.cache_clear()
 
 
 def test_resolve_precision(fresh, caplog):
@@ -188,3 +188,18 @@ def test_cuda_flags_from_the_command_line_are_one_line_errors(tmp_path):
                   "cuda", "--max-steps", "1"], {}, tmp_path)  # fmt: skip
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "no CUDA device on this machine" in r.stderr.strip().splitlines()[-1]
+
+
+def test_first_use_inside_autocast_probes_in_plain_fp32(fresh):
+    """The first linear of a process may run under bf16 autocast (``embed --bf16``, a bf16
+    evaluation): the probes it triggers must still measure plain fp32 and not fail."""
+    hardware._bf16_native_support.cache_clear()
+    layer = torch.nn.Linear(8, 4)
+    from bertkit.model.kernels import Linear
+
+    ours = Linear(8, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.enable_grad():
+        assert ours(torch.randn(3, 8)).shape == (3, 4)
+    assert hardware.decision("bf16").source == "probe"
+    assert hardware.decision("fp32_matmul").source in ("probe", "cache")
+    assert layer.weight.dtype == torch.float32
