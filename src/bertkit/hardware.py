@@ -392,51 +392,32 @@ def _bf16_native_support() -> tuple[bool, str]:
 
 
 def _emulation_cost() -> str:
-    with torch.no_grad(), torch.autocast("cpu", enabled=False):
-        return _emulation_cost_plain()
+    ratio = _bf16_time_ratio()
+    return f"an emulated bf16 matmul measured {ratio:.1f}x the time of fp32 here"
+
+
+def bf16_speedup() -> float:
+    """How much faster a bf16 linear (autocast, as training and inference run it) is than fp32
+    on this CPU at the current thread count (fp32 time / bf16 time). Native bf16 is not always
+    faster: without AMX, AVX512-BF16 CPUs were measured at half the fp32 rate. 0.0 when bf16
+    is not native here."""
+    return 1.0 / _bf16_time_ratio() if bf16_mode() == "native" else 0.0
 
 
 @cache
-def _emulation_cost_plain() -> str:
-    """How much slower an emulated bf16 linear is than fp32 here (measured once, ~0.1 s)."""
-    g = torch.Generator().manual_seed(0)  # never the global RNG: a model's init must not move
+def _bf16_time_ratio() -> float:
+    """bf16-autocast time / fp32 time of one small linear (256 x 256 -> 1024), measured once per
+    process (~0.1 s) outside any caller's autocast or grad, on its own RNG (a model's init must
+    not move)."""
+    g = torch.Generator().manual_seed(0)
     x, w = torch.randn(256, 256, generator=g), torch.randn(1024, 256, generator=g)
 
     def bf16() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             F.linear(x, w)
 
-    t_fp32 = _best_time(lambda: F.linear(x, w), 5)
-    t_bf16 = _best_time(bf16, 3)
-    return f"an emulated bf16 matmul measured {t_bf16 / t_fp32:.1f}x the time of fp32 here"
-
-
-def bf16_speedup() -> float:
-    """See :func:`_bf16_speedup` (measured outside any caller's autocast or grad)."""
-    if bf16_mode() != "native":
-        return 0.0
     with torch.no_grad(), torch.autocast("cpu", enabled=False):
-        return _bf16_speedup()
-
-
-@cache
-def _bf16_speedup() -> float:
-    """How much faster a bf16 linear (autocast, as training and inference run it) is than fp32
-    on this CPU at the current thread count: fp32 time / bf16 time on a MiniLM-sized product
-    (~0.1 s, once per process). Native bf16 is not always faster: without AMX, AVX512-BF16 CPUs
-    were measured at half the fp32 rate. 0.0 when bf16 is not native here."""
-    if bf16_mode() != "native":
-        return 0.0
-    m, k, n = PROBE_SHAPE
-    g = torch.Generator().manual_seed(0)
-    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
-
-    def bf16() -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            F.linear(x, w)
-
-    with torch.no_grad():
-        return _best_time(lambda: F.linear(x, w), 5) / _best_time(bf16, 5)
+        return _best_time(bf16, 3) / _best_time(lambda: F.linear(x, w), 5)
 
 
 def _best_time(fn, repeats: int) -> float:
