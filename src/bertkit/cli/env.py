@@ -54,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from bertkit import hardware
 
     logging.getLogger("bertkit.hardware").setLevel(logging.WARNING)  # the report says it all
-    if args.threads:
+    from bertkit.errors import ConfigError
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     r = hardware.report()
     print(json.dumps(r, indent=2) if args.json else format_report(r))
