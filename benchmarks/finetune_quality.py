@@ -138,7 +138,7 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 def _glue(task_name: str, args: argparse.Namespace) -> tuple[Any, list[Any], list[Any], Any]:
     from bertkit.data.tasks.glue import glue_task, read_glue_split
-    from bertkit.training.tasks_runtime import ClassificationAdapter
+    from bertkit.tasks import ClassificationAdapter
 
     task = glue_task(task_name)
     root = Path(args.data) / "glue"
@@ -215,9 +215,9 @@ def row_mrpc_select(args: argparse.Namespace, table: Table) -> None:
 
 
 def row_conll(args: argparse.Namespace, table: Table) -> None:
-    from bertkit.cli.evaluate import score_file
     from bertkit.data.tasks.conll import read_conll
-    from bertkit.training.tasks_runtime import TaggingAdapter, tag_label_list
+    from bertkit.inference import TaskModel
+    from bertkit.tasks import TaggingAdapter, tag_label_list
 
     root = Path(args.data) / "conll2003"
     train = read_conll(root / "train.txt")[: args.max_train]
@@ -240,7 +240,9 @@ def row_conll(args: argparse.Namespace, table: Table) -> None:
             return {
                 "valid": m["selected"]["dev"]["valid"]["f1"],
                 "last": m["runs"][0]["epochs"][-1]["dev"]["valid"]["f1"],
-                "test": score_file(out, tmp).metrics["f1"],
+                "test": TaskModel.load(out, device="cpu", precision="fp32")
+                .score_file(tmp)
+                .metrics["f1"],
             }
 
         r, t = timed(bk)
@@ -277,7 +279,7 @@ def squad_split(data: str | Path) -> tuple[Path, Path]:
 
 def row_squad(args: argparse.Namespace, table: Table) -> None:
     from bertkit.data.tasks.squad import read_squad
-    from bertkit.training.tasks_runtime import SquadAdapter
+    from bertkit.tasks import SquadAdapter
 
     train_file, eval_file = squad_split(args.data)
     train = read_squad(train_file)[: args.max_train]

@@ -45,12 +45,12 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.finetune_quality import model_dir
     from benchmarks.hf_finetune_ref import RefHParams, _optimizer
     from bertkit.data.tasks.glue import glue_task, read_glue_split
+    from bertkit.inference import to_torch as _to_torch
     from bertkit.interop import load_pretrained
+    from bertkit.tasks import ClassificationAdapter
     from bertkit.tokenizer import BertTokenizer
-    from bertkit.training.finetune import _to_torch
     from bertkit.training.optim import OptimizerConfig, build_optimizer
     from bertkit.training.schedule import ScheduleConfig, set_lr
-    from bertkit.training.tasks_runtime import ClassificationAdapter
 
     m = model_dir()
     tok = BertTokenizer.from_pretrained(m)
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
 def _squad_train(data: Path, tok: object) -> tuple[object, list]:
     from benchmarks.finetune_quality import squad_split
     from bertkit.data.tasks.squad import read_squad
-    from bertkit.training.tasks_runtime import SquadAdapter
+    from bertkit.tasks import SquadAdapter
 
     adapter = SquadAdapter("squad", "squad1", 384)
     return adapter, adapter.encode(tok, read_squad(squad_split(data)[0]), True)

@@ -99,16 +99,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from bertkit.cli.quickstart import auto_threads, input_blind_baselines
     from bertkit.data.corpus import read_documents
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
     from bertkit.data.shards import PretrainingDataset
+    from bertkit.evaluation.baselines import input_blind_baselines
+    from bertkit.hardware import idle_threads
     from bertkit.io import atomic_write_text
     from bertkit.tokenizer import train_wordpiece
     from bertkit.training.loop import TrainConfig
     from bertkit.training.pretraining import PretrainOptions, pretrain
 
-    threads = args.threads or auto_threads()
+    threads = args.threads or idle_threads()
     torch.set_num_threads(threads)
     files = sorted(args.wiki_dir.glob("wiki_*"))
     if len(files) < 2:

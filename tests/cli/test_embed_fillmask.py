@@ -34,9 +34,8 @@ def test_embed_matches_sentence_transformers(tmp_path) -> None:
     directory = minilm.get_model_path()
     (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
     args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt")]
-    assert (
-        main([*args, "--output", str(tmp_path / "v.npy"), "--normalize", "--batch-size", "2"]) == 0
-    )
+    # no pooling flags: the folder's sentence-transformers modules decide (mean, Normalize)
+    assert main([*args, "--output", str(tmp_path / "v.npy"), "--batch-size", "2"]) == 0
     assert (
         main([*args, "--output", str(tmp_path / "v.jsonl"), "--normalize", "--pooling", "mean"])
         == 0
@@ -48,7 +47,9 @@ def test_embed_matches_sentence_transformers(tmp_path) -> None:
     want = st.SentenceTransformer(str(directory), device="cpu", local_files_only=True).encode(LINES)
     cos = (got * want).sum(1) / np.linalg.norm(want, axis=1)
     assert got.shape == (len(LINES), 384) and cos.min() >= 0.9999, cos
-    assert main([*args, "--output", str(tmp_path / "c.npy"), "--pooling", "cls"]) == 0
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    flags = ["--pooling", "cls", "--no-normalize"]
+    assert main([*args, "--output", str(tmp_path / "c.npy"), *flags]) == 0
     cls = np.load(tmp_path / "c.npy")
     assert np.abs(np.linalg.norm(cls, axis=1) - 1).max() > 0.1  # not normalised, not mean
 

@@ -153,13 +153,14 @@ def test_bf16_autocast(tiny_model: Path, tmp_path: Path, bf16_path: str) -> None
 
 
 def test_bf16_without_native_support_runs_fp32(tiny_model: Path, tmp_path: Path, caplog) -> None:
-    from bertkit import hardware
+    from bertkit import hardware, precision
 
-    hardware._noticed.discard("bf16")
+    precision._noticed.discard("bf16")
     with hardware.forced("bf16", "fp32"), caplog.at_level("WARNING", "bertkit.hardware"):
         m = finetune("glue", tiny_model, tmp_path / "fb", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
                      "--precision", "bf16")  # fmt: skip
-        ref = finetune("glue", tiny_model, tmp_path / "fp32", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"))  # fmt: skip
+        ref = finetune("glue", tiny_model, tmp_path / "fp32", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
+                       "--precision", "fp32")  # fmt: skip
     assert m["precision_run"] == "fp32"
     notices = [r.getMessage() for r in caplog.records if "bf16 requested" in r.getMessage()]
     assert len(notices) == 1 and "running fp32 instead" in notices[0]
@@ -213,3 +214,89 @@ def test_bad_input_is_one_line_with_file_and_line(tiny_model: Path, tmp_path: Pa
     assert rc == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "train.tsv:3:" in err and "'7'" in err
+
+
+def test_max_seq_length_over_the_position_limit_is_a_one_line_error(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    argv = ["finetune", "glue", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
+            "--model", str(tiny_model), "--output", str(tmp_path / "o"), "--max-seq-length", "512"]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        "bertkit finetune: error: --max-seq-length 512 is longer than the model's limit of 128 "
+        f"positions ({tiny_model / 'config.json'}: max_position_embeddings)"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_glue_regression_model_scores_plain_pairs(tiny_model: Path, tmp_path: Path) -> None:
+    """STS-B trained from the GLUE TSVs also reads {"sentence1", "sentence2"} JSONL, and
+    text/text_pair CSV, for predict and (with a score) evaluate."""
+    out = tmp_path / "stsb"
+    finetune("glue", tiny_model, out, "--task", "STS-B", "--data-dir", str(FIXTURES / "task_glue"))
+    pairs = [("a man is playing a guitar", "a man plays the guitar", 4.2),
+             ("the cat sleeps", "stocks fell sharply", 0.2)]  # fmt: skip
+    jsonl = tmp_path / "pairs.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b, _ in pairs)
+    )
+    csv = tmp_path / "pairs.csv"
+    csv.write_text("text,text_pair,score\n" + "".join(f"{a},{b},{y}\n" for a, b, y in pairs))
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(out),
+                "--input",
+                str(jsonl),
+                "--output",
+                str(tmp_path / "p.jsonl"),
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert [r["guid"] for r in rows] == ["1", "2"] and all(
+        isinstance(r["score"], float) for r in rows
+    )
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(out),
+                "--input",
+                str(csv),
+                "--output",
+                str(tmp_path / "q.jsonl"),
+            ]
+        )
+        == 0
+    )
+    again = [json.loads(x) for x in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert [r["score"] for r in again] == pytest.approx([r["score"] for r in rows], abs=1e-5)
+    metrics_file = tmp_path / "m.json"
+    assert (
+        main(["evaluate", "--model", str(out), "--data", str(csv), "--output", str(metrics_file)])
+        == 0
+    )
+    assert set(json.loads(metrics_file.read_text())) >= {"pearson", "spearman"}
+    # a file with neither the model's fields nor common ones: a one-line error naming both
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"left": "a", "right": "b"}) + "\n")
+    assert (
+        main(
+            [
+                "predict",
+                "--model",
+                str(out),
+                "--input",
+                str(bad),
+                "--output",
+                str(tmp_path / "x.jsonl"),
+            ]
+        )
+        == 1
+    )

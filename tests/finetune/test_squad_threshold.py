@@ -119,16 +119,10 @@ def test_squad_v2_threshold_tuned_saved_and_used(tiny_model: Path, tmp_path: Pat
     assert all(a == "" for a in never.values())
     assert run_eval()["NoAns_f1"] == 100.0 and run_eval()["HasAns_f1"] == 0.0
     # A threshold between the questions' null_score_diffs splits them exactly by that rule.
-    from bertkit.cli.evaluate import load_for_inference
-    from bertkit.training.finetune import predict_rows
+    from bertkit.inference import TaskModel
 
-    adapter, tok, model = load_for_inference(out)
-    examples = adapter.read(data)
-    feats = adapter.encode(tok, examples, training=False)
-    diffs = {
-        p["id"]: p["null_score_diff"]
-        for p in adapter.score(examples, feats, predict_rows(model, adapter, feats)).predictions
-    }
+    qa = TaskModel.load(out, device="cpu", precision="fp32")
+    diffs = {p["id"]: p["null_score_diff"] for p in qa.predict_file(data).predictions}
     ordered = sorted(diffs.values())
     mid = (ordered[3] + ordered[4]) / 2
     assert ordered[3] < mid < ordered[4]

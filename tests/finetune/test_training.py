@@ -9,9 +9,9 @@ import torch
 
 from bertkit.data.tasks.glue import read_glue_split
 from bertkit.interop import load_pretrained
+from bertkit.tasks import ClassificationAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training.finetune import FinetuneConfig, TaskData, finetune, length_bucketed_batches
-from bertkit.training.tasks_runtime import ClassificationAdapter
 
 from .conftest import write_sentiment
 
@@ -84,8 +84,8 @@ def test_best_epoch_is_kept_not_the_last(tiny_model: Path, tmp_path: Path) -> No
 
     import numpy as np
 
-    from bertkit.training.finetune import predict_rows
-    from bertkit.training.tasks_runtime import Scored
+    from bertkit.inference import predict_rows
+    from bertkit.tasks import Scored
 
     @dataclass
     class Scripted(ClassificationAdapter):

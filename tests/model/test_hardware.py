@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -93,27 +92,6 @@ def test_forcing_native_bf16_where_missing_is_a_config_error(fresh, monkeypatch)
         assert hardware.decision("bf16").choice == "fp32"  # automatic: no native bf16 -> fp32
     finally:
         hardware._bf16_native_support.cache_clear()
-
-
-def test_resolve_precision(fresh, caplog):
-    hardware._noticed.discard("bf16")
-    assert hardware.resolve_precision("fp32") == "fp32"
-    with pytest.raises(ConfigError, match="fp16 needs CUDA"):
-        hardware.resolve_precision("fp16", "cpu")
-    with pytest.raises(ConfigError, match="precision must be"):
-        hardware.resolve_precision("int4")
-    with hardware.forced("bf16", "emulated"):
-        assert hardware.resolve_precision("bf16") == "bf16"
-        with hardware.autocast("bf16"):
-            assert torch.is_autocast_enabled("cpu")
-    with hardware.forced("bf16", "fp32"), caplog.at_level(logging.WARNING, "bertkit.hardware"):
-        assert hardware.resolve_precision("bf16") == "fp32"
-        assert hardware.resolve_precision("bf16") == "fp32"
-        with hardware.autocast("bf16"):
-            assert not torch.is_autocast_enabled("cpu")
-    notices = [r.getMessage() for r in caplog.records]
-    assert len(notices) == 1  # once per process
-    assert "running fp32 instead" in notices[0] and "x the time of fp32 here" in notices[0]
 
 
 def _bertkit(args: list[str], env: dict[str, str], cache: Path) -> subprocess.CompletedProcess:

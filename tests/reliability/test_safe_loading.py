@@ -42,7 +42,7 @@ def _model_dir(root: Path, kind: str, canary: Path, task: bool = False) -> Path:
     (d / "model.safetensors").unlink()
     write_payload(d / "pytorch_model.bin", kind, canary)
     if task:  # what `bertkit finetune` saves next to the model, for evaluate/predict
-        from bertkit.training.tasks_runtime import ClassificationAdapter
+        from bertkit.tasks import ClassificationAdapter
 
         ClassificationAdapter("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy").save(d)
     return d
@@ -96,7 +96,7 @@ def _inference_commands(d: Path, tmp_path: Path) -> dict[str, list[str]]:
         "embed": ["embed", "--model", str(d), "--input", str(text), "--output", str(out / "v.npy")],
         "fill-mask": ["fill-mask", "--model", str(d), "--input", str(text)],
         "finetune": ["finetune", "glue", "--task", "SST-2", "--data-dir", str(data),
-                     "--model", str(d), "--output", str(out / "ft"), "--epochs", "1"],
+                     "--model", str(d), "--output", str(out / "ft"), "--epochs", "1", "--max-seq-length", "32"],
         "evaluate": ["evaluate", "--model", str(d), "--data", str(data / "dev.tsv"),
                      "--output", str(out / "metrics.json")],
         "predict": ["predict", "--model", str(d), "--input", str(data / "test.tsv"),

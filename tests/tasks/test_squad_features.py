@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.data.tasks.squad import SquadAnswer, SquadExample, read_squad
-from bertkit.data.tasks.squad_features import (
+from bertkit.tasks.squad_features import (
     SquadFeatureConfig,
     answer_token_span,
     convert_squad_examples,
@@ -138,7 +138,9 @@ def test_question_cut_to_max_query_length_and_impossible_gets_cls(bk_tok):
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="stride_mode"):
+    from bertkit.errors import ConfigError  # a one-line CLI error, not a traceback
+
+    with pytest.raises(ConfigError, match="stride_mode"):
         SquadFeatureConfig(stride_mode="jump")
-    with pytest.raises(ValueError, match="max_query_length"):
+    with pytest.raises(ConfigError, match="max_query_length"):
         SquadFeatureConfig(max_seq_length=64, max_query_length=64)

@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 
 from bertkit.data.tasks.squad import load_gold, read_squad
-from bertkit.data.tasks.squad_features import (
+from bertkit.evaluation.squad import squad_scores
+from bertkit.tasks.squad_features import (
     SquadFeature,
     SquadFeatureConfig,
     convert_squad_examples,
 )
-from bertkit.data.tasks.squad_post import (
+from bertkit.tasks.squad_post import (
     SquadPostConfig,
     SquadPrediction,
     final_answers,
     find_best_null_threshold,
     postprocess_squad,
 )
-from bertkit.evaluation.squad import squad_scores
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

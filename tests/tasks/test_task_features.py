@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from bertkit.data.tasks.conll import TaggedSentence, read_conll
-from bertkit.data.tasks.features import (
+from bertkit.data.tasks.glue import read_glue_split
+from bertkit.data.tasks.swag import read_swag
+from bertkit.tasks.features import (
     IGNORE_INDEX,
     encode_classification,
     encode_multiple_choice,
@@ -18,8 +20,6 @@ from bertkit.data.tasks.features import (
     pad_token_windows,
     word_predictions,
 )
-from bertkit.data.tasks.glue import read_glue_split
-from bertkit.data.tasks.swag import read_swag
 from bertkit.tokenizer import BertTokenizer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from bertkit.cli.main import main
-from bertkit.cli.quickstart import input_blind_baselines
+from bertkit.evaluation.baselines import input_blind_baselines
 
 SENTENCES = [
     "the cat sat on the mat .",

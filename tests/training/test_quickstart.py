@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from bertkit.cli.main import main
-from bertkit.cli.quickstart import read_corpus
 from bertkit.data.corpus import detect_format, read_documents
+from bertkit.training.quickstart import read_corpus
 
 WIKITEXT = (
     "\n".join(

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from bertkit.cli import options
+
 HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT checkpoint"
 
 
@@ -25,30 +27,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output", type=Path, required=True, help="vectors: .npy (float32 N x H) or .jsonl"
     )
     p.add_argument(
-        "--pooling", choices=("cls", "mean"), default="mean", help="token vectors -> one vector"
+        "--pooling",
+        choices=("cls", "mean", "max"),
+        default=None,
+        help="token vectors -> one vector (default: the folder's sentence-transformers pooling, else mean)",
     )
-    p.add_argument("--normalize", action="store_true", help="L2-normalise every vector")
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="L2-normalise every vector (default: as the folder's sentence-transformers config says, else no)",
+    )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument(
         "--max-length",
         type=int,
         default=None,
-        help="truncate to N tokens (default: the model's limit)",
+        help="truncate to N tokens (default: the folder's max_seq_length, else the model's limit)",
     )
+    options.add_precision(p)
     p.add_argument(
-        "--precision",
-        choices=("fp32", "bf16"),
-        default="fp32",
-        help="bf16: bfloat16 autocast where the CPU runs it natively (else fp32, with a notice)",
+        "--bf16",
+        dest="precision",
+        action="store_const",
+        const="bf16",
+        help="deprecated alias of --precision bf16",
     )
-    p.add_argument(
-        "--bf16", dest="precision", action="store_const", const="bf16", help="--precision bf16"
-    )
-    p.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="permit pytorch_model.bin (torch.load weights_only)",
-    )
+    options.add_device(p)
+    options.add_allow_pickle(p)
     p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict")
 
 
@@ -62,41 +68,20 @@ def _read_lines(path: Path | None, errors: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-    import torch
 
-    from bertkit import hardware
     from bertkit.errors import InputError
-    from bertkit.interop import load_with_report
+    from bertkit.inference import Embedder
     from bertkit.io import atomic_write
-    from bertkit.model.batching import collate, length_batches
-    from bertkit.model.pooling import pool
-    from bertkit.progress import progress
-    from bertkit.tokenizer import BertTokenizer
 
     suffix = args.output.suffix.lower()
     if suffix not in (".npy", ".jsonl"):
         raise InputError(args.output, None, "output must end in .npy or .jsonl")
-    if args.batch_size < 1:
-        raise InputError(None, None, "--batch-size must be >= 1")
-    model, _ = load_with_report(args.model, "BertModel", allow_pickle=args.allow_pickle)
-    tok = BertTokenizer.from_pretrained(args.model)
+    embedder = Embedder.load(args.model, pooling=args.pooling, normalize=args.normalize,
+                             max_length=args.max_length, device=args.device, precision=args.precision,
+                             batch_size=args.batch_size, allow_pickle=args.allow_pickle)  # fmt: skip
     texts = _read_lines(args.input, args.encoding_errors)
-    limit = min(args.max_length or 512, model.config.max_position_embeddings)
     start = time.perf_counter()
-    encodings = tok.encode_batch(texts, max_length=limit)
-    dim = model.config.hidden_size
-    vectors = np.zeros((len(texts), dim), dtype=np.float32)
-    batches = length_batches([len(e.input_ids) for e in encodings], args.batch_size)
-    with torch.inference_mode(), hardware.autocast(args.precision, "cpu"):
-        for idx in progress(batches, desc="embed", unit="batch"):
-            batch = collate(
-                [encodings[i].input_ids for i in idx],
-                [encodings[i].token_type_ids for i in idx],
-                tok.pad_token_id or 0,
-            )
-            hidden = model(**batch).last_hidden_state
-            out = pool(hidden.float(), batch["attention_mask"], args.pooling, args.normalize)
-            vectors[idx] = out.numpy()
+    vectors = embedder(texts)
     with atomic_write(args.output, "wb" if suffix == ".npy" else "w") as f:
         if suffix == ".npy":
             np.save(f, vectors)
@@ -104,9 +89,11 @@ def run(args: argparse.Namespace) -> int:
             for n, vec in enumerate(vectors, start=1):
                 f.write(json.dumps({"line": n, "embedding": [float(x) for x in vec]}) + "\n")
     seconds = time.perf_counter() - start
+    spec = embedder.spec
     print(
-        f"embedded {len(texts)} lines -> {args.output} ({len(texts)} x {dim}, {args.pooling} pooling"
-        f"{', normalised' if args.normalize else ''}; {len(texts) / max(seconds, 1e-9):.1f} lines/s)",
+        f"embedded {len(texts)} lines -> {args.output} ({len(texts)} x {embedder.dim}, {spec.pooling} pooling"
+        f"{', normalised' if spec.normalize else ''}, {embedder.precision}; "
+        f"{len(texts) / max(seconds, 1e-9):.1f} lines/s)",
         file=sys.stderr,
     )
     return 0

@@ -1,5 +1,9 @@
 """``bertkit predict``: run a model saved by ``bertkit finetune`` over a file.
 
+Input: the task's own format, or for classification and regression models any CSV/TSV/JSONL
+holding the text field(s) (``text``/``text_pair``, ``sentence1``/``sentence2``, the GLUE task's
+column names, or the columns the model was trained with), whatever format it was trained from.
+
 Output: JSON lines, one per example (classification: guid, label, probabilities; regression:
 guid, score; tagging: tokens, tags; multiple choice: guid, label, probabilities). For SQuAD the
 output is the official ``predictions.json`` (``{"question id": "answer text"}``, "" = no answer
@@ -12,36 +16,37 @@ import argparse
 import json
 import sys
 
+from bertkit.cli import options
+
 HELP = "predict with a fine-tuned model: JSONL, or SQuAD predictions.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="folder written by `bertkit finetune`")
     parser.add_argument(
-        "--input", required=True, help="data file in the task's format (labels not needed*)"
+        "--input",
+        required=True,
+        help="data file in the task's format, or CSV/TSV/JSONL text fields",
     )
     parser.add_argument("--output", required=True, help="JSONL file (SQuAD: predictions.json)")
     parser.add_argument(
         "--split", default="test", help="GLUE folder split when --input is a folder"
     )
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument("--device", default="cpu")
+    options.add_precision(parser)
+    options.add_device(parser)
+    options.add_allow_pickle(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.cli.evaluate import load_for_inference
+    from bertkit.inference import TaskModel
     from bertkit.io import atomic_write
-    from bertkit.training.finetune import predict_rows
 
-    adapter, tokenizer, model = load_for_inference(args.model, args.device)
-    examples = adapter.read(args.input, args.split)
-    feats = adapter.encode(tokenizer, examples, training=False)
-    rows = predict_rows(model, adapter, feats, pad_id=tokenizer.pad_token_id, batch_size=args.batch_size,
-                        precision=args.precision)  # fmt: skip
-    scored = adapter.score(examples, feats, rows)
+    model = TaskModel.load(args.model, device=args.device, precision=args.precision,
+                           batch_size=args.batch_size, allow_pickle=args.allow_pickle)  # fmt: skip
+    scored = model.predict_file(args.input, args.split)
     with atomic_write(args.output) as f:
-        if adapter.family == "squad":
+        if model.adapter.family == "squad":
             json.dump(
                 {p["id"]: p["answer"] for p in scored.predictions}, f, indent=2, ensure_ascii=False
             )

@@ -2,7 +2,7 @@
 
 A predicted entity counts as correct only when its type, first token and last token all equal
 those of a gold entity. Chunks are read with the conlleval rules (see
-:func:`bertkit.data.tasks.conll.tag_spans`): ``I-X`` after ``O`` or after another type starts a
+:func:`bertkit.evaluation.chunks.tag_spans`): ``I-X`` after ``O`` or after another type starts a
 chunk, so IOB1 and IOB2 files score the same; IOBES is understood as well. Sentences are scored
 separately, so no entity crosses a sentence boundary.
 """
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bertkit.data.tasks.conll import tag_spans
+from bertkit.evaluation.chunks import tag_spans
 
 
 @dataclass(frozen=True)

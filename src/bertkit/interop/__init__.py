@@ -2,6 +2,7 @@
 
 from bertkit.interop.hf import LoadReport, hf_to_ours, ours_to_hf
 from bertkit.interop.pretrained import (
+    check_length_fits,
     load_pretrained,
     load_with_report,
     read_state_dict,
@@ -10,6 +11,7 @@ from bertkit.interop.pretrained import (
 
 __all__ = [
     "LoadReport",
+    "check_length_fits",
     "hf_to_ours",
     "load_pretrained",
     "load_with_report",

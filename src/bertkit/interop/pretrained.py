@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.errors import CheckpointError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.hf import LoadReport, hf_to_ours, ours_to_hf
 from bertkit.io import atomic_write_bytes, atomic_write_text
 
@@ -97,6 +97,19 @@ def load_config(directory: Path, **overrides: Any) -> BertConfig:
         data.pop("label2id", None)
     data.update(overrides)
     return BertConfig.from_dict(data)
+
+
+def check_length_fits(directory: str | Path, length: int, flag: str = "--max-seq-length") -> None:
+    """Refuse inputs longer than the checkpoint's position table, as a one-line error naming the
+    flag (otherwise an index error deep inside the embeddings)."""
+    config = load_config(Path(directory))
+    if length > config.max_position_embeddings:
+        raise ConfigError(
+            f"{flag} {length} is longer than the model's limit of {config.max_position_embeddings} "
+            f"positions ({Path(directory) / 'config.json'}: max_position_embeddings)"
+        )
+    if length < 3:
+        raise ConfigError(f"{flag} {length} leaves no room for a token beside [CLS] and [SEP]")
 
 
 def check_vocab_fits(directory: Path, config: BertConfig) -> None:

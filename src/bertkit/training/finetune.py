@@ -33,16 +33,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from bertkit import hardware
+from bertkit import precision as P
 from bertkit.errors import ConfigError
+from bertkit.inference.runner import predict_rows, to_torch
 from bertkit.io import fsync_dir
 from bertkit.progress import progress
+from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.schedule import ScheduleConfig, set_lr
-from bertkit.training.tasks_runtime import Scored, SquadAdapter, TaskAdapter
 
 
 @dataclass(frozen=True)
@@ -54,20 +54,28 @@ class FinetuneConfig:
     restarts: int = 1
     """Runs per learning rate, with seeds seed, seed+1, ... (new head init and data order)."""
     epochs: int = 3
+    """Passes over the training data per run; dev is scored after each."""
     batch_size: int = 32
+    """Training examples per optimizer update."""
     warmup_proportion: float = 0.1
+    """Fraction of the updates with a linear learning-rate warmup (then linear decay to 0)."""
     weight_decay: float = 0.01
+    """Decoupled AdamW weight decay (not on biases and LayerNorm)."""
     adam_eps: float = 1e-6
+    """AdamW epsilon (google-research/bert's value)."""
     max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
     dropout: float | None = 0.1
     """Dropout of the encoder and head (None keeps the checkpoint's config). Recorded here; it is
     applied by the ``build_model`` callable (the CLI passes it as a config override)."""
     seed: int = 42
+    """Seed of the first run (head initialisation, dropout and data order)."""
     max_steps: int | None = None
     """Cap on optimizer updates per run (smoke runs); dev is evaluated when it is reached."""
-    precision: str = "fp32"
-    """"fp32" or "bf16" (autocast; master weights stay fp32)."""
+    precision: str = P.DEFAULT
+    """One of :data:`bertkit.precision.CHOICES` (autocast; master weights stay fp32)."""
     eval_batch_size: int = 64
+    """Examples per forward pass when scoring dev."""
     bucket_batches: int = 1
     """Batches per length-sorting chunk (1 = random batches, no length bucketing)."""
     show_progress: bool | None = None
@@ -81,8 +89,7 @@ class FinetuneConfig:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"max_steps must be at least 1, got {self.max_steps}")
-        if self.precision not in ("fp32", "bf16"):
-            raise ConfigError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        P.check(self.precision)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise ConfigError(f"warmup proportion must be in [0, 1], got {self.warmup_proportion}")
 
@@ -147,45 +154,6 @@ def length_bucketed_batches(
         batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
     perm = torch.randperm(len(batches), generator=generator).tolist()
     return [batches[i] for i in perm]
-
-
-def _to_torch(batch: dict[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: torch.from_numpy(v).to(device) for k, v in batch.items()}
-
-
-def _autocast(precision: str, device: torch.device):
-    return hardware.autocast(precision, device)
-
-
-@torch.no_grad()
-def predict_rows(
-    model: torch.nn.Module,
-    adapter: TaskAdapter,
-    features: Sequence[Any],
-    *,
-    pad_id: int = 0,
-    batch_size: int = 64,
-    precision: str = "fp32",
-    show_progress: bool | None = None,
-    desc: str = "eval",
-) -> list[Any]:
-    """Run ``model`` over ``features`` (sorted by length for speed) and return the adapter's
-    per-feature outputs in the original order."""
-    model.eval()
-    device = next(model.parameters()).device
-    order = sorted(range(len(features)), key=lambda i: adapter.length(features[i]))
-    rows: list[Any] = [None] * len(features)
-    starts = range(0, len(order), batch_size)
-    for s in progress(
-        starts, total=len(starts), desc=desc, unit="batch", enabled=show_progress, leave=False
-    ):
-        idx = order[s : s + batch_size]
-        batch = adapter.collate([features[i] for i in idx], pad_id, training=False)
-        with _autocast(precision, device):
-            out = model(**_to_torch(batch, device))
-        for i, row in zip(idx, adapter.outputs(out, batch)):
-            rows[i] = row
-    return rows
 
 
 def evaluate_sets(
@@ -274,11 +242,11 @@ def train_one(
             ):
                 if step >= total:
                     break
-                batch = _to_torch(
+                batch = to_torch(
                     adapter.collate([data.train[i] for i in idx], pad_id, training=True), device
                 )
                 set_lr(opt, peaks, step, schedule)
-                with _autocast(config.precision, device):
+                with P.autocast(config.precision, device):
                     loss = model(**batch).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
@@ -299,12 +267,7 @@ def train_one(
                 f"dev {_metric_name(adapter)} {main.main:.4f}")  # fmt: skip
             if result.best_epoch == 0 or _key(main.main) > _key(result.score):
                 result.score, result.best_epoch = main.main, epoch
-                best_adapter = (
-                    adapter.with_tuned(main.metrics)
-                    if isinstance(adapter, SquadAdapter)
-                    else adapter
-                )
-                on_best(model, best_adapter, main.main, record)
+                on_best(model, adapter.with_tuned(main.metrics), main.main, record)
             if step >= total:
                 break
         bar.close()

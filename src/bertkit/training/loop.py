@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit import hardware
+from bertkit import precision as P
 from bertkit.errors import BertkitError, CheckpointError, ConfigError
 from bertkit.progress import progress
 from bertkit.training import checkpoint as ckpt
@@ -71,8 +71,9 @@ class TrainConfig:
     """Micro-batches per update on each rank."""
     seed: int = 0
     """Seeds the data order (with phase and epoch), masking and the dropout RNG."""
-    precision: str = "fp32"
-    """fp32, bf16 (autocast on CPU or CUDA) or fp16 (CUDA only, with a GradScaler)."""
+    precision: str = "auto"
+    """One of :data:`bertkit.precision.CHOICES`: auto, fp32, bf16 (autocast on CPU or CUDA) or
+    fp16 (CUDA only, with a GradScaler)."""
     clip_norm: float = 1.0
     log_every: int = 10
     eval_every: int = 0
@@ -95,8 +96,7 @@ class TrainConfig:
     """Update attempts whose batch is consumed without training (control for skipped updates)."""
 
     def __post_init__(self) -> None:
-        if self.precision not in ("fp32", "bf16", "fp16"):
-            raise ConfigError(f"precision must be fp32, bf16 or fp16, got {self.precision!r}")
+        P.check(self.precision)
         for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -153,8 +153,8 @@ class Trainer:
                 f"world size = {parts}"
             )
         # the precision this machine runs (bf16 without native support: fp32, with a notice)
-        self.precision = hardware.resolve_precision(config.precision, self.info.device)
-        self.scaler = torch.amp.GradScaler("cuda") if config.precision == "fp16" else None
+        self.precision = P.resolve(config.precision, self.info.device)
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.spikes = SpikeDetector(config.spike_factor)
         self.step = 0
@@ -282,7 +282,7 @@ class Trainer:
         return len(self.phases) - 1, self.phases[-1]
 
     def _autocast(self):
-        return hardware.autocast(self.precision, self.info.device)
+        return P.autocast(self.precision, self.info.device)
 
     def _micro_batches(self, phase: Phase) -> list[dict[str, torch.Tensor]]:
         cfg, info = self.cfg, self.info

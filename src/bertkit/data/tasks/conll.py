@@ -11,7 +11,7 @@ mark documents and are not tokens::
 
 Tag schemes. IOB2 (also called BIO) starts every chunk with ``B-``. IOB1 (the original CoNLL-2003
 files) uses ``I-`` everywhere and ``B-`` only for a chunk that directly follows a chunk of the
-same type. Both describe the same spans under the conlleval rules (:func:`tag_spans`), and
+same type. Both describe the same spans under the conlleval rules (:func:`bertkit.evaluation.chunks.tag_spans`), and
 :func:`to_iob2` rewrites either one as IOB2, which is what training uses so that every entity
 starts with the same ``B-`` label. IOBES (``E-``, ``S-``) is read and scored too.
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.errors import InputError
+from bertkit.evaluation.chunks import split_tag, tag_spans
 from bertkit.io import read_text_lines
 
 SCHEMES = ("AUTO", "IOB1", "IOB2", "BIO", "IOBES")
@@ -36,14 +37,6 @@ class TaggedSentence:
     tags: tuple[str, ...]
     line: int = 0
     document: int = 0
-
-
-def split_tag(tag: str) -> tuple[str, str]:
-    """``"B-PER" -> ("B", "PER")``, ``"O" -> ("O", "")``; a bare prefix has an empty type."""
-    if tag == "O":
-        return "O", ""
-    prefix, _, kind = tag.partition("-")
-    return prefix, kind
 
 
 def is_valid_tag(tag: str) -> bool:
@@ -77,47 +70,6 @@ def to_iob1(tags: Sequence[str]) -> list[str]:
             out[i] = f"I-{kind}"
         prev_end, prev_kind = end, kind
     return out
-
-
-def _chunk_ends(prev: str, prev_kind: str, tag: str, kind: str) -> bool:
-    """conlleval's endOfChunk: does the chunk holding the previous token end before this one?"""
-    if prev in ("E", "S"):
-        return True
-    if prev in ("B", "I") and tag in ("B", "S", "O"):
-        return True
-    return prev != "O" and prev_kind != kind
-
-
-def _chunk_starts(prev: str, prev_kind: str, tag: str, kind: str) -> bool:
-    """conlleval's startOfChunk: does a chunk start at this token?
-
-    ``I-`` or ``E-`` after ``O`` (or after a chunk of another type) starts a chunk, as in
-    conlleval; so does any ``B-`` or ``S-``.
-    """
-    if tag in ("B", "S"):
-        return True
-    if tag in ("I", "E") and prev in ("O", "E", "S"):
-        return True
-    return tag != "O" and prev_kind != kind
-
-
-def tag_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-    """Entity spans ``(type, start, end_exclusive)`` of one sentence, with conlleval semantics.
-
-    Works for IOB1, IOB2/BIO and IOBES. Example: ``["B-PER", "I-PER", "O", "I-LOC", "B-LOC"]``
-    -> ``[("PER", 0, 2), ("LOC", 3, 4), ("LOC", 4, 5)]``.
-    """
-    spans: list[tuple[str, int, int]] = []
-    prev, prev_kind, start = "O", "", -1
-    for i, tag in enumerate([*tags, "O"]):  # the trailing O closes a chunk open at the end
-        cur, kind = split_tag(tag)
-        if start >= 0 and _chunk_ends(prev, prev_kind, cur, kind):
-            spans.append((prev_kind, start, i))
-            start = -1
-        if _chunk_starts(prev, prev_kind, cur, kind):
-            start = i
-        prev, prev_kind = cur, kind
-    return spans
 
 
 def read_conll(
@@ -219,3 +171,35 @@ def write_conll(sentences: Sequence[TaggedSentence], f) -> None:
         for token, tag in zip(s.tokens, s.tags):
             f.write(f"{token} {tag}\n")
         f.write("\n")
+
+
+def is_token_only(path: str | Path) -> bool:
+    """Whether the first token line of a CoNLL-style file has one column (tokens, no tags):
+    the prediction input of a tagger."""
+    for _, line in read_text_lines(path):
+        cols = line.split()
+        if cols and cols[0] != "-DOCSTART-":
+            return len(cols) == 1
+    return False
+
+
+def read_tokens(path: str | Path) -> list[TaggedSentence]:
+    """Sentences of a one-token-per-line file (blank line between sentences), with no tags."""
+    out: list[TaggedSentence] = []
+    tokens: list[str] = []
+    first = 0
+    for lineno, line in [*read_text_lines(path), (0, "")]:
+        cols = line.split()
+        if cols and cols[0] != "-DOCSTART-":
+            if len(cols) != 1:
+                raise InputError(
+                    path,
+                    lineno,
+                    f"expected one token per line (like the file's first), got {len(cols)} columns",
+                )
+            first = first or lineno
+            tokens.append(cols[0])
+        elif tokens:
+            out.append(TaggedSentence(tuple(tokens), (), first))
+            tokens, first = [], 0
+    return out

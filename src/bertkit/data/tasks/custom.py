@@ -184,3 +184,31 @@ def read_tagging(
             raise InputError(path, lineno, f"expected tags O, B-TYPE or I-TYPE, got {bad!r}")
         out.append(TaggedSentence(tuple(toks), tuple(to_iob2(tgs)), lineno))
     return out
+
+
+def first_record_fields(path: str | Path, format: str | None = None) -> list[str]:
+    """The column names of a CSV/TSV header, or the field names of the first JSONL record
+    (``[]`` for an empty file): what a reader may pick its columns from."""
+    fmt = detect_format(path, format)
+    rows = (
+        jsonl_rows(path)
+        if fmt == "jsonl"
+        else csv_rows(path, "," if fmt == "csv" else "\t", fmt == "csv")
+    )
+    first = next(iter(rows), None)
+    return [] if first is None else list(first[1])
+
+
+def pick_fields(
+    path: str | Path, candidates: Sequence[tuple[str, ...]], format: str | None = None
+) -> tuple[str, ...]:
+    """The first candidate tuple of field names that the file has all of.
+
+    Raises InputError naming the fields the file has and the ones that were looked for.
+    """
+    have = first_record_fields(path, format)
+    for names in candidates:
+        if all(n in have for n in names):
+            return names
+    wanted = " or ".join("+".join(c) for c in candidates)
+    raise InputError(path, 1, f"expected text fields {wanted}; the file has {have or 'none'}")

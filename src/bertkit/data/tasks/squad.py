@@ -2,8 +2,8 @@
 
 The file layout is ``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id",
 "question", "answers": [{"text", "answer_start"}], "is_impossible"?, "plausible_answers"?}]}]}]}``.
-Feature conversion (sliding windows) is in :mod:`bertkit.data.tasks.squad_features`, span
-search and the v2.0 null threshold in :mod:`bertkit.data.tasks.squad_post`.
+Feature conversion (sliding windows) is in :mod:`bertkit.tasks.squad_features`, span
+search and the v2.0 null threshold in :mod:`bertkit.tasks.squad_post`.
 """
 
 from __future__ import annotations

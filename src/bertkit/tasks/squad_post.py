@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertkit.data.tasks.squad import SquadExample
-from bertkit.data.tasks.squad_features import SquadFeature
 from bertkit.evaluation.squad import raw_scores
+from bertkit.tasks.squad_features import SquadFeature
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ class SquadPostConfig:
     """Span search settings (defaults: the BERT paper's)."""
 
     n_best_size: int = 20
+    """Start and end candidates searched per window."""
     max_answer_length: int = 30
+    """Longest answer span, in tokens."""
     use_max_context: bool = True
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bertkit.data.tasks.squad import SquadExample
+from bertkit.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -38,19 +39,23 @@ class SquadFeatureConfig:
     """Windowing settings (defaults: the BERT paper's SQuAD settings)."""
 
     max_seq_length: int = 384
+    """Tokens per window, question and specials included."""
     doc_stride: int = 128
+    """Context tokens shared by neighbouring windows of a long context."""
     max_query_length: int = 64
+    """Question tokens kept (longer questions are cut to this many)."""
     stride_mode: Literal["overlap", "step"] = "overlap"
 
     def __post_init__(self) -> None:
         if self.stride_mode not in ("overlap", "step"):
-            raise ValueError(f"stride_mode must be 'overlap' or 'step', got {self.stride_mode!r}")
+            raise ConfigError(f"stride_mode must be 'overlap' or 'step', got {self.stride_mode!r}")
         if self.max_query_length + 3 >= self.max_seq_length:
-            raise ValueError(
-                "max_query_length + 3 must be below max_seq_length (room for the context)"
+            raise ConfigError(
+                f"max_query_length + 3 ({self.max_query_length + 3}) must be below "
+                f"max_seq_length ({self.max_seq_length}): room for the context"
             )
         if self.doc_stride < 1:
-            raise ValueError("doc_stride must be at least 1")
+            raise ConfigError(f"doc_stride must be at least 1, got {self.doc_stride}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,146 @@
+"""Command-line flags built from their single definitions: dataclass fields and registries.
+
+A flag's default comes from the dataclass field, its help from the field's docstring (the string
+literal under the field, read from the source once), its choices from the registry that owns
+them (precisions, model sizes, optimizers). Commands add only what has no dataclass home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import itertools
+import textwrap
+import types
+import typing
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bertkit import precision as P
+
+DEVICE_HELP = "cpu, cuda or cuda:N (default: CUDA when available; cuda:LOCAL_RANK under torchrun)"
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: first sentence of its docstring}`` for a dataclass and its bases."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):
+            continue
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for node, nxt in itertools.pairwise(body):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(hint: Any) -> tuple[Any, bool]:
+    """(the type without ``| None``, whether None is allowed)."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return hint, False
+
+
+def add_fields(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    names: Iterable[str],
+    *,
+    flags: dict[str, str] | None = None,
+    choices: dict[str, Iterable[str]] | None = None,
+    help: dict[str, str] | None = None,
+    dest_prefix: str = "",
+) -> None:
+    """One flag per dataclass field in ``names``: ``--field-name`` (or ``flags[name]``), with the
+    field's type, default and docstring; ``dest`` is ``dest_prefix + name``.
+
+    ``bool`` fields become ``--x/--no-x``; ``tuple[T, ...]`` fields take one or more values.
+    """
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    docs = field_docs(cls)
+    for name in names:
+        f = fields[name]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        kind, _optional = _base_type(hints[name])
+        kw: dict[str, Any] = {"dest": dest_prefix + name, "default": default}
+        text = (help or {}).get(name) or docs.get(name, "")
+        if typing.get_origin(kind) is tuple:
+            kw.update(type=typing.get_args(kind)[0], nargs="+", default=list(default))
+        elif kind is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = Path if kind is Path else kind
+        if choices and name in choices:
+            kw["choices"] = list(choices[name])
+        shown = (
+            "" if default is None or isinstance(default, bool) else f" (default {_show(default)})"
+        )
+        kw["help"] = (text + shown).replace("%", "%%")
+        parser.add_argument((flags or {}).get(name, _flag(name)), **kw)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def values(
+    args: argparse.Namespace,
+    cls: type,
+    names: Iterable[str] | None = None,
+    dest_prefix: str = "",
+    **extra: Any,
+) -> Any:
+    """``cls(**fields found in args, **extra)``: the dataclass the flags of :func:`add_fields`
+    fill (only ``names`` when given; the other fields keep their defaults)."""
+    kwargs: dict[str, Any] = {}
+    wanted = None if names is None else set(names)
+    for f in dataclasses.fields(cls):
+        if wanted is not None and f.name not in wanted:
+            continue
+        if hasattr(args, dest_prefix + f.name):
+            value = getattr(args, dest_prefix + f.name)
+            kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+    kwargs.update(extra)
+    return cls(**kwargs)
+
+
+def add_precision(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--precision``: the same choices and default for every command (bertkit.precision)."""
+    parser.add_argument("--precision", choices=P.CHOICES, default=P.DEFAULT, help=P.HELP)
+
+
+def add_device(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--device``: one default for every command (CUDA when available)."""
+    parser.add_argument("--device", default=None, help=DEVICE_HELP)
+
+
+def add_allow_pickle(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="permit pytorch_model.bin checkpoints (read with torch.load weights_only)",
+    )

@@ -1,0 +1,39 @@
+"""Inference: load a folder, batch by length, run the unpadded encoder at the chosen precision.
+
+- :func:`pipeline` (``pipeline.py``): one entry point by task name.
+- :class:`Embedder` (``embedder.py``), :class:`FillMasker` (``fill_mask.py``).
+- :class:`TaskModel` and its family classes :class:`Classifier`, :class:`Tagger`,
+  :class:`QuestionAnswerer`, :class:`ChoiceScorer` (``task_model.py``).
+- :func:`predict_rows` (``runner.py``): the forward loop shared with dev scoring in fine-tuning.
+
+The CLI's ``embed``, ``fill-mask``, ``predict`` and ``evaluate``, the quickstart and the server
+are thin layers over these.
+"""
+
+from bertkit.inference.embedder import Embedder, PoolingSpec
+from bertkit.inference.fill_mask import FillMasker
+from bertkit.inference.pipeline import TASKS, pipeline, task_of
+from bertkit.inference.runner import predict_rows, to_torch
+from bertkit.inference.task_model import (
+    ChoiceScorer,
+    Classifier,
+    QuestionAnswerer,
+    Tagger,
+    TaskModel,
+)
+
+__all__ = [
+    "TASKS",
+    "ChoiceScorer",
+    "Classifier",
+    "Embedder",
+    "FillMasker",
+    "PoolingSpec",
+    "QuestionAnswerer",
+    "Tagger",
+    "TaskModel",
+    "pipeline",
+    "predict_rows",
+    "task_of",
+    "to_torch",
+]

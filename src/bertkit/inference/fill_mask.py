@@ -1,0 +1,80 @@
+"""Masked-token prediction: the top-k tokens and probabilities for every ``[MASK]`` of a text.
+
+Only the masked positions go through the MLM head (the vocabulary projection is the costly part),
+over length-sorted batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit import hardware
+from bertkit import precision as P
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.interop import load_with_report
+from bertkit.model import BertForMaskedLM
+from bertkit.model.batching import collate, length_batches
+from bertkit.progress import progress
+from bertkit.tokenizer import BertTokenizer
+
+Candidates = list[tuple[str, float]]
+"""(token, probability) pairs, most likely first."""
+
+
+@dataclass
+class FillMasker:
+    """Build with :meth:`load` (a folder with MLM head weights) or from a loaded model."""
+
+    model: Any
+    """A model with ``bert`` (the encoder) and ``mlm`` (the head): BertForMaskedLM / ForPreTraining."""
+    tokenizer: Any
+    precision: str = "fp32"
+    batch_size: int = 32
+    show_progress: bool | None = False
+
+    @classmethod
+    def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
+             batch_size: int = 32, allow_pickle: bool = False) -> FillMasker:  # fmt: skip
+        dev = hardware.resolve_device(device)
+        model, report = load_with_report(directory, BertForMaskedLM, allow_pickle=allow_pickle)
+        if any(k.startswith("mlm.") for k in report.missing):
+            raise CheckpointError(
+                f"{directory}: the checkpoint has no masked-LM head weights (cls.predictions.*)"
+            )
+        tokenizer = BertTokenizer.from_pretrained(directory)
+        return cls(model.to(dev), tokenizer, P.choose(precision, dev), batch_size, None)
+
+    @torch.inference_mode()
+    def __call__(self, texts: Sequence[str], top_k: int = 5) -> list[list[Candidates]]:
+        """For each text, one candidate list per ``[MASK]`` (in order; [] for a text without)."""
+        if top_k < 1:
+            raise ConfigError(f"top-k must be >= 1, got {top_k}")
+        tok, model = self.tokenizer, self.model
+        model.eval()
+        device = next(model.parameters()).device
+        limit = model.config.max_position_embeddings
+        encodings = tok.encode_batch(list(texts), max_length=limit)
+        results: list[list[Candidates]] = [[] for _ in encodings]
+        k = min(top_k, model.config.vocab_size)
+        batches = length_batches([len(e.input_ids) for e in encodings], self.batch_size)
+        with P.autocast(self.precision, device):
+            for idx in progress(
+                batches, desc="fill-mask", unit="batch", enabled=self.show_progress
+            ):
+                batch = collate([encodings[i].input_ids for i in idx], None, tok.pad_token_id or 0)
+                batch = {key: v.to(device) for key, v in batch.items()}
+                is_mask = batch["input_ids"] == tok.mask_token_id  # (B, T)
+                if not bool(is_mask.any()):
+                    continue
+                hidden = model.bert(**batch).last_hidden_state[is_mask]  # (M, H) masked rows only
+                probs = model.mlm(hidden, model.bert.embeddings.word.weight).float().softmax(-1)
+                top = probs.topk(k, dim=-1)
+                rows = is_mask.nonzero()[:, 0].tolist()
+                for r, p, i in zip(rows, top.values.tolist(), top.indices.tolist()):
+                    results[idx[r]].append(list(zip(tok.convert_ids_to_tokens(i), p)))
+        return results

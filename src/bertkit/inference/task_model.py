@@ -1,0 +1,142 @@
+"""Fine-tuned models as callables: load a ``bertkit finetune`` folder, predict on text or files.
+
+:class:`TaskModel` is the folder (task adapter from ``bertkit_task.json``, tokenizer, model with
+its head) plus how to run it (device, precision, batch size). It reads files with the task's
+readers (``predict_file``, ``score_file``) or takes Python objects; the family classes give
+text-level calls::
+
+    clf = Classifier.load("out/sst2");   clf(["a gripping film", "dull"])
+    qa = QuestionAnswerer.load("out/squad");   qa("Who wrote it?", "It was written by Ann.")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from bertkit import hardware
+from bertkit import precision as P
+from bertkit.data.tasks.conll import TaggedSentence
+from bertkit.data.tasks.glue import ClassificationExample
+from bertkit.data.tasks.squad import SquadExample
+from bertkit.data.tasks.swag import MultipleChoiceExample
+from bertkit.errors import CheckpointError
+from bertkit.inference.runner import predict_rows
+from bertkit.interop import load_pretrained
+from bertkit.tasks import Scored, TaskAdapter, load_adapter
+from bertkit.tokenizer import BertTokenizer
+
+
+@dataclass
+class TaskModel:
+    """A fine-tuned model ready to predict. ``precision`` is already concrete (never ``auto``)."""
+
+    adapter: TaskAdapter
+    tokenizer: Any
+    model: torch.nn.Module
+    precision: str = "fp32"
+    batch_size: int = 64
+    show_progress: bool | None = None
+
+    families: ClassVar[tuple[str, ...]] = ()
+    """The task families this class serves (empty: any)."""
+
+    @classmethod
+    def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
+             batch_size: int = 64, allow_pickle: bool = False) -> TaskModel:  # fmt: skip
+        """Load a folder written by ``bertkit finetune`` onto ``device`` (None: CUDA if present)."""
+        adapter = load_adapter(directory)
+        wanted = cls.families
+        if wanted and adapter.family not in wanted:
+            raise CheckpointError(
+                f"{directory}: a {adapter.family} model, not one for {cls.__name__} "
+                f"(expected a model fine-tuned with `bertkit finetune {'/'.join(wanted)}`)"
+            )
+        dev = hardware.resolve_device(device)
+        tokenizer = BertTokenizer.from_pretrained(directory)
+        model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle).to(dev)
+        return cls(adapter, tokenizer, model, P.choose(precision, dev), batch_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def run(self, examples: Sequence[Any]) -> Scored:
+        """Encode, predict and decode ``examples`` (scored when they carry gold labels)."""
+        feats = self.adapter.encode(self.tokenizer, examples, training=False)
+        rows = predict_rows(self.model, self.adapter, feats, pad_id=self.tokenizer.pad_token_id or 0,
+                            batch_size=self.batch_size, precision=self.precision,
+                            show_progress=self.show_progress)  # fmt: skip
+        return self.adapter.score(examples, feats, rows)
+
+    def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        """Examples of ``path`` in the task's format, or plain text fields (classification)."""
+        return self.adapter.read(path, split)
+
+    def predict_file(self, path: str | Path, split: str = "test") -> Scored:
+        return self.run(self.read(path, split))
+
+    def score_file(self, path: str | Path, split: str = "dev") -> Scored:
+        """Read ``path`` with the saved task's reader, predict and score."""
+        return self.run(self.read(path, split))
+
+
+@dataclass
+class Classifier(TaskModel):
+    """Single texts or pairs -> label and probabilities (or a score, for regression)."""
+
+    families: ClassVar[tuple[str, ...]] = ("glue", "classify")
+
+    def __call__(
+        self, texts: str | tuple[str, str] | Sequence[str | tuple[str, str]]
+    ) -> list[dict]:
+        items = [texts] if isinstance(texts, (str, tuple)) else list(texts)
+        examples = [
+            ClassificationExample(str(i), *(t if isinstance(t, tuple) else (t, None)), None)
+            for i, t in enumerate(items)
+        ]
+        return [{k: v for k, v in p.items() if k != "guid"} for p in self.run(examples).predictions]
+
+
+@dataclass
+class Tagger(TaskModel):
+    """Texts (split on whitespace) or word lists -> one tag per word."""
+
+    families: ClassVar[tuple[str, ...]] = ("ner", "tag")
+
+    def __call__(self, texts: str | Sequence[str] | Sequence[Sequence[str]]) -> list[dict]:
+        items = [texts] if isinstance(texts, str) else list(texts)
+        words = [tuple(t.split()) if isinstance(t, str) else tuple(t) for t in items]
+        return self.run([TaggedSentence(w, (), 0) for w in words]).predictions
+
+
+@dataclass
+class QuestionAnswerer(TaskModel):
+    """(question, context) -> the answer span ("" when a v2.0 model finds none)."""
+
+    families: ClassVar[tuple[str, ...]] = ("squad",)
+
+    def __call__(
+        self, question: str | Sequence[tuple[str, str]], context: str | None = None
+    ) -> list[dict]:
+        pairs = [(question, context)] if isinstance(question, str) else list(question)
+        examples = [SquadExample(str(i), q, c or "", ()) for i, (q, c) in enumerate(pairs)]
+        preds = {p["id"]: p for p in self.run(examples).predictions}
+        return [{"answer": preds[e.qas_id]["answer"], "null_score_diff": preds[e.qas_id]["null_score_diff"]}
+                for e in examples]  # fmt: skip
+
+
+@dataclass
+class ChoiceScorer(TaskModel):
+    """(context, endings) -> the index of the best ending and the probabilities."""
+
+    families: ClassVar[tuple[str, ...]] = ("swag",)
+
+    def __call__(self, context: str, endings: Sequence[str], start: str = "") -> dict:
+        ex = MultipleChoiceExample("0", context, start, tuple(endings), None)
+        pred = self.run([ex]).predictions[0]
+        return {"label": pred["label"], "probabilities": pred["probabilities"]}

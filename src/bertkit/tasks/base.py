@@ -1,0 +1,117 @@
+"""The task protocol: what every fine-tuning family provides, and the scored result it returns.
+
+A task adapter joins the file readers of :mod:`bertkit.data.tasks` with the feature code of this
+package and the metrics of :mod:`bertkit.evaluation` for one family:
+
+``read(path, split)`` -> examples, ``encode(tokenizer, examples, training)`` -> features,
+``collate(features, pad_id, training)`` -> numpy arrays named as the head's arguments,
+``outputs(model_output, batch)`` -> one row per feature, ``score(examples, features, rows)`` ->
+:class:`Scored` (metrics when the examples carry gold labels, and one JSON prediction each).
+
+Training and dev files are read by the same ``read``; ``fit_labels(train)`` takes the label set
+from the training examples. ``state()`` is the JSON saved beside a fine-tuned model as
+``bertkit_task.json``, so ``bertkit evaluate`` / ``predict`` / ``serve`` need no task flags.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bertkit.io import atomic_write_text
+
+TASK_FILE = "bertkit_task.json"
+
+
+@dataclass
+class Scored:
+    """Dev metrics (fractions, or percent for SQuAD as its script reports) and one prediction per
+    example (JSON-ready). ``main`` is the metric value used for model selection (NaN unscored)."""
+
+    metrics: dict[str, Any]
+    main: float
+    predictions: list[dict[str, Any]]
+
+
+@dataclass
+class TaskAdapter:
+    """Base class of the task families; subclasses implement the family-specific parts.
+
+    Features are any objects with ``input_ids`` (a list, or for multiple choice a list of
+    choices); :meth:`collate` pads a list of them to numpy arrays named as the head's arguments.
+    """
+
+    family: str
+    name: str
+    max_seq_length: int = 128
+
+    head_class: ClassVar[str] = "BertModel"
+    main_metric: ClassVar[str] = ""
+
+    def config_overrides(self) -> dict[str, Any]:
+        """BertConfig fields the head needs (num_labels, id2label)."""
+        return {}
+
+    def dev_splits(self) -> tuple[str, ...]:
+        """Names of the dev sets read from a task folder (MNLI has two)."""
+        return ("dev",)
+
+    def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        raise NotImplementedError
+
+    def fit_labels(self, train: Sequence[Any]) -> None:
+        """Take the label list from the training examples (families whose labels come from data)."""
+
+    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+        raise NotImplementedError
+
+    def length(self, feature: Any) -> int:
+        """Tokens of a feature (for length bucketing)."""
+        return len(feature.input_ids)
+
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
+        """Per-row results of one eval forward pass (numpy, trimmed to the row's length)."""
+        raise NotImplementedError
+
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        raise NotImplementedError
+
+    def fit_dev(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        """Score dev during training; may tune settings (SQuAD v2.0's null threshold)."""
+        return self.score(examples, features, rows)
+
+    def with_tuned(self, metrics: dict[str, Any]) -> TaskAdapter:
+        """The adapter to save with a model selected on ``metrics`` (a copy holding any setting
+        :meth:`fit_dev` tuned; the base class has none)."""
+        return self
+
+    def state(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+
+    def save(self, directory: str | Path) -> None:
+        atomic_write_text(Path(directory) / TASK_FILE, json.dumps(self.state(), indent=2) + "\n")
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of logits (numerically stable)."""
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def unscored(predictions: list[dict[str, Any]]) -> Scored:
+    """The result for examples without gold labels: predictions only."""
+    return Scored({}, float("nan"), predictions)

@@ -1,0 +1,167 @@
+"""Sequence classification and regression: single texts or pairs (glue, classify).
+
+Head: ``BertForSequenceClassification``. Metric: the GLUE task's official one (mcc, accuracy,
+accuracy + F1, Pearson/Spearman), or for the user's own data accuracy + F1 with two labels,
+accuracy with more, Pearson/Spearman for regression (``labels == []``).
+
+Reading: a GLUE folder or an official GLUE TSV, or any CSV/TSV/JSONL holding the text field(s).
+A model fine-tuned on GLUE therefore also scores the user's own file: STS-B's
+``{"sentence1": ..., "sentence2": ...}`` JSONL, or ``text`` / ``text_pair`` fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.data.tasks import custom
+from bertkit.data.tasks.glue import glue_task, read_glue, read_glue_split
+from bertkit.evaluation.classification import glue_metrics
+from bertkit.tasks import features as F
+from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
+
+# text fields tried, in order, in a file that is not in the task's own format
+_PAIR_FIELDS = (("text", "text_pair"), ("sentence1", "sentence2"), ("question", "sentence"),
+                ("question1", "question2"), ("premise", "hypothesis"), ("text_a", "text_b"))  # fmt: skip
+_SINGLE_FIELDS = (("text",), ("sentence",), ("text_a",))
+_LABEL_FIELDS = ("label", "score")
+
+
+def metric_for(labels: Sequence[str], regression: bool) -> str:
+    """The metric for the user's own data: see the module docstring."""
+    if regression:
+        return "pearson_spearman"
+    return "accuracy_f1" if len(labels) == 2 else "accuracy"
+
+
+@dataclass
+class ClassificationAdapter(TaskAdapter):
+    """Single-text or pair classification, or regression (``labels == []``).
+
+    glue: ``name`` is the GLUE task; ``metric`` its official metric. classify: ``columns`` names
+    the text/pair/label columns of the user's CSV/TSV/JSONL files.
+    """
+
+    labels: list[str] = field(default_factory=list)
+    metric: str = "accuracy"
+    columns: dict[str, str | None] = field(default_factory=dict)
+    file_format: str | None = None
+
+    head_class = "BertForSequenceClassification"
+
+    @classmethod
+    def for_glue(cls, task: str, max_seq_length: int = 128) -> ClassificationAdapter:
+        t = glue_task(task)
+        return cls("glue", t.name, max_seq_length, labels=list(t.labels or []), metric=t.metric)
+
+    @classmethod
+    def for_files(
+        cls, train: str | Path, columns: dict[str, str | None], *, regression: bool = False,
+        file_format: str | None = None, max_seq_length: int = 128,
+    ) -> tuple[ClassificationAdapter, list[Any]]:  # fmt: skip
+        """The adapter for the user's own files, with its label list (the sorted set of the
+        training labels) and metric, and the training examples."""
+        data = custom.read_classification(
+            train, text=columns["text"], text_pair=columns.get("text_pair"),
+            label=columns["label"], regression=regression, format=file_format,
+        )  # fmt: skip
+        adapter = cls("classify", Path(train).stem, max_seq_length, labels=data.labels,
+                      metric=metric_for(data.labels, regression), columns=columns,
+                      file_format=file_format)  # fmt: skip
+        return adapter, data.examples
+
+    @property
+    def regression(self) -> bool:
+        return self.metric == "pearson_spearman"
+
+    @property
+    def main_metric(self) -> str:  # type: ignore[override]
+        return {"mcc": "mcc", "accuracy": "accuracy", "accuracy_f1": "f1"}.get(
+            self.metric, "spearman"
+        )
+
+    @property
+    def is_pair(self) -> bool:
+        if self.family == "glue":
+            return len(glue_task(self.name).text_columns) == 2
+        return bool(self.columns.get("text_pair"))
+
+    def config_overrides(self) -> dict[str, Any]:
+        if self.regression:
+            return {"num_labels": 1, "problem_type": "regression"}
+        return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels))}
+
+    def dev_splits(self) -> tuple[str, ...]:
+        return glue_task(self.name).dev_splits if self.family == "glue" else ("dev",)
+
+    def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        p = Path(path)
+        if self.family == "glue" and p.is_dir():
+            return read_glue_split(p, self.name, split)
+        if self.family == "glue" and p.suffix.lower() == ".tsv" and self._is_glue_file(p):
+            return read_glue(p, self.name)
+        return self._read_fields(p)
+
+    def _is_glue_file(self, path: Path) -> bool:
+        t = glue_task(self.name)
+        if t.header is None:  # CoLA's files have no header: only the official format is read
+            return True
+        have = custom.first_record_fields(path, "tsv")
+        return all(c in have for c in t.text_columns)
+
+    def _read_fields(self, path: Path) -> list[Any]:
+        """Any CSV/TSV/JSONL: the adapter's own columns, the GLUE task's, or common names."""
+        own = tuple(c for c in (self.columns.get("text"), self.columns.get("text_pair")) if c)
+        glue = glue_task(self.name).text_columns if self.family == "glue" else ()
+        common = _PAIR_FIELDS if self.is_pair else _SINGLE_FIELDS
+        candidates = [c for c in (own, tuple(glue), *common) if c]
+        names = custom.pick_fields(path, candidates, self.file_format)
+        have = custom.first_record_fields(path, self.file_format)
+        label_names = [self.columns.get("label")] if self.columns.get("label") else []
+        if self.family == "glue":
+            label_names.append(glue_task(self.name).label_column)
+        label = next((n for n in [*label_names, *_LABEL_FIELDS] if n in have), None)
+        data = custom.read_classification(
+            path, text=names[0], text_pair=names[1] if len(names) > 1 else None, label=label,
+            labels=None if self.regression else self.labels, regression=self.regression,
+            format=self.file_format,
+        )  # fmt: skip
+        return data.examples
+
+    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+        return F.encode_classification(tokenizer, examples, self.max_seq_length)
+
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
+        batch = F.pad_batch(features, pad_id)
+        if "labels" in batch and self.regression:
+            batch["labels"] = batch["labels"].astype(np.float32)
+        return batch
+
+    def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
+        return list(out.logits.float().cpu().numpy())
+
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        logits = np.stack(rows)
+        if self.regression:
+            values = logits[:, 0]
+            preds = [{"guid": e.guid, "score": float(v)} for e, v in zip(examples, values)]
+        else:
+            values = logits.argmax(-1)
+            preds = [
+                {"guid": e.guid, "label": self.labels[int(k)],
+                 "probabilities": [round(float(x), 6) for x in p]}
+                for e, k, p in zip(examples, values, softmax(logits))
+            ]  # fmt: skip
+        gold = [e.label for e in examples]
+        if any(g is None for g in gold):
+            return unscored(preds)
+        metrics = glue_metrics(self.metric, np.asarray(gold), values)
+        return Scored(metrics, float(metrics[self.main_metric]), preds)

@@ -1,0 +1,168 @@
+"""The task families by name, rebuilding a saved task, and building one from its settings.
+
+===============  ===============================  ======================================
+family           head                             official metric (selection key)
+===============  ===============================  ======================================
+glue, classify   BertForSequenceClassification    the GLUE task's (mcc/accuracy/f1/spearman)
+ner, tag         BertForTokenClassification       entity F1 (conlleval)
+squad            BertForQuestionAnswering         SQuAD F1 (v2.0: at the tuned null threshold)
+swag             BertForMultipleChoice            accuracy
+===============  ===============================  ======================================
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.tasks.base import TASK_FILE, TaskAdapter
+from bertkit.tasks.classification import ClassificationAdapter
+from bertkit.tasks.multiple_choice import MultipleChoiceAdapter
+from bertkit.tasks.span_qa import SquadAdapter
+from bertkit.tasks.squad_features import SquadFeatureConfig
+from bertkit.tasks.squad_post import SquadPostConfig
+from bertkit.tasks.tagging import TaggingAdapter
+
+FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
+    "glue": (ClassificationAdapter, "a GLUE task, from a folder laid out like the official download"),
+    "ner": (TaggingAdapter, "named-entity tagging on CoNLL column files (BIO/IOB1/IOB2)"),
+    "squad": (SquadAdapter, "extractive QA on SQuAD v1.1 / v2.0 JSON"),
+    "swag": (MultipleChoiceAdapter, "multiple choice on SWAG-format CSV"),
+    "classify": (ClassificationAdapter, "text or text-pair classification (or regression) on your CSV/TSV/JSONL"),
+    "tag": (TaggingAdapter, "token tagging on your CSV/TSV/JSONL (token and tag lists)"),
+}  # fmt: skip
+
+
+def default_max_seq_length(family: str) -> int:
+    """128 tokens, 384 for SQuAD (the paper's settings)."""
+    return SquadFeatureConfig.max_seq_length if family == "squad" else 128
+
+
+@dataclass
+class TaskSettings:
+    """What names a task and its files (the ``bertkit finetune FAMILY`` options).
+
+    glue reads ``data_dir`` (the GLUE root or the task folder) for ``task``; every other family
+    reads ``train`` and ``dev`` files. The family-specific fields are ignored by the others.
+    """
+
+    family: str
+    """glue, ner, squad, swag, classify or tag."""
+    train: Path | None = None
+    """Training file."""
+    dev: Path | None = None
+    """Dev file (scored each epoch, used for selection)."""
+    task: str | None = None
+    """GLUE task name."""
+    data_dir: Path | None = None
+    """GLUE root (holding TASK/) or the task folder."""
+    max_seq_length: int | None = None
+    """Tokens per input (None: 128, 384 for squad)."""
+    tag_column: int = -1
+    """ner: column of the tag (-1: the last)."""
+    scheme: str = "auto"
+    """ner: tag scheme of the files: auto, IOB1, IOB2/BIO, IOBES."""
+    tokens_field: str = "tokens"
+    """tag: the field holding the token list."""
+    tags_field: str = "tags"
+    """tag: the field holding the tag list."""
+    text_column: str | None = None
+    """classify: the column holding the text (required)."""
+    text_pair_column: str | None = None
+    """classify: the column holding the second text of a pair."""
+    label_column: str = "label"
+    """classify: the column holding the label."""
+    regression: bool = False
+    """classify: float labels, MSE loss, Pearson/Spearman."""
+    format: str | None = None
+    """classify, tag: csv, tsv or jsonl (None: from the extension)."""
+    version_2_with_negative: bool = False
+    """squad: SQuAD v2.0, questions may have no answer."""
+    windows: SquadFeatureConfig = field(default_factory=SquadFeatureConfig)
+    """squad: window settings."""
+    search: SquadPostConfig = field(default_factory=SquadPostConfig)
+    """squad: span search settings."""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ConfigError(
+                f"unknown task family {self.family!r}; expected one of {sorted(FAMILIES)}"
+            )
+        if self.family == "glue" and (self.task is None or self.data_dir is None):
+            raise ConfigError("glue needs a task name and a data folder")
+        if self.family != "glue" and (self.train is None or self.dev is None):
+            raise ConfigError(f"{self.family} needs a training file and a dev file")
+        if self.family == "classify" and not self.text_column:
+            raise ConfigError("classify needs the name of the text column (--text-column)")
+
+
+def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[Any]]]:
+    """The adapter, the training examples and the dev sets (name -> examples) ``s`` describes.
+
+    Training and dev data are read by the same ``adapter.read``; labels come from training.
+    """
+    msl = s.max_seq_length or default_max_seq_length(s.family)
+    adapter: TaskAdapter
+    if s.family == "glue":
+        adapter = ClassificationAdapter.for_glue(str(s.task), msl)
+        train = adapter.read(s.data_dir, "train")  # type: ignore[arg-type]
+        return adapter, train, {d: adapter.read(s.data_dir, d) for d in adapter.dev_splits()}  # type: ignore[arg-type]
+    assert s.train is not None and s.dev is not None
+    if s.family == "classify":
+        cols = {"text": s.text_column, "text_pair": s.text_pair_column, "label": s.label_column}
+        adapter, train = ClassificationAdapter.for_files(
+            s.train, cols, regression=s.regression, file_format=s.format, max_seq_length=msl
+        )
+    elif s.family in ("ner", "tag"):
+        cols = (
+            {"tag_column": s.tag_column, "scheme": s.scheme}
+            if s.family == "ner"
+            else {"tokens": s.tokens_field, "tags": s.tags_field}
+        )
+        adapter = TaggingAdapter(
+            s.family, Path(s.train).stem, msl, columns=cols, file_format=s.format
+        )
+        train = adapter.read(s.train, "train")
+    elif s.family == "swag":
+        adapter = MultipleChoiceAdapter("swag", "swag", msl)
+        train = adapter.read(s.train, "train")
+    else:
+        name = "squad2" if s.version_2_with_negative else "squad1"
+        adapter = SquadAdapter("squad", name, msl, version_2=s.version_2_with_negative,
+                               windows=s.windows, search=s.search)  # fmt: skip
+        train = adapter.read(s.train, "train")
+    adapter.fit_labels(train)
+    return adapter, train, {"dev": adapter.read(s.dev, "dev")}
+
+
+def adapter_from_state(state: dict[str, Any]) -> TaskAdapter:
+    """Rebuild an adapter from :meth:`TaskAdapter.state` output."""
+    family = state.get("family")
+    if family not in FAMILIES:
+        raise CheckpointError(
+            f"unknown task family {family!r} in {TASK_FILE}; expected one of {sorted(FAMILIES)}"
+        )
+    cls = FAMILIES[family][0]
+    try:
+        if cls is SquadAdapter:
+            return SquadAdapter.from_state(state)
+        return cls(**state)
+    except TypeError as e:
+        raise CheckpointError(f"{TASK_FILE}: settings do not fit the {family} task ({e})") from e
+
+
+def load_adapter(directory: str | Path) -> TaskAdapter:
+    """The adapter saved with a fine-tuned model by ``bertkit finetune``."""
+    path = Path(directory) / TASK_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{directory}: no {TASK_FILE} (is this a model written by `bertkit finetune`?)"
+        )
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+    return adapter_from_state(state)

@@ -1,0 +1,142 @@
+"""Extractive question answering (squad): sliding windows, n-best span search, v2.0 null threshold.
+
+Head: ``BertForQuestionAnswering``; metric: SQuAD F1 (and exact match), as the official script
+computes them. Window settings are a :class:`~bertkit.tasks.squad_features.SquadFeatureConfig`,
+span search settings a :class:`~bertkit.tasks.squad_post.SquadPostConfig`: their defaults are
+the only definition of the paper's values (stride 128, query 64, n-best 20, answer 30).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.data.tasks.squad import load_gold, read_squad
+from bertkit.evaluation.squad import squad_scores
+from bertkit.tasks import features as F
+from bertkit.tasks.base import Scored, TaskAdapter, unscored
+from bertkit.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
+from bertkit.tasks.squad_post import (
+    SquadPostConfig,
+    final_answers,
+    find_best_null_threshold,
+    postprocess_squad,
+)
+
+DEFAULT_MAX_SEQ_LENGTH = SquadFeatureConfig.max_seq_length
+
+
+@dataclass
+class SquadAdapter(TaskAdapter):
+    """SQuAD v1.1/v2.0.
+
+    ``null_threshold`` is tuned on dev by :meth:`fit_dev` (the value that maximises dev F1) and
+    saved with the model; :meth:`score` uses the saved value (evaluate, predict).
+    ``windows.max_seq_length`` always equals ``max_seq_length``.
+    """
+
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    version_2: bool = False
+    windows: SquadFeatureConfig = field(default_factory=SquadFeatureConfig)
+    search: SquadPostConfig = field(default_factory=SquadPostConfig)
+    null_threshold: float = 0.0
+
+    head_class = "BertForQuestionAnswering"
+    main_metric = "f1"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.windows, dict):  # from bertkit_task.json
+            self.windows = SquadFeatureConfig(**self.windows)
+        if isinstance(self.search, dict):
+            self.search = SquadPostConfig(**self.search)
+        if self.windows.max_seq_length != self.max_seq_length:
+            self.windows = replace(self.windows, max_seq_length=self.max_seq_length)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> SquadAdapter:
+        """Also reads the flat keys of models saved before the settings were grouped."""
+        s = dict(state)
+        flat_windows = {k: s.pop(k) for k in ("doc_stride", "max_query_length") if k in s}
+        flat_search = {k: s.pop(k) for k in ("n_best_size", "max_answer_length") if k in s}
+        if flat_windows:
+            s["windows"] = {**s.get("windows", {}), **flat_windows}
+        if flat_search:
+            s["search"] = {**s.get("search", {}), **flat_search}
+        return cls(**s)
+
+    def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        return read_squad(path)
+
+    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+        return convert_squad_examples(tokenizer, examples, self.windows, is_training=training)
+
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
+        batch = F.pad_batch(
+            [F.EncodedInput(f.input_ids, f.token_type_ids, f.attention_mask) for f in features],
+            pad_id,
+        )
+        if training:
+            batch["start_positions"] = np.asarray(
+                [f.start_position for f in features], dtype=np.int64
+            )
+            batch["end_positions"] = np.asarray([f.end_position for f in features], dtype=np.int64)
+        return batch
+
+    def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
+        s, e = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+        lengths = batch["attention_mask"].sum(1)
+        return [(a[:n], b[:n]) for a, b, n in zip(s, e, lengths)]
+
+    def _search(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> dict[str, Any]:
+        starts, ends = [r[0] for r in rows], [r[1] for r in rows]
+        return postprocess_squad(examples, features, starts, ends, self.search)
+
+    def _scored(self, examples: Sequence[Any], found: dict[str, Any], threshold: float) -> Scored:
+        answers = final_answers(found, self.version_2, threshold)
+        preds = [
+            {"id": q, "answer": a, "null_score_diff": _finite(found[q].null_score_diff)}
+            for q, a in answers.items()
+        ]
+        if not all(e.answers or e.is_impossible for e in examples):
+            return unscored(preds)
+        version = "2.0" if self.version_2 else "1.1"
+        scores = squad_scores(load_gold(list(examples)), answers, version)
+        if self.version_2:
+            scores["null_threshold"] = threshold
+        return Scored(scores, float(scores["f1"]), preds)
+
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        return self._scored(examples, self._search(examples, features, rows), self.null_threshold)
+
+    def fit_dev(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        """v2.0: tune the null threshold on these examples, then score with it.
+
+        The tuned value is returned in ``metrics["null_threshold"]``; :meth:`with_tuned` makes
+        the copy saved with the best checkpoint (this adapter is left unchanged).
+        """
+        found = self._search(examples, features, rows)
+        if not self.version_2:
+            return self._scored(examples, found, self.null_threshold)
+        best = find_best_null_threshold(found, load_gold(list(examples)))
+        return self._scored(examples, found, best.threshold)
+
+    def with_tuned(self, metrics: dict[str, Any]) -> SquadAdapter:
+        return replace(
+            self, null_threshold=float(metrics.get("null_threshold", self.null_threshold))
+        )
+
+
+def _finite(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
