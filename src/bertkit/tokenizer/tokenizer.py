@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import add, is_, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from bertkit.errors import ConfigError, InputError
 from bertkit.io import atomic_write_text
@@ -82,12 +82,13 @@ class BertTokenizer:
         self.normalizer = Normalizer(do_lower_case, strip_accents, tokenize_chinese_chars)
         v = self.vocab
         self.pad_token_id = v.special_id("[PAD]")
-        self.unk_token_id = v.special_id("[UNK]")
+        unk = v.special_id("[UNK]")
+        if unk is None:
+            raise ConfigError("the vocabulary has no [UNK] token")
+        self.unk_token_id: int = unk
         self.cls_token_id = v.special_id("[CLS]")
         self.sep_token_id = v.special_id("[SEP]")
         self.mask_token_id = v.special_id("[MASK]")
-        if self.unk_token_id is None:
-            raise ConfigError("the vocabulary has no [UNK] token")
         specials = [t for t in SPECIAL_TOKENS if t in v]
         self.all_special_ids = frozenset(v.token_to_id[t] for t in specials)
         # special tokens are matched in the raw text, case-sensitively, longest first
@@ -323,7 +324,12 @@ class BertTokenizer:
         itos = self.vocab.id_to_token
         return [itos[i] for i in self.encode_ids(text)]
 
-    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> Any:
+    @overload
+    def convert_tokens_to_ids(self, tokens: str) -> int: ...  # type: ignore[overload-overlap]
+    @overload
+    def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]: ...
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
         """Ids of tokens (unknown tokens map to [UNK]); a single string gives a single id."""
         get = self.vocab.token_to_id.get
         unk = self.unk_token_id
@@ -331,7 +337,12 @@ class BertTokenizer:
             return get(tokens, unk)
         return [get(t, unk) for t in tokens]
 
-    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> Any:
+    @overload
+    def convert_ids_to_tokens(self, ids: int) -> str: ...
+    @overload
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]: ...
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
         """Tokens of ids; a single id gives a single token. Raises IndexError for bad ids."""
         itos = self.vocab.id_to_token
         if isinstance(ids, int):
