@@ -5,7 +5,7 @@ rather than ``Any`` (or the concrete class) so that what a function may call is 
 and checked. Members are exactly what library code uses:
 
 - special ids (``cls``/``sep`` for task features, ``pad`` for collation, ``mask`` for fill-mask,
-  ``unk`` for words without pieces), ``len(tok)`` (vocabulary size);
+  ``unk`` for words without pieces), ``len(tok)`` (vocabulary size), ``model_max_length``;
 - ``vocab`` (``vocab.id_to_token``: the tokenize command);
 - ``tokenize``, ``convert_tokens_to_ids``, ``convert_ids_to_tokens``;
 - ``encode`` (task features, fill-mask, worker processes), ``encode_ids`` (pre-training data,
@@ -40,6 +40,7 @@ class Tokenizer(Protocol):
     cls_token_id: int | None
     sep_token_id: int | None
     mask_token_id: int | None
+    model_max_length: int
     vocab: Vocab
 
     def __len__(self) -> int:
