@@ -116,7 +116,7 @@ def test_longest_first_overflow_order(tok: BertTokenizer) -> None:
 
 
 def test_batch_padding_and_tensors(tok: BertTokenizer) -> None:
-    out = tok(["hello world", "hi"], return_tensors="np")
+    out = tok(["hello world", "hi"], padding="longest", return_tensors="np")
     assert out["input_ids"].dtype == np.int64
     assert out["input_ids"].tolist() == [[2, 27, 28, 3], [2, 29, 3, 0]]
     assert out["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
@@ -125,6 +125,7 @@ def test_batch_padding_and_tensors(tok: BertTokenizer) -> None:
         ["hello world", "hi"],
         ["a", "b c"],
         padding="max_length",
+        truncation="longest_first",
         max_length=9,
         return_offsets_mapping=True,
         return_special_tokens_mask=True,
@@ -134,7 +135,9 @@ def test_batch_padding_and_tensors(tok: BertTokenizer) -> None:
     assert fixed["special_tokens_mask"][1] == [1, 0, 1, 0, 0, 1, 1, 1, 1]
     assert fixed["offset_mapping"][1][3:] == [(0, 1), (2, 3), (0, 0), (0, 0), (0, 0), (0, 0)]
     torch = pytest.importorskip("torch")
-    pt = tok(["hello world", "hi"], return_tensors="pt", return_offsets_mapping=True)
+    pt = tok(
+        ["hello world", "hi"], padding="longest", return_tensors="pt", return_offsets_mapping=True
+    )
     assert pt["input_ids"].dtype == torch.int64
     assert pt["offset_mapping"].shape == (2, 4, 2)
     assert pt["offset_mapping"].dtype == torch.int64
@@ -150,6 +153,8 @@ def test_batch_padding_and_tensors(tok: BertTokenizer) -> None:
 def test_batch_overflow_mapping(tok: BertTokenizer) -> None:
     out = tok(
         ["hi", TEN],
+        padding="longest",
+        truncation="longest_first",
         max_length=6,
         stride=1,
         return_overflowing_tokens=True,

@@ -2,8 +2,17 @@
 
 from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.encoding import Encoding
-from bertkit.tokenizer.tokenizer import BertTokenizer
+from bertkit.tokenizer.protocol import Tokenizer
+from bertkit.tokenizer.tokenizer import VERY_LARGE_INTEGER, BertTokenizer
 from bertkit.tokenizer.trainer import train_wordpiece
 from bertkit.tokenizer.wordpiece import Vocab
 
-__all__ = ["BertTokenizer", "Encoding", "TokenArrays", "Vocab", "train_wordpiece"]
+__all__ = [
+    "VERY_LARGE_INTEGER",
+    "BertTokenizer",
+    "Encoding",
+    "TokenArrays",
+    "Tokenizer",
+    "Vocab",
+    "train_wordpiece",
+]

@@ -30,13 +30,16 @@ def batch_dict(
     pad_id: int,
     padding: str | bool,
     max_length: int | None,
+    return_token_type_ids: bool = True,
+    return_attention_mask: bool = True,
     return_overflowing_tokens: bool,
     return_offsets_mapping: bool,
     return_special_tokens_mask: bool,
     return_tensors: str | None,
 ) -> dict[str, Any]:
     """Hugging Face-style batch: keys ``input_ids``, ``token_type_ids``, ``attention_mask``
-    (+ requested extras), each a list of rows, an int64 array (``"np"``) or a tensor (``"pt"``).
+    (unless turned off; + requested extras), each a list of rows, an int64 array (``"np"``) or
+    a tensor (``"pt"``).
 
     Padding (right side) uses ``pad_id``, type 0, attention 0, special mask 1, offset (0, 0).
     """
@@ -59,11 +62,11 @@ def batch_dict(
             return rows
         return [r + [value] * (width - len(r)) if len(r) < width else r for r in rows]
 
-    out: dict[str, Any] = {
-        "input_ids": pad([e.input_ids for e in encs], pad_id),
-        "token_type_ids": pad([e.token_type_ids for e in encs], 0),
-        "attention_mask": pad([e.attention_mask for e in encs], 0),
-    }
+    out: dict[str, Any] = {"input_ids": pad([e.input_ids for e in encs], pad_id)}
+    if return_token_type_ids:
+        out["token_type_ids"] = pad([e.token_type_ids for e in encs], 0)
+    if return_attention_mask:
+        out["attention_mask"] = pad([e.attention_mask for e in encs], 0)
     if return_special_tokens_mask:
         out["special_tokens_mask"] = pad([e.special_tokens_mask for e in encs], 1)
     if return_offsets_mapping and return_tensors is None:

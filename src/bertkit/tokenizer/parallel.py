@@ -18,12 +18,13 @@ import numpy as np
 
 from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.encoding import Encoding
+from bertkit.tokenizer.protocol import Tokenizer
 
 R = TypeVar("R")
 C = TypeVar("C")
 
 # Set once in each worker process by _init_worker (process-local; the parent never sets it).
-_WORKER: dict[str, Any] = {}
+_WORKER: dict[str, Tokenizer] = {}
 
 
 def _context() -> Any:
@@ -31,7 +32,7 @@ def _context() -> Any:
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
-def _init_worker(tokenizer: Any) -> None:
+def _init_worker(tokenizer: Tokenizer) -> None:
     _WORKER["tok"] = tokenizer
     gc.disable()  # a worker only tokenizes: no reference cycles to collect (see gc_paused)
 
@@ -60,8 +61,8 @@ def _call(job: tuple[Callable[[Any, Any], Any], Any]) -> Any:
 
 
 def imap_chunks(
-    tokenizer: Any,
-    fn: Callable[[Any, C], R],
+    tokenizer: Tokenizer,
+    fn: Callable[[Tokenizer, C], R],
     chunks: Iterable[C],
     num_workers: int,
 ) -> Iterator[R]:
@@ -78,7 +79,9 @@ def imap_chunks(
         yield from pool.imap(_call, ((fn, c) for c in chunks))
 
 
-def _encode_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | None, dict]) -> list:
+def _encode_chunk(
+    tokenizer: Tokenizer, chunk: tuple[Sequence[str], Sequence[str] | None, dict]
+) -> list:
     texts, pairs, kwargs = chunk
     if pairs is None:
         return [tokenizer.encode(t, **kwargs) for t in texts]
@@ -86,7 +89,7 @@ def _encode_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | No
 
 
 def encode_batch(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     texts: Sequence[str],
     text_pairs: Sequence[str] | None,
     num_workers: int,
@@ -116,7 +119,9 @@ def encode_batch(
     return out
 
 
-def _arrays_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | None, dict]) -> tuple:
+def _arrays_chunk(
+    tokenizer: Tokenizer, chunk: tuple[Sequence[str], Sequence[str] | None, dict]
+) -> tuple:
     """Encode a chunk into flat int buffers (runs in worker processes): only bytes travel."""
     texts, pairs, kwargs = chunk
     # unsigned typecodes: CPython fills them from Python ints ~3x faster than signed ones, and
@@ -137,7 +142,7 @@ def _arrays_chunk(tokenizer: Any, chunk: tuple[Sequence[str], Sequence[str] | No
 
 
 def encode_arrays(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     texts: Sequence[str],
     text_pairs: Sequence[str] | None,
     num_workers: int,
