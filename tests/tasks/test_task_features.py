@@ -37,7 +37,9 @@ def test_pairs_get_segment_ids_like_hf(bk_tok, hf_tok):
     assert set(enc.token_type_ids[: sep + 1]) == {0} and set(enc.token_type_ids[sep + 1 :]) == {1}
     batch = pad_batch(ours, bk_tok.pad_token_id)
     assert batch["input_ids"].shape == (3, 16) and batch["labels"].tolist() == [1, 0, 1]
-    single = encode_classification(bk_tok, read_glue_split(FIXTURES / "task_glue", "STS-B", "dev"))
+    single = encode_classification(
+        bk_tok, read_glue_split(FIXTURES / "task_glue", "STS-B", "dev"), max_length=128
+    )
     assert pad_batch(single)["labels"].dtype == np.float32
 
 
@@ -131,7 +133,7 @@ def test_word_predictions_rebuild_every_word(tmp_path):
 
 def test_word_without_pieces_gets_unk(tmp_path):
     tok = _tiny_tokenizer(tmp_path)
-    (w,) = encode_tagged(tok, [["a", "\u200b", "b"]])
+    (w,) = encode_tagged(tok, [["a", "\u200b", "b"]], max_length=128)
     assert w.input_ids == [2, 5, 1, 6, 3] and w.word_ids == [None, 0, 1, 2, None]
 
 
@@ -145,4 +147,4 @@ def test_unknown_tag_is_reported_with_line(tmp_path):
     with pytest.raises(
         ValueError, match=r"sentence 0 \(line 42\): tag 'B-EVENT' is not in the label list"
     ):
-        encode_tagged(_tiny_tokenizer(tmp_path), [sent], {"O": 0})
+        encode_tagged(_tiny_tokenizer(tmp_path), [sent], {"O": 0}, max_length=128)

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bertkit.tokenizer.protocol import Tokenizer
+
 HELP = "tokenize lines (stdin or --input) into JSON lines with input_ids, tokens and offsets"
 _CHUNK = 512
 
@@ -42,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _encode_lines(tok: Any, job: tuple[list[tuple[str, str | None]], dict[str, Any]]) -> str:
+def _encode_lines(tok: Tokenizer, job: tuple[list[tuple[str, str | None]], dict[str, Any]]) -> str:
     """JSON lines for a chunk of (text, pair) items (runs in worker processes)."""
     items, kw = job
     out = []

@@ -26,6 +26,7 @@ from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import POOLINGS, pool
 from bertkit.progress import progress
 from bertkit.tokenizer import BertTokenizer
+from bertkit.tokenizer.protocol import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Embedder:
     """One vector per text. Build with :meth:`load`; call with a list of texts."""
 
     model: torch.nn.Module
-    tokenizer: Any
+    tokenizer: Tokenizer
     spec: PoolingSpec
     precision: str = "fp32"
     batch_size: int = 32

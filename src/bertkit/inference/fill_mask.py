@@ -21,6 +21,7 @@ from bertkit.model import BertForMaskedLM
 from bertkit.model.batching import collate, length_batches
 from bertkit.progress import progress
 from bertkit.tokenizer import BertTokenizer
+from bertkit.tokenizer.protocol import Tokenizer
 
 Candidates = list[tuple[str, float]]
 """(token, probability) pairs, most likely first."""
@@ -32,7 +33,7 @@ class FillMasker:
 
     model: Any
     """A model with ``bert`` (the encoder) and ``mlm`` (the head): BertForMaskedLM / ForPreTraining."""
-    tokenizer: Any
+    tokenizer: Tokenizer
     precision: str = "fp32"
     batch_size: int = 32
     show_progress: bool | None = False

@@ -29,6 +29,7 @@ from bertkit.inference.runner import predict_rows
 from bertkit.interop import load_pretrained
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
 from bertkit.tokenizer import BertTokenizer
+from bertkit.tokenizer.protocol import Tokenizer
 
 
 @dataclass
@@ -36,7 +37,7 @@ class TaskModel:
     """A fine-tuned model ready to predict. ``precision`` is already concrete (never ``auto``)."""
 
     adapter: TaskAdapter
-    tokenizer: Any
+    tokenizer: Tokenizer
     model: torch.nn.Module
     precision: str = "fp32"
     batch_size: int = 64

@@ -19,6 +19,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.hf import LoadReport, hf_to_ours, ours_to_hf
 from bertkit.io import atomic_write_bytes, atomic_write_text
+from bertkit.tokenizer.protocol import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,9 @@ def load_with_report(
     return model.eval(), report
 
 
-def save_pretrained(model: nn.Module, directory: str | Path, tokenizer: Any = None) -> None:
+def save_pretrained(
+    model: nn.Module, directory: str | Path, tokenizer: Tokenizer | None = None
+) -> None:
     """Write config.json, model.safetensors (Hugging Face names) and the tokenizer's vocabulary.
 
     transformers' AutoModel / the BertFor... class of the same name loads the result with no

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bertkit.io import atomic_write_text
+from bertkit.tokenizer.protocol import Tokenizer
 
 TASK_FILE = "bertkit_task.json"
 
@@ -67,7 +68,7 @@ class TaskAdapter:
     def fit_labels(self, train: Sequence[Any]) -> None:
         """Take the label list from the training examples (families whose labels come from data)."""
 
-    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         raise NotImplementedError
 
     def length(self, feature: Any) -> int:

@@ -23,6 +23,7 @@ from bertkit.data.tasks.glue import glue_task, read_glue, read_glue_split
 from bertkit.evaluation.classification import glue_metrics
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
+from bertkit.tokenizer.protocol import Tokenizer
 
 # text fields tried, in order, in a file that is not in the task's own format
 _PAIR_FIELDS = (("text", "text_pair"), ("sentence1", "sentence2"), ("question", "sentence"),
@@ -132,7 +133,7 @@ class ClassificationAdapter(TaskAdapter):
         )  # fmt: skip
         return data.examples
 
-    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_classification(tokenizer, examples, self.max_seq_length)
 
     def collate(

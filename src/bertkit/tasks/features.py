@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.swag import MultipleChoiceExample
+from bertkit.tokenizer.protocol import Tokenizer
 
 IGNORE_INDEX = -100
 
@@ -48,7 +48,7 @@ class EncodedInput:
 
 
 def encode_classification(
-    tokenizer: Any, examples: Sequence[ClassificationExample], max_length: int = 128
+    tokenizer: Tokenizer, examples: Sequence[ClassificationExample], max_length: int
 ) -> list[EncodedInput]:
     """Encode single texts or pairs (segment ids 0/1), truncating the longer side first."""
     out = []
@@ -65,7 +65,7 @@ def encode_classification(
 
 
 def encode_multiple_choice(
-    tokenizer: Any, examples: Sequence[MultipleChoiceExample], max_length: int = 128
+    tokenizer: Tokenizer, examples: Sequence[MultipleChoiceExample], max_length: int
 ) -> list[list[EncodedInput]]:
     """Encode each example's choices as pairs (context, start + ending); label on every choice."""
     out = []
@@ -146,7 +146,7 @@ class TokenWindow:
         return out
 
 
-def word_pieces(tokenizer: Any, words: Sequence[str]) -> list[list[int]]:
+def word_pieces(tokenizer: Tokenizer, words: Sequence[str]) -> list[list[int]]:
     """Piece ids of each word; a word that yields no piece (e.g. only control characters) gets
     [UNK] so every word keeps a position and a prediction."""
     out = []
@@ -169,11 +169,11 @@ def _core_groups(lengths: Sequence[int], budget: int) -> list[tuple[int, int]]:
 
 
 def encode_tagged(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     sentences: Sequence[TaggedSentence] | Sequence[Sequence[str]],
     label_to_id: dict[str, int] | None = None,
     *,
-    max_length: int = 128,
+    max_length: int,
     context: int = 0,
 ) -> list[TokenWindow]:
     """Encode tagged sentences (or plain word lists) into windows; see the module doc.

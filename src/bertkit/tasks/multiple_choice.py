@@ -17,6 +17,7 @@ from bertkit.data.tasks.swag import read_swag
 from bertkit.evaluation.classification import accuracy
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
+from bertkit.tokenizer.protocol import Tokenizer
 
 
 @dataclass
@@ -29,7 +30,7 @@ class MultipleChoiceAdapter(TaskAdapter):
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         return read_swag(path)
 
-    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_multiple_choice(tokenizer, examples, self.max_seq_length)
 
     def length(self, feature: Any) -> int:

@@ -26,6 +26,7 @@ from bertkit.tasks.squad_post import (
     find_best_null_threshold,
     postprocess_squad,
 )
+from bertkit.tokenizer.protocol import Tokenizer
 
 DEFAULT_MAX_SEQ_LENGTH = SquadFeatureConfig.max_seq_length
 
@@ -71,7 +72,7 @@ class SquadAdapter(TaskAdapter):
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         return read_squad(path)
 
-    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return convert_squad_examples(tokenizer, examples, self.windows, is_training=training)
 
     def collate(

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.errors import ConfigError
+from bertkit.tokenizer.protocol import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def answer_token_span(
 
 
 def convert_squad_examples(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     examples: Sequence[SquadExample],
     config: SquadFeatureConfig | None = None,
     *,

@@ -23,6 +23,7 @@ from bertkit.errors import InputError
 from bertkit.evaluation.ner import entity_scores
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, unscored
+from bertkit.tokenizer.protocol import Tokenizer
 
 
 def tag_label_list(sentences: Sequence[TaggedSentence]) -> list[str]:
@@ -60,7 +61,7 @@ class TaggingAdapter(TaskAdapter):
     def fit_labels(self, train: Sequence[Any]) -> None:
         self.labels = tag_label_list(train)
 
-    def encode(self, tokenizer: Any, examples: Sequence[Any], training: bool) -> list[Any]:
+    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         context = min(self.context, (self.max_seq_length - 3) // 4)
         if training:
             index = {t: i for i, t in enumerate(self.labels)}

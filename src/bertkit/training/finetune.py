@@ -41,6 +41,7 @@ from bertkit.inference.runner import predict_rows, to_torch
 from bertkit.io import fsync_dir
 from bertkit.progress import progress
 from bertkit.tasks.base import Scored, TaskAdapter
+from bertkit.tokenizer.protocol import Tokenizer
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.schedule import ScheduleConfig, set_lr
 
@@ -175,7 +176,7 @@ def evaluate_sets(
 
 
 def save_model_dir(
-    model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Any, output: Path
+    model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Tokenizer, output: Path
 ) -> None:
     """Write model, vocabulary and ``bertkit_task.json`` into ``output``.
 
@@ -299,7 +300,7 @@ def finetune(
     build_model: Callable[[], torch.nn.Module],
     adapter: TaskAdapter,
     data: TaskData,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     output: str | Path,
     config: FinetuneConfig,
     *,
