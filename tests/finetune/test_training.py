@@ -120,3 +120,53 @@ def test_best_epoch_is_kept_not_the_last(tiny_model: Path, tmp_path: Path) -> No
     rows = np.stack(predict_rows(saved, adapter, feats))
     np.testing.assert_allclose(rows, adapter._seen[1], rtol=1e-5, atol=1e-6)
     assert not np.allclose(rows, adapter._seen[2], atol=1e-4)  # negative control: epoch 3 differs
+
+
+def _poison_at(model: torch.nn.Module, calls: set[int]) -> torch.nn.Module:
+    """Make the training loss NaN on the given training forward calls (0-based), by a hook."""
+    seen = [0]
+
+    def hook(module, args, kwargs, out):
+        if module.training:
+            if seen[0] in calls:
+                out.loss = out.loss * float("nan")
+            seen[0] += 1
+        return out
+
+    model.register_forward_hook(hook, with_kwargs=True)
+    return model
+
+
+def _poisoned_run(tiny_model: Path, tmp_path: Path, calls: set[int], out: str, **cfg):
+    data = write_sentiment(tmp_path / "glue", n_train=16, n_dev=16)
+    tok = BertTokenizer.from_pretrained(tiny_model)
+    adapter = ClassificationAdapter("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy")
+    train = adapter.encode(tok, read_glue_split(data, "SST-2", "train"), training=True)
+    dev_ex = read_glue_split(data, "SST-2", "dev")
+    dev = {"dev": (dev_ex, adapter.encode(tok, dev_ex, training=False))}
+
+    def build():
+        inner = load_pretrained(tiny_model, adapter.head_class, **adapter.config_overrides())
+        return _poison_at(inner, calls)
+
+    config = FinetuneConfig(learning_rates=(1e-3,), epochs=1, batch_size=4, dropout=0.0, **cfg)
+    return finetune(build, adapter, TaskData(train, dev), tok, tmp_path / out, config,
+                    log=lambda m: None)  # fmt: skip
+
+
+def test_a_non_finite_update_is_skipped_not_applied(tiny_model: Path, tmp_path: Path) -> None:
+    """The shared update step: a NaN loss drops that update (weights stay finite, the schedule
+    does not advance, the run counts it); too many in a row end the run with one clear error."""
+    import math
+
+    import pytest
+
+    from bertkit.training.update import TrainingError
+
+    clean = _poisoned_run(tiny_model, tmp_path, set(), "clean").runs[0]
+    hit = _poisoned_run(tiny_model, tmp_path, {1}, "hit").runs[0]
+    assert clean.skipped == 0 and clean.steps == 4
+    assert hit.skipped == 1 and hit.steps == 3  # 4 batches, one consumed without an update
+    assert math.isfinite(hit.epochs[0]["train_loss"]) and math.isfinite(hit.score)
+    with pytest.raises(TrainingError, match="3 consecutive updates had a non-finite loss"):
+        _poisoned_run(tiny_model, tmp_path, {0, 1, 2}, "dead", max_consecutive_skips=3)

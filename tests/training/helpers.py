@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.model import BertForPreTraining
 from bertkit.training.distributed import DistInfo
+from bertkit.training.faults import Faults
 from bertkit.training.loop import Phase, TrainConfig, Trainer
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.schedule import ScheduleConfig
@@ -89,6 +91,8 @@ def make_trainer(
     torch.manual_seed(1234)
     model = BertForPreTraining(tiny_config(dropout))
     opt = build_optimizer(model, OptimizerConfig(lr=lr))
+    fault_names = {f.name for f in dataclasses.fields(Faults)}
+    faults = Faults(**{k: train_kw.pop(k) for k in list(train_kw) if k in fault_names})
     cfg = TrainConfig(
         **{
             "batch_size": 8,
@@ -112,6 +116,7 @@ def make_trainer(
         info=info,
         eval_dataset=make_examples(16, seed=1),
         log=lambda m: None,
+        faults=faults,
     )
 
 

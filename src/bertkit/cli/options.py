@@ -82,16 +82,26 @@ def add_fields(
     docs = field_docs(cls)
     for name in names:
         f = fields[name]
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required:
+            default = None
+        elif f.default is not dataclasses.MISSING:
+            default = f.default
+        else:
+            default = f.default_factory()
         kind, _optional = _base_type(hints[name])
         kw: dict[str, Any] = {"dest": dest_prefix + name, "default": default}
+        if required:
+            kw["required"] = True
         text = (help or {}).get(name) or docs.get(name, "")
         if typing.get_origin(kind) is tuple:
-            kw.update(type=typing.get_args(kind)[0], nargs="+", default=list(default))
+            kw.update(type=typing.get_args(kind)[0], nargs="+", default=list(default or ()))
         elif kind is bool:
             kw["action"] = argparse.BooleanOptionalAction
         else:
             kw["type"] = Path if kind is Path else kind
+        if kind is not bool:
+            kw["metavar"] = name.upper()
         if choices and name in choices:
             kw["choices"] = list(choices[name])
         shown = (

@@ -285,3 +285,95 @@ def load_latest(root: str | Path, warn: Callable[[str], None] | None = None) -> 
         except (CheckpointError, OSError, ValueError) as e:
             warn(f"skipping checkpoint {path.name}: {e}; trying the previous one")
     return None
+
+
+# ---- the training loop's state, and the checks a resume makes ---------------------------------
+
+RESUME_KEYS = ("batch_size", "seed", "max_steps")
+"""Run settings a resume must share with the run it continues."""
+
+
+@dataclass
+class LoopState:
+    """Everything of a training loop besides tensors, as stored in ``state.json``."""
+
+    step: int = 0
+    phase: int = 0
+    position: int = 0
+    """Examples consumed in the current phase's stream."""
+    seed: int = 0
+    total_steps: int = 0
+    warmup_steps: int = 0
+    peak_lrs: list[float] | None = None
+    scaler: dict[str, Any] | None = None
+    optimizer: dict[str, Any] | None = None
+    """Optimizer groups and hyperparameters (its tensors are in optimizer.safetensors)."""
+    attempts: int = 0
+    skipped: int = 0
+    consecutive_skips: int = 0
+    window: dict[str, float] | None = None
+    spike_history: list[float] | None = None
+    world_size: int = 1
+    settings: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cursor": {"phase": self.phase, "position": self.position, "seed": self.seed},
+            "scheduler": {
+                "step": self.step,
+                "total_steps": self.total_steps,
+                "warmup_steps": self.warmup_steps,
+                "peak_lrs": self.peak_lrs,
+            },
+            "scaler": self.scaler,
+            "optimizer": self.optimizer,
+            "counters": {
+                "attempts": self.attempts,
+                "skipped": self.skipped,
+                "consecutive_skips": self.consecutive_skips,
+            },
+            "window": self.window or {},
+            "spike_history": self.spike_history or [],
+            "world_size": self.world_size,
+            "settings": self.settings or {},
+        }
+
+    @classmethod
+    def from_json(cls, s: dict[str, Any]) -> LoopState:
+        c, sch, k = s["cursor"], s["scheduler"], s["counters"]
+        return cls(
+            step=int(s["step"]), phase=int(c["phase"]), position=int(c["position"]),
+            seed=int(c.get("seed", 0)), total_steps=int(sch["total_steps"]),
+            warmup_steps=int(sch["warmup_steps"]), peak_lrs=list(sch["peak_lrs"]),
+            scaler=s.get("scaler"), optimizer=s["optimizer"], attempts=int(k["attempts"]),
+            skipped=int(k["skipped"]), consecutive_skips=int(k["consecutive_skips"]),
+            window=dict(s.get("window", {})), spike_history=list(s.get("spike_history", [])),
+            world_size=int(s.get("world_size") or 1), settings=dict(s.get("settings", {})),
+        )  # fmt: skip
+
+
+def check_resume_settings(c: Checkpoint, settings: dict[str, Any]) -> None:
+    """A checkpoint written with other :data:`RESUME_KEYS` values cannot be continued."""
+    saved = c.state.get("settings", {})
+    for key in RESUME_KEYS:
+        if key in saved and key in settings and saved[key] != settings[key]:
+            raise CheckpointError(
+                f"{c.path}: was written with {key}={saved[key]}, this run has "
+                f"{key}={settings[key]}; use a new --output folder"
+            )
+
+
+def load_model_weights(c: Checkpoint, model: torch.nn.Module) -> None:
+    """Load the checkpoint's weights into ``model``; every key must match."""
+    missing, unexpected = model.load_state_dict(c.model, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{c.path}: model weights do not match the model "
+            f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
+
+
+def rank_rng(c: Checkpoint, rank: int) -> dict[str, torch.Tensor]:
+    """The RNG states that rank ``rank`` saved (empty if it did not exist then)."""
+    prefix = f"rank{rank}."
+    return {k[len(prefix) :]: v for k, v in c.rng.items() if k.startswith(prefix)}

@@ -2,8 +2,9 @@
 
 One run: AdamW (decoupled weight decay 0.01, not on biases/LayerNorm; :mod:`bertkit.training.optim`),
 linear warmup over the first 10% of updates then linear decay to 0 (:mod:`bertkit.training.schedule`),
-gradient clipping at 1.0, optional bf16 autocast, dev evaluation after every epoch with the task's
-official metric; the best epoch is kept.
+and the update step pre-training uses (:mod:`bertkit.training.update`, the head's loss as the
+objective): gradient clipping at 1.0, bf16 autocast or fp16 with a loss scaler, non-finite updates
+skipped. Dev is evaluated after every epoch with the task's official metric; the best epoch is kept.
 
 Selection (paper, section 4.1): every learning rate in ``learning_rates`` is run ``restarts`` times
 with seeds ``seed, seed + 1, ...`` (each seed sets the head initialisation, dropout and data order),
@@ -42,8 +43,10 @@ from bertkit.io import fsync_dir
 from bertkit.progress import progress
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tokenizer.protocol import Tokenizer
+from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.schedule import ScheduleConfig, set_lr
+from bertkit.training.update import TrainingError, UpdateStep
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ class FinetuneConfig:
     """One of :data:`bertkit.precision.CHOICES` (autocast; master weights stay fp32)."""
     eval_batch_size: int = 64
     """Examples per forward pass when scoring dev."""
+    max_consecutive_skips: int = 20
+    """Non-finite updates in a row that abort a run (each is skipped, its batch consumed)."""
     bucket_batches: int = 1
     """Batches per length-sorting chunk (1 = random batches, no length bucketing)."""
     show_progress: bool | None = None
@@ -85,7 +90,8 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
             raise ConfigError(f"learning rates must be positive, got {self.learning_rates}")
-        for name in ("restarts", "epochs", "batch_size", "eval_batch_size", "bucket_batches"):
+        for name in ("restarts", "epochs", "batch_size", "eval_batch_size", "bucket_batches",
+                     "max_consecutive_skips"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_steps is not None and self.max_steps < 1:
@@ -106,6 +112,8 @@ class RunResult:
     steps: int
     wall_s: float
     epochs: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+    """Updates skipped for a non-finite loss or gradient."""
 
 
 @dataclass
@@ -231,7 +239,9 @@ def train_one(
             model, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
         )
         peaks = [lr for _ in opt.param_groups]
-        step = 0
+        update = UpdateStep(opt, TaskLoss(), list(model.parameters()),
+                            P.resolve(config.precision, device), device, config.max_grad_norm)  # fmt: skip
+        step, in_a_row = 0, 0
         bar = progress(
             total=total, desc=f"lr {lr:g} seed {seed}", unit="step", enabled=config.show_progress
         )
@@ -247,14 +257,19 @@ def train_one(
                     adapter.collate([data.train[i] for i in idx], pad_id, training=True), device
                 )
                 set_lr(opt, peaks, step, schedule)
-                with P.autocast(config.precision, device):
-                    loss = model(**batch).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                step += 1
-                loss_sum, n = loss_sum + float(loss.detach()), n + 1
+                stats = update(model, [batch])
+                if stats is None:  # non-finite loss or gradient: skipped, the batch is consumed
+                    result.skipped, in_a_row = result.skipped + 1, in_a_row + 1
+                    log(f"warning: lr {lr:g} seed {seed}: non-finite loss or gradient at step "
+                        f"{step}; update skipped ({in_a_row} in a row)")  # fmt: skip
+                    if in_a_row >= config.max_consecutive_skips:
+                        raise TrainingError(
+                            f"{in_a_row} consecutive updates had a non-finite loss or gradient "
+                            f"(lr {lr:g}, seed {seed}, step {step}); lower the learning rate"
+                        )
+                    continue
+                step, in_a_row = step + 1, 0
+                loss_sum, n = loss_sum + stats["loss"], n + 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_sum / n:.4f}")
             scored = evaluate_sets(

@@ -20,13 +20,11 @@ row abort the run.
 
 from __future__ import annotations
 
-import contextlib
-import math
 import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +33,19 @@ import torch
 from torch import nn
 
 from bertkit import precision as P
-from bertkit.errors import BertkitError, CheckpointError, ConfigError
+from bertkit.errors import ConfigError
 from bertkit.progress import progress
 from bertkit.training import checkpoint as ckpt
 from bertkit.training import distributed as D
+from bertkit.training.faults import NONE as NO_FAULTS
+from bertkit.training.faults import Faults
 from bertkit.training.metrics import MetricsLog, SpikeDetector, measure_peak_flops, plot_curves
+from bertkit.training.objectives import MlmNsp, Objective
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
 from bertkit.training.schedule import ScheduleConfig, set_lr
+from bertkit.training.update import TrainingError, UpdateStep
 
 Collate = Callable[[list[Any], list[int]], dict[str, torch.Tensor]]
-
-
-class TrainingError(BertkitError):
-    """Training cannot continue (e.g. too many non-finite updates in a row)."""
 
 
 @dataclass
@@ -75,25 +73,24 @@ class TrainConfig:
     """One of :data:`bertkit.precision.CHOICES`: auto, fp32, bf16 (autocast on CPU or CUDA) or
     fp16 (CUDA only, with a GradScaler)."""
     clip_norm: float = 1.0
+    """Gradient clipping norm (over all parameters)."""
     log_every: int = 10
+    """A metrics.jsonl line every N updates."""
     eval_every: int = 0
-    """Evaluate on the held-out set every N steps (0: only at the end)."""
+    """Held-out evaluation every N updates (0: at the end only)."""
     eval_examples: int = 2048
+    """Held-out examples per evaluation."""
     save_every: int = 1000
+    """A checkpoint every N updates."""
     keep_last: int = 3
+    """Checkpoints to keep."""
     max_consecutive_skips: int = 100
+    """Non-finite updates in a row that abort the run."""
     spike_factor: float = 2.0
+    """A loss this many times the recent mean is logged as a spike."""
     peak_flops: float | None = None
     """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
     show_progress: bool | None = None
-    # ---- test-only switches (fault injection and negative controls) ----
-    restore_rng: bool = True
-    restore_cursor: bool = True
-    checkpoint_write_delay: float = 0.0
-    nan_at_attempts: frozenset[int] = field(default_factory=frozenset)
-    """Update attempts (0-based, skipped ones included) whose loss is made NaN."""
-    drop_attempts: frozenset[int] = field(default_factory=frozenset)
-    """Update attempts whose batch is consumed without training (control for skipped updates)."""
 
     def __post_init__(self) -> None:
         P.check(self.precision)
@@ -111,8 +108,10 @@ class TrainResult:
 
 
 class Trainer:
-    """Runs (or resumes) pre-training into ``run_dir``.
+    """Runs (or resumes) training into ``run_dir``: phases, logging, evaluation, checkpoints.
 
+    What one update computes is the ``objective``'s (default: BERT's MLM + NSP); the update itself
+    (accumulation, precision, clipping, non-finite skipping) is :class:`UpdateStep`'s.
     ``model`` is the bare module (wrapped in DDP here when distributed); ``optimizer`` is built over
     its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(batch)`` (optional)
     gives the model FLOPs of a training step on ``batch`` for MFU.
@@ -133,6 +132,8 @@ class Trainer:
         flops_fn: Callable[[dict[str, torch.Tensor]], float] | None = None,
         settings: dict[str, Any] | None = None,
         log: Callable[[str], None] | None = None,
+        objective: Objective | None = None,
+        faults: Faults = NO_FAULTS,
     ) -> None:
         self.core = model
         self.optimizer = optimizer
@@ -154,7 +155,12 @@ class Trainer:
             )
         # the precision this machine runs (bf16 without native support: fp32, with a notice)
         self.precision = P.resolve(config.precision, self.info.device)
-        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
+        self.objective = objective or MlmNsp()
+        self.faults = faults
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.update = UpdateStep(optimizer, self.objective, params, self.precision,
+                                 self.info.device, config.clip_norm, self.info, flops_fn)  # fmt: skip
+        self.scaler = self.update.scaler
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.spikes = SpikeDetector(config.spike_factor)
         self.step = 0
@@ -173,44 +179,33 @@ class Trainer:
 
     # ---- state ------------------------------------------------------------------------------
 
-    def _state_json(self) -> dict[str, Any]:
-        opt_tensors, opt_meta = optimizer_state_to_tensors(self.optimizer)
-        self._opt_tensors = opt_tensors
-        return {
-            "cursor": {"phase": self.phase_index, "position": self.position, "seed": self.cfg.seed},
-            "scheduler": {
-                "step": self.step,
-                "total_steps": self.schedule.total_steps,
-                "warmup_steps": self.schedule.warmup_steps,
-                "peak_lrs": self.peak_lrs,
-            },
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            "optimizer": opt_meta,
-            "counters": {
-                "attempts": self.attempts,
-                "skipped": self.skipped,
-                "consecutive_skips": self.consecutive_skips,
-            },
-            "window": self.window,
-            "spike_history": self.spikes.state(),
-            "world_size": self.info.world_size,
-            "settings": self.settings,
-        }
+    def _loop_state(self) -> ckpt.LoopState:
+        return ckpt.LoopState(
+            step=self.step, phase=self.phase_index, position=self.position, seed=self.cfg.seed,
+            total_steps=self.schedule.total_steps, warmup_steps=self.schedule.warmup_steps,
+            peak_lrs=self.peak_lrs, scaler=self.scaler.state_dict() if self.scaler else None,
+            attempts=self.attempts, skipped=self.skipped,
+            consecutive_skips=self.consecutive_skips, window=self.window,
+            spike_history=self.spikes.state(), world_size=self.info.world_size,
+            settings=self.settings,
+        )  # fmt: skip
 
     def save(self) -> None:
         """Checkpoint the current step (collective: every rank calls it; rank 0 writes)."""
         rng = D.gather_tensors(ckpt.capture_rng(), self.info)
         if self.info.is_main:
-            state = self._state_json()
+            opt_tensors, opt_meta = optimizer_state_to_tensors(self.optimizer)
+            state = self._loop_state()
+            state.optimizer = opt_meta
             path = ckpt.save_checkpoint(
                 self.run_dir / "checkpoints",
                 self.step,
                 model=self.core.state_dict(),
-                optimizer=self._opt_tensors,
+                optimizer=opt_tensors,
                 rng=rng,
-                state=state,
+                state=state.to_json(),
                 keep_last=self.cfg.keep_last,
-                write_delay=self.cfg.checkpoint_write_delay,
+                write_delay=self.faults.checkpoint_write_delay,
             )
             self.metrics.append({"type": "checkpoint", "step": self.step, "path": path.name})
         D.barrier(self.info)
@@ -224,46 +219,29 @@ class Trainer:
         c = ckpt.load_latest(root, warn=self.log if self.info.is_main else lambda _m: None)
         if c is None:
             return False
-        s = c.state
-        saved = s.get("settings", {})
-        for key in ("batch_size", "seed", "max_steps"):
-            if key in saved and key in self.settings and saved[key] != self.settings[key]:
-                raise CheckpointError(
-                    f"{c.path}: was written with {key}={saved[key]}, this run has "
-                    f"{key}={self.settings[key]}; use a new --output folder"
-                )
-        missing, unexpected = self.core.load_state_dict(c.model, strict=False)
-        if missing or unexpected:
-            raise CheckpointError(
-                f"{c.path}: model weights do not match the model "
-                f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
-            )
-        self.optimizer.load_state_dict(optimizer_state_from_tensors(c.optimizer, s["optimizer"]))
-        self.peak_lrs = list(s["scheduler"]["peak_lrs"])
-        self.step = int(s["step"])
-        if self.scaler is not None and s.get("scaler"):
-            self.scaler.load_state_dict(s["scaler"])
-        counters = s["counters"]
-        self.attempts, self.skipped = counters["attempts"], counters["skipped"]
-        self.consecutive_skips = counters["consecutive_skips"]
-        self.window = dict(s.get("window", {}))
-        self.spikes.load(s.get("spike_history", []))
-        if self.cfg.restore_cursor:
-            self.phase_index = int(s["cursor"]["phase"])
-            self.position = int(s["cursor"]["position"])
+        ckpt.check_resume_settings(c, self.settings)
+        ckpt.load_model_weights(c, self.core)
+        s = ckpt.LoopState.from_json(c.state)
+        self.optimizer.load_state_dict(optimizer_state_from_tensors(c.optimizer, s.optimizer))
+        self.peak_lrs = list(s.peak_lrs or self.peak_lrs)
+        self.step = s.step
+        if self.scaler is not None and s.scaler:
+            self.scaler.load_state_dict(s.scaler)
+        self.attempts, self.skipped = s.attempts, s.skipped
+        self.consecutive_skips = s.consecutive_skips
+        self.window = dict(s.window or {})
+        self.spikes.load(s.spike_history or [])
+        if self.faults.restore_cursor:
+            self.phase_index, self.position = s.phase, s.position
         else:  # negative control: the data order restarts
             self.phase_index = self._phase_at(self.step)[0]
-        if self.cfg.restore_rng:
-            mine = {
-                k.split(".", 1)[1]: v
-                for k, v in c.rng.items()
-                if k.startswith(f"rank{self.info.rank}.")
-            }
-            if s.get("world_size") != self.info.world_size:
+        if self.faults.restore_rng:
+            if s.world_size != self.info.world_size:
                 self.log(
-                    f"warning: {c.path.name} was written by {s.get('world_size')} processes, "
+                    f"warning: {c.path.name} was written by {s.world_size} processes, "
                     f"this run has {self.info.world_size}; RNG streams are not continued exactly"
                 )
+            mine = ckpt.rank_rng(c, self.info.rank)
             if mine:
                 ckpt.restore_rng(mine)
         if self.info.is_main:
@@ -301,92 +279,22 @@ class Trainer:
 
     def _train_step(self, model: nn.Module, phase: Phase) -> dict[str, float] | None:
         """One update attempt; returns its statistics, or None when the update was skipped."""
-        cfg, info = self.cfg, self.info
         attempt = self.attempts
         self.attempts += 1
         batches = self._micro_batches(phase)
-        if attempt in cfg.drop_attempts:
+        if attempt in self.faults.drop_attempts:
             return None
-        local = [0.0, 0.0]
-        for b in batches:
-            local[0] += float((b["labels"] != -100).sum()) if "labels" in b else 0.0
-            local[1] += float(b["input_ids"].shape[0])
-        total_masked, total_examples = D.all_reduce_sum(local, info)
         set_lr(self.optimizer, self.peak_lrs, self.step, self.schedule)
-        sums = np.zeros(8)  # loss, mlm_loss*m, mlm_correct, m, nsp_loss*n, nsp_correct, n, tokens
-        flops = 0.0
-        for j, b in enumerate(batches):
-            sync = j == len(batches) - 1 or not info.distributed
-            with contextlib.nullcontext() if sync else model.no_sync(), self._autocast():
-                out = model(**b)
-                m = float((b["labels"] != -100).sum()) if "labels" in b else 0.0
-                n = float(b["input_ids"].shape[0])
-                if (
-                    getattr(out, "mlm_loss", None) is not None
-                    and getattr(out, "nsp_loss", None) is not None
-                ):
-                    term = out.mlm_loss * (m / max(total_masked, 1.0)) + out.nsp_loss * (
-                        n / total_examples
-                    )
-                else:
-                    term = out.loss * (n / total_examples)
-                if attempt in cfg.nan_at_attempts:
-                    term = term * float("nan")
-            # DDP averages gradients over ranks; the step's loss is their sum, so scale back up.
-            scaled = term * info.world_size
-            (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
-            sums[0] += float(term.detach())
-            if getattr(out, "mlm_loss", None) is not None:
-                sums[1] += float(out.mlm_loss.detach()) * m
-                sums[2] += float(out.mlm_correct)
-                sums[3] += m
-            if getattr(out, "nsp_loss", None) is not None:
-                sums[4] += float(out.nsp_loss.detach()) * n
-                sums[5] += float(out.nsp_correct) if out.nsp_correct is not None else 0.0
-                sums[6] += n
-            sums[7] += (
-                float(b["attention_mask"].sum())
-                if "attention_mask" in b
-                else b["input_ids"].numel()
-            )
-            if self.flops_fn is not None:
-                flops += self.flops_fn(b)
-        sums = np.asarray(D.all_reduce_sum([*sums.tolist(), flops], info))
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm))
-        if not (math.isfinite(sums[0]) and math.isfinite(grad_norm)):
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.scaler is not None:
-                self.scaler.update()  # lowers the loss scale after an overflow
-            return None
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.step += 1
-        return {
-            "loss": sums[0],
-            "mlm_loss_sum": sums[1],
-            "mlm_correct": sums[2],
-            "mlm_count": sums[3],
-            "nsp_loss_sum": sums[4],
-            "nsp_correct": sums[5],
-            "nsp_count": sums[6],
-            "tokens": sums[7],
-            "flops": sums[8],
-            "grad_norm": grad_norm,
-            "steps": 1.0,
-        }
+        stats = self.update(model, batches, poison=attempt in self.faults.nan_at_attempts)
+        if stats is not None:
+            self.step += 1
+        return stats
 
     # ---- evaluation -----------------------------------------------------------------------------
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float] | None:
-        """Held-out MLM/NSP loss and accuracy on the first ``eval_examples`` examples (rank 0 only).
+        """The objective's held-out figures on the first ``eval_examples`` examples (rank 0 only).
 
         Examples are taken in order with epoch-0 masks, so every evaluation scores the same
         predictions and the curve shows only the model changing.
@@ -397,7 +305,7 @@ class Trainer:
         self.core.eval()
         n = min(len(self.eval_dataset), self.cfg.eval_examples)
         size = max(1, self.cfg.batch_size // (self.cfg.grad_accum * self.info.world_size))
-        s = np.zeros(6)
+        sums = np.zeros(0)
         for start in range(0, n, size):
             items = [self.eval_dataset[i] for i in range(start, min(n, start + size))]
             # always epoch 0: dynamic masking gives the same masks at every evaluation
@@ -405,25 +313,10 @@ class Trainer:
             b = {k: v.to(self.info.device) for k, v in b.items()}
             with self._autocast():
                 out = self.core(**b)
-            m = float((b["labels"] != -100).sum())
-            k = float(b["input_ids"].shape[0])
-            s += [
-                float(out.mlm_loss) * m,
-                float(out.mlm_correct),
-                m,
-                float(out.nsp_loss) * k,
-                float(out.nsp_correct),
-                k,
-            ]
+            part = np.asarray(self.objective.eval_sums(out, b))
+            sums = part if sums.size == 0 else sums + part
         self.core.train(was_training)
-        m, k = max(float(s[2]), 1.0), max(float(s[5]), 1.0)
-        return {
-            "mlm_loss": float(s[0]) / m,
-            "mlm_acc": float(s[1]) / m,
-            "nsp_loss": float(s[3]) / k,
-            "nsp_acc": float(s[4]) / k,
-            "loss": float(s[0]) / m + float(s[3]) / k,
-        }
+        return self.objective.eval_metrics(sums if sums.size else np.zeros(6))
 
     # ---- the loop -------------------------------------------------------------------------------
 
@@ -548,10 +441,7 @@ class Trainer:
         result = self.evaluate()
         if result is not None:
             self.metrics.append({"type": "eval", "step": self.step, **result})
-            self.log(
-                f"step {self.step} held-out: MLM acc {result['mlm_acc']:.4f} loss "
-                f"{result['mlm_loss']:.4f} | NSP acc {result['nsp_acc']:.4f}"
-            )
+            self.log(f"step {self.step} held-out: {self.objective.describe(result)}")
         D.barrier(self.info)
         return result
 

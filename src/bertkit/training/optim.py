@@ -18,6 +18,8 @@ from torch import nn
 
 from bertkit.errors import CheckpointError, ConfigError
 
+OPTIMIZERS = ("adamw", "lamb")
+
 
 @dataclass(frozen=True)
 class OptimizerConfig:
@@ -33,7 +35,7 @@ class OptimizerConfig:
     eps: float = 1e-6
 
     def __post_init__(self) -> None:
-        if self.name not in ("adamw", "lamb"):
+        if self.name not in OPTIMIZERS:
             raise ConfigError(f"optimizer must be 'adamw' or 'lamb', got {self.name!r}")
         if not self.lr > 0:
             raise ConfigError(f"learning rate must be positive, got {self.lr}")

@@ -19,6 +19,8 @@ from typing import Any
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError, InputError
 from bertkit.io import atomic_write_bytes, atomic_write_text
+from bertkit.training.faults import NONE as NO_FAULTS
+from bertkit.training.faults import Faults
 from bertkit.training.loop import Phase, TrainConfig, Trainer, TrainResult
 from bertkit.training.optim import OptimizerConfig
 from bertkit.training.schedule import ScheduleConfig
@@ -29,24 +31,41 @@ class PretrainOptions:
     """Everything ``bertkit pretrain`` takes (see ``bertkit pretrain --help``)."""
 
     data: Path
+    """prepare-pretraining output folder."""
     output: Path
+    """Run folder: checkpoints, metrics.jsonl, curves.png, model/ (resumes if present)."""
     model_size: str = "tiny"
+    """A size preset (config.PRESETS)."""
     config_file: Path | None = None
+    """A BERT config.json instead of a preset."""
     max_steps: int = 1000
+    """Optimizer updates in total."""
     learning_rate: float = 1e-4
+    """Peak learning rate."""
     warmup_steps: int | None = None
+    """Linear warmup updates (instead of --warmup-proportion)."""
     warmup_proportion: float = 0.01
+    """Fraction of the updates with a linear warmup."""
     optimizer: str = "adamw"
+    """adamw or lamb."""
     weight_decay: float = 0.01
+    """Decoupled weight decay (not on biases and LayerNorm)."""
     dropout: float | None = None
+    """Override hidden and attention dropout (None: the config's, 0.1)."""
     initializer_range: float | None = None
-    """Std of the initial weights (config.json's ``initializer_range``; None keeps 0.02)."""
+    """Std of the initial weights (config.json's initializer_range; None keeps 0.02)."""
     eval_data: Path | None = None
+    """Held-out prepared data (None: the 'eval' split of --data, if any)."""
     phase2_data: Path | None = None
+    """Prepared data for the last phase (e.g. max length 512)."""
     phase2_fraction: float = 0.1
+    """Fraction of the updates spent on --phase2-data."""
     init_from: Path | None = None
+    """Warm start: initial weights from a model folder (not a resume)."""
     device: str | None = None
+    """cpu, cuda or cuda:N (None: CUDA when available)."""
     threads: int | None = None
+    """CPU threads per process (None: torch's)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
 
     def fingerprint(self) -> dict[str, Any]:
@@ -106,8 +125,10 @@ def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
     return config
 
 
-def pretrain(opts: PretrainOptions, log: Callable[[str], None] | None = None) -> TrainResult:
-    """Run (or resume) pre-training; see the module docstring."""
+def pretrain(
+    opts: PretrainOptions, log: Callable[[str], None] | None = None, faults: Faults = NO_FAULTS
+) -> TrainResult:
+    """Run (or resume) pre-training; see the module docstring. ``faults``: tests only."""
     import torch
 
     from bertkit.model import BertForPreTraining
@@ -187,6 +208,7 @@ def pretrain(opts: PretrainOptions, log: Callable[[str], None] | None = None) ->
             flops_fn=flops,
             settings=opts.fingerprint(),
             log=quiet,
+            faults=faults,
         )
         if opts.init_from is not None:
             quiet(
