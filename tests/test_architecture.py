@@ -13,14 +13,18 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "bertkit"
 
-FOUNDATION = {"bertkit", "errors", "io", "progress", "config", "hardware", "precision"}
+FOUNDATION = {
+    "bertkit", "errors", "io", "progress", "config", "cpu", "probe_cache", "hardware", "precision"
+}  # fmt: skip
 # room -> the rooms it may import (besides itself); docs/architecture.md draws the same table
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "io": {"errors"},
     "progress": set(),
     "config": {"errors"},
-    "hardware": {"bertkit", "errors", "io"},
+    "cpu": set(),
+    "probe_cache": {"errors", "io"},
+    "hardware": {"bertkit", "errors", "io", "cpu", "probe_cache"},
     "precision": {"errors", "hardware"},
     "evaluation": set(),
     "tokenizer": FOUNDATION,

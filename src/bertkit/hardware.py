@@ -28,15 +28,13 @@ the environment variable, read at first use) overrides a decision; forcing ``nat
 cannot do it is a :class:`ConfigError`, not a crash inside a kernel. The legacy
 ``BERTKIT_ONEDNN=0`` still means ``BERTKIT_FP32_MATMUL=blas``.
 
-``BERTKIT_PROBE_CACHE=0`` disables the on-disk cache (``$BERTKIT_CACHE_DIR``, else
-``$XDG_CACHE_HOME/bertkit``, else ``~/.cache/bertkit``). The cache also keeps concurrent processes
-(DDP ranks, a resumed run) on the same choice: they take a file lock and the first one probes.
+Probe results are cached on disk (:mod:`bertkit.probe_cache`); the machine description is
+:mod:`bertkit.cpu`; precision requests are turned into what runs by :mod:`bertkit.precision`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import platform
@@ -44,12 +42,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from bertkit import probe_cache
+from bertkit.cpu import CpuInfo, cpu_info, idle_threads
 from bertkit.errors import ConfigError
+
+__all__ = ["CpuInfo", "cpu_info", "idle_threads"]  # re-exported: the machine description
 
 log = logging.getLogger("bertkit.hardware")
 
@@ -67,76 +68,6 @@ ONEDNN_LINEAR = (
     getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
 )
 ONEDNN_AVAILABLE = ONEDNN_LINEAR is not None and torch.backends.mkldnn.is_available()
-
-
-@dataclass(frozen=True)
-class CpuInfo:
-    """The CPU as the OS reports it, and the SIMD features that pick kernels."""
-
-    model: str
-    vendor: str
-    arch: str
-    logical_cores: int
-    torch_capability: str
-    """ATen's vectorised-kernel level (``torch.backends.cpu.get_cpu_capability``)."""
-    features: dict[str, bool]
-    """avx2, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile (x86); neon, bf16 (ARM)."""
-
-    @property
-    def simd_class(self) -> str:
-        """A short name for performance tables: AMX, AVX-512+BF16, AVX-512, AVX2, NEON, ..."""
-        f = self.features
-        if f.get("amx_bf16"):
-            return "AMX"
-        if f.get("avx512f"):
-            return "AVX-512+BF16" if f.get("avx512_bf16") else "AVX-512"
-        if f.get("avx2"):
-            return "AVX2"
-        if f.get("neon"):
-            return "NEON+BF16" if f.get("bf16") else "NEON"
-        return "generic"
-
-    @property
-    def label(self) -> str:
-        """``"<model> (<SIMD class>)"``: the CPU class every speed figure names."""
-        return f"{self.model} ({self.simd_class})"
-
-
-_X86_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
-
-
-@cache
-def cpu_info() -> CpuInfo:
-    """Read ``/proc/cpuinfo`` (Linux) or ``platform`` elsewhere; cached for the process."""
-    model, vendor, flags = platform.processor() or "unknown", "unknown", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip().lower()
-                if key in ("model name", "cpu model") and model in ("unknown", "", "x86_64"):
-                    model = value.strip()
-                elif key == "vendor_id":
-                    vendor = value.strip()
-                elif key in ("flags", "features") and not flags:
-                    flags = set(value.split())
-                elif key == "" and flags:
-                    break  # the first processor's block is enough
-    except OSError:
-        pass
-    arch = platform.machine()
-    if arch.lower() in ("aarch64", "arm64"):
-        features = {"neon": "asimd" in flags or arch == "arm64", "bf16": "bf16" in flags}
-    else:
-        features = {name: name in flags for name in _X86_FLAGS}
-    return CpuInfo(
-        model=" ".join(model.split()),
-        vendor=vendor,
-        arch=arch,
-        logical_cores=os.cpu_count() or 1,
-        torch_capability=torch.backends.cpu.get_cpu_capability(),
-        features=features,
-    )
 
 
 @dataclass(frozen=True)
@@ -389,15 +320,15 @@ def _fp32_matmul_probe() -> Decision:
     if not ONEDNN_AVAILABLE:
         return Decision(name, "blas", "this torch build has no oneDNN linear", "probe")
     key = _cache_key()
-    with _cache_lock() as cache_file:
-        cached = _read_cache(cache_file).get(key)
+    with probe_cache.locked() as cache_file:
+        cached = probe_cache.read(cache_file).get(key)
         if cached and cached.get("choice") in CHOICES[name]:
             return Decision(name, cached["choice"], cached["reason"], "cache")
         made = _time_fp32_backends()
         if cache_file is not None:
-            entries = _read_cache(cache_file)
+            entries = probe_cache.read(cache_file)
             entries[key] = {"choice": made.choice, "reason": made.reason, "at": time.time()}
-            _write_cache(cache_file, entries)
+            probe_cache.write(cache_file, entries)
         return made
 
 
@@ -443,56 +374,6 @@ def _cache_key() -> str:
     return f"v{CACHE_VERSION}|{info.model}|{flags}|{info.torch_capability}|{isa}|torch {torch.__version__}|threads {torch.get_num_threads()}"
 
 
-def cache_dir() -> Path | None:
-    """Where probe results are kept (None when ``BERTKIT_PROBE_CACHE=0``)."""
-    if os.environ.get("BERTKIT_PROBE_CACHE", "1") == "0":
-        return None
-    if os.environ.get("BERTKIT_CACHE_DIR"):
-        return Path(os.environ["BERTKIT_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "bertkit"
-
-
-@contextlib.contextmanager
-def _cache_lock() -> Iterator[Path | None]:
-    """Yields the cache file with an exclusive lock held (or None when caching is off or the
-    folder cannot be written: then every process probes for itself)."""
-    folder = cache_dir()
-    if folder is None:
-        yield None
-        return
-    try:
-        import fcntl
-
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = open(folder / "kernels.lock", "a")  # noqa: SIM115 (held across the yield)
-    except (ImportError, OSError):
-        yield None
-        return
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield folder / "kernels.json"
-    finally:
-        lock.close()
-
-
-def _read_cache(path: Path | None) -> dict:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: Path, entries: dict) -> None:
-    from bertkit.io import atomic_write_text
-
-    with contextlib.suppress(OSError):
-        atomic_write_text(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
-
-
 # --- the report (``bertkit env``) -------------------------------------------------------------
 
 
@@ -531,30 +412,5 @@ def report() -> dict:
         "cuda": cuda,
         "decisions": {name: asdict(d) for name, d in decisions().items()},
         "bf16_speedup": round(bf16_speedup(), 2),
-        "probe_cache": str(cache_dir()) if cache_dir() else None,
+        "probe_cache": str(probe_cache.cache_dir()) if probe_cache.cache_dir() else None,
     }
-
-
-def idle_threads(cores: int = 2) -> int:
-    """``cores`` threads on an idle machine, fewer when other work keeps cores busy now:
-    oversubscribed OpenMP threads made a tiny-BERT step ~5x slower than one thread here.
-
-    "Now" is the CPU time spent outside idle over 0.3 s (``/proc/stat``); the load average,
-    used where /proc/stat is missing, lags by a minute and so sees a job that just ended."""
-
-    def idle_total() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
-
-    try:
-        i0, t0 = idle_total()
-        time.sleep(0.3)
-        i1, t1 = idle_total()
-        busy = (1 - (i1 - i0) / max(1, t1 - t0)) * (os.cpu_count() or cores)
-    except (OSError, ValueError, IndexError):
-        try:
-            busy = os.getloadavg()[0]
-        except OSError:
-            return cores
-    return max(1, min(cores, round(cores - busy)))

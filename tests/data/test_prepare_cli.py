@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from bertkit.data.collate import make_collator
+from bertkit.data.collate import make_collate
 from bertkit.data.shards import PretrainingDataset
 from bertkit.tokenizer import BertTokenizer
 
@@ -52,7 +52,7 @@ def test_end_to_end(tmp_path: Path, capsys) -> None:
         assert set(ids.tolist()) - {tok.cls_token_id, tok.sep_token_id} <= text_tokens
         n_random += x["next_sentence_label"]
     assert 0.3 < n_random / len(ds) < 0.75
-    batch = make_collator(ds)([ds[i] for i in range(4)])
+    batch = make_collate(ds)([ds[i] for i in range(4)])
     assert batch["input_ids"].shape[0] == 4
 
 
@@ -91,7 +91,7 @@ def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path) -> None:
     assert len(ds) == ev["instances"] > 0
     spec = ds.masking_spec()
     assert spec.whole_word_mask
-    batch = make_collator(ds, seed=1, epoch=0)([ds[i] for i in range(len(ds))])
+    batch = make_collate(ds, seed=1)([ds[i] for i in range(len(ds))])
     assert batch["labels"].ne(-100).any()
 
 

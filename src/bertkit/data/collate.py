@@ -7,7 +7,7 @@ the original id at predicted positions and -100 elsewhere, ``next_sentence_label
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,9 +83,21 @@ class DynamicMaskingCollator:
         return collate_pretraining([self.mask(x) for x in items], self.pad_token_id)
 
 
-def make_collator(dataset: Any, seed: int = 0, epoch: int = 0):
-    """The right collator for a ``PretrainingDataset``: dynamic when its data is unmasked."""
-    if dataset.dynamic_masking:
-        return DynamicMaskingCollator(dataset.masking_spec(), seed, epoch, dataset.pad_token_id)
+def make_collate(dataset: Any, seed: int = 0) -> Callable[..., dict[str, Any]]:
+    """``collate(items, epochs=None)`` for a ``PretrainingDataset``: its static masks as stored, or,
+    for unmasked (dynamic) data, fresh masks keyed by (seed, epoch, instance index), so a batch is
+    the same in any composition or resume. ``epochs[i]`` is the data epoch item ``i`` is drawn in
+    (None: epoch 0 for every item)."""
     pad = dataset.pad_token_id
-    return lambda items: collate_pretraining(items, pad)
+    if not dataset.dynamic_masking:
+        return lambda items, epochs=None: collate_pretraining(items, pad)
+    masker = DynamicMaskingCollator(dataset.masking_spec(), seed, 0, pad)
+
+    def collate(items: Sequence[dict[str, Any]], epochs: Sequence[int] | None = None) -> dict:
+        masked = []
+        for item, epoch in zip(items, epochs or [0] * len(items), strict=True):
+            masker.set_epoch(epoch)
+            masked.append(masker.mask(item))
+        return collate_pretraining(masked, pad)
+
+    return collate

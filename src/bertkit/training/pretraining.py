@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.config import BertConfig
+from bertkit.data.collate import make_collate
 from bertkit.errors import ConfigError, InputError
 from bertkit.io import atomic_write_bytes, atomic_write_text
+from bertkit.tokenizer.conventions import write_config
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
 from bertkit.training.loop import Phase, TrainConfig, Trainer, TrainResult
@@ -86,26 +88,6 @@ def _dataset(folder: Path, split: str = "train"):
     if not (folder / "manifest.json").is_file():
         raise InputError(folder, None, "not a prepare-pretraining output (no manifest.json)")
     return PretrainingDataset(folder, split)
-
-
-def make_collate(dataset: Any, seed: int) -> Callable[[list[Any], list[int]], dict]:
-    """``collate(items, epochs)`` for the Trainer: static masks as stored, or fresh dynamic masks
-    keyed by (seed, epoch, instance index), so a batch is the same in any composition or resume."""
-    from bertkit.data.collate import DynamicMaskingCollator, collate_pretraining
-
-    pad = dataset.pad_token_id
-    if not dataset.dynamic_masking:
-        return lambda items, epochs: collate_pretraining(items, pad)
-    masker = DynamicMaskingCollator(dataset.masking_spec(), seed, 0, pad)
-
-    def collate(items: list[Any], epochs: list[int]) -> dict:
-        masked = []
-        for item, epoch in zip(items, epochs, strict=True):
-            masker.set_epoch(epoch)
-            masked.append(masker.mask(item))
-        return collate_pretraining(masked, pad)
-
-    return collate
 
 
 def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
@@ -237,15 +219,5 @@ def export_model(model: Any, directory: Path, data_dir: Path) -> None:
     atomic_write_bytes(directory / "vocab.txt", (data_dir / "vocab.txt").read_bytes())
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
     lower = bool(manifest.get("settings", {}).get("do_lower_case", True))
-    atomic_write_text(
-        directory / "tokenizer_config.json",
-        json.dumps(
-            {
-                "do_lower_case": lower,
-                "tokenizer_class": "BertTokenizer",
-                "model_max_length": model.config.max_position_embeddings,
-            },
-            indent=2,
-        )
-        + "\n",
-    )
+    write_config(directory, do_lower_case=lower, strip_accents=None, tokenize_chinese_chars=True,
+                 model_max_length=model.config.max_position_embeddings)  # fmt: skip
