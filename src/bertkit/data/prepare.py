@@ -42,23 +42,40 @@ class PrepareSettings:
     """Everything that decides the output (recorded in the manifest's ``settings``)."""
 
     max_seq_length: int = 128
+    """Tokens per instance, [CLS] and [SEP]s included."""
     short_seq_prob: float = 0.1
+    """Probability of a shorter target length (google-research/bert's 0.1)."""
     dupe_factor: int = 10
+    """Uses of each document, with fresh masks each time."""
     masked_lm_prob: float = 0.15
+    """Fraction of tokens masked."""
     max_predictions_per_seq: int = 20
+    """At most this many masked tokens per instance."""
     whole_word_mask: bool = False
+    """Mask all pieces of a word together."""
     dynamic_masking: bool = False
+    """Store unmasked instances; the collator masks them again each epoch."""
     do_lower_case: bool = True
+    """Lower-case and strip accents (uncased BERT)."""
     seed: int = 12345
+    """Seed of the document order, pairing and masks."""
     shard_size: int = 10_000
+    """Instances per shard."""
     holdout_fraction: float = 0.0
+    """Fraction of documents put in an 'eval' split."""
     format: str = "auto"
+    """Corpus format (auto: detected per file)."""
     text_field: str = "text"
+    """JSONL field holding the text."""
     encoding_errors: str = "strict"
+    """strict: invalid UTF-8 is an error naming file and line; replace: U+FFFD."""
     buffer_docs: int = 1000
+    """Documents per chunk (memory bound)."""
     buffer_tokens: int = 250_000
+    """Tokens per chunk (memory bound)."""
     balanced_next: bool = False
-    """Single-sentence chunks get an actual-next B half the time (see ``InstanceConfig``)."""
+    """Single-sentence chunks get an actual-next B half the time (google-research/bert makes them
+    all random-next, which skews short instances' NSP labels; see ``InstanceConfig``)."""
 
     def __post_init__(self) -> None:
         """Check every value up front, so workers never fail on a setting (ConfigError)."""
