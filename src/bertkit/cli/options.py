@@ -100,15 +100,16 @@ def add_fields(
             kw["action"] = argparse.BooleanOptionalAction
         else:
             kw["type"] = Path if kind is Path else kind
+        flag = (flags or {}).get(name, _flag(name))
         if kind is not bool:
-            kw["metavar"] = name.upper()
+            kw["metavar"] = flag.lstrip("-").replace("-", "_").upper()
         if choices and name in choices:
             kw["choices"] = list(choices[name])
         shown = (
             "" if default is None or isinstance(default, bool) else f" (default {_show(default)})"
         )
         kw["help"] = (text + shown).replace("%", "%%")
-        parser.add_argument((flags or {}).get(name, _flag(name)), **kw)
+        parser.add_argument(flag, **kw)
 
 
 def _show(value: Any) -> str:
