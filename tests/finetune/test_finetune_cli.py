@@ -222,6 +222,9 @@ def test_max_seq_length_over_the_position_limit_is_a_one_line_error(
     argv = ["finetune", "glue", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
             "--model", str(tiny_model), "--output", str(tmp_path / "o"), "--max-seq-length", "512"]  # fmt: skip
     assert main(argv) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"bertkit predict: error: {bad}:1: expected text fields ")
+    assert "sentence1+sentence2" in last and "['left', 'right']" in last
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (
         "bertkit finetune: error: --max-seq-length 512 is longer than the model's limit of 128 "
@@ -230,7 +233,9 @@ def test_max_seq_length_over_the_position_limit_is_a_one_line_error(
     assert not (tmp_path / "o").exists()
 
 
-def test_a_glue_regression_model_scores_plain_pairs(tiny_model: Path, tmp_path: Path) -> None:
+def test_a_glue_regression_model_scores_plain_pairs(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
     """STS-B trained from the GLUE TSVs also reads {"sentence1", "sentence2"} JSONL, and
     text/text_pair CSV, for predict and (with a score) evaluate."""
     out = tmp_path / "stsb"
@@ -238,65 +243,17 @@ def test_a_glue_regression_model_scores_plain_pairs(tiny_model: Path, tmp_path: 
     pairs = [("a man is playing a guitar", "a man plays the guitar", 4.2),
              ("the cat sleeps", "stocks fell sharply", 0.2)]  # fmt: skip
     jsonl = tmp_path / "pairs.jsonl"
-    jsonl.write_text(
-        "".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b, _ in pairs)
-    )
+    jsonl.write_text("".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b, _ in pairs))  # fmt: skip
     csv = tmp_path / "pairs.csv"
     csv.write_text("text,text_pair,score\n" + "".join(f"{a},{b},{y}\n" for a, b, y in pairs))
-    assert (
-        main(
-            [
-                "predict",
-                "--model",
-                str(out),
-                "--input",
-                str(jsonl),
-                "--output",
-                str(tmp_path / "p.jsonl"),
-            ]
-        )
-        == 0
-    )
-    rows = [json.loads(x) for x in (tmp_path / "p.jsonl").read_text().splitlines()]
-    assert [r["guid"] for r in rows] == ["1", "2"] and all(
-        isinstance(r["score"], float) for r in rows
-    )
-    assert (
-        main(
-            [
-                "predict",
-                "--model",
-                str(out),
-                "--input",
-                str(csv),
-                "--output",
-                str(tmp_path / "q.jsonl"),
-            ]
-        )
-        == 0
-    )
-    again = [json.loads(x) for x in (tmp_path / "q.jsonl").read_text().splitlines()]
+    rows = predict(out, jsonl, tmp_path / "p.jsonl")
+    assert [r["guid"] for r in rows] == ["1", "2"]
+    assert all(isinstance(r["score"], float) for r in rows)
+    again = predict(out, csv, tmp_path / "q.jsonl")
     assert [r["score"] for r in again] == pytest.approx([r["score"] for r in rows], abs=1e-5)
-    metrics_file = tmp_path / "m.json"
-    assert (
-        main(["evaluate", "--model", str(out), "--data", str(csv), "--output", str(metrics_file)])
-        == 0
-    )
-    assert set(json.loads(metrics_file.read_text())) >= {"pearson", "spearman"}
-    # a file with neither the model's fields nor common ones: a one-line error naming both
+    assert set(evaluate(out, csv, tmp_path)) >= {"pearson", "spearman"}
+    # a file with neither the model's fields nor common ones: a one-line error
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"left": "a", "right": "b"}) + "\n")
-    assert (
-        main(
-            [
-                "predict",
-                "--model",
-                str(out),
-                "--input",
-                str(bad),
-                "--output",
-                str(tmp_path / "x.jsonl"),
-            ]
-        )
-        == 1
-    )
+    argv = ["predict", "--model", str(out), "--input", str(bad), "--output", str(tmp_path / "x")]
+    assert main(argv) == 1
