@@ -76,4 +76,5 @@ def test_tagger_and_question_answerer_calls(models: dict[str, Path]) -> None:
     qa = pipeline(None, models["squad"], device="cpu", precision="fp32")
     context = "The Normans were the people who gave their name to Normandy."
     (ans,) = qa("Who gave their name to Normandy?", context)
-    assert ans["answer"] in context and set(ans) == {"answer", "null_score_diff"}
+    assert set(ans) == {"answer", "start", "end", "probability", "null_score_diff"}
+    assert ans["answer"] and context[ans["start"] : ans["end"]] == ans["answer"]

@@ -26,6 +26,7 @@ from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import POOLINGS, pool
 from bertkit.progress import progress
 from bertkit.tokenizer import BertTokenizer
+from bertkit.tokenizer.encoding import Encoding
 from bertkit.tokenizer.protocol import Tokenizer
 
 
@@ -108,11 +109,25 @@ class Embedder:
     def dim(self) -> int:
         return int(self.model.config.hidden_size)
 
+    @property
+    def max_length(self) -> int:
+        return int(self.spec.max_length or self.model.config.max_position_embeddings)
+
+    def encode(self, texts: Sequence[str], truncate: bool = True) -> list[Encoding]:
+        """Token ids of ``texts``, cut to the input limit (``truncate``) or whole (then the caller
+        checks :meth:`too_long`)."""
+        return self.tokenizer.encode_batch(
+            list(texts), max_length=self.max_length if truncate else None
+        )
+
+    def too_long(self, encodings: Sequence[Encoding]) -> list[int]:
+        """Indices of encodings longer than the input limit."""
+        return [i for i, e in enumerate(encodings) if len(e.input_ids) > self.max_length]
+
     @torch.inference_mode()
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """(N, H) float32 vectors, in the order of ``texts``."""
+    def embed_encodings(self, encodings: Sequence[Encoding]) -> np.ndarray:
+        """(N, H) float32 vectors of already encoded inputs, in their order."""
         device = next(self.model.parameters()).device
-        encodings = self.tokenizer.encode_batch(list(texts), max_length=self.spec.max_length)
         vectors = np.zeros((len(encodings), self.dim), dtype=np.float32)
         batches = length_batches([len(e.input_ids) for e in encodings], self.batch_size)
         pad = self.tokenizer.pad_token_id or 0
@@ -127,3 +142,7 @@ class Embedder:
                 )
                 vectors[idx] = out.cpu().numpy()
         return vectors
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, H) float32 vectors, in the order of ``texts`` (cut to the input limit)."""
+        return self.embed_encodings(self.encode(texts))

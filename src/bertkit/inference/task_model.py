@@ -117,7 +117,8 @@ class Tagger(TaskModel):
 
 @dataclass
 class QuestionAnswerer(TaskModel):
-    """(question, context) -> the answer span ("" when a v2.0 model finds none)."""
+    """(question, context) -> the answer, its character span in the context and its n-best
+    probability ("" and None when a v2.0 model finds no answer)."""
 
     families: ClassVar[tuple[str, ...]] = ("squad",)
 
@@ -127,8 +128,7 @@ class QuestionAnswerer(TaskModel):
         pairs = [(question, context)] if isinstance(question, str) else list(question)
         examples = [SquadExample(str(i), q, c or "", ()) for i, (q, c) in enumerate(pairs)]
         preds = {p["id"]: p for p in self.run(examples).predictions}
-        return [{"answer": preds[e.qas_id]["answer"], "null_score_diff": preds[e.qas_id]["null_score_diff"]}
-                for e in examples]  # fmt: skip
+        return [{k: v for k, v in preds[e.qas_id].items() if k != "id"} for e in examples]
 
 
 @dataclass

@@ -102,10 +102,7 @@ class SquadAdapter(TaskAdapter):
 
     def _scored(self, examples: Sequence[Any], found: dict[str, Any], threshold: float) -> Scored:
         answers = final_answers(found, self.version_2, threshold)
-        preds = [
-            {"id": q, "answer": a, "null_score_diff": _finite(found[q].null_score_diff)}
-            for q, a in answers.items()
-        ]
+        preds = [_prediction(q, a, found[q]) for q, a in answers.items()]
         if not all(e.answers or e.is_impossible for e in examples):
             return unscored(preds)
         version = "2.0" if self.version_2 else "1.1"
@@ -137,6 +134,20 @@ class SquadAdapter(TaskAdapter):
         return replace(
             self, null_threshold=float(metrics.get("null_threshold", self.null_threshold))
         )
+
+
+def _prediction(qas_id: str, answer: str, found: Any) -> dict[str, Any]:
+    """One answer with its character span in the context and its probability among the n-best
+    (``start``/``end``/``probability`` are None for the empty answer)."""
+    best = next((c for c in found.nbest if answer and c.text == answer), None)
+    return {
+        "id": qas_id,
+        "answer": answer,
+        "start": None if best is None else best.start_char,
+        "end": None if best is None else best.end_char,
+        "probability": None if best is None else round(float(best.probability), 6),
+        "null_score_diff": _finite(found.null_score_diff),
+    }
 
 
 def _finite(x: float) -> float | None:
