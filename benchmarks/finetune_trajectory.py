@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name}: dev MSE {loss_sum / len(dev):.4f}, "
                   f"pearson {100 * r['pearson']:.2f}, spearman {100 * r['spearman']:.2f}")  # fmt: skip
             if model is bk:  # the library's own evaluation path (length-sorted batches)
-                from bertkit.training.finetune import predict_rows
+                from bertkit.inference import predict_rows
 
                 s = adapter.score(dev_examples, dev, predict_rows(bk, adapter, dev))
                 print(f"{name} (predict_rows + adapter.score): "

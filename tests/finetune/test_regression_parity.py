@@ -18,12 +18,12 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
-from bertkit.data.tasks.features import EncodedInput  # noqa: E402
+from bertkit.inference import to_torch as _to_torch  # noqa: E402
 from bertkit.interop import load_pretrained  # noqa: E402
-from bertkit.training.finetune import _to_torch  # noqa: E402
+from bertkit.tasks import ClassificationAdapter  # noqa: E402
+from bertkit.tasks.features import EncodedInput  # noqa: E402
 from bertkit.training.optim import OptimizerConfig, build_optimizer  # noqa: E402
 from bertkit.training.schedule import ScheduleConfig, set_lr  # noqa: E402
-from bertkit.training.tasks_runtime import ClassificationAdapter  # noqa: E402
 
 
 def _batch(gen: torch.Generator) -> list[EncodedInput]:
