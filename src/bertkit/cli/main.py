@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "predict": "bertkit.cli.predict",
     "embed": "bertkit.cli.embed",
     "fill-mask": "bertkit.cli.fill_mask",
+    "serve": "bertkit.cli.serve",
     "env": "bertkit.cli.env",
 }
 

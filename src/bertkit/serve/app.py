@@ -1,0 +1,305 @@
+"""The HTTP app: routes over the engines, limits, metrics, the web page.
+
+``create_app(settings)`` returns a FastAPI app; models load in a background thread when it
+starts, so ``/health`` answers 503 until every model has run a real forward pass, then 200.
+Every route but ``/health`` needs the API key when one is set. OpenAPI (Swagger) is at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from bertkit import __version__
+from bertkit.serve import errors
+from bertkit.serve.engine import Engine
+from bertkit.serve.errors import ServeError
+from bertkit.serve.limits import Limits
+from bertkit.serve.metrics import Metrics
+from bertkit.serve.schemas import (
+    EmbedRequest,
+    FillMaskRequest,
+    OpenAIEmbeddingRequest,
+    PredictRequest,
+    QARequest,
+    SimilarityRequest,
+    TagRequest,
+    TokenizeRequest,
+)
+from bertkit.serve.settings import ServeSettings
+
+log = logging.getLogger("bertkit.serve")
+SETTINGS_ENV = "BERTKIT_SERVE_SETTINGS"
+
+
+class Server:
+    """The engines and what every route needs from them."""
+
+    def __init__(self, settings: ServeSettings, metrics: Metrics) -> None:
+        self.settings, self.metrics = settings, metrics
+        self.engines = {
+            n: Engine(n, d, settings, metrics) for n, d in settings.named_models().items()
+        }
+        self._loader: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.settings.threads:
+            import torch
+
+            torch.set_num_threads(self.settings.threads)
+
+        def load_all() -> None:
+            for engine in self.engines.values():
+                try:
+                    engine.load()
+                    log.info("model %s ready (%s)", engine.name, ", ".join(engine.capabilities))
+                except Exception as e:
+                    engine.error = f"{type(e).__name__}: {e}"
+                    log.error("model %s failed to load: %s", engine.name, engine.error)
+
+        self._loader = threading.Thread(target=load_all, name="bertkit-load", daemon=True)
+        self._loader.start()
+
+    def stop(self) -> None:
+        for engine in self.engines.values():
+            engine.stop()
+
+    @property
+    def ready(self) -> bool:
+        return all(e.ready.is_set() for e in self.engines.values())
+
+    def engine(self, capability: str, name: str | None) -> Engine:
+        """The named engine, or the first that has ``capability``; 4xx when there is none."""
+        if name is not None and name in self.engines:
+            engine = self.engines[name]
+            if capability not in engine.capabilities and engine.ready.is_set():
+                raise ServeError(422, f"model {name!r} ({engine.task}) cannot {capability}; it serves {', '.join(engine.capabilities)}")  # fmt: skip
+        else:
+            able = [
+                e
+                for e in self.engines.values()
+                if e.ready.is_set() and capability in e.capabilities
+            ]
+            if name is not None and len(able) != 1:
+                raise ServeError(404, f"no model named {name!r}; served: {', '.join(self.engines)}", "not_found")  # fmt: skip
+            if not able:
+                if not self.ready:
+                    raise ServeError(503, "models are still loading; see /health", "unhealthy")
+                raise ServeError(404, f"no served model can {capability} (models: {', '.join(f'{e.name} ({e.task})' for e in self.engines.values())})", "not_found")  # fmt: skip
+            engine = able[0]
+        if not engine.ready.is_set():
+            raise ServeError(
+                503, engine.error or f"model {engine.name!r} is still loading", "unhealthy"
+            )
+        return engine
+
+    async def run(self, engine: Engine, fn: Callable[[], Any]) -> Any:
+        """``fn`` on the engine's worker thread, bounded by the request timeout."""
+        assert engine.worker is not None
+        return await self._wait(engine.worker.run(fn))
+
+    async def _wait(self, future: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await asyncio.wait_for(
+                asyncio.wrap_future(future), self.settings.request_timeout
+            )
+        except TimeoutError:
+            future.cancel()
+            raise ServeError(
+                504, f"no result within {self.settings.request_timeout:g} s", "timeout"
+            ) from None
+        finally:
+            self.metrics.queue_wait.observe(time.perf_counter() - t0)
+
+    def check_count(self, n: int) -> None:
+        if n == 0:
+            raise ServeError(422, "`inputs` is empty")
+        limit = self.settings.max_client_batch_size
+        if n > limit:
+            raise ServeError(
+                413, f"batch size {n} > maximum allowed batch size {limit}", "payload_too_large"
+            )
+
+    async def vectors(self, engine: Engine, texts: list[str], truncate: bool) -> np.ndarray:
+        self.check_count(len(texts))
+        encodings = await asyncio.to_thread(engine.encode_for_embedding, texts, truncate)
+        assert engine.worker is not None
+        return await self._wait(engine.worker.embed_later(encodings))
+
+
+def _texts(inputs: str | list[str]) -> list[str]:
+    return [inputs] if isinstance(inputs, str) else list(inputs)
+
+
+def _normalized(v: np.ndarray) -> np.ndarray:
+    return v / np.clip(np.linalg.norm(v, axis=1, keepdims=True), 1e-12, None)
+
+
+def create_app(settings: ServeSettings) -> FastAPI:
+    metrics = Metrics()
+    server = Server(settings, metrics)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        server.start()
+        yield
+        server.stop()
+
+    app = FastAPI(title="bertkit", version=__version__, lifespan=lifespan,
+                  description="BERT over HTTP: embeddings (TEI and OpenAI shapes), classification, tagging, QA, fill-mask.")  # fmt: skip
+    app.state.server = server
+    errors.install(app, lambda t: metrics.failures.labels(t).inc())
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next):
+        route = request.url.path
+        metrics.requests.labels(route).inc()
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        metrics.duration.labels(route).observe(time.perf_counter() - t0)
+        if response.status_code < 300:
+            metrics.successes.labels(route).inc()
+        return response
+
+    app.add_middleware(Limits, api_key=settings.api_key, max_concurrent=settings.max_concurrent_requests,
+                       payload_limit=settings.payload_limit, metrics=metrics)  # fmt: skip
+
+    @app.get("/health", summary="200 once every model has run a real forward pass, else 503")
+    async def health() -> Response:
+        models = {
+            e.name: ("ready" if e.ready.is_set() else e.error or "loading")
+            for e in server.engines.values()
+        }
+        if server.ready:
+            return Response(
+                json.dumps({"status": "ok", "models": models}), media_type="application/json"
+            )
+        failed = any(e.error for e in server.engines.values())
+        raise ServeError(
+            503, f"{'a model failed to load' if failed else 'loading'}: {models}", "unhealthy"
+        )
+
+    @app.get("/info", summary="models, tasks and limits")
+    async def info() -> dict:
+        s = settings
+        return {"version": __version__, "models": [e.info() for e in server.engines.values()],
+                "limits": {"max_batch_tokens": s.max_batch_tokens, "max_client_batch_size": s.max_client_batch_size,
+                           "max_concurrent_requests": s.max_concurrent_requests, "payload_limit": s.payload_limit,
+                           "request_timeout": s.request_timeout},
+                "auth": bool(s.api_key)}  # fmt: skip
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def prometheus() -> Response:
+        for e in server.engines.values():
+            metrics.queue_size.labels(e.name).set(e.worker.queued() if e.worker else 0)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/embed", summary="embeddings (text-embeddings-inference shapes)")
+    async def embed(req: EmbedRequest) -> Response:
+        engine = server.engine("embed", req.model)
+        v = await server.vectors(engine, _texts(req.inputs), req.truncate)
+        return _json((_normalized(v) if req.normalize else v).tolist())
+
+    @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
+    async def openai_embeddings(req: OpenAIEmbeddingRequest) -> Response:
+        engine = server.engine("embed", req.model if req.model in server.engines else None)
+        texts = _texts(req.input)
+        v = _normalized(await server.vectors(engine, texts, truncate=True))
+        tokens = sum(
+            len(x) for x in engine.tokenizer.encode_batch(texts, max_length=engine.max_input_length)
+        )
+        data = [{"object": "embedding", "index": i,
+                 "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row.tolist()}
+                for i, row in enumerate(v)]  # fmt: skip
+        return _json({"object": "list", "data": data, "model": req.model or engine.name,
+                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})  # fmt: skip
+
+    @app.post("/similarity", summary="cosine similarity of a source sentence to each sentence")
+    async def similarity(req: SimilarityRequest) -> Response:
+        engine = server.engine("similarity", req.model)
+        texts = [req.inputs.source_sentence, *req.inputs.sentences]
+        v = _normalized(await server.vectors(engine, texts, req.truncate))
+        return _json([float(x) for x in v[1:] @ v[0]])
+
+    @app.post("/tokenize", summary="word pieces with ids and character offsets")
+    async def tokenize(req: TokenizeRequest) -> Response:
+        engine = server.engine("tokenize", req.model)
+        texts = _texts(req.inputs)
+        server.check_count(len(texts))
+        return _json(await asyncio.to_thread(engine.tokenize, texts, req.add_special_tokens))
+
+    @app.post("/predict", summary="sequence classification or regression (text or text pairs)")
+    async def predict(req: PredictRequest) -> Response:
+        engine = server.engine("predict", req.model)
+        single = isinstance(req.inputs, str)
+        items: list[Any] = []
+        for x in [req.inputs] if isinstance(req.inputs, str) else req.inputs:
+            if isinstance(x, list):
+                if len(x) != 2:
+                    raise ServeError(422, f"a pair is [text, text_pair]; got a list of {len(x)}")
+                items.append((x[0], x[1]))
+            else:
+                items.append(x)
+        server.check_count(len(items))
+        out = await server.run(engine, lambda: engine.predict(items, req.raw_scores, req.truncate))
+        return _json(out[0] if single else out)
+
+    @app.post(
+        "/ner", summary="token tagging: tags per word and entity spans with character offsets"
+    )
+    async def ner(req: TagRequest) -> Response:
+        engine = server.engine("tag", req.model)
+        texts = _texts(req.inputs)
+        server.check_count(len(texts))
+        out = await server.run(engine, lambda: engine.tag(texts))
+        return _json(out[0] if isinstance(req.inputs, str) else out)
+
+    @app.post("/qa", summary="extractive question answering: the answer span in the context")
+    async def qa(req: QARequest) -> Response:
+        engine = server.engine("qa", req.model)
+        items = [req.inputs] if not isinstance(req.inputs, list) else req.inputs
+        server.check_count(len(items))
+        pairs = [(x.question, x.context) for x in items]
+        out = await server.run(engine, lambda: engine.qa(pairs))
+        return _json(out if isinstance(req.inputs, list) else out[0])
+
+    @app.post("/fill-mask", summary="top-k tokens for every [MASK]")
+    async def fill_mask(req: FillMaskRequest) -> Response:
+        engine = server.engine("fill-mask", req.model)
+        texts = _texts(req.inputs)
+        server.check_count(len(texts))
+        out = await server.run(engine, lambda: engine.fill_mask(texts, req.top_k, req.truncate))
+        return _json(out[0] if isinstance(req.inputs, str) else out)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        html = resources.files("bertkit.serve").joinpath("static/index.html")
+        return HTMLResponse(
+            html.read_text(encoding="utf-8") if html.is_file() else "<p>bertkit</p>"
+        )
+
+    return app
+
+
+def _json(obj: Any) -> Response:
+    return Response(json.dumps(obj, allow_nan=False), media_type="application/json")
+
+
+def app_from_env() -> FastAPI:
+    """The app for ``uvicorn --factory`` worker processes: settings from ``$BERTKIT_SERVE_SETTINGS``."""
+    return create_app(ServeSettings(**json.loads(os.environ[SETTINGS_ENV])))

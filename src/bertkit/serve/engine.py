@@ -1,0 +1,225 @@
+"""One served model: what it can do (by its folder), its worker thread, and each capability as a
+blocking call the routes await through the worker.
+
+=================  ============================================================================
+folder             capabilities
+=================  ============================================================================
+encoder            embed, similarity, tokenize (+ fill-mask when it has masked-LM weights)
+fine-tuned         its family's: predict (glue/classify), tag (ner/tag), qa (squad),
+                   choose (swag); and tokenize
+=================  ============================================================================
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit import precision as P
+from bertkit.errors import CheckpointError
+from bertkit.evaluation.chunks import tag_spans
+from bertkit.inference import Embedder, FillMasker, TaskModel, pipeline, task_of
+from bertkit.serve.errors import ServeError
+from bertkit.serve.metrics import Metrics
+from bertkit.serve.settings import ServeSettings
+from bertkit.serve.worker import Worker
+
+_TASK_CAPS = {"text-classification": "predict", "token-classification": "tag",
+              "question-answering": "qa", "multiple-choice": "choose"}  # fmt: skip
+
+
+class Engine:
+    def __init__(
+        self, name: str, directory: Path, settings: ServeSettings, metrics: Metrics
+    ) -> None:
+        self.name, self.directory, self.settings, self.metrics = name, directory, settings, metrics
+        self.task = task_of(directory)
+        self.embedder: Embedder | None = None
+        self.masker: FillMasker | None = None
+        self.task_model: TaskModel | None = None
+        self.worker: Worker | None = None
+        self.ready = threading.Event()
+        self.error: str | None = None
+
+    # ---- loading ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the folder and run one real forward pass; then :attr:`ready` is set."""
+        s = self.settings
+        opts = {"device": s.device, "precision": s.precision}
+        if self.task == "feature-extraction":
+            emb = Embedder.load(self.directory, pooling=s.pooling, **opts)
+            # the worker batches by tokens; normalisation is per request
+            emb.spec = replace(emb.spec, normalize=False)
+            emb.batch_size, emb.show_progress = s.max_batch_tokens, False
+            self.embedder = emb
+            try:
+                self.masker = FillMasker.load(self.directory, **opts)
+            except CheckpointError:
+                self.masker = None
+        else:
+            self.task_model = pipeline(self.task, self.directory, **opts)
+            self.task_model.show_progress = False
+        embed = self.embedder.embed_encodings if self.embedder is not None else None
+        self.worker = Worker(self.name, embed, s.max_batch_tokens, self.metrics.batch)
+        self._warm_up()
+        self.ready.set()
+
+    def _warm_up(self) -> None:
+        if self.embedder is not None:
+            self.worker.embed_later(self.embedder.encode(["warm up"])).result()  # type: ignore[union-attr]
+        elif self.task == "question-answering":
+            self.worker.run(lambda: self.task_model("what?", "warm up")).result()  # type: ignore[union-attr,misc]
+        elif self.task == "multiple-choice":
+            self.worker.run(lambda: self.task_model("warm", ["up", "down"])).result()  # type: ignore[union-attr,misc]
+        else:
+            self.worker.run(lambda: self.task_model(["warm up"])).result()  # type: ignore[union-attr,misc]
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
+    # ---- description -----------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Any:
+        return (self.embedder or self.task_model).tokenizer  # type: ignore[union-attr]
+
+    @property
+    def capabilities(self) -> list[str]:
+        if self.task != "feature-extraction":
+            return [_TASK_CAPS[self.task], "tokenize"]
+        return ["embed", "similarity", "tokenize", *(["fill-mask"] if self.masker else [])]
+
+    @property
+    def max_input_length(self) -> int:
+        if self.embedder is not None:
+            return self.embedder.max_length
+        if self.task_model is not None:
+            return int(self.task_model.adapter.max_seq_length)
+        return 0
+
+    def info(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "folder": str(self.directory), "task": self.task,
+                               "capabilities": self.capabilities, "ready": self.ready.is_set(),
+                               "max_input_length": self.max_input_length}  # fmt: skip
+        if self.embedder is not None:
+            out.update(pooling=self.embedder.spec.pooling, dimensions=self.embedder.dim,
+                       precision=self.embedder.precision)  # fmt: skip
+        if self.task_model is not None:
+            out.update(family=self.task_model.adapter.family, precision=self.task_model.precision)
+            labels = getattr(self.task_model.adapter, "labels", None)
+            if labels:
+                out["labels"] = list(labels)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    # ---- capabilities (blocking: call them from a thread) ----------------------------------
+
+    def _check_lengths(self, encodings: Sequence[Any], limit: int, what: str = "inputs") -> None:
+        for i, e in enumerate(encodings):
+            if len(e.input_ids) > limit:
+                raise ServeError(413, f"Input validation error: `{what}` must have at most {limit} tokens "
+                                 f"(model limit; send \"truncate\": true to cut). Input {i} has {len(e.input_ids)}")  # fmt: skip
+
+    def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> list[Any]:
+        emb = self.embedder
+        assert emb is not None
+        t0 = time.perf_counter()
+        encodings = emb.encode(texts, truncate=truncate)
+        self.metrics.tokenization.observe(time.perf_counter() - t0)
+        if not truncate:
+            self._check_lengths(encodings, emb.max_length)
+        for e in encodings:
+            self.metrics.input_length.observe(len(e.input_ids))
+        return encodings
+
+    def tokenize(
+        self, texts: Sequence[str], add_special_tokens: bool
+    ) -> list[list[dict[str, Any]]]:
+        tok = self.tokenizer
+        out = []
+        for text in texts:
+            enc = tok.encode(text, add_special_tokens=add_special_tokens)
+            pieces = tok.convert_ids_to_tokens(enc.input_ids)
+            out.append([{"id": i, "text": t, "special": bool(sp), "start": s, "stop": e}
+                        for i, t, sp, (s, e) in zip(enc.input_ids, pieces, enc.special_tokens_mask, enc.offsets)])  # fmt: skip
+        return out
+
+    def predict(
+        self, items: Sequence[str | tuple[str, str]], raw_scores: bool, truncate: bool
+    ) -> list[list[dict]]:
+        tm = self.task_model
+        assert tm is not None
+        if not truncate:
+            a = [x if isinstance(x, str) else x[0] for x in items]
+            b = [None if isinstance(x, str) else x[1] for x in items]
+            encs = [tm.tokenizer.encode(x, y) for x, y in zip(a, b)]
+            self._check_lengths(encs, tm.adapter.max_seq_length)
+        adapter = tm.adapter
+        results = tm(list(items))
+        out = []
+        for r in results:
+            if "score" in r and "probabilities" not in r:  # regression
+                out.append([{"label": "score", "score": float(r["score"])}])
+                continue
+            probs = np.asarray(r["probabilities"], dtype=np.float64)
+            scores = np.log(np.clip(probs, 1e-12, None)) if raw_scores else probs
+            ranked = sorted(zip(adapter.labels, scores), key=lambda p: -p[1])  # type: ignore[attr-defined]
+            out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
+        return out
+
+    def tag(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        tm = self.task_model
+        assert tm is not None
+        words = [[(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in texts]
+        preds = (
+            tm([[w for w, _, _ in ws] for ws in words])
+            if any(words)
+            else [{"tokens": [], "tags": []} for _ in texts]
+        )
+        out = []
+        for text, ws, p in zip(texts, words, preds):
+            entities = []
+            for kind, s, e in tag_spans(p["tags"]):
+                start, end = ws[s][1], ws[e - 1][2]
+                entities.append(
+                    {"entity": kind, "start": start, "end": end, "text": text[start:end]}
+                )
+            out.append({"tokens": p["tokens"], "tags": p["tags"], "entities": entities})
+        return out
+
+    def qa(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        tm = self.task_model
+        assert tm is not None
+        got = tm(list(pairs))
+        return [{"answer": g["answer"], "start": g["start"], "end": g["end"],
+                 "score": g["probability"], "null_score_diff": g["null_score_diff"]} for g in got]  # fmt: skip
+
+    def fill_mask(self, texts: Sequence[str], top_k: int, truncate: bool) -> list[list[list[dict]]]:
+        m = self.masker
+        assert m is not None
+        limit = m.model.config.max_position_embeddings
+        if not truncate:
+            self._check_lengths(m.tokenizer.encode_batch(list(texts)), limit)
+        mask = m.tokenizer.mask_token_id
+        missing = [i for i, t in enumerate(texts) if mask not in m.tokenizer.encode(t).input_ids]
+        if missing:
+            raise ServeError(422, f"input {missing[0]} has no [MASK] token")
+        found = m(list(texts), top_k)
+        return [
+            [[{"token": t, "score": float(p)} for t, p in cands] for cands in per_text]
+            for per_text in found
+        ]
+
+    def precision(self) -> str:
+        part = self.embedder or self.task_model or self.masker
+        return getattr(part, "precision", P.DEFAULT)

@@ -1,0 +1,74 @@
+"""Request limits as one ASGI middleware, before any body is parsed: API key (401), concurrency
+(429 with Retry-After), payload size (413, by Content-Length and by the bytes actually read)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+from bertkit.serve.metrics import Metrics
+
+OPEN_PATHS = ("/health",)
+
+
+async def _send_error(send: Any, status: int, message: str, error_type: str,
+                      headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    body = json.dumps({"error": message, "error_type": error_type}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(HTTPException):
+    """Raised while the body is read: FastAPI passes HTTP exceptions through to the handlers."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body is over the {limit}-byte limit")
+
+
+class Limits:
+    def __init__(self, app: Any, *, api_key: str | None, max_concurrent: int, payload_limit: int,
+                 metrics: Metrics) -> None:  # fmt: skip
+        self.app, self.api_key, self.max_concurrent = app, api_key, max_concurrent
+        self.payload_limit, self.metrics = payload_limit, metrics
+        self.in_flight = 0
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.api_key and scope["path"] not in OPEN_PATHS:
+            given = headers.get("authorization", "")
+            token = given[7:] if given.lower().startswith("bearer ") else ""
+            if not hmac.compare_digest(token.encode(), self.api_key.encode()):
+                self.metrics.failures.labels("unauthorized").inc()
+                return await _send_error(send, 401, "missing or wrong API key (send 'Authorization: Bearer KEY')", "unauthorized")  # fmt: skip
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.payload_limit:
+            self.metrics.failures.labels("payload_too_large").inc()
+            return await _send_error(send, 413, f"request body of {length} bytes is over the {self.payload_limit}-byte limit", "payload_too_large")  # fmt: skip
+        if self.in_flight >= self.max_concurrent:
+            self.metrics.failures.labels("overloaded").inc()
+            return await _send_error(send, 429, f"{self.in_flight} requests in flight (limit {self.max_concurrent}); retry later", "overloaded", {"Retry-After": "1"})  # fmt: skip
+        read = 0
+
+        async def counted() -> dict:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.payload_limit:
+                    raise _TooLarge(self.payload_limit)
+            return message
+
+        self.in_flight += 1
+        self.metrics.in_flight.set(self.in_flight)
+        try:
+            await self.app(scope, counted, send)
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.set(self.in_flight)

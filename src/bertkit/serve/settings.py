@@ -1,0 +1,72 @@
+"""The server's options (``bertkit serve --help``): models, limits and how to run them.
+
+Limits follow text-embeddings-inference's names and defaults, so a TEI user finds them where
+they expect: ``max_batch_tokens`` 16384, ``max_concurrent_requests`` 512,
+``max_client_batch_size`` 32, a 2 MB payload limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.errors import ConfigError
+
+
+@dataclass
+class ServeSettings:
+    models: list[str] = field(default_factory=list)
+    """Model folders, each DIR or NAME=DIR (the folder decides the task)."""
+    host: str = "127.0.0.1"
+    """Address to bind (127.0.0.1 unless told otherwise)."""
+    port: int = 8080
+    """TCP port."""
+    pooling: str | None = None
+    """Embedding pooling: mean, cls or max (None: the folder's sentence-transformers config, else mean)."""
+    precision: str = "auto"
+    """See bertkit.precision."""
+    device: str | None = None
+    """cpu, cuda or cuda:N (None: CUDA when available)."""
+    max_batch_tokens: int = 16384
+    """Tokens (padded) in one forward pass across concurrent requests."""
+    max_client_batch_size: int = 32
+    """Inputs in one request; more is a 413."""
+    max_concurrent_requests: int = 512
+    """Requests in flight; more are refused with 429 and Retry-After."""
+    payload_limit: int = 2_000_000
+    """Request body bytes; more is a 413."""
+    api_key: str | None = None
+    """Required as 'Authorization: Bearer KEY' on every route but /health (None: open)."""
+    workers: int = 1
+    """Server processes (each loads the models)."""
+    request_timeout: float = 60.0
+    """Seconds a request may wait for its result; then 504."""
+    threads: int | None = None
+    """CPU threads for the model (None: torch's default)."""
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError("serve needs at least one --model DIR (or NAME=DIR)")
+        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests",
+                     "payload_limit", "workers"):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.request_timeout <= 0:
+            raise ConfigError(f"request timeout must be > 0, got {self.request_timeout}")
+        if self.pooling not in (None, "mean", "cls", "max"):
+            raise ConfigError(f"pooling must be mean, cls or max, got {self.pooling!r}")
+        self.named_models()  # checks the folders
+
+    def named_models(self) -> dict[str, Path]:
+        """``{name: folder}``; a bare DIR is named after the folder."""
+        out: dict[str, Path] = {}
+        for spec in self.models:
+            name, sep, directory = spec.partition("=")
+            path = Path(directory if sep else spec)
+            name = name if sep else path.resolve().name
+            if not path.is_dir():
+                raise ConfigError(f"--model {spec}: {path} is not a folder")
+            if name in out:
+                raise ConfigError(f"--model {spec}: the name {name!r} is used twice")
+            out[name] = path
+        return out
