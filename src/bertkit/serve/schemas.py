@@ -36,8 +36,8 @@ class TokenizeRequest(_Request):
 
 
 class PredictRequest(_Request):
-    inputs: str | list[str] | list[list[str]]
-    """A text, texts, or text pairs as ``[[a, b], ...]``."""
+    inputs: str | list[str | list[str]]
+    """A text, or a list of texts and text pairs (``[a, b]``)."""
     raw_scores: bool = False
     """True: logits instead of probabilities."""
     truncate: bool = False
