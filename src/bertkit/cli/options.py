@@ -71,6 +71,7 @@ def add_fields(
     choices: dict[str, Iterable[str]] | None = None,
     help: dict[str, str] | None = None,
     dest_prefix: str = "",
+    metavars: dict[str, tuple[str, ...]] | None = None,
 ) -> None:
     """One flag per dataclass field in ``names``: ``--field-name`` (or ``flags[name]``), with the
     field's type, default and docstring; ``dest`` is ``dest_prefix + name``.
@@ -95,13 +96,19 @@ def add_fields(
             kw["required"] = True
         text = (help or {}).get(name) or docs.get(name, "")
         if typing.get_origin(kind) is tuple:
-            kw.update(type=typing.get_args(kind)[0], nargs="+", default=list(default or ()))
+            parts = typing.get_args(kind)
+            fixed = Ellipsis not in parts
+            kw.update(
+                type=parts[0], nargs=len(parts) if fixed else "+", default=list(default or ())
+            )
         elif kind is bool:
             kw["action"] = argparse.BooleanOptionalAction
         else:
             kw["type"] = Path if kind is Path else kind
         flag = (flags or {}).get(name, _flag(name))
-        if kind is not bool:
+        if metavars and name in metavars:
+            kw["metavar"] = metavars[name]
+        elif kind is not bool:
             kw["metavar"] = flag.lstrip("-").replace("-", "_").upper()
         if choices and name in choices:
             kw["choices"] = list(choices[name])

@@ -11,7 +11,7 @@ from bertkit.cli import options
 HELP = "build masked-LM + next-sentence pre-training shards from raw text files"
 
 _FIELDS = ("max_seq_length", "format", "text_field", "short_seq_prob", "masked_lm_prob",
-           "max_predictions_per_seq", "whole_word_mask", "balanced_next", "dynamic_masking",
+           "max_predictions_per_seq", "mask_ratios", "whole_word_mask", "balanced_next", "dynamic_masking",
            "seed", "shard_size", "holdout_fraction", "encoding_errors", "buffer_docs",
            "buffer_tokens")  # fmt: skip
 
@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab", required=True, help="vocab.txt (WordPiece, one token a line)")
     p.add_argument("--output", required=True, metavar="DIR", help="output folder")
     options.add_fields(p, PrepareSettings, _FIELDS,
-                       choices={"format": FORMATS, "encoding_errors": ("strict", "replace")})  # fmt: skip
+                       choices={"format": FORMATS, "encoding_errors": ("strict", "replace")},
+                       metavars={"mask_ratios": ("MASK", "SAME", "RANDOM")})  # fmt: skip
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument(
         "--dupe-factor",

@@ -13,7 +13,11 @@ The procedure follows google-research/bert ``create_masked_lm_predictions``:
 4. candidates are taken in shuffled order, skipping a whole word that would overshoot
    ``num_to_predict``;
 5. each chosen position becomes [MASK] with probability 0.8, keeps its token with 0.1, and
-   becomes a uniformly random vocabulary id with 0.1 (any id, as in the original).
+   becomes a uniformly random vocabulary id with 0.1 (any id, as in the original). These are the
+   spec's ``mask_ratios`` (MASK, SAME, RANDOM), which the paper's Table 8 varies: ``(1, 0, 0)``,
+   ``(0.8, 0, 0.2)``, ``(0.8, 0.2, 0)``, ``(0, 0.2, 0.8)``, ``(0, 0, 1)``. The draws are
+   ``u1 < MASK`` then ``u2 < SAME / (SAME + RANDOM)``, so the default gives the same stream as
+   the original ``0.8`` / ``0.5`` test.
 
 Worked example (whole-word masking): tokens ``[CLS] un ##want ##ed run [SEP]`` give candidates
 ``[[1, 2, 3], [4]]``; with ``num_to_predict = 1`` the word ``un ##want ##ed`` is skipped when it
@@ -75,6 +79,17 @@ def derive_rng(*key: int) -> random.Random:
     return random.Random(int.from_bytes(state.tobytes(), "little"))
 
 
+def check_mask_ratios(ratios: Sequence[float]) -> tuple[float, float, float]:
+    """``ratios`` as a (MASK, SAME, RANDOM) triple of non-negative shares summing to 1."""
+    if len(ratios) != 3 or any(not 0.0 <= float(r) <= 1.0 for r in ratios):
+        raise ValueError(
+            f"mask ratios are three shares (MASK SAME RANDOM) in [0, 1], got {list(ratios)}"
+        )
+    if abs(sum(float(r) for r in ratios) - 1.0) > 1e-6:
+        raise ValueError(f"mask ratios must sum to 1, got {list(ratios)} (sum {sum(ratios):g})")
+    return (float(ratios[0]), float(ratios[1]), float(ratios[2]))
+
+
 @dataclass(frozen=True)
 class MaskingSpec:
     """What masking needs to know about the vocabulary, plus the masking settings.
@@ -92,8 +107,11 @@ class MaskingSpec:
     masked_lm_prob: float = 0.15
     max_predictions_per_seq: int = 20
     whole_word_mask: bool = False
+    mask_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    """Of the chosen positions: the share made [MASK], kept as is, replaced by a random id."""
 
     def __post_init__(self) -> None:
+        check_mask_ratios(self.mask_ratios)
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise ValueError("masked_lm_prob must be in (0, 1)")
         if self.max_predictions_per_seq < 1:
@@ -158,6 +176,8 @@ def mask_tokens(input_ids: Sequence[int], spec: MaskingSpec, rng) -> MaskedToken
             continue
         candidates.append([i])
     n_predict = spec.num_to_predict(len(ids))
+    p_mask, p_same, p_random = spec.mask_ratios
+    p_keep = p_same / (p_same + p_random) if p_same + p_random > 0 else 1.0
     output = list(ids)
     positions: list[int] = []
     n = len(candidates)
@@ -170,9 +190,9 @@ def mask_tokens(input_ids: Sequence[int], spec: MaskingSpec, rng) -> MaskedToken
         if len(positions) + len(word) > n_predict:
             continue  # never split a word to hit the count exactly
         for i in word:
-            if r.random() < 0.8:
+            if r.random() < p_mask:
                 output[i] = spec.mask_id
-            elif r.random() < 0.5:
+            elif r.random() < p_keep:
                 pass  # keep the original token
             else:
                 output[i] = r.randint(0, spec.vocab_size - 1)

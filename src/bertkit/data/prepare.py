@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.data.corpus import CorpusOptions, detect_format, read_file_documents
-from bertkit.data.masking import MaskingSpec, derive_rng
+from bertkit.data.masking import MaskingSpec, check_mask_ratios, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, InstanceConfig, tokenize_document
 from bertkit.data.shards import ShardWriter, write_manifest
 from bertkit.errors import BertkitError, ConfigError, InputError
@@ -53,6 +53,8 @@ class PrepareSettings:
     """At most this many masked tokens per instance."""
     whole_word_mask: bool = False
     """Mask all pieces of a word together."""
+    mask_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    """Of the masked positions: shares made [MASK], kept, replaced by a random id (sum 1)."""
     dynamic_masking: bool = False
     """Store unmasked instances; the collator masks them again each epoch."""
     do_lower_case: bool = True
@@ -88,6 +90,10 @@ class PrepareSettings:
             problems.append("masked_lm_prob must be in (0, 1)")
         if self.max_predictions_per_seq < 1:
             problems.append("max_predictions_per_seq must be >= 1")
+        try:
+            object.__setattr__(self, "mask_ratios", check_mask_ratios(self.mask_ratios))
+        except ValueError as e:
+            problems.append(str(e))
         try:
             self.instance_config()
             CorpusOptions(self.format, self.text_field, self.encoding_errors)
@@ -198,6 +204,7 @@ def _prepare_file(task: _FileTask, report: Callable[[int], None] | None = None) 
             masked_lm_prob=s.masked_lm_prob,
             max_predictions_per_seq=s.max_predictions_per_seq,
             whole_word_mask=s.whole_word_mask,
+            mask_ratios=s.mask_ratios,
         )
     config = s.instance_config()
     splits = {"train": (config, _TRAIN)}

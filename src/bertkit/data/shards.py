@@ -240,6 +240,7 @@ class PretrainingDataset:
             masked_lm_prob=s["masked_lm_prob"],
             max_predictions_per_seq=s["max_predictions_per_seq"],
             whole_word_mask=s["whole_word_mask"],
+            mask_ratios=tuple(s.get("mask_ratios", (0.8, 0.1, 0.1))),
         )
 
     def shard_ranges(self) -> list[range]:
