@@ -55,6 +55,9 @@ class BertConfig:
     """HF's problem_type for sequence classification: regression, single_label_classification."""
     id2label: dict[int, str] | None = None
     """Optional label names by id, as in HF config.json."""
+    is_decoder: bool = False
+    """Causal (left-to-right) self-attention: each token attends to itself and the tokens before
+    it (the paper's LTR baseline; ``bertkit pretrain --objective ltr``)."""
     architectures: list[str] | None = None
     """HF class names this config was saved with (informational)."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

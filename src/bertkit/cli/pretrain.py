@@ -13,7 +13,8 @@ from bertkit.cli import options
 HELP = "pre-train BERT (MLM + NSP) on prepare-pretraining output; rerunning resumes"
 
 _WHAT = ("data", "output", "max_steps", "learning_rate", "optimizer", "weight_decay", "dropout",
-         "initializer_range", "eval_data", "phase2_data", "phase2_fraction", "init_from", "threads")  # fmt: skip
+         "initializer_range", "eval_data", "phase2_data", "phase2_fraction", "init_from", "threads",
+         "objective", "random_next")  # fmt: skip
 _HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_every", "eval_every",
         "eval_examples", "clip_norm", "max_consecutive_skips")  # fmt: skip
 
@@ -21,10 +22,12 @@ _HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_ever
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.config import PRESETS
     from bertkit.training.loop import TrainConfig
+    from bertkit.training.objectives import OBJECTIVES
     from bertkit.training.optim import OPTIMIZERS
     from bertkit.training.pretraining import PretrainOptions
 
-    options.add_fields(p, PretrainOptions, _WHAT, choices={"optimizer": OPTIMIZERS})
+    options.add_fields(p, PretrainOptions, _WHAT, choices={"optimizer": OPTIMIZERS, "objective": OBJECTIVES,
+                                                          "random_next": ("keep", "drop")})  # fmt: skip
     size = p.add_mutually_exclusive_group()
     options.add_fields(size, PretrainOptions, ["model_size"], choices={"model_size": PRESETS})
     options.add_fields(size, PretrainOptions, ["config_file"], flags={"config_file": "--config"})
@@ -79,12 +82,12 @@ def faults_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit.training.objectives import OBJECTIVES
     from bertkit.training.pretraining import pretrain
 
     result = pretrain(options_from_args(args), faults=faults_from_args(args))
     if result.final_eval:
-        e = result.final_eval
-        print(f"held-out MLM accuracy {e['mlm_acc']:.4f}  NSP accuracy {e['nsp_acc']:.4f}")
+        print(f"held-out {OBJECTIVES[args.objective]().describe(result.final_eval)}")
     print(
         f"done: {result.step} steps ({result.skipped} skipped) in {result.seconds:.1f}s; "
         f"model in {args.output / 'model'}"

@@ -281,3 +281,29 @@ class PretrainingDataset:
             "next_sentence_label": int(a["next_sentence_label"][j]),
             "index": i,
         }
+
+
+class ActualNextView:
+    """The instances of a dataset whose B segment is the actual next text (``next_sentence_label``
+    0): pre-training without NSP on contiguous text only. Indexes like a dataset; an item keeps
+    its original ``index`` (the key of its dynamic masks) and the source's collate settings."""
+
+    def __init__(self, dataset: PretrainingDataset) -> None:
+        self.source = dataset
+        keep: list[np.ndarray] = []
+        for k, start in enumerate(dataset._starts[:-1]):
+            labels = dataset._shard(k)["next_sentence_label"]
+            keep.append(np.flatnonzero(labels == 0) + start)
+        self.indices = np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+        self.pad_token_id = dataset.pad_token_id
+        self.dynamic_masking = dataset.dynamic_masking
+        self.manifest = dataset.manifest
+
+    def masking_spec(self) -> MaskingSpec:
+        return self.source.masking_spec()
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.source[int(self.indices[i])]

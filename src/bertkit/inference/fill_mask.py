@@ -43,6 +43,11 @@ class FillMasker:
              batch_size: int = 32, allow_pickle: bool = False) -> FillMasker:  # fmt: skip
         dev = hardware.resolve_device(device)
         model, report = load_with_report(directory, BertForMaskedLM, allow_pickle=allow_pickle)
+        if model.config.is_decoder:
+            raise CheckpointError(
+                f"{directory}: a left-to-right model (is_decoder: true) predicts the next token from "
+                "the ones before it; it cannot fill a [MASK] from both sides"
+            )
         if any(k.startswith("mlm.") for k in report.missing):
             raise CheckpointError(
                 f"{directory}: the checkpoint has no masked-LM head weights (cls.predictions.*)"

@@ -9,6 +9,7 @@ from bertkit.model.heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    BertLMHeadModel,
 )
 
 __all__ = [
@@ -19,5 +20,6 @@ __all__ = [
     "BertForQuestionAnswering",
     "BertForSequenceClassification",
     "BertForTokenClassification",
+    "BertLMHeadModel",
     "BertModel",
 ]

@@ -53,6 +53,10 @@ class Packing:
     cols: torch.Tensor | None = None
     groups: list[AttentionGroup] | None = None
     regroup: torch.Tensor | None = None
+    causal: bool = False
+    """Each query attends to its own and earlier positions only (``config.is_decoder``)."""
+    attention_mask: torch.Tensor | None = None
+    """The caller's (B, T) mask, kept for the pooler's choice of token."""
 
     def set_indices(self, indices: torch.Tensor) -> None:
         """Pack: ``indices`` (S,) flat positions; rows / cols are their (batch, token) pairs."""
@@ -124,9 +128,17 @@ class Selection:
 
 
 def attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float,
+    causal: bool = False,
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(D), keys where ``mask`` (B, 1, 1, T) is True) v: (B, N, T, D).
+
+    ``causal``: query t also ignores keys after t (sequences start at position 0, padding at the
+    end, so this is the left-to-right mask in every layout used here).
 
     On the CPU in bf16/fp16 (explicitly or under autocast) this is two batched matmuls around a
     softmax (fp32 accumulation, output rounded to bf16, as autocast's matmul inputs are): torch's
@@ -134,6 +146,12 @@ def attend(
     (32, 4, 128, 64): 41.6 vs 11.7 ms) and ~1.7x slower in inference.
     Everywhere else it is ``scaled_dot_product_attention``.
     """
+    if causal:
+        T = q.shape[-2]
+        tril = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()[
+            None, None
+        ]  # (1, 1, T, T)
+        mask = tril if mask is None else mask & tril
     low = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
     if q.device.type != "cpu" or low not in (torch.bfloat16, torch.float16):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
@@ -175,7 +193,8 @@ class SelfAttention(nn.Module):
             # Attention needs the (B, T) layout; only this small tensor is re-padded.
             qkv = packing.pad(qkv)  # (B, T, 3H)
         q, k, v = qkv.view(B, T, 3, N, D).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, N, T, D)
-        out = attend(q, k, v, packing.key_mask, self.dropout_p if self.training else 0.0)
+        p = self.dropout_p if self.training else 0.0
+        out = attend(q, k, v, packing.key_mask, p, packing.causal)
         out = out.transpose(1, 2)  # (B, T, N, D), a view
         if select is not None:
             out = out[select.batch, select.token].reshape(-1, N * D)  # (K, H)
@@ -195,6 +214,6 @@ class SelfAttention(nn.Module):
             padded = qkv.new_zeros(g.batch, g.length, qkv.shape[-1])
             padded[g.b, g.t] = qkv.index_select(0, g.rows)  # (B_g, T_g, 3H)
             q, k, v = padded.view(g.batch, g.length, 3, N, D).permute(2, 0, 3, 1, 4).unbind(0)
-            out = attend(q, k, v, g.key_mask, p)  # (B_g, N, T_g, D)
+            out = attend(q, k, v, g.key_mask, p, packing.causal)  # (B_g, N, T_g, D)
             outs.append(out.transpose(1, 2)[g.b, g.t].reshape(-1, N * D))  # (S_g, H)
         return torch.cat(outs).index_select(0, packing.regroup)

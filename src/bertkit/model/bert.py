@@ -38,8 +38,8 @@ def check_supported(config: BertConfig) -> None:
     kind = config.extra.get("position_embedding_type", "absolute")
     if kind != "absolute":
         raise ConfigError(f"position_embedding_type {kind!r} is not supported (only 'absolute')")
-    if config.extra.get("is_decoder") or config.extra.get("add_cross_attention"):
-        raise ConfigError("decoder BERT (is_decoder / add_cross_attention) is not supported")
+    if config.extra.get("add_cross_attention"):
+        raise ConfigError("BERT with cross-attention (add_cross_attention) is not supported")
 
 
 class Pooler(nn.Module):
@@ -92,7 +92,8 @@ class BertModel(nn.Module):
             same as the full computation's; they must not be padding positions.
         """
         B, T = input_ids.shape
-        packing = Packing(batch=B, length=T)
+        packing = Packing(batch=B, length=T, causal=self.config.is_decoder)
+        packing.attention_mask = attention_mask
         if attention_mask is not None:
             keep = attention_mask.bool()  # (B, T)
             if not bool(keep.all()):
@@ -107,15 +108,40 @@ class BertModel(nn.Module):
         x = self.encoder(x, packing)  # (B, T, H) or (S, H)
         if packing.indices is not None:
             x = packing.pad(x)  # (B, T, H)
-        pooled = self.pooler(x[:, 0]) if self.pooler is not None else None
+        pooled = None
+        if self.pooler is not None:
+            first = (
+                self.pooled_positions(B, T, attention_mask, x.device)
+                - torch.arange(B, device=x.device) * T
+            )
+            pooled = self.pooler(x[torch.arange(B, device=x.device), first])
         return BaseModelOutput(last_hidden_state=x, pooler_output=pooled)
+
+    def pooled_positions(
+        self, B: int, T: int, attention_mask: torch.Tensor | None, device: torch.device
+    ) -> torch.Tensor:
+        """(B,) flat positions of the token the pooler reads: [CLS], or for a causal model
+        (``is_decoder``) each sequence's last real token, the only one that has seen the whole
+        input (Hugging Face pools position 0 there too, which under causal attention sees only
+        itself)."""
+        start = torch.arange(B, device=device) * T
+        if not self.config.is_decoder:
+            return start
+        last = (
+            attention_mask.sum(1) - 1
+            if attention_mask is not None
+            else torch.full((B,), T - 1, device=device)
+        )
+        return start + last.to(start.dtype)
 
     def _forward_selected(
         self, x: torch.Tensor, packing: Packing, positions: torch.Tensor
     ) -> BaseModelOutput:
         B, T, K = packing.batch, packing.length, positions.numel()
-        if self.pooler is not None:  # the pooler reads [CLS]: select it as well
-            positions = torch.cat([positions, torch.arange(B, device=positions.device) * T])
+        if self.pooler is not None:  # the pooler reads [CLS] (or a decoder's last token) too
+            positions = torch.cat(
+                [positions, self.pooled_positions(B, T, packing.attention_mask, positions.device)]
+            )
         rows = positions
         if packing.indices is not None:  # flat position -> packed row
             to_row = torch.full((B * T,), -1, dtype=torch.long, device=positions.device)

@@ -1,4 +1,4 @@
-"""Task heads over BertModel: pre-training (MLM + NSP), masked LM, sequence / token
+"""Task heads over BertModel: pre-training (MLM + NSP), masked LM, left-to-right LM, sequence / token
 classification, question answering (span start/end) and multiple choice.
 
 Shape legend: B batch, T tokens, H hidden, V vocabulary, C choices, M labelled MLM positions.
@@ -12,11 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
 from bertkit.model.bert import BertModel, init_bert_weights
 from bertkit.model.encoder import activation
 from bertkit.model.kernels import Linear, linear
 from bertkit.model.losses import decoder_cross_entropy
 from bertkit.model.outputs import (
+    CausalLMOutput,
     MaskedLMOutput,
     MultipleChoiceOutput,
     PreTrainingOutput,
@@ -159,6 +161,43 @@ class BertForMaskedLM(nn.Module):
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
         logits, loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
         return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
+
+
+class BertLMHeadModel(nn.Module):
+    """A left-to-right language model (the paper's LTR baseline): the MLM head's transform and
+    tied decoder, reading each position to predict the next token, under causal attention
+    (``config.is_decoder`` must be true). Keys and shapes are Hugging Face's BertLMHeadModel's."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        if not config.is_decoder:
+            raise ConfigError(
+                "BertLMHeadModel needs a causal model (is_decoder: true in config.json)"
+            )
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.mlm = MaskedLMHead(config)
+        init_bert_weights(self.mlm.dense, config.initializer_range)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        unpad: bool | None = None,
+    ) -> CausalLMOutput:
+        weight = self.bert.embeddings.word.weight
+        if labels is None:
+            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+            return CausalLMOutput(logits=self.mlm(out.last_hidden_state, weight))  # (B, T, V)
+        following = torch.full_like(labels, IGNORE)
+        following[:, :-1] = labels[:, 1:]  # position t is scored on the token at t + 1
+        positions, targets = labelled_positions(following)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
+        logits, loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
+        return CausalLMOutput(logits=logits, loss=loss, lm_correct=correct, lm_count=count)
 
 
 class BertForSequenceClassification(nn.Module):
@@ -340,6 +379,7 @@ HEAD_CLASSES: dict[str, type[nn.Module]] = {
         BertModel,
         BertForPreTraining,
         BertForMaskedLM,
+        BertLMHeadModel,
         BertForSequenceClassification,
         BertForTokenClassification,
         BertForQuestionAnswering,

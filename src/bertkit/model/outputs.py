@@ -43,6 +43,22 @@ class MaskedLMOutput:
 
 
 @dataclass
+class CausalLMOutput:
+    """Output of BertLMHeadModel (next-token prediction under causal attention).
+
+    Without labels, logits are (B, T, V): position t scores the token at t + 1. With labels
+    (aligned with input_ids, -100 ignored), logits are (M, V) for the M positions whose next
+    token is labelled, loss their mean cross-entropy (Hugging Face's shifted loss), lm_correct
+    and lm_count the correct argmaxes and M.
+    """
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None = None
+    lm_correct: torch.Tensor | None = None
+    lm_count: torch.Tensor | None = None
+
+
+@dataclass
 class PreTrainingOutput:
     """Output of BertForPreTraining.
 

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 
 from bertkit.serve.metrics import Metrics
 
-OPEN_PATHS = ("/health",)
+OPEN_PATHS = ("/health", "/")  # the page holds no data; its requests carry the key
 
 
 async def _send_error(send: Any, status: int, message: str, error_type: str,

@@ -325,12 +325,7 @@ class Trainer:
     ) -> dict[str, Any]:
         w = window
         rec: dict[str, Any] = {"type": "train", "step": self.step, "loss": w["loss"] / w["steps"]}
-        if w.get("mlm_count"):
-            rec["mlm_loss"] = w["mlm_loss_sum"] / w["mlm_count"]
-            rec["mlm_acc"] = w["mlm_correct"] / w["mlm_count"]
-        if w.get("nsp_count"):
-            rec["nsp_loss"] = w["nsp_loss_sum"] / w["nsp_count"]
-            rec["nsp_acc"] = w["nsp_correct"] / w["nsp_count"]
+        rec.update(self.objective.figures(w))
         rec["lr"] = self.optimizer.param_groups[0]["lr"]
         rec["grad_norm"] = w["grad_norm"] / w["steps"]
         rec["skipped"] = self.skipped

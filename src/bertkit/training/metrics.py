@@ -131,8 +131,10 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> bool:
         return False
     train = [r for r in records if r.get("type") == "train"]
     evals = [r for r in records if r.get("type") == "eval"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for key, ax in (("loss", axes[0]), ("mlm_acc", axes[1]), ("nsp_acc", axes[2])):
+    # the objective's figures only: no NSP panel for a run without NSP
+    keys = ["loss", *(k for k in ("mlm_acc", "nsp_acc", "lm_acc") if any(k in r for r in records))]
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
+    for key, ax in zip(keys, axes[0]):
         ax.plot(
             [r["step"] for r in train if key in r],
             [r[key] for r in train if key in r],

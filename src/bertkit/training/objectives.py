@@ -5,14 +5,19 @@ The update step (:mod:`bertkit.training.update`) is generic; an objective tells 
 - ``counts(batches)``: this rank's totals over the step's micro-batches (all-reduced, so every
   rank normalises by the global batch);
 - ``term(out, batch, totals)``: this micro-batch's share of the step loss;
-- ``accumulate(stats, out, batch)``: summed statistics for the log (keys in ``stat_keys``).
+- ``accumulate(stats, out, batch)``: summed statistics for the log (keys in ``stat_keys``);
+- pre-training objectives also say which model they train (``model_class``), how a collated
+  batch becomes its input (``adapt``), the log figures of a window (``figures``) and the
+  held-out evaluation (``eval_sums`` / ``eval_metrics`` / ``describe``).
 
-:class:`MlmNsp` is BERT's pre-training objective; :class:`TaskLoss` is any fine-tuning head's loss
-(the head computes it; the objective weights micro-batches by their examples).
+:class:`MlmNsp` is BERT's pre-training objective, :class:`MlmOnly` and :class:`NextToken` the
+paper's "No NSP" and "LTR & No NSP" ablations (:data:`OBJECTIVES`); :class:`TaskLoss` is any
+fine-tuning head's loss (the head computes it; the objective weights micro-batches by examples).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -82,6 +87,27 @@ class MlmNsp:
             stats["nsp_correct"] += float(out.nsp_correct) if out.nsp_correct is not None else 0.0
             stats["nsp_count"] += n
 
+    model_class = "BertForPreTraining"
+
+    def adapt(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The collated pre-training batch as this objective's model takes it."""
+        return batch
+
+    def figures(self, w: dict[str, float]) -> dict[str, float]:
+        """Per-token / per-example figures of a window of summed statistics (the log line)."""
+        out = {}
+        if w.get("mlm_count"):
+            out.update(
+                mlm_loss=w["mlm_loss_sum"] / w["mlm_count"],
+                mlm_acc=w["mlm_correct"] / w["mlm_count"],
+            )
+        if w.get("nsp_count"):
+            out.update(
+                nsp_loss=w["nsp_loss_sum"] / w["nsp_count"],
+                nsp_acc=w["nsp_correct"] / w["nsp_count"],
+            )
+        return out
+
     # ---- held-out evaluation -----------------------------------------------------------------
 
     def eval_sums(self, out: Any, batch: dict[str, torch.Tensor]) -> list[float]:
@@ -104,6 +130,105 @@ class MlmNsp:
             f"MLM acc {result['mlm_acc']:.4f} loss {result['mlm_loss']:.4f} | "
             f"NSP acc {result['nsp_acc']:.4f}"
         )
+
+
+class MlmOnly(MlmNsp):
+    """Masked LM without next-sentence prediction (the paper's "No NSP"): a BertForMaskedLM
+    (no pooler, no NSP head), the NSP labels of the prepared pairs dropped. What happens to the
+    random-next pairs is the pre-training option ``random_next`` (keep them as plain text pairs,
+    or drop them so every instance is contiguous text)."""
+
+    stat_keys = ("mlm_loss_sum", "mlm_correct", "mlm_count")
+    eval_keys = ("mlm_loss", "mlm_acc", "loss")
+    model_class = "BertForMaskedLM"
+
+    def adapt(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in batch.items() if k != "next_sentence_label"}
+
+    def term(self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]) -> torch.Tensor:
+        return out.loss * (_masked(batch) / max(totals[0], 1.0))
+
+    def accumulate(self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
+        m = _masked(batch)
+        stats["mlm_loss_sum"] += float(out.loss.detach()) * m
+        stats["mlm_correct"] += float(out.mlm_correct)
+        stats["mlm_count"] += m
+
+    def eval_sums(self, out: Any, batch: dict[str, torch.Tensor]) -> list[float]:
+        m = _masked(batch)
+        return [float(out.loss) * m, float(out.mlm_correct), m]
+
+    def eval_metrics(self, s: Sequence[float]) -> dict[str, float]:
+        m = max(float(s[2]), 1.0)
+        return {"mlm_loss": float(s[0]) / m, "mlm_acc": float(s[1]) / m, "loss": float(s[0]) / m}
+
+    def describe(self, result: dict[str, float]) -> str:
+        return f"MLM acc {result['mlm_acc']:.4f} loss {result['mlm_loss']:.4f}"
+
+
+class NextToken:
+    """The paper's left-to-right LM ("LTR & No NSP"): causal attention, every position predicts
+    the next token, no NSP. The prepared instances are used with their masks undone (the
+    original tokens), so any prepared data serves; labels are the tokens themselves."""
+
+    stat_keys = ("lm_loss_sum", "lm_correct", "lm_count")
+    eval_keys = ("lm_loss", "lm_acc", "perplexity", "loss")
+    model_class = "BertLMHeadModel"
+
+    def adapt(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        ids = batch["input_ids"]
+        if "labels" in batch:  # put the original token back wherever one was masked
+            ids = torch.where(batch["labels"] != -100, batch["labels"], ids)
+        out = {k: v for k, v in batch.items() if k not in ("next_sentence_label", "labels")}
+        out["input_ids"] = ids
+        mask = batch.get("attention_mask")
+        out["labels"] = ids if mask is None else ids.masked_fill(mask == 0, -100)
+        return out
+
+    @staticmethod
+    def _predicted(batch: dict[str, torch.Tensor]) -> float:
+        return float((batch["labels"][:, 1:] != -100).sum())
+
+    def counts(self, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]:
+        return [sum(self._predicted(b) for b in batches)]
+
+    def term(self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]) -> torch.Tensor:
+        return out.loss * (self._predicted(batch) / max(totals[0], 1.0))
+
+    def accumulate(self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
+        m = self._predicted(batch)
+        stats["lm_loss_sum"] += float(out.loss.detach()) * m
+        stats["lm_correct"] += float(out.lm_correct)
+        stats["lm_count"] += m
+
+    def figures(self, w: dict[str, float]) -> dict[str, float]:
+        if not w.get("lm_count"):
+            return {}
+        return {
+            "lm_loss": w["lm_loss_sum"] / w["lm_count"],
+            "lm_acc": w["lm_correct"] / w["lm_count"],
+        }
+
+    def eval_sums(self, out: Any, batch: dict[str, torch.Tensor]) -> list[float]:
+        m = self._predicted(batch)
+        return [float(out.loss) * m, float(out.lm_correct), m]
+
+    def eval_metrics(self, s: Sequence[float]) -> dict[str, float]:
+        m = max(float(s[2]), 1.0)
+        loss = float(s[0]) / m
+        return {
+            "lm_loss": loss,
+            "lm_acc": float(s[1]) / m,
+            "perplexity": math.exp(min(loss, 50.0)),
+            "loss": loss,
+        }
+
+    def describe(self, result: dict[str, float]) -> str:
+        return f"next-token acc {result['lm_acc']:.4f} loss {result['lm_loss']:.4f} (perplexity {result['perplexity']:.1f})"
+
+
+OBJECTIVES = {"mlm+nsp": MlmNsp, "mlm": MlmOnly, "ltr": NextToken}
+"""``bertkit pretrain --objective``: the paper's default and its Table 5 ablations."""
 
 
 class TaskLoss:

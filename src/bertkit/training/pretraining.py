@@ -64,6 +64,11 @@ class PretrainOptions:
     """Fraction of the updates spent on --phase2-data."""
     init_from: Path | None = None
     """Warm start: initial weights from a model folder (not a resume)."""
+    objective: str = "mlm+nsp"
+    """mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, causal attention, no NSP)."""
+    random_next: str = "keep"
+    """Without NSP (mlm, ltr): keep the prepared random-next pairs as plain input, or drop them
+    and train on actual-next (contiguous) pairs only."""
     device: str | None = None
     """cpu, cuda or cuda:N (None: CUDA when available)."""
     threads: int | None = None
@@ -79,6 +84,7 @@ class PretrainOptions:
             "model_size": self.model_size,
             "data": str(self.data),
             "phase2_data": str(self.phase2_data or ""),
+            "objective": self.objective,
         }
 
 
@@ -113,19 +119,37 @@ def pretrain(
     """Run (or resume) pre-training; see the module docstring. ``faults``: tests only."""
     import torch
 
-    from bertkit.model import BertForPreTraining
+    from bertkit.model import HEAD_CLASSES
     from bertkit.training import distributed as D
     from bertkit.training.metrics import pretraining_flops
+    from bertkit.training.objectives import OBJECTIVES
     from bertkit.training.optim import build_optimizer
 
     log = log or (lambda m: print(m, file=sys.stderr))
     if opts.threads:
         torch.set_num_threads(opts.threads)
+    if opts.objective not in OBJECTIVES:
+        raise ConfigError(
+            f"objective must be one of {', '.join(OBJECTIVES)}, got {opts.objective!r}"
+        )
+    if opts.random_next not in ("keep", "drop"):
+        raise ConfigError(f"random_next must be keep or drop, got {opts.random_next!r}")
+    if opts.random_next == "drop" and opts.objective == "mlm+nsp":
+        raise ConfigError(
+            "random_next drop removes the negatives NSP learns from; use it with --objective mlm or ltr"
+        )
+    objective = OBJECTIVES[opts.objective]()
+    model_class = HEAD_CLASSES[objective.model_class]
     info = D.init_from_env(opts.device)
     quiet = (lambda _m: None) if not info.is_main else log
     try:
         train_ds = _dataset(opts.data)
         phase2_ds = _dataset(opts.phase2_data) if opts.phase2_data else None
+        if opts.random_next == "drop":
+            from bertkit.data.shards import ActualNextView
+
+            train_ds = ActualNextView(train_ds)
+            phase2_ds = ActualNextView(phase2_ds) if phase2_ds is not None else None
         eval_ds = None
         if opts.eval_data is not None:
             from bertkit.data.shards import read_manifest
@@ -136,13 +160,14 @@ def pretrain(
             eval_ds = _dataset(opts.data, "eval")
         vocab_size = int(train_ds.manifest["vocab"]["size"])
         config = build_config(opts, vocab_size)
+        config.is_decoder = opts.objective == "ltr"
         if opts.init_from is None:
             torch.manual_seed(opts.train.seed)  # the same initial weights on every rank
-            model = BertForPreTraining(config)
+            model = model_class(config)
         else:
             from bertkit.interop import load_pretrained
 
-            model = load_pretrained(opts.init_from, BertForPreTraining)
+            model = load_pretrained(opts.init_from, model_class, is_decoder=config.is_decoder)
             if model.config.vocab_size != vocab_size:
                 raise ConfigError(
                     f"{opts.init_from}: vocab_size {model.config.vocab_size} differs "
@@ -162,9 +187,14 @@ def pretrain(
         optimizer = build_optimizer(
             model, OptimizerConfig(opts.optimizer, opts.learning_rate, opts.weight_decay)
         )
+
+        def adapted(dataset: Any, seed: int) -> Callable:
+            base = make_collate(dataset, seed)
+            return lambda items, epochs=None: objective.adapt(base(items, epochs))
+
         for i, p in enumerate(phases):
-            p.collate = make_collate(p.dataset, opts.train.seed + i)
-        eval_collate = make_collate(eval_ds, opts.train.seed) if eval_ds is not None else None
+            p.collate = adapted(p.dataset, opts.train.seed + i)
+        eval_collate = adapted(eval_ds, opts.train.seed) if eval_ds is not None else None
 
         def flops(batch: dict) -> float:
             ids = batch["input_ids"]
@@ -191,6 +221,7 @@ def pretrain(
             settings=opts.fingerprint(),
             log=quiet,
             faults=faults,
+            objective=objective,
         )
         if opts.init_from is not None:
             quiet(

@@ -1,0 +1,122 @@
+"""``bertkit pretrain --objective mlm+nsp|mlm|ltr``: what each logs and saves, and a resume that
+stays bit-identical for each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertkit.training.loop import TrainConfig, Trainer
+from bertkit.training.pretraining import PretrainOptions, pretrain
+
+from .helpers import Stop, prepare_tiny_corpus
+
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_tiny_corpus(tmp_path_factory.mktemp("objectives"), docs=30)
+
+
+def _opts(data: Path, out: Path, objective: str, **kw) -> PretrainOptions:
+    train = TrainConfig(batch_size=8, seed=3, precision="fp32", log_every=1, eval_every=4,
+                        eval_examples=32, save_every=2, show_progress=False, peak_flops=1e9)  # fmt: skip
+    return PretrainOptions(data=data, output=out, max_steps=STEPS, learning_rate=1e-3, warmup_steps=2,
+                           objective=objective, device="cpu", threads=1, dropout=0.1, train=train, **kw)  # fmt: skip
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+EXPECT = {
+    "mlm+nsp": ({"mlm_acc", "nsp_acc"}, "BertForPreTraining"),
+    "mlm": ({"mlm_acc"}, "BertForMaskedLM"),
+    "ltr": ({"lm_acc"}, "BertLMHeadModel"),
+}
+
+
+@pytest.mark.parametrize("objective", list(EXPECT))
+def test_each_objective_logs_and_saves_only_its_own_figures(
+    data: Path, tmp_path: Path, objective: str
+):
+    out = tmp_path / objective
+    result = pretrain(_opts(data, out, objective), log=lambda m: None)
+    figures, arch = EXPECT[objective]
+    others = (
+        {"mlm_acc", "nsp_acc", "lm_acc", "mlm_loss", "nsp_loss", "lm_loss"}
+        - figures
+        - {f.replace("_acc", "_loss") for f in figures}
+    )
+    for r in _records(out):
+        if r["type"] in ("train", "eval"):
+            assert figures <= set(r) and not (others & set(r)), (objective, r)
+    assert set(result.final_eval) >= figures
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert config["architectures"] == [arch] and config["is_decoder"] is (objective == "ltr")
+
+
+def test_ltr_learns_the_next_token(data: Path, tmp_path: Path):
+    """A left-to-right LM beats a uniform guess at the next token of held-out text (the tiny
+    corpus draws words uniformly, so little more than the word/punctuation structure is there)."""
+    out = tmp_path / "ltr-long"
+    opts = _opts(data, out, "ltr")
+    opts.max_steps = 60
+    opts.learning_rate = 3e-3
+    evals = [
+        r for r in (pretrain(opts, log=lambda m: None), _records(out))[1] if r["type"] == "eval"
+    ]
+    assert evals[-1]["lm_loss"] < evals[0]["lm_loss"]
+    assert evals[-1]["perplexity"] < 0.85 * 66  # 66 = the vocabulary's size: a uniform guess
+
+
+@pytest.mark.parametrize("objective", list(EXPECT))
+def test_resume_is_bit_identical_for_each_objective(
+    data: Path, tmp_path: Path, objective: str, monkeypatch
+):
+    ref = tmp_path / "ref"
+    pretrain(_opts(data, ref, objective), log=lambda m: None)
+    run = tmp_path / "run"
+    original = Trainer._train_step
+
+    def crash_after_5(self, model, phase):
+        out = original(self, model, phase)
+        if self.step > 5:
+            raise Stop
+        return out
+
+    monkeypatch.setattr(Trainer, "_train_step", crash_after_5)
+    with pytest.raises(Stop):
+        pretrain(_opts(data, run, objective), log=lambda m: None)
+    monkeypatch.setattr(Trainer, "_train_step", original)
+    pretrain(_opts(data, run, objective), log=lambda m: None)  # resumes from step 4
+
+    def losses(folder: Path) -> list[tuple[int, float]]:
+        return [(r["step"], r["loss"]) for r in _records(folder) if r["type"] == "train"]
+
+    assert losses(run) == losses(ref) and len(losses(ref)) == STEPS
+    from safetensors.torch import load_file
+
+    a, b = (
+        load_file(ref / "model" / "model.safetensors"),
+        load_file(run / "model" / "model.safetensors"),
+    )
+    assert a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+
+
+def test_random_next_drop_trains_on_actual_next_pairs_only(data: Path, tmp_path: Path):
+    from bertkit.data.shards import ActualNextView, PretrainingDataset
+
+    ds = PretrainingDataset(data)
+    view = ActualNextView(ds)
+    assert 0 < len(view) < len(ds)
+    assert all(view[i]["next_sentence_label"] == 0 for i in range(len(view)))
+    assert len(view) == sum(ds[i]["next_sentence_label"] == 0 for i in range(len(ds)))
+    pretrain(_opts(data, tmp_path / "drop", "mlm", random_next="drop"), log=lambda m: None)
+    from bertkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="use it with --objective mlm or ltr"):
+        pretrain(_opts(data, tmp_path / "bad", "mlm+nsp", random_next="drop"), log=lambda m: None)
