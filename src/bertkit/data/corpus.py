@@ -23,7 +23,14 @@ files decompressed on the fly), never holding more than one document in memory:
     section headings (`` = = Section = = ``) are dropped, each paragraph line is de-tokenized
     (``@-@``, ``@,@``, ``@.@`` joiners; ``<unk>`` removed) and split into sentences.
 
-``auto`` (the default) picks a format per file from its first lines (see :func:`detect_format`).
+``parquet``
+    Apache Parquet (how Hugging Face datasets and most public corpora ship): each row's string
+    column (``text`` by default) is one document, split into paragraphs on newlines, then into
+    sentences. Row groups are streamed in batches, so memory stays bounded by a batch. Needs
+    ``pyarrow`` (``pip install 'bertkit[parquet]'``).
+
+``auto`` (the default) picks a format per file from its first lines, or the Parquet magic bytes
+(see :func:`detect_format`).
 
 Sentence splitting is rule based (no model, no dependency), tuned for Wikipedia prose; the rules
 are documented on :func:`split_sentences`.
@@ -40,7 +47,9 @@ from pathlib import Path
 from bertkit.errors import InputError
 from bertkit.io import read_text_lines
 
-FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext")
+FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
+PARQUET_MAGIC = b"PAR1"
+PARQUET_BATCH_ROWS = 1024
 _WIKITEXT_TITLE = re.compile(r"^ ?= ([^=].*) = ?$")  # " = Title = "; sections are "= = Section = ="
 _WIKITEXT_DETOK = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
 
@@ -148,8 +157,12 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     WikiText title (`` = Title = ``) -> ``wikitext``; it parses as a JSON object -> ``jsonl``; at least 80% of the probed lines are one sentence each that
     ends with terminal punctuation (``.!?`` possibly followed by a quote or bracket) ->
     ``bert``; otherwise ``paragraphs`` (wrapped or multi-sentence lines). An empty file reads as
-    ``bert`` (no documents either way).
+    ``bert`` (no documents either way). A file starting with the Parquet magic ``PAR1`` is
+    ``parquet``.
     """
+    with open(path, "rb") as f:
+        if f.read(4) == PARQUET_MAGIC:
+            return "parquet"
     lines: list[str] = []
     for _, line in _lines(path, encoding_errors):
         if line.strip():
@@ -279,6 +292,38 @@ def _read_jsonl(path: Path, errors: str, field: str) -> Iterator[list[str]]:
             yield sentences
 
 
+def _read_parquet(path: Path, field: str) -> Iterator[list[str]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(
+            path, None, "reading Parquet needs pyarrow (pip install 'bertkit[parquet]')"
+        ) from None
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises several types for a bad file
+        raise InputError(path, None, f"not a readable Parquet file ({e})") from None
+    names = pf.schema_arrow.names
+    if field not in names:
+        raise InputError(
+            path, None, f"expected a string column {field!r}; the file has columns {names}"
+        )
+    row = 0
+    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[field]):
+        for value in batch.column(0).to_pylist():
+            row += 1
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise InputError(
+                    path,
+                    None,
+                    f"row {row}: expected a string in column {field!r}, got {type(value).__name__}",
+                )
+            if sentences := _split_paragraph_text(value):
+                yield sentences
+
+
 def read_file_documents(
     path: str | Path, options: CorpusOptions | None = None
 ) -> Iterator[list[str]]:
@@ -298,6 +343,8 @@ def read_file_documents(
         yield from _read_wikiextractor(path, options.encoding_errors)
     elif fmt == "wikitext":
         yield from _read_wikitext(path, options.encoding_errors)
+    elif fmt == "parquet":
+        yield from _read_parquet(path, options.text_field)
     else:
         yield from _read_jsonl(path, options.encoding_errors, options.text_field)
 
