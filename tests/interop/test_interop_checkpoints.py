@@ -36,7 +36,7 @@ def write_dir(path, state: dict, config: BertConfig, architectures=("BertModel",
 @pytest.mark.parametrize("cls_name", sorted(HEAD_CLASSES))
 def test_table_covers_every_parameter_and_round_trips(cls_name: str, tmp_path) -> None:
     torch.manual_seed(0)
-    model = HEAD_CLASSES[cls_name](tiny())
+    model = HEAD_CLASSES[cls_name](tiny(is_decoder=cls_name == "BertLMHeadModel"))
     names = hf_names(model)  # raises if any parameter has no table row
     assert set(names) == set(model.state_dict())
     save_pretrained(model, tmp_path)
