@@ -241,3 +241,14 @@ def test_token_budget_batches():
     batches = token_budget_batches(lengths, 512)
     assert sorted(i for b in batches for i in b) == list(range(199))
     assert all(lengths[b[0]] * len(b) <= 512 or len(b) == 1 for b in batches)
+
+
+def test_request_text_cannot_inject_special_tokens_by_default(tiny_mlm: Path):
+    with serve(models=[str(tiny_mlm)]) as client:
+        toks = client.post("/tokenize", json={"inputs": "the [SEP] cat"}).json()[0]
+        inner = toks[1:-1]
+        assert [t["special"] for t in toks] == [True] + [False] * len(inner) + [True]
+        assert "[SEP]" not in [t["text"] for t in inner]
+    with serve(models=[str(tiny_mlm)], split_special_tokens=False) as client:
+        toks = client.post("/tokenize", json={"inputs": "the [SEP] cat"}).json()[0]
+        assert [t["text"] for t in toks] == ["[CLS]", "the", "[SEP]", "cat", "[SEP]"]

@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     options.add_device(p)
     options.add_allow_pickle(p)
+    options.add_split_special_tokens(p)
     p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict")
 
 
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(args.output, None, "output must end in .npy or .jsonl")
     embedder = Embedder.load(args.model, pooling=args.pooling, normalize=args.normalize,
                              max_length=args.max_length, device=args.device, precision=args.precision,
-                             batch_size=args.batch_size, allow_pickle=args.allow_pickle)  # fmt: skip
+                             batch_size=args.batch_size, allow_pickle=args.allow_pickle,
+                             split_special_tokens=args.split_special_tokens)  # fmt: skip
     texts = _read_lines(args.input, args.encoding_errors)
     start = time.perf_counter()
     vectors = embedder(texts)

@@ -49,6 +49,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-train-examples", type=int, default=None,
                    help="use only the first N training examples")  # fmt: skip
     options.add_allow_pickle(g)
+    options.add_split_special_tokens(g)
     options.add_device(g)
 
 
@@ -108,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
     check_length_fits(args.model, adapter.max_seq_length)
     if args.max_train_examples is not None:
         train = train[: args.max_train_examples]
-    tokenizer = BertTokenizer.from_pretrained(args.model)
+    tokenizer = BertTokenizer.from_pretrained(
+        args.model, split_special_tokens=args.split_special_tokens
+    )
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     train_features = adapter.encode(tokenizer, train, training=True)
     dev_sets = {

@@ -156,6 +156,20 @@ def add_device(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> Non
     parser.add_argument("--device", default=None, help=DEVICE_HELP)
 
 
+def add_split_special_tokens(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: bool = False
+) -> None:
+    """``--split-special-tokens``: literal [CLS], [SEP], [MASK] ... in the input are text, not
+    special tokens (untrusted input cannot inject one)."""
+    parser.add_argument(
+        "--split-special-tokens",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help="treat literal [CLS]/[SEP]/[MASK]/[PAD]/[UNK] in the input as text "
+        f"(default: {'yes' if default else 'no, as transformers'})",
+    )
+
+
 def add_allow_pickle(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument(
         "--allow-pickle",

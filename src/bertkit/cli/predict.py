@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_precision(parser)
     options.add_device(parser)
     options.add_allow_pickle(parser)
+    options.add_split_special_tokens(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.io import atomic_write
 
     model = TaskModel.load(args.model, device=args.device, precision=args.precision,
-                           batch_size=args.batch_size, allow_pickle=args.allow_pickle)  # fmt: skip
+                           batch_size=args.batch_size, allow_pickle=args.allow_pickle,
+                           split_special_tokens=args.split_special_tokens)  # fmt: skip
     scored = model.predict_file(args.input, args.split)
     with atomic_write(args.output) as f:
         if model.adapter.family == "squad":

@@ -11,7 +11,7 @@ from bertkit.cli import options
 HELP = "build masked-LM + next-sentence pre-training shards from raw text files"
 
 _FIELDS = ("max_seq_length", "format", "text_field", "short_seq_prob", "masked_lm_prob",
-           "max_predictions_per_seq", "mask_ratios", "whole_word_mask", "balanced_next", "dynamic_masking",
+           "max_predictions_per_seq", "mask_ratios", "split_special_tokens", "whole_word_mask", "balanced_next", "dynamic_masking",
            "seed", "shard_size", "holdout_fraction", "encoding_errors", "buffer_docs",
            "buffer_tokens")  # fmt: skip
 

@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
     p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
     p.add_argument("--pair", action="store_true", help="each line holds two tab-separated texts")
+    from bertkit.cli import options
+
+    options.add_split_special_tokens(p)
     p.add_argument(
         "--max-length", type=int, default=None, help="truncate to N tokens (specials included)"
     )
@@ -121,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(args.input, None, "file not found")
     if args.input is not None and args.encoding_errors == "strict":
         _check_utf8(args.input)
-    tok = BertTokenizer(args.vocab, do_lower_case=not args.cased)
+    tok = BertTokenizer(args.vocab, do_lower_case=not args.cased,
+                        split_special_tokens=args.split_special_tokens)  # fmt: skip
     kw = {
         "add_special_tokens": not args.no_special_tokens,
         "max_length": args.max_length,

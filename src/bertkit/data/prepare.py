@@ -53,6 +53,8 @@ class PrepareSettings:
     """At most this many masked tokens per instance."""
     whole_word_mask: bool = False
     """Mask all pieces of a word together."""
+    split_special_tokens: bool = False
+    """Literal [CLS], [SEP], [MASK] ... in the corpus are text, not special tokens."""
     mask_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     """Of the masked positions: shares made [MASK], kept, replaced by a random id (sum 1)."""
     dynamic_masking: bool = False
@@ -194,9 +196,8 @@ def _prepare_file(task: _FileTask, report: Callable[[int], None] | None = None) 
     s = task.settings
     tokens = load_vocab_tokens(task.vocab)
     ids = {t: i for i, t in enumerate(tokens)}
-    tok = BertTokenizer(
-        task.vocab, do_lower_case=s.do_lower_case, cache_size=_TOKENIZER_CACHE_WORDS
-    )
+    tok = BertTokenizer(task.vocab, do_lower_case=s.do_lower_case, cache_size=_TOKENIZER_CACHE_WORDS,
+                        split_special_tokens=s.split_special_tokens)  # fmt: skip
     spec = None
     if not s.dynamic_masking:
         spec = MaskingSpec.from_tokens(

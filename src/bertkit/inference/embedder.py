@@ -83,7 +83,8 @@ class Embedder:
     @classmethod
     def load(cls, directory: str | Path, *, pooling: str | None = None, normalize: bool | None = None,
              max_length: int | None = None, device: str | None = None, precision: str = P.DEFAULT,
-             batch_size: int = 32, allow_pickle: bool = False) -> Embedder:  # fmt: skip
+             batch_size: int = 32, allow_pickle: bool = False,
+             split_special_tokens: bool = False) -> Embedder:  # fmt: skip
         if pooling is not None and pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         if batch_size < 1:
@@ -102,7 +103,9 @@ class Embedder:
             normalize if normalize is not None else base.normalize,
             min(max_length or base.max_length or limit, limit),
         )
-        tokenizer = BertTokenizer.from_pretrained(directory)
+        tokenizer = BertTokenizer.from_pretrained(
+            directory, split_special_tokens=split_special_tokens
+        )
         return cls(model, tokenizer, spec, P.choose(precision, dev), batch_size)
 
     @property

@@ -48,7 +48,8 @@ class TaskModel:
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
-             batch_size: int = 64, allow_pickle: bool = False) -> TaskModel:  # fmt: skip
+             batch_size: int = 64, allow_pickle: bool = False,
+             split_special_tokens: bool = False) -> TaskModel:  # fmt: skip
         """Load a folder written by ``bertkit finetune`` onto ``device`` (None: CUDA if present)."""
         adapter = load_adapter(directory)
         wanted = cls.families
@@ -58,7 +59,9 @@ class TaskModel:
                 f"(expected a model fine-tuned with `bertkit finetune {'/'.join(wanted)}`)"
             )
         dev = hardware.resolve_device(device)
-        tokenizer = BertTokenizer.from_pretrained(directory)
+        tokenizer = BertTokenizer.from_pretrained(
+            directory, split_special_tokens=split_special_tokens
+        )
         model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle).to(dev)
         return cls(adapter, tokenizer, model, P.choose(precision, dev), batch_size)
 

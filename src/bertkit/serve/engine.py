@@ -54,8 +54,9 @@ class Engine:
         """Load the folder and run one real forward pass; then :attr:`ready` is set."""
         s = self.settings
         opts = {"device": s.device, "precision": s.precision}
+        split = {"split_special_tokens": s.split_special_tokens}
         if self.task == "feature-extraction":
-            emb = Embedder.load(self.directory, pooling=s.pooling, **opts)
+            emb = Embedder.load(self.directory, pooling=s.pooling, **opts, **split)
             # the worker batches by tokens; normalisation is per request
             emb.spec = replace(emb.spec, normalize=False)
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
@@ -65,7 +66,7 @@ class Engine:
             except CheckpointError:
                 self.masker = None
         else:
-            self.task_model = pipeline(self.task, self.directory, **opts)
+            self.task_model = pipeline(self.task, self.directory, **opts, **split)
             self.task_model.show_progress = False
         embed = self.embedder.embed_encodings if self.embedder is not None else None
         self.worker = Worker(self.name, embed, s.max_batch_tokens, self.metrics.batch)

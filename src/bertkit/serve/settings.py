@@ -43,6 +43,9 @@ class ServeSettings:
     """Seconds a request may wait for its result; then 504."""
     threads: int | None = None
     """CPU threads for the model (None: torch's default)."""
+    split_special_tokens: bool = True
+    """Literal [CLS], [SEP], [PAD], [UNK] in request text are text (untrusted input cannot inject
+    special tokens); /fill-mask still reads [MASK]."""
 
     def __post_init__(self) -> None:
         if not self.models:

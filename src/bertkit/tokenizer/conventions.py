@@ -225,7 +225,12 @@ def read_config(directory: Path) -> dict[str, Any]:
             raise InputError(config_path, None, f"expected a JSON object ({e})") from e
         if not isinstance(config, dict):
             raise InputError(config_path, None, "expected a JSON object")
-        for key in ("do_lower_case", "strip_accents", "tokenize_chinese_chars"):
+        for key in (
+            "do_lower_case",
+            "strip_accents",
+            "tokenize_chinese_chars",
+            "split_special_tokens",
+        ):
             if key in config:
                 kwargs[key] = config[key]
         limit = config.get("model_max_length")

@@ -55,6 +55,8 @@ class BertTokenizer:
             The default, ``VERY_LARGE_INTEGER`` (``int(1e30)``, as in transformers), means no
             limit; ``None`` means the same. ``from_pretrained`` reads it from
             tokenizer_config.json.
+        split_special_tokens: treat literal special tokens in the text as text (False, the
+            transformers default, turns "[MASK]" typed by a user into the mask token).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class BertTokenizer:
         max_input_chars_per_word: int = 100,
         cache_size: int = 1 << 19,
         model_max_length: int | None = VERY_LARGE_INTEGER,
+        split_special_tokens: bool = False,
     ) -> None:
         if model_max_length is None:
             model_max_length = VERY_LARGE_INTEGER
@@ -74,6 +77,7 @@ class BertTokenizer:
         if model_max_length < 0:
             raise ConfigError(f"model_max_length must be >= 0, got {model_max_length}")
         self.model_max_length = model_max_length
+        self.split_special_tokens = bool(split_special_tokens)
         # the "longer than the model's maximum" warning is given once per tokenizer
         self._warned_too_long = False
         self.vocab = (
@@ -196,8 +200,13 @@ class BertTokenizer:
                 self._single[word] = entry[0][0]
 
     def _pieces(self, text: str) -> list[tuple[int, int, bool]]:
-        """(start, end, is_special) ranges of ``text``: special tokens and the text between."""
-        if self._special_re is None or "[" not in text:
+        """(start, end, is_special) ranges of ``text``: special tokens and the text between.
+
+        With ``split_special_tokens`` a literal ``[CLS]`` (etc.) in the text is ordinary text
+        (split by the basic tokenizer like any other), as Google's original tokenizer and
+        transformers' ``split_special_tokens=True`` treat it: untrusted text cannot inject one.
+        """
+        if self._special_re is None or self.split_special_tokens or "[" not in text:
             return [(0, len(text), False)]
         out = []
         pos = 0
