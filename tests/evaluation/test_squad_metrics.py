@@ -59,3 +59,27 @@ def test_v2_gold_answers_that_normalise_to_nothing_are_dropped():
     assert gold_answers(["the", "."], "2.0") == [""]
     assert gold_answers(["the", "Paris"], "2.0") == ["Paris"]
     assert gold_answers(["the"], "1.1") == ["the"]
+
+
+def test_v2_has_answer_follows_the_raw_answer_list_as_the_official_script():
+    """A question whose gold answers all normalise to "" (["the", "."]) is a HasAns question for
+    the official evaluate-v2.0.py (``bool(qa["answers"])``), scored against [""]; its null answer
+    counts 0 in ``find_best_thresh``. Hand-computed from the official script's rules."""
+    from bertkit.tasks.squad_post import SquadPrediction, find_best_null_threshold
+
+    gold = {"q1": ["the", "."], "q2": [], "q3": ["Denver"]}
+    s = squad_scores(gold, {"q1": "", "q2": "", "q3": "Denver"}, "2.0")
+    assert (s["exact"], s["HasAns_total"], s["NoAns_total"]) == (100.0, 2, 1)
+    assert s["HasAns_exact"] == 100.0 and s["NoAns_exact"] == 100.0
+    preds = {
+        "q1": SquadPrediction("q1", "x", 0.0, 0.5, []),
+        "q2": SquadPrediction("q2", "y", 0.0, 1.0, []),
+        "q3": SquadPrediction("q3", "Denver", 0.0, -1.0, []),
+    }
+    # official: start at num_no_ans = 1; q3 (+1) -> 2 at -1.0; q1 (+0) -> 2; q2 (-1) -> 1
+    best = find_best_null_threshold(preds, gold)
+    assert (
+        best.threshold == -1.0
+        and best.f1 == pytest.approx(200 / 3)
+        and best.exact == pytest.approx(200 / 3)
+    )

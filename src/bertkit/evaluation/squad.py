@@ -70,7 +70,9 @@ def squad_scores(
     em_raw, f1_raw = raw_scores(gold, predictions, version)
     out = _summary(list(gold), em_raw, f1_raw)
     if version.startswith("2"):
-        has = [q for q, a in gold.items() if gold_answers(a, version) != [""]]
+        # the official script decides has-answer from the raw answer list (``bool(qa["answers"])``),
+        # even when every answer normalises to "" (then scored against [""] all the same)
+        has = [q for q, a in gold.items() if len(a) > 0]
         no = [q for q in gold if q not in set(has)]
         for name, ids in (("HasAns", has), ("NoAns", no)):
             if ids:

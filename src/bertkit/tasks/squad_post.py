@@ -191,6 +191,9 @@ def find_best_null_threshold(
         raise ValueError("no prediction matches a gold question")
     span_em, span_f1 = raw_scores(gold, {q: predictions[q].best_text for q in qids}, "2.0")
     null_em, null_f1 = raw_scores(gold, dict.fromkeys(qids, ""), "2.0")
+    for q in qids:  # the official find_best_thresh: the null answer scores 0 on a has-answer
+        if gold[q]:  # question (raw list non-empty), even one whose answers normalise to ""
+            null_em[q] = null_f1[q] = 0.0
     n = len(gold)  # questions without a prediction count as 0, as in squad_scores
     f1_now, em_now = sum(null_f1[q] for q in qids), sum(null_em[q] for q in qids)
     finite = sorted(
