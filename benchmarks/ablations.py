@@ -309,9 +309,11 @@ def load_task(task: str, args: argparse.Namespace) -> tuple[Any, list[Any], dict
         root = Path(args.data) / "conll2003"
         train = read_conll(root / "train.txt")[:n_train]
         valid = read_conll(root / "valid.txt")[:n_dev]
-        return TaggingAdapter("ner", "conll2003", 128, labels=tag_label_list(train)), train, {
-            "valid": valid
-        }
+        return (
+            TaggingAdapter("ner", "conll2003", 128, labels=tag_label_list(train)),
+            train,
+            {"valid": valid},
+        )
     if task == "squad":
         from bertkit.data.tasks.squad import read_squad
         from bertkit.tasks import SquadAdapter
@@ -430,7 +432,7 @@ def render(args: argparse.Namespace, variants: list[Variant], rows: list[dict[st
         cells += [f"{pre['pretrain_s']:.0f}", held]
         lines.append("| " + " | ".join(cells) + " |")
     if args.table == "5":
-        for name, nums in TABLE5_NOT_BUILT.items():
+        for name in TABLE5_NOT_BUILT:
             lines.append(f"| {name} (not built) | "
                          + " | ".join("-" for _ in range(len(head) - 1)) + " |")  # fmt: skip
     return "\n".join(lines)
@@ -472,10 +474,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", choices=("5", "8"), required=True)
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run: %s pre-training steps on %s Wikipedia files, small subsets, "
-                    "1 epoch, 2 seeds (explicit options still win)"
-                    % (QUICK["pretrain_steps"], QUICK["train_files"]))  # fmt: skip
-    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="fine-tuning seeds (42 43 44)")
+                    help=f"smoke run: {QUICK['pretrain_steps']} pre-training steps on "
+                    f"{QUICK['train_files']} Wikipedia files, small subsets, 1 epoch, 2 seeds "
+                    "(explicit options still win)")  # fmt: skip
+    ap.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="fine-tuning seeds (42 43 44)"
+    )
     ap.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     ap.add_argument("--pretrain-steps", type=int, default=None, help="updates per variant (2000)")
     ap.add_argument("--model-size", default="tiny")
@@ -483,20 +487,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--wiki-dir", type=Path, default=None,
                     help="WikiExtractor files (default DATA/pretraining_text/wikipedia)")  # fmt: skip
-    ap.add_argument("--train-files", type=int, default=None, help="Wikipedia files to train on (24)")
+    ap.add_argument(
+        "--train-files", type=int, default=None, help="Wikipedia files to train on (24)"
+    )
     ap.add_argument("--vocab-size", type=int, default=None, help="WordPiece vocabulary (8192)")
     ap.add_argument("--dupe-factor", type=int, default=None, help="copies of the corpus (5)")
     ap.add_argument("--seq-length", type=int, default=128)
-    ap.add_argument("--phase1-seq-length", type=int, default=32, help="0: one phase at --seq-length")
+    ap.add_argument(
+        "--phase1-seq-length", type=int, default=32, help="0: one phase at --seq-length"
+    )
     ap.add_argument("--phase2-fraction", type=float, default=0.6)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--pretrain-lr", type=float, default=1e-3)
     ap.add_argument("--pretrain-seed", type=int, default=0)
-    ap.add_argument("--precision", default="auto", help="pre-training autocast (auto: bf16 where faster)")
+    ap.add_argument(
+        "--precision", default="auto", help="pre-training autocast (auto: bf16 where faster)"
+    )
     ap.add_argument("--random-next", choices=("keep", "drop"), default="keep",
                     help="No NSP / LTR rows: keep the random-next pairs as plain input, or drop them")  # fmt: skip
     ap.add_argument("--balanced-next", action="store_true")
-    ap.add_argument("--eval-examples", type=int, default=None, help="held-out pre-training eval (2000)")
+    ap.add_argument(
+        "--eval-examples", type=int, default=None, help="held-out pre-training eval (2000)"
+    )
     ap.add_argument("--max-train", nargs="+", default=None, metavar="TASK=N",
                     help="first N training examples per task (N or TASK=N; 0: all)")  # fmt: skip
     ap.add_argument("--max-dev", nargs="+", default=None, metavar="TASK=N")
@@ -578,7 +590,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  summary: {counts}")
     print(f"\ntotal wall time {wall / 60:.1f} min ({args.threads} thread(s))")
     result = {
-        "command": ["python", "-m", "benchmarks.ablations", *(argv if argv is not None else sys.argv[1:])],
+        "command": [
+            "python",
+            "-m",
+            "benchmarks.ablations",
+            *(argv if argv is not None else sys.argv[1:]),
+        ],
         "table": args.table,
         "cpu": cpu,
         "torch": torch.__version__,

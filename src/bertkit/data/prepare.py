@@ -301,6 +301,15 @@ def prepare_pretraining(
         for r in results:
             for name, c in r["counts"].items():
                 splits.setdefault(name, SplitCounts()).merge(SplitCounts(**c))
+        train = splits.get("train", SplitCounts())
+        if train.instances == 0:
+            docs = sum(c.documents for c in splits.values())
+            names = ", ".join(str(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
+            raise InputError(
+                None, None,
+                f"{names}: no training instances ({docs} documents read; expected non-empty text "
+                "in the given format: check --format and --text-field)",
+            )  # fmt: skip
         shutil.copyfile(vocab, staging / "vocab.txt")
         manifest = {
             "num_instances": {k: v.instances for k, v in splits.items()},

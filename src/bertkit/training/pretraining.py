@@ -93,7 +93,12 @@ def _dataset(folder: Path, split: str = "train"):
 
     if not (folder / "manifest.json").is_file():
         raise InputError(folder, None, "not a prepare-pretraining output (no manifest.json)")
-    return PretrainingDataset(folder, split)
+    ds = PretrainingDataset(folder, split)
+    if len(ds) == 0:
+        raise InputError(
+            folder, None, f"the {split!r} split holds no instances (expected prepared data)"
+        )
+    return ds
 
 
 def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
