@@ -9,8 +9,11 @@ class BertkitError(Exception):
     """Base class for errors bertkit reports to users without a traceback (unless --debug)."""
 
 
-class InputError(BertkitError):
+class InputError(BertkitError, ValueError):
     """Bad input data: names the file, the 1-based line when known, and what was expected.
+
+    Also a ``ValueError`` (and :class:`MissingFileError` a ``FileNotFoundError``), so code
+    written against transformers, which raises those, catches it.
 
     >>> str(InputError("train.tsv", 12, "expected 2 tab-separated columns, got 3"))
     'train.tsv:12: expected 2 tab-separated columns, got 3'
@@ -29,9 +32,14 @@ class InputError(BertkitError):
         return (type(self), (self.path, self.line, self.message))
 
 
-class ConfigError(BertkitError):
+class MissingFileError(InputError, FileNotFoundError):
+    """An input file or folder that does not exist."""
+
+
+class ConfigError(BertkitError, ValueError):
     """A configuration value or combination that cannot work."""
 
 
-class CheckpointError(BertkitError):
-    """A checkpoint that is missing, corrupt, unsafe to load, or does not match the model."""
+class CheckpointError(BertkitError, OSError):
+    """A checkpoint that is missing, corrupt, unsafe to load, or does not match the model (an
+    ``OSError``, as transformers' ``from_pretrained`` raises)."""

@@ -101,13 +101,13 @@ def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[
     """
     import lzma
 
-    from bertkit.errors import InputError
+    from bertkit.errors import InputError, MissingFileError
 
     path = Path(path)
     try:
         f = _open_maybe_compressed(path)
     except FileNotFoundError as e:
-        raise InputError(path, None, "file not found") from e
+        raise MissingFileError(path, None, "file not found") from e
     except OSError as e:
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
     n = 0

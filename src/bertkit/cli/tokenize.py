@@ -114,14 +114,14 @@ def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.errors import InputError
+    from bertkit.errors import MissingFileError
     from bertkit.io import atomic_write
     from bertkit.progress import progress
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks
 
     if args.input is not None and not args.input.is_file():
-        raise InputError(args.input, None, "file not found")
+        raise MissingFileError(args.input, None, "file not found")
     if args.input is not None and args.encoding_errors == "strict":
         _check_utf8(args.input)
     tok = BertTokenizer(args.vocab, do_lower_case=not args.cased,

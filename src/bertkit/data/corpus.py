@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.errors import InputError
+from bertkit.errors import InputError, MissingFileError
 from bertkit.io import read_text_lines
 
 FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
@@ -331,7 +331,7 @@ def read_file_documents(
     options = options or CorpusOptions()
     path = Path(path)
     if not path.is_file():
-        raise InputError(path, None, "file not found (expected a text corpus file)")
+        raise MissingFileError(path, None, "file not found (expected a text corpus file)")
     fmt = options.format
     if fmt == "auto":
         fmt = detect_format(path, options.encoding_errors)

@@ -25,7 +25,7 @@ from bertkit.data.corpus import CorpusOptions, detect_format, read_file_document
 from bertkit.data.masking import MaskingSpec, check_mask_ratios, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, InstanceConfig, tokenize_document
 from bertkit.data.shards import ShardWriter, write_manifest
-from bertkit.errors import BertkitError, ConfigError, InputError
+from bertkit.errors import BertkitError, ConfigError, InputError, MissingFileError
 from bertkit.io import fsync_dir, read_text_lines, sha256_file
 from bertkit.progress import progress
 
@@ -147,7 +147,9 @@ def load_vocab_tokens(path: str | Path) -> list[str]:
     """Token strings of a ``vocab.txt`` (line number = id)."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(path, None, "vocabulary not found (expected vocab.txt, one token a line)")
+        raise MissingFileError(
+            path, None, "vocabulary not found (expected vocab.txt, one token a line)"
+        )
     tokens = [line for _, line in read_text_lines(path)]
     if tokens and tokens[-1] == "":
         tokens.pop()
@@ -283,7 +285,7 @@ def prepare_pretraining(
         raise BertkitError("no input files given")
     for p in paths:
         if not p.is_file():
-            raise InputError(p, None, "file not found (expected a text corpus file)")
+            raise MissingFileError(p, None, "file not found (expected a text corpus file)")
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise BertkitError(f"{output}: exists and is not empty (pass --overwrite to replace it)")
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"

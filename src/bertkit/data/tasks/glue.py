@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.errors import InputError
+from bertkit.errors import InputError, MissingFileError
 from bertkit.io import read_text_lines
 
 
@@ -205,7 +205,7 @@ def glue_file(data_dir: str | Path, task: str | GlueTask, split: str) -> Path:
     for c in candidates:
         if c.is_file():
             return c
-    raise InputError(
+    raise MissingFileError(
         candidates[0],
         None,
         f"file not found (expected the official GLUE layout {t.name}/{t.files[split]})",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertkit.errors import InputError
+from bertkit.errors import InputError, MissingFileError
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def read_squad(path: str | Path) -> list[SquadExample]:
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError as e:
-        raise InputError(path, None, "file not found") from e
+        raise MissingFileError(path, None, "file not found") from e
     except UnicodeDecodeError as e:
         line = path.read_bytes()[: e.start].count(b"\n") + 1
         raise InputError(path, line, "invalid UTF-8 (expected a UTF-8 SQuAD JSON file)") from e
