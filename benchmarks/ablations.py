@@ -31,7 +31,7 @@ default because pre-training never saw positions past 128), conll (CoNLL-2003 va
 
 Verdicts: for each pair of rows the paper orders (adjacent rows, and for Table 8 each row
 against 80/10/10), "reproduces" when our mean difference has the paper's sign and exceeds
-``--noise-sds`` (2) pooled standard deviations, "reversed" when it exceeds that with the other
+``--noise-sds`` (2) pooled standard deviations (floored at ``--min-sd``, 0.5 points), "reversed" when it exceeds that with the other
 sign, otherwise "within noise". The spread is over fine-tuning seeds of one pre-training run
 per variant: pre-training noise is not in it.
 
@@ -108,7 +108,7 @@ TABLE8 = [
     _t8(0.0, 0.0, 1.0, 83.6, 94.9, 94.6),
 ]
 PAPER_COLUMN = {
-    "5": {"mrpc": "MRPC", "sst2": "SST-2", "squad": "SQuAD", "conll": "-"},
+    "5": {"mrpc": "MRPC", "sst2": "SST-2", "squad": "SQuAD", "conll": "(none)"},
     "8": {"mrpc": "MNLI", "sst2": "MNLI", "squad": "-", "conll": "NER ft"},
 }
 
@@ -394,14 +394,16 @@ def _cell(values: Sequence[float]) -> str:
 
 
 def verdict(ours_a: Sequence[float], ours_b: Sequence[float], paper_a: float, paper_b: float,
-            noise_sds: float) -> tuple[str, str]:  # fmt: skip
+            noise_sds: float, min_sd: float = 0.0) -> tuple[str, str]:  # fmt: skip
     """(verdict, detail) for rows a, b: does our ordering of the means match the paper's?"""
     ma, sa = _mean_sd(ours_a)
     mb, sb = _mean_sd(ours_b)
     d, dp = ma - mb, paper_a - paper_b
     if sa is None or sb is None:
         return "n/a (needs >= 2 seeds)", f"ours {d:+.2f}, paper {dp:+.1f}"
-    pooled = math.sqrt((sa**2 + sb**2) / 2)
+    # the floor keeps two constant (sd 0) rows, e.g. both predicting the majority class, from
+    # counting a one-example difference as beyond the noise
+    pooled = max(math.sqrt((sa**2 + sb**2) / 2), min_sd)
     detail = f"ours {d:+.2f} (pooled sd {pooled:.2f}), paper {dp:+.1f}"
     beyond = abs(d) > noise_sds * pooled
     if dp == 0:
@@ -456,7 +458,7 @@ def verdicts(args: argparse.Namespace, variants: list[Variant], rows: list[dict[
             b = [r["score"] for r in rows[j]["scores"].get(t, [])]
             if not a or not b:
                 continue
-            v, detail = verdict(a, b, pa, pb, args.noise_sds)
+            v, detail = verdict(a, b, pa, pb, args.noise_sds, args.min_sd)
             proxy = " (paper column: MNLI)" if args.table == "8" and t in ("mrpc", "sst2") else ""
             out.append({"a": variants[i].name, "b": variants[j].name, "task": t, "verdict": v,
                         "line": f"{variants[i].name} vs {variants[j].name}, {TASK_TITLES[t]}"
@@ -517,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="fine-tuning learning rate (LR or TASK=LR; default 1e-4 for every task)")  # fmt: skip
     ap.add_argument("--squad-length", type=int, default=128)
     ap.add_argument("--noise-sds", type=float, default=2.0)
+    ap.add_argument("--min-sd", type=float, default=0.5,
+                    help="floor of the pooled sd in the verdicts (points)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 

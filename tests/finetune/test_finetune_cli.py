@@ -60,6 +60,21 @@ def test_glue_official_layout_evaluate_and_predict(tiny_model: Path, tmp_path: P
     m = finetune(
         "glue", tiny_model, out, "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue")
     )
+    # memorised: dev is the training rows, so evaluate's figure is 1.0, not a 0.0 = 0.0 match
+    glue = tmp_path / "glue"
+    (glue / "RTE").mkdir(parents=True)
+    train_rows = (FIXTURES / "task_glue" / "RTE" / "train.tsv").read_text(encoding="utf-8")
+    for split in ("train", "dev"):
+        (glue / "RTE" / f"{split}.tsv").write_text(train_rows, encoding="utf-8")
+    fit = finetune("glue", tiny_model, tmp_path / "fit", "--task", "RTE", "--data-dir", str(glue),
+                   "--max-steps", "40", "--epochs", "40", "--learning-rate", "3e-3", "--dropout", "0")  # fmt: skip
+    assert fit["selected"]["dev"]["dev"]["accuracy"] == 1.0
+    assert evaluate(tmp_path / "fit", glue, tmp_path) == {"accuracy": 1.0}
+    gold = [line.split("\t")[-1] for line in train_rows.splitlines()[1:]]
+    assert [
+        p["label"]
+        for p in predict(tmp_path / "fit", glue / "RTE" / "dev.tsv", tmp_path / "d.jsonl")
+    ] == gold
     assert m["task"] == {"family": "glue", "name": "RTE"}
     assert [(r["lr"], r["seed"]) for r in m["runs"]] == [(1e-3, 3)]
     assert set(m["selected"]["dev"]["dev"]) == {"accuracy"}
@@ -129,8 +144,11 @@ def test_selection_records_every_run_and_keeps_the_max(tiny_model: Path, tmp_pat
 def test_ner_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
     conll = FIXTURES / "task_conll.txt"
     out = tmp_path / "ner"
-    m = finetune("ner", tiny_model, out, "--train", str(conll), "--dev", str(conll))
+    # long enough to memorise the 3 sentences, so the scores compared below are not 0 = 0
+    m = finetune("ner", tiny_model, out, "--train", str(conll), "--dev", str(conll),
+                 "--max-steps", "60", "--epochs", "60", "--learning-rate", "3e-3", "--dropout", "0")  # fmt: skip
     assert {"precision", "recall", "f1"} <= set(m["selected"]["dev"]["dev"])
+    assert m["selected"]["dev"]["dev"]["f1"] >= 0.8
     labels = json.loads((out / "bertkit_task.json").read_text())["labels"]
     assert labels[0] == "O" and all(t == "O" or t[:2] in ("B-", "I-") for t in labels)
     assert evaluate(out, conll, tmp_path)["f1"] == pytest.approx(m["selected"]["dev"]["dev"]["f1"])

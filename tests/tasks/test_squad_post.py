@@ -167,3 +167,50 @@ def test_v2_end_to_end_threshold_tuned_then_used(bk_tok):
     assert tuned["f1"] == pytest.approx(best.f1) == pytest.approx(100.0)
     assert tuned["NoAns_total"] == 2 and tuned["HasAns_exact"] == 100.0
     assert at_zero["f1"] <= tuned["f1"]
+
+
+def _windows_of_one_example(bk_tok):
+    """The first fixture question in windows of 24 tokens with stride 4 (several per context)."""
+    examples = read_squad(FIXTURES / "task_squad_v1.json")[:1]
+    cfg = SquadFeatureConfig(max_seq_length=24, doc_stride=4, max_query_length=12)
+    feats = convert_squad_examples(bk_tok, examples, cfg, is_training=False)
+    assert len(feats) >= 2, "the test needs several windows per context"
+    return examples, feats
+
+
+def test_null_score_is_the_minimum_over_windows(bk_tok):
+    """google-research/bert keeps the smallest [CLS] score over the windows (the window most
+    sure there is an answer); the largest would call answerable questions unanswerable."""
+    examples, feats = _windows_of_one_example(bk_tok)
+    starts = [np.zeros(len(f.input_ids)) for f in feats]
+    ends = [np.zeros(len(f.input_ids)) for f in feats]
+    for k, (s, e) in enumerate(zip(starts, ends)):
+        s[0] = e[0] = float(k + 1)  # window k: null score 2 (k + 1)
+    pred = postprocess_squad(examples, feats, starts, ends)[examples[0].qas_id]
+    assert pred.null_score == 2.0  # min over windows, not 2 * len(feats)
+
+
+def test_spans_repeated_by_overlapping_windows_appear_once(bk_tok):
+    """Without the max-context filter every window that holds a span proposes it; the n-best
+    list keeps each character span once (its best-scoring copy)."""
+    examples, feats = _windows_of_one_example(bk_tok)
+    starts, ends = [], []
+    for f in feats:  # every window scores its own first context token as a one-token answer
+        s, e = np.full(len(f.input_ids), -10.0), np.full(len(f.input_ids), -10.0)
+        first = next(i for i, o in enumerate(f.offsets) if o is not None)
+        s[first] = e[first] = 3.0
+        starts.append(s)
+        ends.append(e)
+    # a token shared by two windows: make both propose the same span with different scores
+    shared = [(k, i) for k, f in enumerate(feats) for i, o in enumerate(f.offsets) if o == feats[1].offsets[
+        next(i for i, o in enumerate(feats[1].offsets) if o is not None)] ]  # fmt: skip
+    assert len(shared) >= 2, "the windows must overlap"
+    for rank, (k, i) in enumerate(shared):
+        starts[k][i] = ends[k][i] = 5.0 - rank
+    config = SquadPostConfig(n_best_size=20, use_max_context=False)
+    pred = postprocess_squad(examples, feats, starts, ends, config)[examples[0].qas_id]
+    spans = [(c.start_char, c.end_char) for c in pred.nbest]
+    assert len(spans) == len(set(spans))  # no span twice
+    top = pred.nbest[0]
+    assert (top.start_logit, top.end_logit) == (5.0, 5.0)  # the best-scoring copy is kept
+    assert pytest.approx(sum(c.probability for c in pred.nbest)) == 1.0

@@ -148,3 +148,18 @@ def test_unknown_tag_is_reported_with_line(tmp_path):
         ValueError, match=r"sentence 0 \(line 42\): tag 'B-EVENT' is not in the label list"
     ):
         encode_tagged(_tiny_tokenizer(tmp_path), [sent], {"O": 0}, max_length=128)
+
+
+def test_a_word_longer_than_a_window_keeps_only_its_first_pieces(tmp_path):
+    """"bxy" has 3 pieces; with max_length 4 a window holds 2: the word is cut to its first 2
+    pieces (label on the first), never dropped and never overflowing the window."""
+    tok = _tiny_tokenizer(tmp_path)
+    l2i = {"O": 0, "B-PER": 1, "I-PER": 2}
+    sent = TaggedSentence(("a", "bxy", "c"), ("B-PER", "I-PER", "O"))
+    wins = encode_tagged(tok, [sent], l2i, max_length=4)
+    assert all(len(w.input_ids) <= 4 for w in wins)
+    long = next(w for w in wins if 1 in w.word_ids)
+    assert long.word_ids == [None, 1, 1, None]  # 2 of its 3 pieces
+    assert long.labels[1] == 2 and long.labels[2] == IGNORE_INDEX
+    labelled = [w.word_ids[i] for w in wins for i, y in enumerate(w.labels) if y != IGNORE_INDEX]
+    assert sorted(labelled) == [0, 1, 2]

@@ -129,3 +129,27 @@ def test_optimizer_state_round_trips_without_pickle(name):
     torch.manual_seed(2)
     step(b_model, b_opt)
     assert all(torch.equal(x, y) for x, y in zip(a_model.parameters(), b_model.parameters()))
+
+
+def test_lamb_five_steps_follow_the_formula_with_distinct_betas():
+    """Several steps with changing gradients: m and v must use beta1 and beta2 respectively (one
+    step cannot tell them apart, since m-hat equals g whatever beta1 is)."""
+    import numpy as np
+
+    gen = torch.Generator().manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(4, 3, generator=gen))
+    grads = [torch.randn(4, 3, generator=gen) for _ in range(5)]
+    b1, b2, eps, wd, lr = 0.5, 0.9, 1e-6, 0.01, 0.1
+    opt = Lamb([w], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
+    p = w.detach().double().numpy().copy()
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        w.grad = g.clone()
+        opt.step()
+        g64 = g.double().numpy()
+        m = b1 * m + (1 - b1) * g64
+        v = b2 * v + (1 - b2) * g64 * g64
+        u = (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps) + wd * p
+        trust = np.linalg.norm(p) / np.linalg.norm(u)
+        p = p - lr * trust * u
+        np.testing.assert_allclose(w.detach().double().numpy(), p, rtol=1e-5, atol=1e-6)
