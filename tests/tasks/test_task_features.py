@@ -151,7 +151,7 @@ def test_unknown_tag_is_reported_with_line(tmp_path):
 
 
 def test_a_word_longer_than_a_window_keeps_only_its_first_pieces(tmp_path):
-    """"bxy" has 3 pieces; with max_length 4 a window holds 2: the word is cut to its first 2
+    """ "bxy" has 3 pieces; with max_length 4 a window holds 2: the word is cut to its first 2
     pieces (label on the first), never dropped and never overflowing the window."""
     tok = _tiny_tokenizer(tmp_path)
     l2i = {"O": 0, "B-PER": 1, "I-PER": 2}

@@ -31,6 +31,11 @@ PICKLE_REFUSED = (
 )
 
 
+MODEL_FORMAT = 1
+"""The model-folder layout (config.json's ``bertkit_format``); folders without it are format 1
+(and every Hugging Face folder)."""
+
+
 def _model_classes() -> dict[str, type[nn.Module]]:
     from bertkit.model import HEAD_CLASSES
 
@@ -93,6 +98,12 @@ def load_config(directory: Path, **overrides: Any) -> BertConfig:
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
+    found = data.get("bertkit_format", MODEL_FORMAT)
+    if not isinstance(found, int) or found > MODEL_FORMAT:
+        raise CheckpointError(
+            f"{path}: bertkit_format {found!r} is newer than this bertkit reads ({MODEL_FORMAT}); "
+            "upgrade bertkit to load it"
+        )
     if "num_labels" in overrides and "id2label" not in overrides:
         data.pop("id2label", None)
         data.pop("label2id", None)
@@ -220,6 +231,7 @@ def save_pretrained(
         tokenizer.save_pretrained(directory)
     config = model.config.to_dict()
     config["architectures"] = [type(model).__name__]
+    config["bertkit_format"] = MODEL_FORMAT
     atomic_write_text(
         directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
     )

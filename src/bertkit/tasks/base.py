@@ -27,6 +27,8 @@ from bertkit.io import atomic_write_text
 from bertkit.tokenizer.protocol import Tokenizer
 
 TASK_FILE = "bertkit_task.json"
+TASK_FORMAT = 1
+"""The layout of bertkit_task.json (its ``format`` key)."""
 
 
 @dataclass
@@ -101,7 +103,10 @@ class TaskAdapter:
         return self
 
     def state(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        return {
+            "format": TASK_FORMAT,
+            **{k: v for k, v in asdict(self).items() if not k.startswith("_")},
+        }
 
     def save(self, directory: str | Path) -> None:
         atomic_write_text(Path(directory) / TASK_FILE, json.dumps(self.state(), indent=2) + "\n")

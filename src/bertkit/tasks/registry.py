@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.tasks.base import TASK_FILE, TaskAdapter
+from bertkit.tasks.base import TASK_FILE, TASK_FORMAT, TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.multiple_choice import MultipleChoiceAdapter
 from bertkit.tasks.span_qa import SquadAdapter
@@ -140,6 +140,12 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
 
 def adapter_from_state(state: dict[str, Any]) -> TaskAdapter:
     """Rebuild an adapter from :meth:`TaskAdapter.state` output."""
+    state = dict(state)
+    found = state.pop("format", TASK_FORMAT)
+    if not isinstance(found, int) or found > TASK_FORMAT:
+        raise CheckpointError(
+            f"{TASK_FILE}: format {found!r} is newer than this bertkit reads ({TASK_FORMAT}); upgrade bertkit"
+        )
     family = state.get("family")
     if family not in FAMILIES:
         raise CheckpointError(

@@ -38,8 +38,27 @@ from bertkit.errors import CheckpointError
 from bertkit.io import fsync_dir, sha256_file
 
 FORMAT = "bertkit-checkpoint-1"
+"""The checkpoint layout this version writes and reads (tests/fixtures/compat holds one)."""
 _NAME = re.compile(r"^step-(\d{9})$")
 FILES = ("model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json")
+
+
+class NewerFormatError(CheckpointError):
+    """A checkpoint or model folder written by a newer bertkit: refused, never skipped."""
+
+
+def check_format(found: Any, where: Path | str, current: str = FORMAT) -> None:
+    """Refuse a newer ``bertkit-checkpoint-N`` (or an unknown format) with a clear message."""
+    if found == current:
+        return
+    prefix, _, number = str(found).rpartition("-")
+    mine = int(current.rpartition("-")[2])
+    if prefix == current.rpartition("-")[0] and number.isdigit() and int(number) > mine:
+        raise NewerFormatError(
+            f"{where}: written in format {found!r} by a newer bertkit; this version reads "
+            f"{current!r} (upgrade bertkit to resume it)"
+        )
+    raise CheckpointError(f"{where}: unknown format {found!r} (expected {current!r})")
 
 
 class CheckpointWarning(UserWarning):
@@ -231,8 +250,7 @@ def verify_checkpoint(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{mpath}: missing (incomplete checkpoint)") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{mpath}: not valid JSON") from e
-    if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{mpath}: unknown format {manifest.get('format')!r}")
+    check_format(manifest.get("format"), mpath)
     for name in FILES:
         info = manifest.get("files", {}).get(name)
         fpath = path / name
@@ -282,6 +300,8 @@ def load_latest(root: str | Path, warn: Callable[[str], None] | None = None) -> 
     for path in list_checkpoints(root):
         try:
             return read_checkpoint(path)
+        except NewerFormatError:
+            raise
         except (CheckpointError, OSError, ValueError) as e:
             warn(f"skipping checkpoint {path.name}: {e}; trying the previous one")
     return None
