@@ -14,6 +14,32 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+try:  # property tests: the same examples on every run, no example database in the checkout
+    import tempfile
+
+    from hypothesis import settings as _hypothesis
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "bertkit-hypothesis"))
+    _hypothesis.register_profile("bertkit", derandomize=True, database=None, deadline=None)
+    _hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bertkit"))
+except ImportError:  # pragma: no cover - hypothesis is a dev dependency
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same global RNG state (tests that need randomness seed their
+    own generators too; this keeps an unseeded ``torch.randn`` from making a test flaky)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    random.seed(0)
+    np.random.seed(0)
+
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
