@@ -24,7 +24,6 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,68 +42,8 @@ from bertkit.training.metrics import MetricsLog, SpikeDetector, measure_peak_flo
 from bertkit.training.objectives import MlmNsp, Objective
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
 from bertkit.training.schedule import ScheduleConfig, set_lr
+from bertkit.training.settings import Collate, Phase, TrainConfig, TrainResult
 from bertkit.training.update import TrainingError, UpdateStep
-
-Collate = Callable[[list[Any], list[int]], dict[str, torch.Tensor]]
-
-
-@dataclass
-class Phase:
-    """A stretch of training on one dataset (BERT: 90% of steps at length 128, then 512)."""
-
-    dataset: Sequence[Any]
-    steps: int
-    name: str = "phase"
-    collate: Collate | None = None
-    """This phase's collate function (None: the Trainer's)."""
-
-
-@dataclass
-class TrainConfig:
-    """How to train (the what, model and data, is passed to ``Trainer`` directly)."""
-
-    batch_size: int = 32
-    """Examples per optimizer update, all ranks and micro-batches together."""
-    grad_accum: int = 1
-    """Micro-batches per update on each rank."""
-    seed: int = 0
-    """Seeds the data order (with phase and epoch), masking and the dropout RNG."""
-    precision: str = "auto"
-    """One of :data:`bertkit.precision.CHOICES`: auto, fp32, bf16 (autocast on CPU or CUDA) or
-    fp16 (CUDA only, with a GradScaler)."""
-    clip_norm: float = 1.0
-    """Gradient clipping norm (over all parameters)."""
-    log_every: int = 10
-    """A metrics.jsonl line every N updates."""
-    eval_every: int = 0
-    """Held-out evaluation every N updates (0: at the end only)."""
-    eval_examples: int = 2048
-    """Held-out examples per evaluation."""
-    save_every: int = 1000
-    """A checkpoint every N updates."""
-    keep_last: int = 3
-    """Checkpoints to keep."""
-    max_consecutive_skips: int = 100
-    """Non-finite updates in a row that abort the run."""
-    spike_factor: float = 2.0
-    """A loss this many times the recent mean is logged as a spike."""
-    peak_flops: float | None = None
-    """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
-    show_progress: bool | None = None
-
-    def __post_init__(self) -> None:
-        P.check(self.precision)
-        for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-
-
-@dataclass
-class TrainResult:
-    step: int
-    skipped: int
-    final_eval: dict[str, float] | None
-    seconds: float
 
 
 class Trainer:
