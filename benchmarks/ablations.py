@@ -49,6 +49,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import shutil
 import statistics
 import sys
@@ -571,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     from bertkit.hardware import cpu_info
 
     cpu = cpu_info().label
+    load_start = os.getloadavg()  # the machine is shared: how busy it was
     variants = TABLE5 if args.table == "5" else TABLE8
     t0 = time.perf_counter()
     _log(f"Table {args.table}: {len(variants)} variants, tasks {args.tasks}, seeds {args.seeds}, "
@@ -612,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = {k: sum(1 for x in vs if x["verdict"] == k) for k in
               sorted({x["verdict"] for x in vs})}  # fmt: skip
     print(f"  summary: {counts}")
-    print(f"\ntotal wall time {wall / 60:.1f} min ({args.threads} thread(s))")
+    print(f"\ntotal wall time {wall / 60:.1f} min ({args.threads} thread(s); load average "
+          f"{load_start[1]:.1f} at the start, {os.getloadavg()[1]:.1f} at the end, 5-min)")  # fmt: skip
     result = {
         "command": [
             "python",
@@ -628,6 +631,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "task_sizes": sizes,
         "wall_s": wall,
+        "loadavg_1_5_15min": {"start": load_start, "end": os.getloadavg()},
         "rows": rows,
         "verdicts": vs,
         "markdown": table,

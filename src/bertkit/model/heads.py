@@ -153,33 +153,35 @@ class BertForMaskedLM(nn.Module):
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
     ) -> MaskedLMOutput:
+        logits, loss, correct, count = self._predict(input_ids, attention_mask, token_type_ids,
+                                                     position_ids, labels, unpad)  # fmt: skip
+        return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
+
+    def _predict(self, input_ids, attention_mask, token_type_ids, position_ids, labels, unpad):
+        """(logits, loss, correct, count): every position's logits without labels, else the
+        labelled positions' logits and their mean cross-entropy (the last three None without)."""
         weight = self.bert.embeddings.word.weight
         if labels is None:
             out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
-            return MaskedLMOutput(logits=self.mlm(out.last_hidden_state, weight))  # (B, T, V)
+            return self.mlm(out.last_hidden_state, weight), None, None, None  # (B, T, V)
         positions, targets = labelled_positions(labels)
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
-        logits, loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
-        return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
+        return self.mlm.loss(out.last_hidden_state, weight, targets)
 
 
-class BertLMHeadModel(nn.Module):
+class BertLMHeadModel(BertForMaskedLM):
     """A left-to-right language model (the paper's LTR baseline): the MLM head's transform and
     tied decoder, reading each position to predict the next token, under causal attention
     (``config.is_decoder`` must be true). Keys and shapes are Hugging Face's BertLMHeadModel's."""
 
     def __init__(self, config: BertConfig) -> None:
-        super().__init__()
         if not config.is_decoder:
             raise ConfigError(
                 "BertLMHeadModel needs a causal model (is_decoder: true in config.json)"
             )
-        self.config = config
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.mlm = MaskedLMHead(config)
-        init_bert_weights(self.mlm.dense, config.initializer_range)
+        super().__init__(config)
 
-    def forward(
+    def forward(  # type: ignore[override]
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
@@ -188,15 +190,12 @@ class BertLMHeadModel(nn.Module):
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
     ) -> CausalLMOutput:
-        weight = self.bert.embeddings.word.weight
-        if labels is None:
-            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
-            return CausalLMOutput(logits=self.mlm(out.last_hidden_state, weight))  # (B, T, V)
-        following = torch.full_like(labels, IGNORE)
-        following[:, :-1] = labels[:, 1:]  # position t is scored on the token at t + 1
-        positions, targets = labelled_positions(following)
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
-        logits, loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
+        following = None
+        if labels is not None:
+            following = torch.full_like(labels, IGNORE)
+            following[:, :-1] = labels[:, 1:]  # position t is scored on the token at t + 1
+        logits, loss, correct, count = self._predict(input_ids, attention_mask, token_type_ids,
+                                                     position_ids, following, unpad)  # fmt: skip
         return CausalLMOutput(logits=logits, loss=loss, lm_correct=correct, lm_count=count)
 
 
