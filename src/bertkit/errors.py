@@ -35,3 +35,7 @@ class ConfigError(BertkitError):
 
 class CheckpointError(BertkitError):
     """A checkpoint that is missing, corrupt, unsafe to load, or does not match the model."""
+
+
+program = "bertkit"
+"""How error lines printed outside the CLI's handler begin (``bertkit COMMAND``; set by the CLI)."""

@@ -86,6 +86,9 @@ class TrainConfig:
     """Checkpoints to keep."""
     max_consecutive_skips: int = 100
     """Non-finite updates in a row that abort the run."""
+    collective_timeout: float = 300.0
+    """Seconds a process waits for the others (joining the group, each collective) before every
+    process stops with an error naming the rank that did not answer (distributed runs only)."""
     spike_factor: float = 2.0
     """A loss this many times the recent mean is logged as a spike."""
     peak_flops: float | None = None
@@ -97,6 +100,8 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.collective_timeout > 0:
+            raise ConfigError(f"collective_timeout must be > 0, got {self.collective_timeout}")
 
 
 @dataclass
@@ -192,8 +197,10 @@ class Trainer:
 
     def save(self) -> None:
         """Checkpoint the current step (collective: every rank calls it; rank 0 writes)."""
+        D.mark("checkpoint", self.step)
         rng = D.gather_tensors(ckpt.capture_rng(), self.info)
         if self.info.is_main:
+            D.mark("checkpoint write", self.step, publish=False)
             opt_tensors, opt_meta = optimizer_state_to_tensors(self.optimizer)
             state = self._loop_state()
             state.optimizer = opt_meta
@@ -206,6 +213,7 @@ class Trainer:
                 state=state.to_json(),
                 keep_last=self.cfg.keep_last,
                 write_delay=self.faults.checkpoint_write_delay,
+                fail=self.step in self.faults.fail_checkpoint_at,
             )
             self.metrics.append({"type": "checkpoint", "step": self.step, "path": path.name})
         D.barrier(self.info)
@@ -281,6 +289,8 @@ class Trainer:
         """One update attempt; returns its statistics, or None when the update was skipped."""
         attempt = self.attempts
         self.attempts += 1
+        D.mark("update", self.step + 1)
+        self.faults.at_step(self.info.rank, self.step + 1)
         batches = self._micro_batches(phase)
         if attempt in self.faults.drop_attempts:
             return None
@@ -433,6 +443,7 @@ class Trainer:
         )
 
     def _eval_and_log(self) -> dict[str, float] | None:
+        D.mark("evaluation", self.step)
         result = self.evaluate()
         if result is not None:
             self.metrics.append({"type": "eval", "step": self.step, **result})
