@@ -43,3 +43,7 @@ class ConfigError(BertkitError, ValueError):
 class CheckpointError(BertkitError, OSError):
     """A checkpoint that is missing, corrupt, unsafe to load, or does not match the model (an
     ``OSError``, as transformers' ``from_pretrained`` raises)."""
+
+
+program = "bertkit"
+"""How error lines printed outside the CLI's handler begin (``bertkit COMMAND``; set by the CLI)."""

@@ -28,12 +28,14 @@ CTX.set_forkserver_preload(
 )  # fmt: skip
 
 
-def _child(argv: list[str], log: str) -> None:
-    """Process body: ``bertkit <argv>`` with stdout/stderr appended to ``log``."""
+def _child(argv: list[str], log: str, env: dict[str, str] | None = None) -> None:
+    """Process body: ``bertkit <argv>`` with stdout/stderr appended to ``log`` (and ``env`` added
+    to the environment)."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ["BERTKIT_PROGRESS"] = "0"
+    os.environ.update(env or {})
     from bertkit.cli.main import main
 
     sys.exit(main(argv))

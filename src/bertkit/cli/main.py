@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    from bertkit import errors
     from bertkit.errors import BertkitError
 
+    errors.program = f"bertkit {args.command}"
     _show_hardware_log(args.command)
     try:
         return int(args._run(args) or 0)

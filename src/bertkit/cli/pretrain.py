@@ -16,7 +16,7 @@ _WHAT = ("data", "output", "max_steps", "learning_rate", "optimizer", "weight_de
          "initializer_range", "eval_data", "phase2_data", "phase2_fraction", "init_from", "threads",
          "objective", "random_next")  # fmt: skip
 _HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_every", "eval_every",
-        "eval_examples", "clip_norm", "max_consecutive_skips")  # fmt: skip
+        "eval_examples", "clip_norm", "max_consecutive_skips", "collective_timeout")  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,6 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--debug-checkpoint-delay", type=float, default=0.0, help=hidden)
     p.add_argument("--debug-nan-at", type=int, nargs="*", default=[], help=hidden)
+    p.add_argument("--debug-fail-checkpoint", type=int, nargs="*", default=[], help=hidden)
+    p.add_argument("--debug-raise-at", type=int, nargs=2, metavar=("RANK", "STEP"), help=hidden)
+    p.add_argument("--debug-hang-at", type=int, nargs=2, metavar=("RANK", "STEP"), help=hidden)
 
 
 def options_from_args(args: argparse.Namespace):
@@ -78,6 +81,9 @@ def faults_from_args(args: argparse.Namespace):
         restore_cursor=no_restore not in ("cursor", "both"),
         checkpoint_write_delay=args.debug_checkpoint_delay,
         nan_at_attempts=frozenset(args.debug_nan_at),
+        fail_checkpoint_at=frozenset(args.debug_fail_checkpoint),
+        raise_at=tuple(args.debug_raise_at) if args.debug_raise_at else None,
+        hang_at=tuple(args.debug_hang_at) if args.debug_hang_at else None,
     )
 
 

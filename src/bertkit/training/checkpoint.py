@@ -16,11 +16,13 @@ truncated newest checkpoint is reported and the previous one is used instead.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
 import re
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -145,17 +147,19 @@ def save_checkpoint(
     state: dict[str, Any],
     keep_last: int = 3,
     write_delay: float = 0.0,
+    fail: bool = False,
 ) -> Path:
     """Write a checkpoint for ``step`` under ``root`` atomically, then keep only the newest ``keep_last``.
 
-    ``write_delay`` (seconds, tests only) sleeps between files so a kill harness can hit a write.
+    ``write_delay`` (seconds, tests only) sleeps between files so a kill harness can hit a write;
+    ``fail`` (tests only) makes the write fail after the first file, as on a full disk.
     Returns the final checkpoint folder.
     """
     root = Path(root)
     final = root / checkpoint_dir_name(step)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     try:
-        _write_checkpoint(root, final, tmp, step, model, optimizer, rng, state, write_delay)
+        _write_checkpoint(root, final, tmp, step, model, optimizer, rng, state, write_delay, fail)
     except OSError as e:  # full disk, lost permissions: clean up and say which checkpoint failed
         shutil.rmtree(tmp, ignore_errors=True)
         raise CheckpointError(f"{final}: cannot write the checkpoint ({e.strerror or e})") from e
@@ -174,6 +178,7 @@ def _write_checkpoint(
     rng: dict[str, torch.Tensor],
     state: dict[str, Any],
     write_delay: float,
+    fail: bool = False,
 ) -> None:
     """Write every file into ``tmp``, the manifest last, then rename ``tmp`` to ``final``."""
     root.mkdir(parents=True, exist_ok=True)
@@ -190,6 +195,11 @@ def _write_checkpoint(
     }
     for name, data in blobs.items():
         _write_synced(tmp / name, data)
+        if fail:
+            print(
+                f"debug: checkpoint write fails (t={time.time():.3f})", file=sys.stderr, flush=True
+            )
+            raise OSError(errno.ENOSPC, "No space left on device (injected)", str(tmp / name))
         if write_delay:
             time.sleep(write_delay)
     manifest = {

@@ -13,17 +13,49 @@ this module only decides who does what:
 
 Rank 0 writes checkpoints and logs; on resume every rank reads the checkpoint folder, so a
 multi-node job needs the run folder on a shared file system.
+
+Restarts and failures:
+
+* Under torchrun (>= 2.4) every restart round of the worker group connects to the *same* TCPStore,
+  the agent's, and ``init_process_group(init_method="env://")`` uses the same keys in every round.
+  Gloo's full-mesh connect reads the peers' addresses from those keys, so a round could read the
+  address a killed worker of the previous round had published: the connect is refused, or waits
+  for a socket that never answers until the process-group timeout (30 min for gloo). The group
+  here is therefore built on that store under a prefix of its own per restart round
+  (``TORCHELASTIC_RUN_ID`` and ``TORCHELASTIC_RESTART_COUNT``), and joining it is bounded by
+  ``timeout``.
+* Every collective (ours, DDP's) is bounded by the same timeout. When a rank fails, it writes one
+  line naming itself and the cause under the store key ``abort`` before it exits; a rank whose
+  collective then fails or times out reads it (or names the ranks that fell behind) and stops
+  with a :class:`DistributedError`; a watchdog thread on every rank ends a rank that is stuck
+  when another has reported a failure. So every rank exits, non-zero, within about the timeout
+  plus a few seconds, and torchrun can restart the group.
 """
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import functools
 import os
-from dataclasses import dataclass
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from bertkit import errors
+from bertkit.errors import BertkitError
+
+DEFAULT_TIMEOUT = 300.0
+
+
+class DistributedError(BertkitError):
+    """A rank failed, did not answer within the collective timeout, or could not join the group."""
 
 
 @dataclass(frozen=True)
@@ -45,12 +77,49 @@ class DistInfo:
         return self.world_size > 1
 
 
-def init_from_env(device: str | None = None) -> DistInfo:
+@dataclass
+class _Comm:
+    """This process's link to the others beyond the process group: the (prefixed) store, where
+    it is in the loop, and the watchdog."""
+
+    store: dist.Store
+    rank: int
+    world: int
+    timeout: float
+    endpoint: str
+    seq: int = 0
+    what: str = "start-up"
+    step: int = 0
+    reported: str | None = None
+    """The failure another rank reported, once the watchdog has read it."""
+    handled: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    watchdog: threading.Thread | None = None
+
+    @property
+    def grace(self) -> float:
+        """How long a rank that learnt of a failure waits for itself to stop cleanly."""
+        return min(5.0, max(1.0, self.timeout))
+
+
+_COMM: _Comm | None = None
+ABORT_KEY = "abort"
+POLL_SECONDS = 0.25
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> DistInfo:
     """Join the torchrun job described by the environment (or run alone when there is none).
 
     ``device`` None picks CUDA (``cuda:LOCAL_RANK``) when available, else CPU. The backend is NCCL
-    for CUDA and gloo for CPU.
+    for CUDA and gloo for CPU. ``timeout`` (seconds) bounds joining the group and every collective;
+    a rank that cannot join in time raises :class:`DistributedError`.
     """
+    global _COMM
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -61,17 +130,236 @@ def init_from_env(device: str | None = None) -> DistInfo:
         torch.cuda.set_device(torch.device(device))
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if device.startswith("cuda") else "gloo"
-        dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world)
+        addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        port = int(os.environ.get("MASTER_PORT", "29500"))
+        endpoint = f"{addr}:{port}"
+        # Keys of this restart round only (see the module docstring): a worker of an earlier
+        # round, or the addresses it published, can never be mistaken for a peer of this one.
+        prefix = (
+            f"bertkit/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/"
+            f"restart-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+        )
+        agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        try:
+            store = _connect(addr, port, world, host=rank == 0 and not agent_store, timeout=timeout)
+            store = dist.PrefixStore(prefix, store)
+            dist.init_process_group(
+                backend=backend, store=dist.PrefixStore("pg", store), rank=rank,
+                world_size=world, timeout=timedelta(seconds=timeout),
+            )  # fmt: skip
+        except (RuntimeError, ValueError, OSError) as e:
+            raise DistributedError(
+                f"rank {rank} could not join the {world}-process group at {endpoint} within "
+                f"{timeout:g} s: {_first_line(e)}"
+            ) from e
+        _COMM = _Comm(store, rank, world, timeout, endpoint)
+        _COMM.watchdog = threading.Thread(
+            target=_watch, args=(_COMM, addr, port, prefix), name="bertkit-watchdog", daemon=True
+        )
+        _COMM.watchdog.start()
+        mark("start-up", 0)
     return DistInfo(rank=rank, world_size=world, local_rank=local, device=device)
 
 
+def _connect(addr: str, port: int, world: int, host: bool, timeout: float) -> dist.TCPStore:
+    """A TCPStore client (or, on rank 0 outside torchrun, the server) at ``addr:port``."""
+    return dist.TCPStore(
+        addr, port, world if host else None, is_master=host, timeout=timedelta(seconds=timeout),
+        wait_for_workers=False,
+    )  # fmt: skip
+
+
 def shutdown(info: DistInfo) -> None:
+    global _COMM
+    comm, _COMM = _COMM, None
+    if comm is not None:
+        comm.stop.set()
+        if comm.watchdog is not None:
+            comm.watchdog.join(timeout=2 * POLL_SECONDS + 1)
     if info.distributed and dist.is_initialized():
         dist.destroy_process_group()
 
 
+# ---- failures: report, detect, stop --------------------------------------------------------
+
+
+def mark(what: str, step: int, *, publish: bool = True) -> None:
+    """Record where this rank is (``what`` at ``step``) for the error lines. ``publish`` (every
+    rank passes the same points in the same order) also tells the others, so that a rank that
+    timed out can name the ranks that fell behind; False only names this rank's own failures."""
+    comm = _COMM
+    if comm is None:
+        return
+    comm.what, comm.step = what, step
+    if not publish:
+        return
+    comm.seq += 1
+    with contextlib.suppress(RuntimeError, OSError):
+        comm.store.set(f"progress/{comm.rank}", f"{comm.seq} {step} {what}")
+
+
+def _is_comm_error(exc: BaseException) -> bool:
+    if isinstance(exc, dist.DistError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(
+        s in text
+        for s in ("gloo", "Gloo", "NCCL", "Connection", "connection", "Timed out", "timed out")
+    )
+
+
+def _progress(comm: _Comm) -> dict[int, tuple[int, int, str]]:
+    """(seq, step, what) of every other rank that reported any (none when the store is gone)."""
+    out: dict[int, tuple[int, int, str]] = {}
+    for r in range(comm.world):
+        if r == comm.rank:
+            continue
+        try:
+            if comm.store.check([f"progress/{r}"]):
+                seq, step, what = comm.store.get(f"progress/{r}").decode().split(" ", 2)
+                out[r] = (int(seq), int(step), what)
+        except (RuntimeError, OSError, ValueError):
+            return {}
+    return out
+
+
+def _read_abort(store: dist.Store) -> str | None:
+    try:
+        if store.check([ABORT_KEY]):
+            return store.get(ABORT_KEY).decode()
+    except (RuntimeError, OSError):
+        pass
+    return None
+
+
+def _publish_abort(comm: _Comm, message: str) -> str:
+    """Record ``message`` as the job's failure unless another rank's came first; returns the one
+    that counts."""
+    try:
+        return comm.store.compare_set(ABORT_KEY, "", message).decode()
+    except (RuntimeError, OSError):
+        return message
+
+
+def failure(exc: BaseException) -> BaseException:
+    """The error this rank stops with after ``exc`` (call in an ``except`` around the work).
+
+    A local failure is reported to the others (the store's ``abort`` key) and comes back as a
+    :class:`DistributedError` naming this rank, where it was and the cause. A collective that
+    failed or timed out comes back naming the rank that failed (from its report) or the ranks
+    that fell behind. Any clean-up after this is bounded: the process is ended if it has not
+    exited within the grace period.
+    """
+    comm = _COMM
+    if comm is None or isinstance(exc, KeyboardInterrupt):
+        return exc
+    comm.handled.set()
+    me, here = comm.rank, f"{comm.what} at step {comm.step}"
+    if not _is_comm_error(exc):
+        cause = str(exc) if isinstance(exc, BertkitError) else f"{type(exc).__name__}: {exc}"
+        message = f"rank {me} failed in {here}: {cause}"
+        _publish_abort(comm, message)
+        _linger(comm)
+        _bound_exit(comm)
+        return DistributedError(message)
+    reported = _read_abort(comm.store) or comm.reported
+    if reported is None:  # the peer may still be writing its report: give it a moment
+        time.sleep(min(0.5, comm.grace))
+        reported = _read_abort(comm.store) or comm.reported
+    if reported is not None:
+        message = f"stopping rank {me} ({here}): {reported}"
+    else:
+        others = _progress(comm)
+        behind = sorted(
+            r for r in range(comm.world) if r != me and others.get(r, (0,))[0] < comm.seq
+        )
+        if not behind and comm.world == 2:
+            behind = [1 - me]
+        who = ", ".join(str(r) for r in behind) or "?"
+        noun = "rank" if len(behind) <= 1 else "ranks"
+        text = str(exc)
+        if "imed out" in text or "imeout" in text:
+            message = f"{noun} {who} did not answer within {comm.timeout:g} s ({here} on rank {me})"
+        else:
+            message = (
+                f"lost the connection to {noun} {who} ({here} on rank {me}): {_first_line(exc)}"
+            )
+        _publish_abort(comm, message)
+        _linger(comm)
+    _bound_exit(comm)
+    return DistributedError(message)
+
+
+def _linger(comm: _Comm) -> None:
+    """On the rank that hosts the store (rank 0 outside torchrun), wait briefly until the others
+    have seen the abort, so that the report outlives this process long enough to be read."""
+    if comm.rank != 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true":
+        return
+    deadline = time.monotonic() + comm.grace
+    keys = [f"abort-seen/{r}" for r in range(1, comm.world)]
+    while time.monotonic() < deadline:
+        try:
+            if all(comm.store.check([k]) for k in keys):
+                return
+        except (RuntimeError, OSError):
+            return
+        time.sleep(0.05)
+
+
+def _bound_exit(comm: _Comm) -> None:
+    """End the process (exit status 1, with a stack dump) should its clean-up hang."""
+    comm.stop.set()
+    faulthandler.dump_traceback_later(comm.grace + 10.0, exit=True)
+
+
+def _watch(comm: _Comm, addr: str, port: int, prefix: str) -> None:
+    """Watchdog thread: when another rank reports a failure (or the store disappears) and this
+    rank has not stopped by itself within the grace period, print one error line and exit."""
+    try:
+        store = dist.PrefixStore(prefix, _connect(addr, port, comm.world, False, comm.timeout))
+    except (RuntimeError, OSError):
+        return
+    lost_since: float | None = None
+    while not comm.stop.wait(POLL_SECONDS):
+        try:
+            reported = store.get(ABORT_KEY).decode() if store.check([ABORT_KEY]) else None
+            lost_since = None
+        except (RuntimeError, OSError):
+            reported = None
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since < comm.grace:
+                continue
+            reported = f"the store at {comm.endpoint} is gone (rank 0 or the torchrun agent exited)"
+        if reported is None:
+            continue
+        comm.reported = reported
+        with contextlib.suppress(RuntimeError, OSError):
+            store.set(f"abort-seen/{comm.rank}", "1")
+        if comm.handled.wait(comm.grace) or comm.stop.is_set():
+            return
+        # the main thread is stuck (in a collective, or a hang of its own): stop it from here
+        faulthandler.dump_traceback_later(10.0, exit=True)
+        print(
+            f"{errors.program}: error: stopping rank {comm.rank} ({comm.what} at step "
+            f"{comm.step}, not responding): {reported}",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(1)
+
+
+# ---- collectives ---------------------------------------------------------------------------
+
+
+def _enter(what: str) -> None:
+    comm = _COMM
+    if comm is not None:
+        mark(what, comm.step)
+
+
 def barrier(info: DistInfo) -> None:
     if info.distributed:
+        _enter("barrier")
         dist.barrier()
 
 
@@ -79,6 +367,7 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     """Sum a few float64 numbers over all ranks (identity when alone)."""
     if not info.distributed:
         return list(values)
+    _enter("all_reduce")
     t = torch.tensor(values, dtype=torch.float64, device=info.device)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist()
@@ -91,6 +380,7 @@ def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str
     """
     if not info.distributed:
         return {f"rank0.{k}": v for k, v in tensors.items()}
+    _enter("all_gather")
     out: dict[str, torch.Tensor] = {}
     for name in sorted(tensors):
         local = tensors[name].to(info.device)

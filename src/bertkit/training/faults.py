@@ -7,6 +7,9 @@ that a piece of state matters: drop it and the run must differ.
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from dataclasses import dataclass, field
 
 
@@ -22,6 +25,26 @@ class Faults:
     """Update attempts (0-based, skipped ones included) whose loss is made NaN."""
     drop_attempts: frozenset[int] = field(default_factory=frozenset)
     """Update attempts whose batch is consumed without training (control for skipped updates)."""
+    fail_checkpoint_at: frozenset[int] = field(default_factory=frozenset)
+    """Steps whose checkpoint write fails (an OSError "no space left" after the first file)."""
+    raise_at: tuple[int, int] | None = None
+    """(rank, step): that rank raises a RuntimeError as update ``step`` starts."""
+    hang_at: tuple[int, int] | None = None
+    """(rank, step): that rank stops responding (blocks forever) as update ``step`` starts."""
+
+    def at_step(self, rank: int, step: int) -> None:
+        """Called by every rank as each update starts: raise or hang where asked to."""
+        if self.raise_at == (rank, step):
+            _say(f"rank {rank} raises at step {step}")
+            raise RuntimeError(f"injected fault (rank {rank}, step {step})")
+        if self.hang_at == (rank, step):
+            _say(f"rank {rank} hangs at step {step}")
+            threading.Event().wait()
 
 
 NONE = Faults()
+
+
+def _say(what: str) -> None:
+    """Announce an injected fault with its wall-clock time (tests measure from it)."""
+    print(f"debug: {what} (t={time.time():.3f})", file=sys.stderr, flush=True)

@@ -131,8 +131,10 @@ class Trainer:
 
     def save(self) -> None:
         """Checkpoint the current step (collective: every rank calls it; rank 0 writes)."""
+        D.mark("checkpoint", self.step)
         rng = D.gather_tensors(ckpt.capture_rng(), self.info)
         if self.info.is_main:
+            D.mark("checkpoint write", self.step, publish=False)
             opt_tensors, opt_meta = optimizer_state_to_tensors(self.optimizer)
             state = self._loop_state()
             state.optimizer = opt_meta
@@ -145,6 +147,7 @@ class Trainer:
                 state=state.to_json(),
                 keep_last=self.cfg.keep_last,
                 write_delay=self.faults.checkpoint_write_delay,
+                fail=self.step in self.faults.fail_checkpoint_at,
             )
             self.metrics.append({"type": "checkpoint", "step": self.step, "path": path.name})
         D.barrier(self.info)
@@ -220,6 +223,8 @@ class Trainer:
         """One update attempt; returns its statistics, or None when the update was skipped."""
         attempt = self.attempts
         self.attempts += 1
+        D.mark("update", self.step + 1)
+        self.faults.at_step(self.info.rank, self.step + 1)
         batches = self._micro_batches(phase)
         if attempt in self.faults.drop_attempts:
             return None
@@ -372,6 +377,7 @@ class Trainer:
         )
 
     def _eval_and_log(self) -> dict[str, float] | None:
+        D.mark("evaluation", self.step)
         result = self.evaluate()
         if result is not None:
             self.metrics.append({"type": "eval", "step": self.step, **result})

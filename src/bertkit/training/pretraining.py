@@ -145,7 +145,7 @@ def pretrain(
         )
     objective = OBJECTIVES[opts.objective]()
     model_class = HEAD_CLASSES[objective.model_class]
-    info = D.init_from_env(opts.device)
+    info = D.init_from_env(opts.device, timeout=opts.train.collective_timeout)
     quiet = (lambda _m: None) if not info.is_main else log
     try:
         train_ds = _dataset(opts.data)
@@ -242,6 +242,10 @@ def pretrain(
             quiet(f"final model: {opts.output / 'model'}")
         D.barrier(info)
         return result
+    except Exception as e:
+        if info.distributed:  # one line naming the rank and the cause, on every rank
+            raise D.failure(e) from e
+        raise
     finally:
         D.shutdown(info)
 

@@ -56,6 +56,9 @@ class TrainConfig:
     """Checkpoints to keep."""
     max_consecutive_skips: int = 100
     """Non-finite updates in a row that abort the run."""
+    collective_timeout: float = 300.0
+    """Seconds a process waits for the others (joining the group, each collective) before every
+    process stops with an error naming the rank that did not answer (distributed runs only)."""
     spike_factor: float = 2.0
     """A loss this many times the recent mean is logged as a spike."""
     peak_flops: float | None = None
@@ -67,6 +70,8 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.collective_timeout > 0:
+            raise ConfigError(f"collective_timeout must be > 0, got {self.collective_timeout}")
 
 
 @dataclass
