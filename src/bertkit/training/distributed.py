@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import functools
 import os
 import sys
 import threading
@@ -44,7 +43,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -396,47 +394,13 @@ def broadcast_flag(flag: bool, info: DistInfo) -> bool:
     return bool(all_reduce_sum([float(flag)], info)[0] > 0)
 
 
-# ---- deterministic, resumable data order -------------------------------------------------------
+# the data order every rank agrees on lives in sharding.py; re-exported for the loop
+from bertkit.training.sharding import epoch_permutation, global_batch_indices, micro_batch  # noqa: E402
 
-
-@functools.lru_cache(maxsize=4)  # a pure function; the cache only avoids re-shuffling every step
-def epoch_permutation(n: int, seed: int, phase: int, epoch: int) -> np.ndarray:
-    """The order of the ``n`` examples in ``epoch`` of ``phase``: a pure function of its arguments."""
-    perm = np.random.default_rng([seed, phase, epoch]).permutation(n)
-    perm.setflags(write=False)
-    return perm
-
-
-def global_batch_indices(
-    n: int, start: int, size: int, seed: int, phase: int
-) -> tuple[np.ndarray, list[int]]:
-    """Examples ``start .. start+size`` of the phase's stream, and the epoch of each.
-
-    The stream is ``perm(epoch 0) ++ perm(epoch 1) ++ ...``; a batch that crosses an epoch boundary
-    takes the end of one permutation and the start of the next, so nothing is dropped or repeated.
-    """
-    idx: list[int] = []
-    epochs: list[int] = []
-    pos = start
-    while len(idx) < size:
-        epoch, offset = divmod(pos, n)
-        perm = epoch_permutation(n, seed, phase, epoch)
-        take = perm[offset : offset + size - len(idx)]
-        idx.extend(int(i) for i in take)
-        epochs.extend([epoch] * len(take))
-        pos += len(take)
-    return np.asarray(idx, dtype=np.int64), epochs
-
-
-def micro_batch(batch: np.ndarray, micro: int, accum: int, info: DistInfo) -> np.ndarray:
-    """This rank's share of micro-step ``micro`` (0-based, < accum) of a global batch.
-
-    The global batch is cut into ``accum * world`` equal slices; micro-step j of rank r takes
-    slice ``j * world + r``.
-    """
-    parts = accum * info.world_size
-    if len(batch) % parts:
-        raise ValueError(f"global batch {len(batch)} is not divisible by accum*world={parts}")
-    size = len(batch) // parts
-    k = micro * info.world_size + info.rank
-    return batch[k * size : (k + 1) * size]
+__all__ = [
+    "DistInfo",
+    "DistributedError",
+    "epoch_permutation",
+    "global_batch_indices",
+    "micro_batch",
+]

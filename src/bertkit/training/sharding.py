@@ -1,0 +1,61 @@
+"""Which examples every rank sees: the data order of a phase as a function of (seed, position).
+
+The data stream of a phase is the concatenation of per-epoch permutations seeded by
+(seed, phase, epoch); update ``u`` takes the next ``global_batch`` examples of that stream and
+splits them into ``accum * world`` micro-batches. Each example is seen exactly once per epoch,
+whatever the world size, and the whole schedule is a function of (seed, examples consumed), so a
+resume needs only that count.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from bertkit.training.distributed import DistInfo
+
+
+@functools.lru_cache(maxsize=4)  # a pure function; the cache only avoids re-shuffling every step
+def epoch_permutation(n: int, seed: int, phase: int, epoch: int) -> np.ndarray:
+    """The order of the ``n`` examples in ``epoch`` of ``phase``: a pure function of its arguments."""
+    perm = np.random.default_rng([seed, phase, epoch]).permutation(n)
+    perm.setflags(write=False)
+    return perm
+
+
+def global_batch_indices(
+    n: int, start: int, size: int, seed: int, phase: int
+) -> tuple[np.ndarray, list[int]]:
+    """Examples ``start .. start+size`` of the phase's stream, and the epoch of each.
+
+    The stream is ``perm(epoch 0) ++ perm(epoch 1) ++ ...``; a batch that crosses an epoch boundary
+    takes the end of one permutation and the start of the next, so nothing is dropped or repeated.
+    """
+    idx: list[int] = []
+    epochs: list[int] = []
+    pos = start
+    while len(idx) < size:
+        epoch, offset = divmod(pos, n)
+        perm = epoch_permutation(n, seed, phase, epoch)
+        take = perm[offset : offset + size - len(idx)]
+        idx.extend(int(i) for i in take)
+        epochs.extend([epoch] * len(take))
+        pos += len(take)
+    return np.asarray(idx, dtype=np.int64), epochs
+
+
+def micro_batch(batch: np.ndarray, micro: int, accum: int, info: DistInfo) -> np.ndarray:
+    """This rank's share of micro-step ``micro`` (0-based, < accum) of a global batch.
+
+    The global batch is cut into ``accum * world`` equal slices; micro-step j of rank r takes
+    slice ``j * world + r``.
+    """
+    parts = accum * info.world_size
+    if len(batch) % parts:
+        raise ValueError(f"global batch {len(batch)} is not divisible by accum*world={parts}")
+    size = len(batch) // parts
+    k = micro * info.world_size + info.rank
+    return batch[k * size : (k + 1) * size]
