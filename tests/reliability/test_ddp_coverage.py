@@ -71,3 +71,16 @@ def test_each_instance_once_per_epoch_across_a_resume(tmp_path, world):
     # negative control: counting the crashed run's lost update too sees some instances twice
     with pytest.raises(AssertionError):
         _assert_once_per_epoch(killed + resumed)
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 1), pytest.param(4, 2, marks=pytest.mark.slow)])
+def test_resume_on_another_world_size_keeps_each_instance_once_per_epoch(tmp_path, before, after):
+    """The data order is a function of (seed, examples consumed) alone, so a run checkpointed by
+    ``before`` processes and resumed by ``after`` continues the same global order: every instance
+    once per epoch (documented in docs/pretraining-data.md; only the dropout RNG streams differ,
+    and the resume says so)."""
+    _spawn(tmp_path, before, "killed", stop=6)
+    _spawn(tmp_path, after, "resumed")
+    _assert_once_per_epoch(
+        _seen(tmp_path, before, "killed", last_step=6) + _seen(tmp_path, after, "resumed")
+    )
