@@ -112,7 +112,7 @@ TABLE8 = [
 ]
 PAPER_COLUMN = {
     "5": {"mrpc": "MRPC", "sst2": "SST-2", "squad": "SQuAD", "conll": "(none)"},
-    "8": {"mrpc": "MNLI", "sst2": "MNLI", "squad": "-", "conll": "NER ft"},
+    "8": {"mrpc": "MNLI", "sst2": "MNLI", "squad": "(none)", "conll": "NER ft"},
 }
 
 # (steps, train files, dupe factor, vocab size, max-train, max-dev, epochs, seeds)
