@@ -163,3 +163,26 @@ def test_a_word_longer_than_a_window_keeps_only_its_first_pieces(tmp_path):
     assert long.labels[1] == 2 and long.labels[2] == IGNORE_INDEX
     labelled = [w.word_ids[i] for w in wins for i, y in enumerate(w.labels) if y != IGNORE_INDEX]
     assert sorted(labelled) == [0, 1, 2]
+
+
+def test_context_never_overflows_a_window_around_an_over_long_core(tmp_path):
+    """A word longer than the core budget is a core group of its own; context words are added
+    only while the window still fits (here "a" on the left fits, "c" on the right would not)."""
+    tok = _tiny_tokenizer(tmp_path)
+    sent = TaggedSentence(("a", "bxy", "c"), ("O", "O", "O"))
+    wins = encode_tagged(tok, [sent], {"O": 0}, max_length=6, context=1)  # content 4, core 2
+    assert all(len(w.input_ids) <= 6 for w in wins)
+    middle = next(w for w in wins if w.core == (1, 2))
+    assert middle.word_ids == [None, 0, 1, 1, 1, None]  # left context "a", no room for "c"
+
+
+def test_multiple_choice_pads_with_the_pad_id(tmp_path):
+    from bertkit.tasks.features import EncodedInput, pad_multiple_choice
+
+    items = [
+        [EncodedInput([2, 7, 3], [0, 0, 0], [1, 1, 1], 0), EncodedInput([2, 3], [0, 0], [1, 1], 0)]
+    ]
+    batch = pad_multiple_choice(items)
+    assert batch["input_ids"].tolist() == [[[2, 7, 3], [2, 3, 0]]]  # default pad id 0
+    assert pad_multiple_choice(items, pad_id=9)["input_ids"].tolist() == [[[2, 7, 3], [2, 3, 9]]]
+    assert batch["attention_mask"].tolist() == [[[1, 1, 1], [1, 1, 0]]]
