@@ -111,11 +111,13 @@ def free_port() -> int:
 class ServerProcess:
     """A server in a subprocess on 127.0.0.1 (its output in a temporary log file)."""
 
-    def __init__(self, name: str, argv: list[str], port: int) -> None:
+    def __init__(self, name: str, argv: list[str], port: int, src: str | None = None) -> None:
         self.name, self.port = name, port
         self.url = f"http://127.0.0.1:{port}"
         self.log = tempfile.NamedTemporaryFile(prefix=f"serve-load-{name}-", suffix=".log", delete=False)  # noqa: SIM115  # fmt: skip
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        if src:  # another bertkit source tree first on the path (an A/B of a server change)
+            env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)  # fmt: skip
 
     def wait_healthy(self, timeout: float = 300.0) -> float:
@@ -516,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="skip the baseline server")
     ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                     help="extra argument for bertkit serve (repeat), e.g. --server-arg=--max-batch-tokens=4096")  # fmt: skip
+    ap.add_argument("--compare-src", default=None, metavar="DIR",
+                    help="also serve bertkit from this source tree (side 'bertkit-compare'), e.g. "
+                         "`git archive HEAD~1 src | tar -x -C /tmp/old` then /tmp/old/src: an A/B of a server change")  # fmt: skip
     ap.add_argument("--soak-minutes", type=float, default=0.0)
     ap.add_argument("--plot", action="store_true", help=f"draw the soak's RSS curve to {DEFAULT_PLOT.relative_to(ROOT)}")  # fmt: skip
     ap.add_argument("--plot-path", type=Path, default=DEFAULT_PLOT)
@@ -569,6 +574,10 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         servers["bertkit"] = ServerProcess("bertkit", [sys.executable, "-m", "bertkit", "serve", "--model", f"minilm={model_dir}",
                                            "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads), *args.server_arg], port)  # fmt: skip
+        if levels_c and args.compare_src:
+            port = free_port()
+            servers["bertkit-compare"] = ServerProcess("bertkit-compare", [sys.executable, "-m", "bertkit", "serve", "--model", f"minilm={model_dir}",
+                                                       "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads), *args.server_arg], port, src=args.compare_src)  # fmt: skip
         if levels_c and not args.no_baseline:
             port = free_port()
             servers["baseline"] = ServerProcess("baseline", [sys.executable, str(ROOT / "benchmarks/baseline_server.py"), "--model", model_dir,
@@ -583,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
                 offline.append(offline_rate(embedder, texts, args.offline_repeats, pids, f"before c={c}"))  # fmt: skip
                 for s in servers.values():
                     lv = Level(s.name, c)
-                    before = scrape(s.url) if s.name == "bertkit" else None
+                    before = scrape(s.url) if s.name.startswith("bertkit") else None
                     watch = CpuWatch(pids)
                     asyncio.run(drive(s.url + "/embed", payloads, k, c, args.requests, args.max_seconds, lv, alive=s.alive))  # fmt: skip
                     lv.others_cores = watch.others_cores()
@@ -639,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
             "model": model_dir, "corpus": str(args.corpus), "seed": args.seed,
             "text_tokens": {"min": min(lengths), "mean": statistics.fmean(lengths), "max": max(lengths)},
             "inputs_per_request": k, "requests_per_level": args.requests, "max_seconds": args.max_seconds,
-            "server_args": args.server_arg, "offline": offline, "levels": [lv.summary() for lv in levels],
+            "server_args": args.server_arg, "compare_src": args.compare_src, "offline": offline, "levels": [lv.summary() for lv in levels],
             "goals": checks,
         }  # fmt: skip
     if soak_result:
