@@ -39,6 +39,7 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -532,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
         help=f"default {DEFAULT_JSON.relative_to(ROOT)} (--quick: a temporary file)",
     )
     args = ap.parse_args(argv)
+    # a SIGTERM (timeout, kill) unwinds through the finally below, which stops the servers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.quick:
         args.requests, args.offline_repeats = min(args.requests, 24), 1
     if args.json is None:
