@@ -9,6 +9,8 @@ tagging, QA, fill-mask) run one at a time; each batches its own inputs by length
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 import time
 from collections import deque
@@ -18,6 +20,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+
+def limit_heap_growth(threshold: int = 128 * 1024) -> bool:
+    """Serve blocks of ``threshold`` bytes or more from mmap, returned to the OS when freed (glibc).
+
+    glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB), after
+    which activations of every new batch shape come from the heap, fragment it, and are not given
+    back: a server's RSS then grows without bound (MiniLM-L6 on CPU: +66% in a 10-minute soak,
+    ~0.7 MiB per forward pass of a new shape). Setting the threshold fixes it (and stops the
+    adjustment), as MALLOC_MMAP_THRESHOLD_=131072 would. False where there is no glibc.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(-3, threshold))  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
 
 
 @dataclass
@@ -65,6 +85,7 @@ class Worker:
         self._jobs: deque[Job] = deque()
         self._cv = threading.Condition()
         self._stopping = False
+        limit_heap_growth()  # process-wide; a serving process only
         self._thread = threading.Thread(target=self._loop, name=f"bertkit-{name}", daemon=True)
         self._thread.start()
 
