@@ -153,3 +153,35 @@ def test_lamb_five_steps_follow_the_formula_with_distinct_betas():
         trust = np.linalg.norm(p) / np.linalg.norm(u)
         p = p - lr * trust * u
         np.testing.assert_allclose(w.detach().double().numpy(), p, rtol=1e-5, atol=1e-6)
+
+
+def test_optimizer_config_boundaries():
+    from bertkit.errors import ConfigError
+    from bertkit.training.optim import OptimizerConfig
+
+    OptimizerConfig(lr=1e-9, weight_decay=0.0)  # the smallest valid values pass
+    with pytest.raises(ConfigError, match="learning rate must be positive"):
+        OptimizerConfig(lr=0.0)
+    with pytest.raises(ConfigError, match="weight decay must be >= 0"):
+        OptimizerConfig(weight_decay=-1e-9)
+
+
+def test_parameter_groups_skip_frozen_and_count_tied_weights_once():
+    from bertkit.training.optim import OptimizerConfig, build_optimizer
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+    model[1].weight = model[0].weight  # tied
+    model[1].bias.requires_grad_(False)  # frozen
+    opt = build_optimizer(model, OptimizerConfig(lr=0.1))
+    params = [p for g in opt.param_groups for p in g["params"]]
+    assert len(params) == len({id(p) for p in params}) == 2  # weight (once) and the first bias
+    assert id(model[1].bias) not in {id(p) for p in params}
+
+
+def test_lamb_trust_ratio_is_one_for_zero_weights():
+    w = torch.nn.Parameter(torch.zeros(2, 2))
+    opt = Lamb([w], lr=0.1, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0)
+    w.grad = torch.ones(2, 2)
+    opt.step()
+    # first step: m-hat = g, v-hat = g^2, so the update is g / (|g| + eps) ~ 1, taken with trust 1
+    assert torch.allclose(w.detach(), torch.full((2, 2), -0.1), atol=1e-6)
