@@ -177,3 +177,35 @@ def test_dynamic_masking_changes_per_epoch_but_is_reproducible(tmp_path: Path) -
 def test_collate_rejects_empty_batch() -> None:
     with pytest.raises(ValueError):
         collate_pretraining([])
+
+
+def test_dynamic_masking_at_training_time_remasks_static_data(tmp_path: Path) -> None:
+    """``bertkit pretrain --dynamic-masking`` on statically masked data: the stored masks are
+    undone and new ones drawn per epoch; without it the stored masks are used as they are."""
+    from bertkit.cli.main import main
+    from bertkit.data.collate import unmasked
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures"
+    out = tmp_path / "static"
+    argv = ["prepare-pretraining", "--input", str(fix / "pt_wiki.txt"), "--vocab", str(fix / "pt_vocab.txt"),
+            "--output", str(out), "--max-seq-length", "32", "--dupe-factor", "1"]  # fmt: skip
+    assert main(argv) == 0
+    ds = PretrainingDataset(out)
+    assert not ds.dynamic_masking
+    items = [ds[i] for i in range(len(ds))]
+    stored = make_collate(ds, seed=1)(items)
+    assert torch.equal(
+        make_collate(ds, seed=1)(items, [1] * len(items))["labels"], stored["labels"]
+    )
+    remask = make_collate(ds, seed=1, dynamic=True)
+    e0, e1 = remask(items, [0] * len(items)), remask(items, [1] * len(items))
+    assert not torch.equal(e0["labels"], e1["labels"]) and not torch.equal(
+        e0["labels"], stored["labels"]
+    )
+    for r, item in enumerate(items):  # every label is the original token at that position
+        original = torch.from_numpy(unmasked(item)["input_ids"])
+        n = len(original)
+        picked = e1["labels"][r, :n] != -100
+        assert torch.equal(e1["labels"][r, :n][picked], original[picked])
+        kept = ~picked
+        assert torch.equal(e1["input_ids"][r, :n][kept], original[kept])

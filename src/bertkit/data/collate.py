@@ -83,21 +83,37 @@ class DynamicMaskingCollator:
         return collate_pretraining([self.mask(x) for x in items], self.pad_token_id)
 
 
-def make_collate(dataset: Any, seed: int = 0) -> Callable[..., dict[str, Any]]:
+def unmasked(item: dict[str, Any]) -> dict[str, Any]:
+    """A statically masked instance with its original tokens put back (no masks)."""
+    ids = np.array(item["input_ids"], copy=True)
+    ids[item["masked_positions"]] = item["masked_labels"]
+    empty = np.zeros(0, dtype=np.int64)
+    return {**item, "input_ids": ids, "masked_positions": empty, "masked_labels": empty}
+
+
+def make_collate(
+    dataset: Any, seed: int = 0, dynamic: bool = False
+) -> Callable[..., dict[str, Any]]:
     """``collate(items, epochs=None)`` for a ``PretrainingDataset``: its static masks as stored, or,
     for unmasked (dynamic) data, fresh masks keyed by (seed, epoch, instance index), so a batch is
     the same in any composition or resume. ``epochs[i]`` is the data epoch item ``i`` is drawn in
-    (None: epoch 0 for every item)."""
+    (None: epoch 0 for every item).
+
+    ``dynamic=True`` re-masks statically masked data too (RoBERTa's dynamic masking at training
+    time, ``bertkit pretrain --dynamic-masking``): the stored masks are undone and new ones drawn
+    with the data's masking settings, per epoch.
+    """
     pad = dataset.pad_token_id
-    if not dataset.dynamic_masking:
+    if not dataset.dynamic_masking and not dynamic:
         return lambda items, epochs=None: collate_pretraining(items, pad)
     masker = DynamicMaskingCollator(dataset.masking_spec(), seed, 0, pad)
+    restore = not dataset.dynamic_masking
 
     def collate(items: Sequence[dict[str, Any]], epochs: Sequence[int] | None = None) -> dict:
         masked = []
         for item, epoch in zip(items, epochs or [0] * len(items), strict=True):
             masker.set_epoch(epoch)
-            masked.append(masker.mask(item))
+            masked.append(masker.mask(unmasked(item) if restore else item))
         return collate_pretraining(masked, pad)
 
     return collate

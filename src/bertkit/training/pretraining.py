@@ -66,6 +66,9 @@ class PretrainOptions:
     """Warm start: initial weights from a model folder (not a resume)."""
     objective: str = "mlm+nsp"
     """mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, causal attention, no NSP)."""
+    dynamic_masking: bool = False
+    """Draw new masks every epoch at training time (RoBERTa), also for statically masked data;
+    the held-out set keeps its fixed masks."""
     random_next: str = "keep"
     """Without NSP (mlm, ltr): keep the prepared random-next pairs as plain input, or drop them
     and train on actual-next (contiguous) pairs only."""
@@ -193,12 +196,12 @@ def pretrain(
             model, OptimizerConfig(opts.optimizer, opts.learning_rate, opts.weight_decay)
         )
 
-        def adapted(dataset: Any, seed: int) -> Callable:
-            base = make_collate(dataset, seed)
+        def adapted(dataset: Any, seed: int, dynamic: bool = False) -> Callable:
+            base = make_collate(dataset, seed, dynamic)
             return lambda items, epochs=None: objective.adapt(base(items, epochs))
 
         for i, p in enumerate(phases):
-            p.collate = adapted(p.dataset, opts.train.seed + i)
+            p.collate = adapted(p.dataset, opts.train.seed + i, opts.dynamic_masking)
         eval_collate = adapted(eval_ds, opts.train.seed) if eval_ds is not None else None
 
         def flops(batch: dict) -> float:
