@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -94,9 +93,9 @@ def test_fuzz_gets_only_4xx_and_the_server_keeps_serving(tiny_mlm: Path, tiny_cl
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from training.helpers import free_port
+
+    return free_port()
 
 
 def test_sigterm_finishes_in_flight_requests_and_exits_0(minilm: Path, tmp_path: Path):

@@ -128,9 +128,31 @@ def losses(run_dir: Path) -> list[tuple[int, float]]:
 
 
 def free_port() -> int:
+    """A free TCP port for a test's server, outside the kernel's ephemeral range.
+
+    A port the kernel handed out (bind to 0) and was released can be handed to another process's
+    outgoing connection before the test's server binds it. Ports below the ephemeral range are
+    never picked by the kernel, so the only clash left is two tests drawing the same random port
+    (checked by binding it).
+    """
+    import random
     import socket
 
-    with socket.socket() as s:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()  # not the seeded global RNG: parallel tests must not draw alike
+    for _ in range(100):
+        port = rng.randrange(20000, max(20001, low))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # fall back to the kernel's choice
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
