@@ -84,13 +84,16 @@ class Embedder:
     def load(cls, directory: str | Path, *, pooling: str | None = None, normalize: bool | None = None,
              max_length: int | None = None, device: str | None = None, precision: str = P.DEFAULT,
              batch_size: int = 32, allow_pickle: bool = False,
-             split_special_tokens: bool = False) -> Embedder:  # fmt: skip
+             split_special_tokens: bool = False, model: torch.nn.Module | None = None) -> Embedder:  # fmt: skip
+        """``model``: an encoder already loaded from ``directory`` (e.g. a fill-mask model's
+        ``bert``), used instead of loading the weights a second time."""
         if pooling is not None and pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         if batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {batch_size}")
         dev = hardware.resolve_device(device)
-        model, _ = load_with_report(directory, "BertModel", allow_pickle=allow_pickle)
+        if model is None:
+            model, _ = load_with_report(directory, "BertModel", allow_pickle=allow_pickle)
         model.to(dev)
         limit = model.config.max_position_embeddings
         if max_length is not None and not 2 <= max_length <= limit:

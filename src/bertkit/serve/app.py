@@ -135,11 +135,15 @@ class Server:
                 413, f"batch size {n} > maximum allowed batch size {limit}", "payload_too_large"
             )
 
-    async def vectors(self, engine: Engine, texts: list[str], truncate: bool) -> np.ndarray:
+    async def vectors(
+        self, engine: Engine, texts: list[str], truncate: bool
+    ) -> tuple[np.ndarray, int]:
+        """The texts' vectors (unnormalised) and the number of tokens they were embedded from."""
         self.check_count(len(texts))
         encodings = await asyncio.to_thread(engine.encode_for_embedding, texts, truncate)
         assert engine.worker is not None
-        return await self._wait(engine.worker.embed_later(encodings))
+        vectors = await self._wait(engine.worker.embed_later(encodings))
+        return vectors, sum(len(e.input_ids) for e in encodings)
 
 
 def _texts(inputs: str | list[str]) -> list[str]:
@@ -212,17 +216,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/embed", summary="embeddings (text-embeddings-inference shapes)")
     async def embed(req: EmbedRequest) -> Response:
         engine = server.engine("embed", req.model)
-        v = await server.vectors(engine, _texts(req.inputs), req.truncate)
+        v, _ = await server.vectors(engine, _texts(req.inputs), req.truncate)
         return _json((_normalized(v) if req.normalize else v).tolist())
 
     @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
     async def openai_embeddings(req: OpenAIEmbeddingRequest) -> Response:
         engine = server.engine("embed", req.model if req.model in server.engines else None)
         texts = _texts(req.input)
-        v = _normalized(await server.vectors(engine, texts, truncate=True))
-        tokens = sum(
-            len(x) for x in engine.tokenizer.encode_batch(texts, max_length=engine.max_input_length)
-        )
+        v, tokens = await server.vectors(engine, texts, truncate=True)
+        v = _normalized(v)
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row.tolist()}
                 for i, row in enumerate(v)]  # fmt: skip
@@ -233,7 +235,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def similarity(req: SimilarityRequest) -> Response:
         engine = server.engine("similarity", req.model)
         texts = [req.inputs.source_sentence, *req.inputs.sentences]
-        v = _normalized(await server.vectors(engine, texts, req.truncate))
+        v = _normalized((await server.vectors(engine, texts, req.truncate))[0])
         return _json([float(x) for x in v[1:] @ v[0]])
 
     @app.post("/tokenize", summary="word pieces with ids and character offsets")

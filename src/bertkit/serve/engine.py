@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from bertkit import precision as P
 from bertkit.errors import CheckpointError
 from bertkit.evaluation.chunks import tag_spans
 from bertkit.inference import Embedder, FillMasker, TaskModel, pipeline, task_of
@@ -56,15 +55,17 @@ class Engine:
         opts = {"device": s.device, "precision": s.precision}
         split = {"split_special_tokens": s.split_special_tokens}
         if self.task == "feature-extraction":
-            emb = Embedder.load(self.directory, pooling=s.pooling, **opts, **split)
-            # the worker batches by tokens; normalisation is per request
-            emb.spec = replace(emb.spec, normalize=False)
-            emb.batch_size, emb.show_progress = s.max_batch_tokens, False
-            self.embedder = emb
             try:
                 self.masker = FillMasker.load(self.directory, **opts)
             except CheckpointError:
                 self.masker = None
+            # with masked-LM weights, the embedder shares the fill-mask model's encoder
+            shared = self.masker.model.bert if self.masker is not None else None
+            emb = Embedder.load(self.directory, pooling=s.pooling, model=shared, **opts, **split)
+            # the worker batches by tokens; normalisation is per request
+            emb.spec = replace(emb.spec, normalize=False)
+            emb.batch_size, emb.show_progress = s.max_batch_tokens, False
+            self.embedder = emb
         else:
             self.task_model = pipeline(self.task, self.directory, **opts, **split)
             self.task_model.show_progress = False
@@ -208,11 +209,11 @@ class Engine:
     def fill_mask(self, texts: Sequence[str], top_k: int, truncate: bool) -> list[list[list[dict]]]:
         m = self.masker
         assert m is not None
-        limit = m.model.config.max_position_embeddings
+        encodings = m.tokenizer.encode_batch(list(texts))  # whole: for both checks below
         if not truncate:
-            self._check_lengths(m.tokenizer.encode_batch(list(texts)), limit)
+            self._check_lengths(encodings, m.model.config.max_position_embeddings)
         mask = m.tokenizer.mask_token_id
-        missing = [i for i, t in enumerate(texts) if mask not in m.tokenizer.encode(t).input_ids]
+        missing = [i for i, e in enumerate(encodings) if mask not in e.input_ids]
         if missing:
             raise ServeError(422, f"input {missing[0]} has no [MASK] token")
         found = m(list(texts), top_k)
@@ -220,7 +221,3 @@ class Engine:
             [[{"token": t, "score": float(p)} for t, p in cands] for cands in per_text]
             for per_text in found
         ]
-
-    def precision(self) -> str:
-        part = self.embedder or self.task_model or self.masker
-        return getattr(part, "precision", P.DEFAULT)
