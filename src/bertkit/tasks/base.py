@@ -102,6 +102,12 @@ class TaskAdapter:
         :meth:`fit_dev` tuned; the base class has none)."""
         return self
 
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TaskAdapter:
+        """Rebuild from :meth:`state` (less its ``format`` key); families with older layouts to
+        read override it."""
+        return cls(**state)
+
     def state(self) -> dict[str, Any]:
         return {
             "format": TASK_FORMAT,

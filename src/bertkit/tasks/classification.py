@@ -103,25 +103,24 @@ class ClassificationAdapter(TaskAdapter):
         p = Path(path)
         if self.family == "glue" and p.is_dir():
             return read_glue_split(p, self.name, split)
-        if self.family == "glue" and p.suffix.lower() == ".tsv" and self._is_glue_file(p):
-            return read_glue(p, self.name)
-        return self._read_fields(p)
+        if self.family == "glue" and p.suffix.lower() == ".tsv":
+            t = glue_task(self.name)
+            if t.header is None:  # CoLA's files have no header: only the official format is read
+                return read_glue(p, self.name)
+            have = custom.first_record_fields(p, "tsv")
+            if all(c in have for c in t.text_columns):
+                return read_glue(p, self.name)
+            return self._read_fields(p, have)
+        return self._read_fields(p, custom.first_record_fields(p, self.file_format))
 
-    def _is_glue_file(self, path: Path) -> bool:
-        t = glue_task(self.name)
-        if t.header is None:  # CoLA's files have no header: only the official format is read
-            return True
-        have = custom.first_record_fields(path, "tsv")
-        return all(c in have for c in t.text_columns)
-
-    def _read_fields(self, path: Path) -> list[Any]:
-        """Any CSV/TSV/JSONL: the adapter's own columns, the GLUE task's, or common names."""
+    def _read_fields(self, path: Path, have: list[str]) -> list[Any]:
+        """Any CSV/TSV/JSONL (``have``: its fields): the adapter's own columns, the GLUE task's,
+        or common names."""
         own = tuple(c for c in (self.columns.get("text"), self.columns.get("text_pair")) if c)
         glue = glue_task(self.name).text_columns if self.family == "glue" else ()
         common = _PAIR_FIELDS if self.is_pair else _SINGLE_FIELDS
         candidates = [c for c in (own, tuple(glue), *common) if c]
-        names = custom.pick_fields(path, candidates, self.file_format)
-        have = custom.first_record_fields(path, self.file_format)
+        names = custom.pick_fields(path, have, candidates)
         label_names = [self.columns.get("label")] if self.columns.get("label") else []
         if self.family == "glue":
             label_names.append(glue_task(self.name).label_column)

@@ -153,9 +153,7 @@ def adapter_from_state(state: dict[str, Any]) -> TaskAdapter:
         )
     cls = FAMILIES[family][0]
     try:
-        if cls is SquadAdapter:
-            return SquadAdapter.from_state(state)
-        return cls(**state)
+        return cls.from_state(state)
     except TypeError as e:
         raise CheckpointError(f"{TASK_FILE}: settings do not fit the {family} task ({e})") from e
 

@@ -200,13 +200,13 @@ def first_record_fields(path: str | Path, format: str | None = None) -> list[str
 
 
 def pick_fields(
-    path: str | Path, candidates: Sequence[tuple[str, ...]], format: str | None = None
+    path: str | Path, have: Sequence[str], candidates: Sequence[tuple[str, ...]]
 ) -> tuple[str, ...]:
-    """The first candidate tuple of field names that the file has all of.
+    """The first candidate tuple of field names that all are in ``have`` (the file's fields,
+    :func:`first_record_fields`).
 
     Raises InputError naming the fields the file has and the ones that were looked for.
     """
-    have = first_record_fields(path, format)
     for names in candidates:
         if all(n in have for n in names):
             return names
