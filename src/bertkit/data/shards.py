@@ -243,6 +243,12 @@ class PretrainingDataset:
             mask_ratios=tuple(s.get("mask_ratios", (0.8, 0.1, 0.1))),
         )
 
+    def next_sentence_labels(self) -> np.ndarray:
+        """Every instance's ``next_sentence_label`` (0 = actual next), read from the shard
+        arrays without building the instances."""
+        parts = [self._shard(k)["next_sentence_label"] for k in range(len(self.shards))]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+
     def shard_ranges(self) -> list[range]:
         """Instance index range of each shard (for shard-local shuffling)."""
         return [range(a, b) for a, b in zip(self._starts[:-1], self._starts[1:])]
@@ -290,11 +296,7 @@ class ActualNextView:
 
     def __init__(self, dataset: PretrainingDataset) -> None:
         self.source = dataset
-        keep: list[np.ndarray] = []
-        for k, start in enumerate(dataset._starts[:-1]):
-            labels = dataset._shard(k)["next_sentence_label"]
-            keep.append(np.flatnonzero(labels == 0) + start)
-        self.indices = np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+        self.indices = np.flatnonzero(dataset.next_sentence_labels() == 0)
         self.pad_token_id = dataset.pad_token_id
         self.dynamic_masking = dataset.dynamic_masking
         self.manifest = dataset.manifest

@@ -249,7 +249,7 @@ class Trainer:
         self.core.eval()
         n = min(len(self.eval_dataset), self.cfg.eval_examples)
         size = max(1, self.cfg.batch_size // (self.cfg.grad_accum * self.info.world_size))
-        sums = np.zeros(0)
+        sums: np.ndarray | None = None
         for start in range(0, n, size):
             items = [self.eval_dataset[i] for i in range(start, min(n, start + size))]
             # always epoch 0: dynamic masking gives the same masks at every evaluation
@@ -258,9 +258,9 @@ class Trainer:
             with self._autocast():
                 out = self.core(**b)
             part = np.asarray(self.objective.eval_sums(out, b))
-            sums = part if sums.size == 0 else sums + part
+            sums = part if sums is None else sums + part
         self.core.train(was_training)
-        return self.objective.eval_metrics(sums if sums.size else np.zeros(6))
+        return self.objective.eval_metrics(sums if sums is not None else np.zeros(6))
 
     # ---- the loop -------------------------------------------------------------------------------
 
