@@ -47,10 +47,8 @@ import torch
 import torch.nn.functional as F
 
 from bertkit import probe_cache
-from bertkit.cpu import CpuInfo, cpu_info, idle_threads
+from bertkit.cpu import CpuInfo, cpu_info, idle_threads  # noqa: F401 (the machine description)
 from bertkit.errors import ConfigError
-
-__all__ = ["CpuInfo", "cpu_info", "idle_threads"]  # re-exported: the machine description
 
 log = logging.getLogger("bertkit.hardware")
 

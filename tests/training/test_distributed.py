@@ -9,6 +9,7 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from bertkit.training import distributed as D
+from bertkit.training import sharding as S
 
 from .helpers import ddp_worker, free_port, losses, make_trainer
 
@@ -46,24 +47,24 @@ def test_every_example_seen_once_per_epoch(world, accum):
     seen: list[int] = []
     epochs: list[int] = []
     for position in range(0, 3 * n + batch, batch):
-        idx, ep = D.global_batch_indices(n, position, batch, seed=3, phase=0)
+        idx, ep = S.global_batch_indices(n, position, batch, seed=3, phase=0)
         for rank in range(world):
             info = D.DistInfo(rank=rank, world_size=world)
             for j in range(accum):
-                part = D.micro_batch(idx, j, accum, info)
+                part = S.micro_batch(idx, j, accum, info)
                 seen.extend(part.tolist())
-                epochs.extend(D.micro_batch(np.asarray(ep), j, accum, info).tolist())
+                epochs.extend(S.micro_batch(np.asarray(ep), j, accum, info).tolist())
     for e in range(3):
         assert sorted(i for i, x in zip(seen, epochs) if x == e) == list(range(n))
 
 
 def test_data_order_depends_only_on_seed_and_position():
-    a, _ = D.global_batch_indices(50, 40, 20, seed=1, phase=0)
+    a, _ = S.global_batch_indices(50, 40, 20, seed=1, phase=0)
     b = np.concatenate(
-        [D.global_batch_indices(50, 40, 10, 1, 0)[0], D.global_batch_indices(50, 50, 10, 1, 0)[0]]
+        [S.global_batch_indices(50, 40, 10, 1, 0)[0], S.global_batch_indices(50, 50, 10, 1, 0)[0]]
     )
     assert a.tolist() == b.tolist()
-    assert D.global_batch_indices(50, 40, 20, seed=2, phase=0)[0].tolist() != a.tolist()
+    assert S.global_batch_indices(50, 40, 20, seed=2, phase=0)[0].tolist() != a.tolist()
 
 
 @pytest.mark.slow

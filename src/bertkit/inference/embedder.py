@@ -120,15 +120,11 @@ class Embedder:
         return int(self.spec.max_length or self.model.config.max_position_embeddings)
 
     def encode(self, texts: Sequence[str], truncate: bool = True) -> list[Encoding]:
-        """Token ids of ``texts``, cut to the input limit (``truncate``) or whole (then the caller
-        checks :meth:`too_long`)."""
+        """Token ids of ``texts``, cut to the input limit (``truncate``) or whole (the caller then
+        checks their lengths against :attr:`max_length`)."""
         return self.tokenizer.encode_batch(
             list(texts), max_length=self.max_length if truncate else None
         )
-
-    def too_long(self, encodings: Sequence[Encoding]) -> list[int]:
-        """Indices of encodings longer than the input limit."""
-        return [i for i, e in enumerate(encodings) if len(e.input_ids) > self.max_length]
 
     @torch.inference_mode()
     def embed_encodings(self, encodings: Sequence[Encoding]) -> np.ndarray:

@@ -1,11 +1,11 @@
-"""torchrun / DDP support: process-group setup from the environment and deterministic data sharding.
+"""torchrun / DDP support: process-group setup from the environment, bounded collectives, failures.
 
 Communication is PyTorch's own (``torch.distributed`` collectives and ``DistributedDataParallel``);
 this module only decides who does what:
 
 * ``init_from_env`` reads torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) and
   starts a process group with gloo on CPU or NCCL on CUDA. Without WORLD_SIZE > 1 it is a no-op.
-* ``global_batch_indices``/``micro_batch`` define which examples every rank sees: the data stream of
+* which examples every rank sees is :mod:`bertkit.training.sharding`: the data stream of
   a phase is the concatenation of per-epoch permutations seeded by (seed, phase, epoch); update ``u``
   takes the next ``global_batch`` examples of that stream and splits them into ``accum * world``
   micro-batches. Each example is seen exactly once per epoch, whatever the world size, and the whole
@@ -392,15 +392,3 @@ def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str
 def broadcast_flag(flag: bool, info: DistInfo) -> bool:
     """True when ``flag`` is true on any rank."""
     return bool(all_reduce_sum([float(flag)], info)[0] > 0)
-
-
-# the data order every rank agrees on lives in sharding.py; re-exported for the loop
-from bertkit.training.sharding import epoch_permutation, global_batch_indices, micro_batch  # noqa: E402
-
-__all__ = [
-    "DistInfo",
-    "DistributedError",
-    "epoch_permutation",
-    "global_batch_indices",
-    "micro_batch",
-]

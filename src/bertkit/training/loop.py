@@ -8,7 +8,7 @@ is drawn in, for dynamic masking) turns a list of them into a dict of tensors wi
 ``next_sentence_label``.
 
 One optimizer update ("step") consumes ``batch_size`` examples in total (all ranks and all
-accumulation micro-batches together; see ``distributed.micro_batch``). The loss of a step is
+accumulation micro-batches together; see ``sharding.micro_batch``). The loss of a step is
 normalised over the whole global batch: MLM cross-entropy summed over every masked token of the step
 divided by their total count, plus the NSP cross-entropy averaged over every example. So the step is
 the same computation for any world size and accumulation (up to float summation order).
@@ -36,6 +36,7 @@ from bertkit.errors import ConfigError
 from bertkit.progress import progress
 from bertkit.training import checkpoint as ckpt
 from bertkit.training import distributed as D
+from bertkit.training import sharding as S
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
 from bertkit.training.metrics import MetricsLog, SpikeDetector, measure_peak_flops, plot_curves
@@ -206,14 +207,14 @@ class Trainer:
 
     def _micro_batches(self, phase: Phase) -> list[dict[str, torch.Tensor]]:
         cfg, info = self.cfg, self.info
-        batch, epochs = D.global_batch_indices(
+        batch, epochs = S.global_batch_indices(
             len(phase.dataset), self.position, cfg.batch_size, cfg.seed, self.phase_index
         )
         epochs_arr = np.asarray(epochs, dtype=np.int64)
         out = []
         for j in range(cfg.grad_accum):
-            idx = D.micro_batch(batch, j, cfg.grad_accum, info).tolist()
-            ep = D.micro_batch(epochs_arr, j, cfg.grad_accum, info).tolist()
+            idx = S.micro_batch(batch, j, cfg.grad_accum, info).tolist()
+            ep = S.micro_batch(epochs_arr, j, cfg.grad_accum, info).tolist()
             mb = (phase.collate or self.collate)([phase.dataset[i] for i in idx], ep)
             out.append({k: v.to(info.device, non_blocking=True) for k, v in mb.items()})
         self.position += cfg.batch_size
