@@ -2,10 +2,11 @@
 
 The update step (:mod:`bertkit.training.update`) is generic; an objective tells it
 
-- ``counts(batches)``: this rank's totals over the step's micro-batches (all-reduced, so every
-  rank normalises by the global batch);
-- ``term(out, batch, totals)``: this micro-batch's share of the step loss;
-- ``accumulate(stats, out, batch)``: summed statistics for the log (keys in ``stat_keys``);
+- ``counts(batch)``: a micro-batch's counts (masked tokens, examples ...), read once per
+  micro-batch; summed over the step's micro-batches and all-reduced into the step's totals, so
+  every rank normalises by the global batch;
+- ``term(out, own, totals)``: this micro-batch's share of the step loss (``own``: its counts);
+- ``accumulate(stats, out, own)``: summed statistics for the log (keys in ``stat_keys``);
 - pre-training objectives also say which model they train (``model_class``), how a collated
   batch becomes its input (``adapt``), the log figures of a window (``figures``) and the
   held-out evaluation (``eval_sums`` / ``eval_metrics`` / ``describe``).
@@ -27,15 +28,11 @@ import torch
 class Objective(Protocol):
     stat_keys: tuple[str, ...]
 
-    def counts(self, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]: ...
+    def counts(self, batch: dict[str, torch.Tensor]) -> list[float]: ...
 
-    def term(
-        self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]
-    ) -> torch.Tensor: ...
+    def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor: ...
 
-    def accumulate(
-        self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]
-    ) -> None: ...
+    def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None: ...
 
 
 def _masked(batch: dict[str, torch.Tensor]) -> float:
@@ -63,12 +60,12 @@ class MlmNsp:
     )
     eval_keys = ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "loss")
 
-    def counts(self, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]:
-        return [sum(_masked(b) for b in batches), sum(_examples(b) for b in batches)]
+    def counts(self, batch: dict[str, torch.Tensor]) -> list[float]:
+        return [_masked(batch), _examples(batch)]
 
-    def term(self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]) -> torch.Tensor:
+    def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
         total_masked, total_examples = totals
-        m, n = _masked(batch), _examples(batch)
+        m, n = own
         if (
             getattr(out, "mlm_loss", None) is not None
             and getattr(out, "nsp_loss", None) is not None
@@ -76,8 +73,8 @@ class MlmNsp:
             return out.mlm_loss * (m / max(total_masked, 1.0)) + out.nsp_loss * (n / total_examples)
         return out.loss * (n / total_examples)
 
-    def accumulate(self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
-        m, n = _masked(batch), _examples(batch)
+    def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
+        m, n = own
         if getattr(out, "mlm_loss", None) is not None:
             stats["mlm_loss_sum"] += float(out.mlm_loss.detach()) * m
             stats["mlm_correct"] += float(out.mlm_correct)
@@ -145,11 +142,11 @@ class MlmOnly(MlmNsp):
     def adapt(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: v for k, v in batch.items() if k != "next_sentence_label"}
 
-    def term(self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]) -> torch.Tensor:
-        return out.loss * (_masked(batch) / max(totals[0], 1.0))
+    def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
+        return out.loss * (own[0] / max(totals[0], 1.0))
 
-    def accumulate(self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
-        m = _masked(batch)
+    def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
+        m = own[0]
         stats["mlm_loss_sum"] += float(out.loss.detach()) * m
         stats["mlm_correct"] += float(out.mlm_correct)
         stats["mlm_count"] += m
@@ -189,14 +186,14 @@ class NextToken:
     def _predicted(batch: dict[str, torch.Tensor]) -> float:
         return float((batch["labels"][:, 1:] != -100).sum())
 
-    def counts(self, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]:
-        return [sum(self._predicted(b) for b in batches)]
+    def counts(self, batch: dict[str, torch.Tensor]) -> list[float]:
+        return [self._predicted(batch)]
 
-    def term(self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]) -> torch.Tensor:
-        return out.loss * (self._predicted(batch) / max(totals[0], 1.0))
+    def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
+        return out.loss * (own[0] / max(totals[0], 1.0))
 
-    def accumulate(self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
-        m = self._predicted(batch)
+    def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
+        m = own[0]
         stats["lm_loss_sum"] += float(out.loss.detach()) * m
         stats["lm_correct"] += float(out.lm_correct)
         stats["lm_count"] += m
@@ -237,11 +234,11 @@ class TaskLoss:
 
     stat_keys: tuple[str, ...] = ()
 
-    def counts(self, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]:
-        return [sum(_examples(b) for b in batches)]
+    def counts(self, batch: dict[str, torch.Tensor]) -> list[float]:
+        return [_examples(batch)]
 
-    def term(self, out: Any, batch: dict[str, torch.Tensor], totals: list[float]) -> torch.Tensor:
-        return out.loss * (_examples(batch) / totals[0])
+    def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
+        return out.loss * (own[0] / totals[0])
 
-    def accumulate(self, stats: dict[str, float], out: Any, batch: dict[str, torch.Tensor]) -> None:
+    def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         pass

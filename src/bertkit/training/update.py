@@ -52,7 +52,8 @@ class UpdateStep:
         NaN (fault injection, tests only)."""
         info, obj = self.info, self.objective
         assert info is not None
-        totals = D.all_reduce_sum(obj.counts(batches), info)
+        own = [obj.counts(b) for b in batches]  # read once per micro-batch (host syncs)
+        totals = D.all_reduce_sum([sum(c) for c in zip(*own, strict=True)], info)
         stats = dict.fromkeys(("loss", *obj.stat_keys, "tokens"), 0.0)
         flops = 0.0
         for j, b in enumerate(batches):
@@ -62,14 +63,14 @@ class UpdateStep:
                 P.autocast(self.precision, self.device),
             ):
                 out = model(**b)
-                term = obj.term(out, b, totals)
+                term = obj.term(out, own[j], totals)
                 if poison:
                     term = term * float("nan")
             # DDP averages gradients over ranks; the step's loss is their sum, so scale back up.
             scaled = term * info.world_size
             (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             stats["loss"] += float(term.detach())
-            obj.accumulate(stats, out, b)
+            obj.accumulate(stats, out, own[j])
             stats["tokens"] += (
                 float(b["attention_mask"].sum())
                 if "attention_mask" in b
