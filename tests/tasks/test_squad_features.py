@@ -11,9 +11,8 @@ from bertkit.tasks.squad_features import (
     SquadFeatureConfig,
     answer_token_span,
     convert_squad_examples,
-    max_context_flags,
-    slice_starts,
 )
+from bertkit.tasks.windows import max_context_flags, slice_starts
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -24,7 +23,7 @@ def test_slice_starts_overlap_and_step():
     assert slice_starts(10, 4, 3, "step") == [0, 3, 6]
     assert slice_starts(3, 4, 1, "overlap") == [0]
     assert slice_starts(0, 4, 1, "overlap") == [0]
-    with pytest.raises(ValueError, match="must be smaller than the context slice length"):
+    with pytest.raises(ValueError, match="must be smaller than the slice length"):
         slice_starts(10, 4, 4, "overlap")
 
 
