@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     if suffix not in (".npy", ".jsonl"):
         raise InputError(args.output, None, "output must end in .npy or .jsonl")
     if args.per_token and suffix != ".npy":
-        raise InputError(args.output, None, "--per-token writes .npy (and a .jsonl index beside it)")
+        raise InputError(
+            args.output, None, "--per-token writes .npy (and a .jsonl index beside it)"
+        )
     embedder = Embedder.load(args.model, pooling=args.pooling, normalize=args.normalize,
                              max_length=args.max_length, device=args.device, precision=args.precision,
                              batch_size=args.batch_size, allow_pickle=args.allow_pickle,
