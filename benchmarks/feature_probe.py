@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from benchmarks.long_inputs import DATA, minilm
+from benchmarks.long_inputs import DATA, minilm, report
 
 PAPER_DEV_F1 = {  # BERT-base, Table 7 (dev F1)
     "fine-tune": 96.4, "embeddings": 91.0, "second-to-last hidden": 95.6, "last hidden": 94.9,
@@ -62,8 +63,6 @@ def word_features(sentences: list[Any], embedder: Any) -> np.ndarray:
 
 
 def probe(x_train, y_train, x_dev, n_labels: int, epochs: int, seed: int) -> np.ndarray:
-    import torch
-
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
@@ -150,18 +149,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="ner_document_context results: the fine-tuned row (sentence-level valid F1 mean)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    import torch
-
     torch.set_num_threads(2)
     r = run(args)
     ft = None
     if args.finetune_json and args.finetune_json.is_file():
         ft = json.loads(args.finetune_json.read_text())["sentence"]["valid_f1"]["mean"]
     r["finetune_valid_f1"] = ft
-    print(table(r, ft))
-    if args.json:
-        args.json.write_text(json.dumps(r, indent=2) + "\n")
-    return 0
+    return report(args, r, table(r, ft))
 
 
 if __name__ == "__main__":

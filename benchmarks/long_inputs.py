@@ -30,7 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 DATA = Path("/work/shared/data")
+
+
+def report(args: argparse.Namespace, results: dict[str, Any], text: str) -> int:
+    """Print the table and write the results to ``args.json`` (when given)."""
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
 
 
 def minilm() -> Path:
@@ -197,14 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    import torch
-
     torch.set_num_threads(2)
     r = run(args)
-    print(table(r))
-    if args.json:
-        args.json.write_text(json.dumps(r, indent=2) + "\n")
-    return 0
+    return report(args, r, table(r))
 
 
 if __name__ == "__main__":

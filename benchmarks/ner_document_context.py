@@ -11,13 +11,14 @@ epoch, and are then scored on test.txt with ``bertkit evaluate``. Model: all-Min
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.long_inputs import DATA, evaluate, finetune
+import torch
+
+from benchmarks.long_inputs import DATA, evaluate, finetune, report
 
 
 def first_documents(path: Path, docs: int) -> str:
@@ -84,14 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    import torch
-
     torch.set_num_threads(2)
     r = run(args)
-    print(table(r))
-    if args.json:
-        args.json.write_text(json.dumps(r, indent=2) + "\n")
-    return 0
+    return report(args, r, table(r))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from bertkit.tasks.features import (
     pad_multiple_choice,
 )
 from bertkit.tasks.windows import WindowConfig
-from bertkit.tokenizer import BertTokenizer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -74,27 +73,18 @@ def test_ner_first_subtoken_labels_match_hf_recipe(bk_tok, hf_tok):
         assert w.labels == ref_labels
 
 
-def _tiny_tokenizer(tmp_path: Path) -> BertTokenizer:
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "##x", "##y"])
-        + "\n"
-    )
-    return BertTokenizer(vocab)
+def test_word_without_pieces_gets_unk(tiny_tok):
 
-
-def test_word_without_pieces_gets_unk(tmp_path):
-    tok = _tiny_tokenizer(tmp_path)
-    (w,) = encode_tagged(tok, [["a", "\u200b", "b"]], max_length=128)
+    (w,) = encode_tagged(tiny_tok, [["a", "\u200b", "b"]], max_length=128)
     assert w.input_ids == [2, 5, 1, 6, 3] and w.word_ids == [None, 0, 1, 2, None]
 
 
-def test_unknown_tag_is_reported_with_line(tmp_path):
+def test_unknown_tag_is_reported_with_line(tiny_tok):
     sent = TaggedSentence(("a", "b"), ("O", "B-EVENT"), line=42)
     with pytest.raises(
         ValueError, match=r"sentence 0 \(line 42\): tag 'B-EVENT' is not in the label list"
     ):
-        encode_tagged(_tiny_tokenizer(tmp_path), [sent], {"O": 0}, max_length=128)
+        encode_tagged(tiny_tok, [sent], {"O": 0}, max_length=128)
 
 
 def test_multiple_choice_pads_with_the_pad_id(tmp_path):

@@ -27,7 +27,6 @@ from bertkit.tasks.windows import (
     plan_pair,
     slices,
 )
-from bertkit.tokenizer import BertTokenizer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -138,24 +137,14 @@ def test_classifier_predicts_from_the_pooled_window_logits():
     assert mx.score(ex, feats, rows).predictions[0]["label"] == "neg"
 
 
-def _tiny_tokenizer(tmp_path: Path) -> BertTokenizer:
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "##x", "##y"])
-        + "\n"
-    )
-    return BertTokenizer(vocab)
-
-
 # pieces: a | b ##x ##y | c | d ##x | a | b  (9 pieces; first pieces at 0, 1, 4, 5, 7, 8)
 WORDS = ("a", "bxy", "c", "dx", "a", "b")
 TAGS = ("B-PER", "I-PER", "O", "B-LOC", "O", "B-ORG")
 L2I = {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3, "B-ORG": 4}
 
 
-def test_tagging_reads_each_word_from_its_max_context_window(tmp_path):
-    tok = _tiny_tokenizer(tmp_path)
-    wins = encode_tagged(tok, [TaggedSentence(WORDS, TAGS)], L2I, max_length=6,
+def test_tagging_reads_each_word_from_its_max_context_window(tiny_tok):
+    wins = encode_tagged(tiny_tok, [TaggedSentence(WORDS, TAGS)], L2I, max_length=6,
                          windows=WindowConfig(doc_stride=2))  # fmt: skip
     # piece windows 0-3, 2-5, 4-7, 6-8 (as test_max_context_... for 9 pieces)
     assert [w.word_ids for w in wins] == [
@@ -180,9 +169,9 @@ def test_tagging_reads_each_word_from_its_max_context_window(tmp_path):
         word_predictions(wins[:2], preds[:2], [6])
 
 
-def test_tagging_truncate_cuts_and_fills(tmp_path):
-    tok = _tiny_tokenizer(tmp_path)
-    (w,) = encode_tagged(tok, [list(WORDS)], max_length=6, windows=WindowConfig(truncate=True))
+def test_tagging_truncate_cuts_and_fills(tiny_tok):
+
+    (w,) = encode_tagged(tiny_tok, [list(WORDS)], max_length=6, windows=WindowConfig(truncate=True))
     assert w.truncated and w.word_ids == [None, 0, 1, 1, 1, None]
     assert word_predictions([w], [[0, 7, 8, 9, 9, 0]], [6], fill=0) == [[7, 8, 0, 0, 0, 0]]
 
