@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--docs", type=int, default=200, help="training documents (from the start)")
+    ap.add_argument("--docs", type=int, default=150, help="training documents (from the start)")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--dev-sentences", type=int, default=None, help="only the first N (smoke runs)")
     ap.add_argument("--seed", type=int, default=42)

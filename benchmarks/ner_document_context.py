@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for seed in range(args.seed, args.seed + args.seeds):
                 out = root / f"{mode}-{seed}"
                 m = finetune("ner", train, DATA / "conll2003/valid.txt", out, args.max_seq_length,
-                             seed, extra)  # fmt: skip
+                             seed, extra, args.epochs, args.lr)  # fmt: skip
                 test, line = evaluate(out, DATA / "conll2003/test.txt", [])
                 results["runs"].append({"mode": mode, "seed": seed,
                                         "valid_f1": m["selected"]["dev"]["dev"]["f1"],
@@ -79,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--docs", type=int, default=200, help="training documents (from the start)")
+    ap.add_argument("--docs", type=int, default=150, help="training documents (from the start)")
     ap.add_argument("--max-seq-length", type=int, default=128)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
