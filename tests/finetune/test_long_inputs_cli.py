@@ -88,3 +88,15 @@ def test_swag_says_how_many_inputs_it_cut(tiny_model: Path, tmp_path: Path, caps
                  "--max-seq-length", "12")  # fmt: skip
     assert m["windows"]["train"]["truncated"] == 3 and m["windows"]["train"]["windowed"] == 0
     assert "3 truncated" in capsys.readouterr().err
+
+
+def test_windows_learn_what_truncation_cannot_see(tiny_model: Path, tmp_path: Path) -> None:
+    """The label word sits after 30 filler words (beyond a 16-token window): trained and read in
+    windows the tiny model memorises the set; truncated, it sees only filler (a constant guess)."""
+    data = _long_reviews(tmp_path / "long.jsonl")
+    common = ["--train", str(data), "--dev", str(data), "--text-column", "text", "--max-seq-length", "16",
+              "--max-steps", "300", "--epochs", "300", "--learning-rate", "3e-3", "--dropout", "0"]  # fmt: skip
+    windows = finetune("classify", tiny_model, tmp_path / "win", *common)
+    cut = finetune("classify", tiny_model, tmp_path / "cut", *common, "--truncate")
+    assert windows["selected"]["dev"]["dev"]["accuracy"] >= 0.9
+    assert cut["selected"]["dev"]["dev"]["accuracy"] <= 8 / 13  # 12 of 13 look the same cut
