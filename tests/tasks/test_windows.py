@@ -206,3 +206,16 @@ def test_saved_tagger_state_from_before_windows_still_loads():
     assert adapter.windows == WindowConfig() and not adapter.document_context
     again = TaggingAdapter.from_state({k: v for k, v in adapter.state().items() if k != "format"})
     assert again == adapter
+
+
+def test_inputs_that_fit_are_encoded_as_before(bk_tok, hf_tok):
+    """One window, the same ids and segment ids as the tokenizer (and transformers) give."""
+    from bertkit.data.tasks.glue import read_glue_split
+
+    examples = read_glue_split(FIXTURES / "task_glue", "MRPC", "train")
+    windows = encode_classification(bk_tok, examples, 128)
+    assert [w.example_index for w in windows] == list(range(len(examples)))
+    for ex, w in zip(examples, windows):
+        ref = hf_tok(ex.text_a, ex.text_b)
+        assert w.input_ids == ref["input_ids"] and w.token_type_ids == ref["token_type_ids"]
+        assert not w.truncated
