@@ -59,6 +59,9 @@ def test_classify_windows_by_default_and_truncate_counts(
     )
     preds = predict(tmp_path / "win", data, tmp_path / "p.jsonl", "--window-pooling", "max")
     assert len(preds) == 13 and all(p["label"] in ("neg", "pos") for p in preds)
+    means = predict(tmp_path / "win", data, tmp_path / "m.jsonl")
+    # the flag reaches the adapter: the single-window input agrees, the windowed ones differ
+    assert preds[-1] == means[-1] and sum(a != b for a, b in zip(preds[:-1], means[:-1])) >= 6
 
     cut = finetune("classify", tiny_model, tmp_path / "cut", *common, "--truncate")
     assert cut["windows"]["train"] == {"inputs": 13, "windowed": 0, "windows": 13, "truncated": 12}
