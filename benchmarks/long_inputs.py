@@ -39,7 +39,7 @@ def report(args: argparse.Namespace, results: dict[str, Any], text: str) -> int:
     """Print the table and write the results to ``args.json`` (when given)."""
     print(text)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
     return 0
 
 
