@@ -143,3 +143,18 @@ def test_config_validation():
         SquadFeatureConfig(stride_mode="jump")
     with pytest.raises(ConfigError, match="max_query_length"):
         SquadFeatureConfig(max_seq_length=64, max_query_length=64)
+
+
+def test_a_question_cut_to_max_query_length_is_counted(bk_tok):
+    from bertkit.tasks.span_qa import SquadAdapter
+
+    long_q = " ".join(["why"] * 80) + "?"
+    examples = [
+        SquadExample("a", long_q, "It rained.", ()),
+        SquadExample("b", "Why?", "It rained.", ()),
+    ]
+    feats = convert_squad_examples(
+        bk_tok, examples, SquadFeatureConfig(max_seq_length=128, doc_stride=32)
+    )
+    assert [f.truncated for f in feats] == [True, False]
+    assert SquadAdapter("squad", "squad1", 128).window_counts(examples, feats).truncated == 1

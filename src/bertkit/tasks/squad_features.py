@@ -81,6 +81,8 @@ class SquadFeature:
     start_position: int
     end_position: int
     doc_offset: int
+    truncated: bool = False
+    """The question was cut to ``max_query_length`` tokens (counted in the window summary)."""
 
 
 def answer_token_span(
@@ -122,9 +124,8 @@ def convert_squad_examples(
                 list(enc.input_ids),
                 [tuple(o) for o in enc.offsets],
             )
-        q_ids = list(tokenizer.encode(ex.question, add_special_tokens=False).input_ids)[
-            : config.max_query_length
-        ]
+        q_all = list(tokenizer.encode(ex.question, add_special_tokens=False).input_ids)
+        q_ids = q_all[: config.max_query_length]
         slice_len = config.max_seq_length - len(q_ids) - 3
         starts = slice_starts(len(ctx_ids), slice_len, config.doc_stride, config.stride_mode)
         flags = max_context_flags(starts, len(ctx_ids), slice_len)
@@ -154,6 +155,7 @@ def convert_squad_examples(
                     start_position=s_pos,
                     end_position=e_pos,
                     doc_offset=len(head),
+                    truncated=len(q_all) > len(q_ids),
                 )
             )
     return features
