@@ -12,6 +12,7 @@ import pytest
 
 from bertkit.cli.main import main
 from bertkit.serve.worker import token_budget_batches
+from bertkit.tasks.windows import WindowConfig
 
 from .conftest import serve, wait_ready
 
@@ -21,7 +22,8 @@ LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello",
 
 @pytest.fixture(scope="module")
 def minilm_client(minilm: Path):
-    with serve(models=[f"minilm={minilm}"], max_client_batch_size=8, payload_limit=20_000) as c:
+    with serve(models=[f"minilm={minilm}"], max_client_batch_size=8, payload_limit=20_000,
+               max_input_tokens=1024) as c:  # fmt: skip
         yield c
 
 
@@ -83,6 +85,25 @@ def test_similarity_tokenize_info_metrics(minilm_client):
     assert "/v1/embeddings" in minilm_client.get("/openapi.json").json()["paths"]
 
 
+def test_long_inputs_are_windowed_like_the_library_and_truncate_cuts(minilm_client, minilm: Path):
+    """Over the model's 256 tokens and under --max-input-tokens: windows, the same vector as
+    Embedder (and bertkit embed) gives; "truncate": true gives the first window's vector."""
+    from bertkit.inference import Embedder
+
+    text = " ".join(LINES * 16)  # ~480 tokens
+    emb = Embedder.load(minilm, precision="fp32", device="cpu")
+    windowed, counts = emb.embed([text])
+    assert counts.windowed == 1 and counts.windows > 1
+    cut = Embedder.load(minilm, precision="fp32", device="cpu",
+                        windows=WindowConfig(truncate=True))([text])  # fmt: skip
+    got = np.asarray(minilm_client.post("/embed", json={"inputs": [text]}).json())
+    assert np.abs(got - windowed).max() <= 1e-5
+    got_cut = np.asarray(
+        minilm_client.post("/embed", json={"inputs": [text], "truncate": True}).json()
+    )
+    assert np.abs(got_cut - cut).max() <= 1e-5 and np.abs(windowed - cut).max() > 1e-3
+
+
 def test_limits_answer_with_tei_statuses_and_json_reasons(minilm_client):
     def err(r, status: int, kind: str) -> str:
         assert r.status_code == status, r.text
@@ -96,12 +117,13 @@ def test_limits_answer_with_tei_statuses_and_json_reasons(minilm_client):
     assert "over the 20000-byte limit" in err(
         minilm_client.post("/embed", content=json.dumps({"inputs": ["y" * 30_000]}),
                            headers={"content-type": "application/json"}), 413, "payload_too_large")  # fmt: skip
-    long = " ".join(["word"] * 400)
-    assert "at most 256 tokens" in err(
-        minilm_client.post("/embed", json={"inputs": [long]}), 413, "payload_too_large"
+    too_long = " ".join(["word"] * 1100)  # over --max-input-tokens 1024
+    assert "at most 1024 tokens" in err(
+        minilm_client.post("/embed", json={"inputs": [too_long]}), 413, "payload_too_large"
     )
     assert (
-        minilm_client.post("/embed", json={"inputs": [long], "truncate": True}).status_code == 200
+        minilm_client.post("/embed", json={"inputs": [too_long], "truncate": True}).status_code
+        == 200
     )
     err(minilm_client.post("/embed", json={"inputs": []}), 422, "validation")
     err(minilm_client.post("/embed", json={"inputs": "x", "nonsense": 1}), 422, "validation")

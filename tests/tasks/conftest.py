@@ -29,3 +29,14 @@ def hf_tok(minilm_dir):
     from transformers import BertTokenizerFast
 
     return BertTokenizerFast.from_pretrained(str(minilm_dir))
+
+
+@pytest.fixture
+def tiny_tok(tmp_path):
+    """Whole-word vocabulary a b c d with the continuations ##x ##y ("bxy" -> b ##x ##y)."""
+    from bertkit.tokenizer import BertTokenizer
+
+    vocab = tmp_path / "tiny_vocab.txt"
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab.write_text("\n".join([*specials, "a", "b", "c", "d", "##x", "##y"]) + "\n")
+    return BertTokenizer(vocab)

@@ -11,9 +11,8 @@ from bertkit.tasks.squad_features import (
     SquadFeatureConfig,
     answer_token_span,
     convert_squad_examples,
-    max_context_flags,
-    slice_starts,
 )
+from bertkit.tasks.windows import max_context_flags, slice_starts
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -24,7 +23,7 @@ def test_slice_starts_overlap_and_step():
     assert slice_starts(10, 4, 3, "step") == [0, 3, 6]
     assert slice_starts(3, 4, 1, "overlap") == [0]
     assert slice_starts(0, 4, 1, "overlap") == [0]
-    with pytest.raises(ValueError, match="must be smaller than the context slice length"):
+    with pytest.raises(ValueError, match="must be smaller than the slice length"):
         slice_starts(10, 4, 4, "overlap")
 
 
@@ -144,3 +143,18 @@ def test_config_validation():
         SquadFeatureConfig(stride_mode="jump")
     with pytest.raises(ConfigError, match="max_query_length"):
         SquadFeatureConfig(max_seq_length=64, max_query_length=64)
+
+
+def test_a_question_cut_to_max_query_length_is_counted(bk_tok):
+    from bertkit.tasks.span_qa import SquadAdapter
+
+    long_q = " ".join(["why"] * 80) + "?"
+    examples = [
+        SquadExample("a", long_q, "It rained.", ()),
+        SquadExample("b", "Why?", "It rained.", ()),
+    ]
+    feats = convert_squad_examples(
+        bk_tok, examples, SquadFeatureConfig(max_seq_length=128, doc_stride=32)
+    )
+    assert [f.truncated for f in feats] == [True, False]
+    assert SquadAdapter("squad", "squad1", 128).window_counts(examples, feats).truncated == 1

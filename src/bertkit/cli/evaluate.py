@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     parser.add_argument("--batch-size", type=int, default=64)
+    options.add_windows(parser, saved=True)
     options.add_precision(parser)
     options.add_device(parser)
     options.add_allow_pickle(parser)
@@ -43,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     model = TaskModel.load(args.model, device=args.device, precision=args.precision,
                            batch_size=args.batch_size, allow_pickle=args.allow_pickle,
                            split_special_tokens=args.split_special_tokens)  # fmt: skip
+    model = model.with_windows(**options.window_values(args))
     scored = model.score_file(args.data, args.split)
+    if scored.windows is not None:
+        print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)
     if not scored.metrics:
         raise InputError(
             args.data,

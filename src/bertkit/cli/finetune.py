@@ -28,8 +28,11 @@ HELP = "fine-tune a BERT checkpoint on GLUE, NER, SQuAD, SWAG or your own CSV/JS
 
 _RUN_FIELDS = ("learning_rates", "restarts", "epochs", "batch_size", "seed", "max_steps",
                "warmup_proportion", "weight_decay", "dropout", "eval_batch_size", "bucket_batches")  # fmt: skip
+_WINDOWED = ("glue", "classify", "ner", "tag")
+"""The families with the long-input flags; squad has its own --doc-stride, swag truncates (and
+counts the inputs it cuts)."""
 _FAMILY_FIELDS = {
-    "ner": ("tag_column", "scheme"),
+    "ner": ("tag_column", "scheme", "document_context"),
     "tag": ("tokens_field", "tags_field", "format"),
     "classify": ("text_column", "text_pair_column", "label_column", "regression", "format"),
     "squad": ("version_2_with_negative",),
@@ -73,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         fields = _FAMILY_FIELDS.get(name, ())
         options.add_fields(p, TaskSettings, fields,
                            choices={"format": ("csv", "tsv", "jsonl")})  # fmt: skip
+        if name in _WINDOWED:
+            options.add_windows(p)
         if name == "squad":
             options.add_fields(p, SquadFeatureConfig, ("doc_stride", "max_query_length"))
             options.add_fields(p, SquadPostConfig, ("n_best_size", "max_answer_length"))
@@ -84,8 +89,11 @@ def settings_from_args(args: argparse.Namespace):
     from bertkit.tasks import TaskSettings
     from bertkit.tasks.squad_features import SquadFeatureConfig
     from bertkit.tasks.squad_post import SquadPostConfig
+    from bertkit.tasks.windows import WindowConfig
 
     extra = {}
+    if args.family in _WINDOWED:
+        extra = {"long_inputs": options.values(args, WindowConfig, options.WINDOW_FIELDS)}
     if args.family == "squad":
         extra = {"windows": options.values(args, SquadFeatureConfig, ("doc_stride", "max_query_length")),
                  "search": options.values(args, SquadPostConfig, ("n_best_size", "max_answer_length"))}  # fmt: skip
@@ -119,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     }
     log(f"{args.family} {adapter.name}: {len(train)} training examples ({len(train_features)} features), "
         + ", ".join(f"{k} {len(v[0])}" for k, v in dev_sets.items()))  # fmt: skip
+    log(f"long inputs: train {adapter.window_counts(train, train_features).summary()}; "
+        + "; ".join(f"{k} {adapter.window_counts(*v).summary()}" for k, v in dev_sets.items()))  # fmt: skip
     overrides = dict(adapter.config_overrides())
     if config.dropout is not None:
         overrides.update(
@@ -137,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
         "task": {"family": args.family, "name": adapter.name},
         "model": str(args.model),
         "train_examples": len(train),
+        "windows": {
+            "train": adapter.window_counts(train, train_features).to_dict(),
+            **{k: adapter.window_counts(*v).to_dict() for k, v in dev_sets.items()},
+        },
         "config": {**asdict(config), "learning_rates": list(config.learning_rates)},
         # what this machine ran: auto made concrete; bf16 without native support runs fp32
         "precision_run": P.resolve(config.precision, device),

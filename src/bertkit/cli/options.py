@@ -72,11 +72,13 @@ def add_fields(
     help: dict[str, str] | None = None,
     dest_prefix: str = "",
     metavars: dict[str, tuple[str, ...]] | None = None,
+    saved: bool = False,
 ) -> None:
     """One flag per dataclass field in ``names``: ``--field-name`` (or ``flags[name]``), with the
     field's type, default and docstring; ``dest`` is ``dest_prefix + name``.
 
     ``bool`` fields become ``--x/--no-x``; ``tuple[T, ...]`` fields take one or more values.
+    ``saved``: every default is None, meaning "as saved with the model" (evaluate, predict).
     """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -91,7 +93,7 @@ def add_fields(
         else:
             default = f.default_factory()
         kind, _optional = _base_type(hints[name])
-        kw: dict[str, Any] = {"dest": dest_prefix + name, "default": default}
+        kw: dict[str, Any] = {"dest": dest_prefix + name, "default": None if saved else default}
         if required:
             kw["required"] = True
         text = (help or {}).get(name) or docs.get(name, "")
@@ -113,7 +115,11 @@ def add_fields(
         if choices and name in choices:
             kw["choices"] = list(choices[name])
         shown = (
-            "" if default is None or isinstance(default, bool) else f" (default {_show(default)})"
+            " (default: as saved with the model)"
+            if saved
+            else ""
+            if default is None or isinstance(default, bool)
+            else f" (default {_show(default)})"
         )
         kw["help"] = (text + shown).replace("%", "%%")
         parser.add_argument(flag, **kw)
@@ -176,3 +182,23 @@ def add_allow_pickle(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
         action="store_true",
         help="permit pytorch_model.bin checkpoints (read with torch.load weights_only)",
     )
+
+
+WINDOW_FIELDS = ("truncate", "doc_stride", "window_pooling")
+"""The long-input flags, fields of :class:`bertkit.tasks.windows.WindowConfig`."""
+
+
+def add_windows(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, saved: bool = False
+) -> None:
+    """``--truncate``, ``--doc-stride``, ``--window-pooling`` (``saved``: defaults as saved with
+    the model, for evaluate and predict)."""
+    from bertkit.tasks.windows import POOLINGS, WindowConfig
+
+    add_fields(parser, WindowConfig, WINDOW_FIELDS, choices={"window_pooling": POOLINGS},
+               saved=saved)  # fmt: skip
+
+
+def window_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The long-input flags given (None: not given)."""
+    return {name: getattr(args, name, None) for name in WINDOW_FIELDS}

@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--split", default="test", help="GLUE folder split when --input is a folder"
     )
     parser.add_argument("--batch-size", type=int, default=64)
+    options.add_windows(parser, saved=True)
     options.add_precision(parser)
     options.add_device(parser)
     options.add_allow_pickle(parser)
@@ -46,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
     model = TaskModel.load(args.model, device=args.device, precision=args.precision,
                            batch_size=args.batch_size, allow_pickle=args.allow_pickle,
                            split_special_tokens=args.split_special_tokens)  # fmt: skip
+    model = model.with_windows(**options.window_values(args))
     scored = model.predict_file(args.input, args.split)
+    if scored.windows is not None:
+        print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)
     with atomic_write(args.output) as f:
         if model.adapter.family == "squad":
             json.dump(

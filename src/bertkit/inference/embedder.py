@@ -5,13 +5,25 @@ Pooling and normalisation come from the folder when it is a sentence-transformer
 ``max_seq_length`` of ``sentence_bert_config.json``), so ``Embedder.load(minilm)`` gives the
 vectors sentence-transformers gives. Otherwise mean pooling without normalisation, up to the
 model's position limit. Explicit arguments win over the folder.
+
+Long texts are read in windows (:mod:`bertkit.tasks.windows`, ``--doc-stride`` as everywhere):
+each window is pooled, and the window vectors of a text are combined by a mean weighted by the
+window's tokens (a text of 300 tokens read as windows of 256 and 128 weighs them 2:1, as the
+mean over its tokens would), or an element-wise max (``window_pooling="max"``, which with max
+pooling equals max pooling over all tokens); normalisation comes after. ``truncate`` reads only
+the first window, as sentence-transformers does.
+
+Feature-based use (paper section 5.3): ``layers`` picks hidden layers (-1 the last, 0 the
+embeddings) joined by ``layer_combine`` (concat, sum, mean) instead of the last layer alone;
+:meth:`Embedder.token_features` gives one vector per word piece with its character offsets, each
+taken from the window where that piece has the most context.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +34,12 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop import load_with_report
+from bertkit.io import atomic_write
 from bertkit.model.batching import collate, length_batches
-from bertkit.model.pooling import POOLINGS, pool
+from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
 from bertkit.progress import progress
+from bertkit.tasks.features import EncodedInput
+from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.encoding import Encoding
 from bertkit.tokenizer.protocol import Tokenizer
@@ -37,6 +52,52 @@ class PoolingSpec:
     pooling: str = "mean"
     normalize: bool = False
     max_length: int | None = None
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Which hidden layers make the token vectors (the feature-based approach)."""
+
+    layers: tuple[int, ...] = ()
+    """Hidden layers to use, e.g. -1 -2 -3 -4 (-1 the last, 0 the embeddings; none given: the last layer)."""
+    layer_combine: str = "concat"
+    """How the --layers are joined: concat (len(layers) x H values), sum or mean (H values)."""
+
+    def __post_init__(self) -> None:
+        if self.layer_combine not in LAYER_COMBINES:
+            raise ConfigError(
+                f"layer combine must be one of {', '.join(LAYER_COMBINES)}, got {self.layer_combine!r}"
+            )
+
+    def width(self, hidden: int) -> int:
+        n = len(self.layers) or 1
+        return hidden * n if self.layer_combine == "concat" else hidden
+
+
+@dataclass
+class Windowed:
+    """Texts as windows: ``inputs`` (one per window), each window's text (``owners``), its first
+    content token in the text (``starts``), and per window token whether it has its maximum
+    context there (``is_max``, content tokens only)."""
+
+    inputs: list[EncodedInput]
+    owners: list[int]
+    starts: list[int]
+    is_max: list[list[bool]]
+    counts: WindowCounts
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(x.input_ids) for x in self.inputs)
+
+
+@dataclass
+class TokenFeatures:
+    """One text's word-piece vectors (n, D) without [CLS]/[SEP], with pieces and offsets."""
+
+    vectors: np.ndarray
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
 
 
 def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
@@ -79,12 +140,15 @@ class Embedder:
     precision: str = "fp32"
     batch_size: int = 32
     show_progress: bool | None = None
+    windows: WindowConfig = field(default_factory=WindowConfig)
+    layers: LayerSpec = field(default_factory=LayerSpec)
 
     @classmethod
     def load(cls, directory: str | Path, *, pooling: str | None = None, normalize: bool | None = None,
              max_length: int | None = None, device: str | None = None, precision: str = P.DEFAULT,
              batch_size: int = 32, allow_pickle: bool = False,
-             split_special_tokens: bool = False, model: torch.nn.Module | None = None) -> Embedder:  # fmt: skip
+             split_special_tokens: bool = False, model: torch.nn.Module | None = None,
+             windows: WindowConfig | None = None, layers: LayerSpec | None = None) -> Embedder:  # fmt: skip
         """``model``: an encoder already loaded from ``directory`` (e.g. a fill-mask model's
         ``bert``), used instead of loading the weights a second time."""
         if pooling is not None and pooling not in POOLINGS:
@@ -109,42 +173,129 @@ class Embedder:
         tokenizer = BertTokenizer.from_pretrained(
             directory, split_special_tokens=split_special_tokens
         )
-        return cls(model, tokenizer, spec, P.choose(precision, dev), batch_size)
+        return cls(model, tokenizer, spec, P.choose(precision, dev), batch_size,
+                   windows=windows or WindowConfig(), layers=layers or LayerSpec())  # fmt: skip
 
     @property
     def dim(self) -> int:
-        return int(self.model.config.hidden_size)
+        return self.layers.width(int(self.model.config.hidden_size))
 
     @property
     def max_length(self) -> int:
         return int(self.spec.max_length or self.model.config.max_position_embeddings)
 
-    def encode(self, texts: Sequence[str], truncate: bool = True) -> list[Encoding]:
-        """Token ids of ``texts``, cut to the input limit (``truncate``) or whole (the caller then
-        checks their lengths against :attr:`max_length`)."""
-        return self.tokenizer.encode_batch(
-            list(texts), max_length=self.max_length if truncate else None
-        )
+    def encode(self, texts: Sequence[str]) -> list[Encoding]:
+        """Token ids and offsets of ``texts``, whole (:meth:`window` cuts them to the limit)."""
+        return self.tokenizer.encode_batch(list(texts))
 
-    @torch.inference_mode()
-    def embed_encodings(self, encodings: Sequence[Encoding]) -> np.ndarray:
-        """(N, H) float32 vectors of already encoded inputs, in their order."""
+    def window(self, encodings: Sequence[Encoding], truncate: bool | None = None) -> Windowed:
+        """Windows of at most :attr:`max_length` tokens over each encoding (``truncate``: the
+        first only; None: as :attr:`windows` says)."""
+        cut = self.windows.truncate if truncate is None else truncate
+        room, stride = self.max_length - 2, self.windows.stride(self.max_length)
+        out = Windowed([], [], [], [], WindowCounts(0, 0, 0, 0))
+        cls_id, sep_id, cut_inputs = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, []
+        for i, enc in enumerate(encodings):
+            content = list(enc.input_ids[1:-1])
+            if cut and len(content) > room:
+                cut_inputs.append(i)
+            for sl in slices(
+                len(content), room, stride, mode=self.windows.stride_mode, truncate=cut
+            ):
+                ids = [cls_id, *content[sl.start : sl.stop], sep_id]
+                out.inputs.append(EncodedInput(ids, [0] * len(ids), [1] * len(ids), None, i))
+                out.owners.append(i)
+                out.starts.append(sl.start)
+                out.is_max.append(sl.is_max)
+        out.counts = WindowCounts.of(out.owners, cut_inputs, len(encodings))
+        return out
+
+    def _batches(self, inputs: Sequence[Any]):
+        """(indices, combined hidden states (B, T, D), attention mask) per length-sorted batch."""
         device = next(self.model.parameters()).device
-        vectors = np.zeros((len(encodings), self.dim), dtype=np.float32)
-        batches = length_batches([len(e.input_ids) for e in encodings], self.batch_size)
+        batches = length_batches([len(e.input_ids) for e in inputs], self.batch_size)
         pad = self.tokenizer.pad_token_id or 0
+        every = bool(self.layers.layers)
         with P.autocast(self.precision, device):
             for idx in progress(batches, desc="embed", unit="batch", enabled=self.show_progress):
-                batch = collate([encodings[i].input_ids for i in idx],
-                                [encodings[i].token_type_ids for i in idx], pad)  # fmt: skip
+                batch = collate([inputs[i].input_ids for i in idx],
+                                [inputs[i].token_type_ids for i in idx], pad)  # fmt: skip
                 batch = {k: v.to(device) for k, v in batch.items()}
-                hidden = self.model(**batch).last_hidden_state
-                out = pool(
-                    hidden.float(), batch["attention_mask"], self.spec.pooling, self.spec.normalize
-                )
-                vectors[idx] = out.cpu().numpy()
+                out = self.model(**batch, output_hidden_states=every)
+                hidden = (combine_layers(out.hidden_states, self.layers.layers, self.layers.layer_combine)
+                          if every else out.last_hidden_state)  # fmt: skip
+                yield idx, hidden.float(), batch["attention_mask"]
+
+    @torch.inference_mode()
+    def embed_encodings(self, inputs: Sequence[Any]) -> np.ndarray:
+        """(N, D) float32 pooled vectors of already encoded inputs (windows), in their order,
+        not normalised (:meth:`combine` normalises after joining a text's windows)."""
+        vectors = np.zeros((len(inputs), self.dim), dtype=np.float32)
+        for idx, hidden, mask in self._batches(inputs):
+            vectors[idx] = pool(hidden, mask, self.spec.pooling, False).cpu().numpy()
         return vectors
 
+    def combine(self, vectors: np.ndarray, windowed: Windowed) -> np.ndarray:
+        """One vector per text from its windows' vectors (see the module doc), normalised when
+        the spec says so."""
+        weights = [len(x.input_ids) for x in windowed.inputs]
+        out = aggregate(vectors, windowed.owners, weights, windowed.counts.inputs,
+                        self.windows.window_pooling)  # fmt: skip
+        if self.spec.normalize:
+            out = out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+        return out
+
+    def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, WindowCounts]:
+        """(N, D) float32 vectors in the order of ``texts``, and how they were windowed."""
+        windowed = self.window(self.encode(texts))
+        return self.combine(self.embed_encodings(windowed.inputs), windowed), windowed.counts
+
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """(N, H) float32 vectors, in the order of ``texts`` (cut to the input limit)."""
-        return self.embed_encodings(self.encode(texts))
+        """(N, D) float32 vectors, in the order of ``texts``."""
+        return self.embed(texts)[0]
+
+    @torch.inference_mode()
+    def token_features(self, texts: Sequence[str]) -> tuple[list[TokenFeatures], WindowCounts]:
+        """Per text, one vector per word piece (no [CLS]/[SEP]) with its characters, each from
+        the window where the piece has its maximum context."""
+        encodings = self.encode(texts)
+        windowed = self.window(encodings)
+        feats = [
+            TokenFeatures(
+                np.zeros((len(e.input_ids) - 2, self.dim), dtype=np.float32),
+                self.tokenizer.convert_ids_to_tokens(list(e.input_ids[1:-1])),
+                [tuple(o) for o in e.offsets[1:-1]],
+            )
+            for e in encodings
+        ]
+        for idx, hidden, _mask in self._batches(windowed.inputs):
+            rows = hidden.cpu().numpy()
+            for r, w in enumerate(idx):
+                owner, start, best = windowed.owners[w], windowed.starts[w], windowed.is_max[w]
+                for k, is_best in enumerate(best):
+                    if is_best:
+                        feats[owner].vectors[start + k] = rows[r, k + 1]  # +1: [CLS]
+        if windowed.counts.truncated:  # cut by --truncate: the unseen pieces are left out
+            for f, enc in zip(feats, encodings):
+                n = min(len(enc.input_ids) - 2, self.max_length - 2)
+                f.vectors, f.tokens, f.offsets = f.vectors[:n], f.tokens[:n], f.offsets[:n]
+        return feats, windowed.counts
+
+
+def save_token_features(path: str | Path, features: Sequence[TokenFeatures]) -> Path:
+    """Write every text's piece vectors as one (total pieces, D) float32 ``.npy`` at ``path``
+    and a JSONL index beside it (``path`` with ``.jsonl``): per text its ``line`` (1-based),
+    first ``row`` in the array, ``tokens`` and character ``offsets``. Returns the index path."""
+    path = Path(path)
+    index = path.with_suffix(".jsonl")
+    dim = features[0].vectors.shape[1] if features else 0
+    rows = np.concatenate([f.vectors for f in features]) if features else np.zeros((0, dim))
+    with atomic_write(path, "wb") as f:
+        np.save(f, rows.astype(np.float32))
+    with atomic_write(index, "w") as f:
+        row = 0
+        for n, feat in enumerate(features, start=1):
+            f.write(json.dumps({"line": n, "row": row, "tokens": feat.tokens,
+                                "offsets": [list(o) for o in feat.offsets]}, ensure_ascii=False) + "\n")  # fmt: skip
+            row += len(feat.tokens)
+    return index

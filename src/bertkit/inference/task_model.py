@@ -12,7 +12,7 @@ text-level calls::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,6 +28,7 @@ from bertkit.errors import CheckpointError
 from bertkit.inference.runner import predict_rows
 from bertkit.interop import load_pretrained
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
+from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.protocol import Tokenizer
 
@@ -75,7 +76,19 @@ class TaskModel:
         rows = predict_rows(self.model, self.adapter, feats, pad_id=self.tokenizer.pad_token_id or 0,
                             batch_size=self.batch_size, precision=self.precision,
                             show_progress=self.show_progress)  # fmt: skip
-        return self.adapter.score(examples, feats, rows)
+        scored = self.adapter.score(examples, feats, rows)
+        scored.windows = self.adapter.window_counts(examples, feats)
+        return scored
+
+    def with_windows(self, **changes: Any) -> TaskModel:
+        """This model reading long inputs with other window settings (``truncate``,
+        ``doc_stride``, ``window_pooling``; None values keep the saved ones). SQuAD keeps its own
+        window settings (``--doc-stride`` at fine-tuning) and multiple choice truncates."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        windows = getattr(self.adapter, "windows", None)
+        if not changes or not isinstance(windows, WindowConfig):
+            return self
+        return replace(self, adapter=replace(self.adapter, windows=replace(windows, **changes)))
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         """Examples of ``path`` in the task's format, or plain text fields (classification)."""
@@ -115,7 +128,8 @@ class Tagger(TaskModel):
     def __call__(self, texts: str | Sequence[str] | Sequence[Sequence[str]]) -> list[dict]:
         items = [texts] if isinstance(texts, str) else list(texts)
         words = [tuple(t.split()) if isinstance(t, str) else tuple(t) for t in items]
-        return self.run([TaggedSentence(w, (), 0) for w in words]).predictions
+        # each text is its own document (a document-context model reads it alone)
+        return self.run([TaggedSentence(w, (), 0, i) for i, w in enumerate(words)]).predictions
 
 
 @dataclass

@@ -77,6 +77,7 @@ class BertModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         unpad: bool | None = None,
         final_positions: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
     ) -> BaseModelOutput:
         """Encode a batch.
 
@@ -90,6 +91,8 @@ class BertModel(nn.Module):
             runs its attention output and feed-forward on those K tokens (and [CLS], for the
             pooler) only, and last_hidden_state is (K, H) in that order. The values are the
             same as the full computation's; they must not be padding positions.
+        output_hidden_states: also return the embeddings' and every layer's output
+            (``hidden_states``, L + 1 tensors of (B, T, H)).
         """
         B, T = input_ids.shape
         packing = Packing(batch=B, length=T, causal=self.config.is_decoder)
@@ -105,9 +108,13 @@ class BertModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)
         if final_positions is not None:
             return self._forward_selected(x, packing, final_positions)
-        x = self.encoder(x, packing)  # (B, T, H) or (S, H)
+        every: list[torch.Tensor] | None = [x] if output_hidden_states else None
+        x = self.encoder(x, packing, every_layer=every)  # (B, T, H) or (S, H)
         if packing.indices is not None:
             x = packing.pad(x)  # (B, T, H)
+        states = None
+        if every is not None:
+            states = tuple(packing.pad(h) if packing.indices is not None else h for h in every)
         pooled = None
         if self.pooler is not None:
             first = (
@@ -115,7 +122,7 @@ class BertModel(nn.Module):
                 - torch.arange(B, device=x.device) * T
             )
             pooled = self.pooler(x[torch.arange(B, device=x.device), first])
-        return BaseModelOutput(last_hidden_state=x, pooler_output=pooled)
+        return BaseModelOutput(last_hidden_state=x, pooler_output=pooled, hidden_states=states)
 
     def pooled_positions(
         self, B: int, T: int, attention_mask: torch.Tensor | None, device: torch.device

@@ -65,10 +65,17 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
 
     def forward(
-        self, x: torch.Tensor, packing: Packing, select: Selection | None = None
+        self,
+        x: torch.Tensor,
+        packing: Packing,
+        select: Selection | None = None,
+        every_layer: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Run every layer; ``select`` applies to the last one only (see BertModel.forward)."""
+        """Run every layer; ``select`` applies to the last one only (see BertModel.forward).
+        ``every_layer``, when given, receives each layer's output (the feature-based approach)."""
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             x = layer(x, packing, select if i == last else None)
+            if every_layer is not None:
+                every_layer.append(x)
         return x

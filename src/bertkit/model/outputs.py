@@ -22,6 +22,9 @@ class BaseModelOutput:
 
     last_hidden_state: torch.Tensor
     pooler_output: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    """With ``output_hidden_states``: the embeddings' output then every layer's, each (B, T, H)
+    (Hugging Face's order: ``hidden_states[-1]`` is ``last_hidden_state``)."""
 
 
 @dataclass

@@ -29,3 +29,32 @@ def pool(
     else:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {mode!r}")
     return F.normalize(out, p=2, dim=-1) if normalize else out
+
+
+LAYER_COMBINES = ("concat", "sum", "mean")
+
+
+def combine_layers(
+    hidden_states: tuple[torch.Tensor, ...] | list[torch.Tensor],
+    layers: tuple[int, ...] | list[int],
+    how: str = "concat",
+) -> torch.Tensor:
+    """The feature-based approach (BERT paper 5.3): layers ``layers`` of ``hidden_states``
+    (embeddings first, so -1 is the last layer, 0 the embeddings), each (B, T, H), joined to
+    (B, T, len(layers) * H) by "concat", or (B, T, H) by "sum" / "mean"."""
+    n = len(hidden_states)
+    if not layers:
+        raise ValueError("no layers to combine")
+    bad = [i for i in layers if not -n <= i < n]
+    if bad:
+        raise ValueError(
+            f"layers {bad} are out of range: the model has {n} ({n - 1} layers + the embeddings)"
+        )
+    picked = [hidden_states[i] for i in layers]
+    if how == "concat":
+        return torch.cat(picked, dim=-1)
+    if how == "sum":
+        return torch.stack(picked).sum(0)
+    if how == "mean":
+        return torch.stack(picked).mean(0)
+    raise ValueError(f"layer combine must be one of {LAYER_COMBINES}, got {how!r}")

@@ -140,10 +140,10 @@ class Server:
     ) -> tuple[np.ndarray, int]:
         """The texts' vectors (unnormalised) and the number of tokens they were embedded from."""
         self.check_count(len(texts))
-        encodings = await asyncio.to_thread(engine.encode_for_embedding, texts, truncate)
-        assert engine.worker is not None
-        vectors = await self._wait(engine.worker.embed_later(encodings))
-        return vectors, sum(len(e.input_ids) for e in encodings)
+        windowed = await asyncio.to_thread(engine.encode_for_embedding, texts, truncate)
+        assert engine.worker is not None and engine.embedder is not None
+        vectors = await self._wait(engine.worker.embed_later(windowed.inputs))
+        return engine.embedder.combine(vectors, windowed), windowed.tokens
 
 
 def _texts(inputs: str | list[str]) -> list[str]:
@@ -202,7 +202,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def info() -> dict:
         s = settings
         return {"version": __version__, "models": [e.info() for e in server.engines.values()],
-                "limits": {"max_batch_tokens": s.max_batch_tokens, "max_client_batch_size": s.max_client_batch_size,
+                "limits": {"max_batch_tokens": s.max_batch_tokens, "max_client_batch_size": s.max_client_batch_size, "max_input_tokens": s.max_input_tokens,
                            "max_concurrent_requests": s.max_concurrent_requests, "payload_limit": s.payload_limit,
                            "request_timeout": s.request_timeout},
                 "auth": bool(s.api_key)}  # fmt: skip

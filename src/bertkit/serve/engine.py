@@ -25,6 +25,7 @@ import numpy as np
 from bertkit.errors import CheckpointError
 from bertkit.evaluation.chunks import tag_spans
 from bertkit.inference import Embedder, FillMasker, TaskModel, pipeline, task_of
+from bertkit.inference.embedder import Windowed
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
 from bertkit.serve.settings import ServeSettings
@@ -78,7 +79,9 @@ class Engine:
 
     def _warm_up(self) -> None:
         if self.embedder is not None:
-            self.worker.embed_later(self.embedder.encode(["warm up"])).result()  # type: ignore[union-attr]
+            self.worker.embed_later(
+                self.embedder.window(self.embedder.encode(["warm up"])).inputs
+            ).result()  # type: ignore[union-attr]
         elif self.task == "question-answering":
             self.worker.run(lambda: self.task_model("what?", "warm up")).result()  # type: ignore[union-attr,misc]
         elif self.task == "multiple-choice":
@@ -130,23 +133,27 @@ class Engine:
 
     # ---- capabilities (blocking: call them from a thread) ----------------------------------
 
-    def _check_lengths(self, encodings: Sequence[Any], limit: int, what: str = "inputs") -> None:
+    def _check_lengths(self, encodings: Sequence[Any], what: str = "inputs") -> None:
+        """413 for an input over ``max_input_tokens`` (shorter ones over the model's limit are
+        read in windows)."""
+        limit = self.settings.max_input_tokens
         for i, e in enumerate(encodings):
             if len(e.input_ids) > limit:
                 raise ServeError(413, f"Input validation error: `{what}` must have at most {limit} tokens "
-                                 f"(model limit; send \"truncate\": true to cut). Input {i} has {len(e.input_ids)}")  # fmt: skip
+                                 f"(the server's --max-input-tokens; longer than the model's {self.max_input_length} "
+                                 f"they are read in windows; send \"truncate\": true to cut). Input {i} has {len(e.input_ids)}")  # fmt: skip
 
-    def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> list[Any]:
+    def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> Windowed:
         emb = self.embedder
         assert emb is not None
         t0 = time.perf_counter()
-        encodings = emb.encode(texts, truncate=truncate)
+        encodings = emb.encode(texts)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
         if not truncate:
-            self._check_lengths(encodings, emb.max_length)
+            self._check_lengths(encodings)
         for e in encodings:
             self.metrics.input_length.observe(len(e.input_ids))
-        return encodings
+        return emb.window(encodings, truncate)
 
     def tokenize(
         self, texts: Sequence[str], add_special_tokens: bool
@@ -168,10 +175,9 @@ class Engine:
         if not truncate:
             a = [x if isinstance(x, str) else x[0] for x in items]
             b = [None if isinstance(x, str) else x[1] for x in items]
-            encs = [tm.tokenizer.encode(x, y) for x, y in zip(a, b)]
-            self._check_lengths(encs, tm.adapter.max_seq_length)
+            self._check_lengths([tm.tokenizer.encode(x, y) for x, y in zip(a, b)])
         adapter = tm.adapter
-        results = tm(list(items))
+        results = tm.with_windows(truncate=truncate)(list(items))
         out = []
         for r in results:
             if "score" in r and "probabilities" not in r:  # regression
@@ -186,6 +192,7 @@ class Engine:
     def tag(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         tm = self.task_model
         assert tm is not None
+        self._check_lengths([tm.tokenizer.encode(t) for t in texts])
         words = [[(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in texts]
         preds = (
             tm([[w for w, _, _ in ws] for ws in words])
@@ -206,6 +213,7 @@ class Engine:
     def qa(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         tm = self.task_model
         assert tm is not None
+        self._check_lengths([tm.tokenizer.encode(c) for _, c in pairs], "context")
         got = tm(list(pairs))
         return [{"answer": g["answer"], "start": g["start"], "end": g["end"],
                  "score": g["probability"], "null_score_diff": g["null_score_diff"]} for g in got]  # fmt: skip
@@ -214,8 +222,12 @@ class Engine:
         m = self.masker
         assert m is not None
         encodings = m.tokenizer.encode_batch(list(texts))  # whole: for both checks below
-        if not truncate:
-            self._check_lengths(encodings, m.model.config.max_position_embeddings)
+        limit = m.model.config.max_position_embeddings
+        long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
+        if not truncate and long is not None:  # one prediction per [MASK]: no windows here
+            raise ServeError(413, f"Input validation error: `inputs` must have at most {limit} tokens for "
+                             f"fill-mask (model limit; send \"truncate\": true to cut). Input {long} has "
+                             f"{len(encodings[long].input_ids)}")  # fmt: skip
         mask = m.tokenizer.mask_token_id
         missing = [i for i, e in enumerate(encodings) if mask not in e.input_ids]
         if missing:

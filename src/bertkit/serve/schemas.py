@@ -19,7 +19,8 @@ class EmbedRequest(_Request):
     inputs: Texts
     normalize: bool = True
     truncate: bool = False
-    """False: an input over the model's limit is a 413; True: it is cut to the limit."""
+    """False: an input over the model's limit is read in windows (over --max-input-tokens: a 413);
+    True: it is cut to the model's limit."""
 
 
 class OpenAIEmbeddingRequest(BaseModel):

@@ -39,6 +39,8 @@ class ServeSettings:
     CUDA)."""
     max_client_batch_size: int = 32
     """Inputs in one request; more is a 413."""
+    max_input_tokens: int = 8192
+    """Tokens of one input: longer than the model's limit it is read in windows, longer than this a 413 (or, with "truncate": true, cut to the model's limit)."""
     max_concurrent_requests: int = 512
     """Requests in flight; more are refused with 429 and Retry-After."""
     payload_limit: int = 2_000_000
@@ -59,7 +61,7 @@ class ServeSettings:
         if not self.models:
             raise ConfigError("serve needs at least one --model DIR (or NAME=DIR)")
         for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests",
-                     "payload_limit", "workers"):  # fmt: skip
+                     "payload_limit", "workers", "max_input_tokens"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_pass_tokens is not None and self.max_pass_tokens < 1:

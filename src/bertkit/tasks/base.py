@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bertkit.io import atomic_write_text
+from bertkit.tasks.windows import WindowCounts
 from bertkit.tokenizer.protocol import Tokenizer
 
 TASK_FILE = "bertkit_task.json"
@@ -39,6 +40,8 @@ class Scored:
     metrics: dict[str, Any]
     main: float
     predictions: list[dict[str, Any]]
+    windows: WindowCounts | None = None
+    """How the inputs were read (windowed, truncated); set by the caller that encoded them."""
 
 
 @dataclass
@@ -81,6 +84,13 @@ class TaskAdapter:
         self, features: Sequence[Any], pad_id: int, training: bool
     ) -> dict[str, np.ndarray]:
         raise NotImplementedError
+
+    def window_counts(self, examples: Sequence[Any], features: Sequence[Any]) -> WindowCounts:
+        """How many inputs were windowed, into how many windows, and how many were cut (features
+        carry ``example_index`` and, where inputs can be cut, ``truncated``)."""
+        owners = [f.example_index for f in features]
+        cut = [f.example_index for f in features if getattr(f, "truncated", False)]
+        return WindowCounts.of(owners, cut, len(examples))
 
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
         """Per-row results of one eval forward pass (numpy, trimmed to the row's length)."""

@@ -4,6 +4,10 @@ Head: ``BertForSequenceClassification``. Metric: the GLUE task's official one (m
 accuracy + F1, Pearson/Spearman), or for the user's own data accuracy + F1 with two labels,
 accuracy with more, Pearson/Spearman for regression (``labels == []``).
 
+Long inputs: windows (:mod:`bertkit.tasks.windows`); training sees every window with its
+document's label, prediction combines the window logits (``windows.window_pooling``: a
+token-weighted mean by default, or the element-wise max).
+
 Reading: a GLUE folder or an official GLUE TSV, or any CSV/TSV/JSONL holding the text field(s).
 A model fine-tuned on GLUE therefore also scores the user's own file: STS-B's
 ``{"sentence1": ..., "sentence2": ...}`` JSONL, or ``text`` / ``text_pair`` fields.
@@ -23,6 +27,7 @@ from bertkit.data.tasks.glue import glue_task, read_glue, read_glue_split
 from bertkit.evaluation.classification import glue_metrics
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
+from bertkit.tasks.windows import WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer
 
 # text fields tried, in order, in a file that is not in the task's own format
@@ -51,18 +56,25 @@ class ClassificationAdapter(TaskAdapter):
     metric: str = "accuracy"
     columns: dict[str, str | None] = field(default_factory=dict)
     file_format: str | None = None
+    windows: WindowConfig = field(default_factory=WindowConfig)
 
     head_class = "BertForSequenceClassification"
 
+    def __post_init__(self) -> None:
+        self.windows = WindowConfig.of(self.windows)  # a dict from bertkit_task.json
+
     @classmethod
-    def for_glue(cls, task: str, max_seq_length: int = 128) -> ClassificationAdapter:
+    def for_glue(cls, task: str, max_seq_length: int = 128,
+                 windows: WindowConfig | None = None) -> ClassificationAdapter:  # fmt: skip
         t = glue_task(task)
-        return cls("glue", t.name, max_seq_length, labels=list(t.labels or []), metric=t.metric)
+        return cls("glue", t.name, max_seq_length, labels=list(t.labels or []), metric=t.metric,
+                   windows=windows or WindowConfig())  # fmt: skip
 
     @classmethod
     def for_files(
         cls, train: str | Path, columns: dict[str, str | None], *, regression: bool = False,
         file_format: str | None = None, max_seq_length: int = 128,
+        windows: WindowConfig | None = None,
     ) -> tuple[ClassificationAdapter, list[Any]]:  # fmt: skip
         """The adapter for the user's own files, with its label list (the sorted set of the
         training labels) and metric, and the training examples."""
@@ -72,7 +84,7 @@ class ClassificationAdapter(TaskAdapter):
         )  # fmt: skip
         adapter = cls("classify", Path(train).stem, max_seq_length, labels=data.labels,
                       metric=metric_for(data.labels, regression), columns=columns,
-                      file_format=file_format)  # fmt: skip
+                      file_format=file_format, windows=windows or WindowConfig())  # fmt: skip
         return adapter, data.examples
 
     @property
@@ -133,7 +145,7 @@ class ClassificationAdapter(TaskAdapter):
         return data.examples
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
-        return F.encode_classification(tokenizer, examples, self.max_seq_length)
+        return F.encode_classification(tokenizer, examples, self.max_seq_length, self.windows)
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool
@@ -149,7 +161,9 @@ class ClassificationAdapter(TaskAdapter):
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
-        logits = np.stack(rows)
+        logits = aggregate(np.stack(rows), [f.example_index for f in features],
+                           [len(f.input_ids) for f in features], len(examples),
+                           self.windows.window_pooling)  # fmt: skip
         if self.regression:
             values = logits[:, 0]
             preds = [{"guid": e.guid, "score": float(v)} for e, v in zip(examples, values)]

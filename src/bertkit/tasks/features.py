@@ -1,25 +1,22 @@
 """Feature conversion for classification, pairs, multiple choice and token tagging, plus padding.
 
 Classification and pairs: ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with segment (token type)
-ids 0 for the first part and 1 for the second; pairs that are too long lose tokens from the
-longer side first (google's ``_truncate_seq_pair``).
+ids 0 for the first part and 1 for the second. An input longer than ``max_length`` becomes
+several windows (:mod:`bertkit.tasks.windows`: one segment of a pair kept whole, the other slid
+over), each carrying the input's index and label; with ``truncate`` pairs lose tokens from the
+longer side first (google's ``_truncate_seq_pair``) and single texts their end.
+
+Multiple choice keeps truncation (a window of an ending without the context, or of the context
+without the ending, scores nothing): each choice is cut longest-first, and the inputs cut are
+counted (``EncodedInput.truncated``).
 
 Token tagging (NER), the BERT paper's recipe: each word is split into word pieces and its label
 goes on the FIRST piece; the other pieces get -100 (ignored by the loss), so one prediction per
-word is read back from its first piece.
-
-Long sentences are never cut silently. When a sentence has more pieces than fit in one window
-(``max_length - 2``), it is split at word boundaries into several windows:
-
-1. Words are grouped, left to right, into consecutive *core* groups of at most
-   ``max_length - 2 - 2 * context`` pieces (a word longer than a whole window keeps only its
-   first pieces; its label is still on its first piece).
-2. Each window holds one core group plus up to ``context`` pieces of the neighbouring words on
-   each side (whole words only), so core words near a cut still see their neighbours.
-3. Only core words are labelled (and read back), so every word is labelled in exactly one window
-   and :func:`word_predictions` rebuilds one prediction per word.
-
-A sentence that fits in one window gives one window with no context words.
+word is read back from its first piece. A sentence (or, with document context, a document) with
+more pieces than fit in one window (``max_length - 2``) is windowed over its pieces with the
+SQuAD rule; training labels every first piece in every window that holds it, prediction reads
+each word from the window where its first piece has the maximum context
+(:func:`word_predictions`), so every word gets exactly one prediction.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ import numpy as np
 from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.swag import MultipleChoiceExample
+from bertkit.tasks.windows import WindowConfig, plan_pair, slices
 from bertkit.tokenizer.protocol import Tokenizer
 
 IGNORE_INDEX = -100
@@ -39,46 +37,87 @@ IGNORE_INDEX = -100
 
 @dataclass(frozen=True)
 class EncodedInput:
-    """Token ids, segment ids and mask of one sequence (unpadded), with its label if any."""
+    """Token ids, segment ids and mask of one sequence (unpadded), with its label if any;
+    ``example_index`` is the input it is a window of, ``truncated`` whether that input was cut."""
 
     input_ids: list[int]
     token_type_ids: list[int]
     attention_mask: list[int]
     label: int | float | None = None
+    example_index: int = 0
+    truncated: bool = False
 
 
 def encode_classification(
-    tokenizer: Tokenizer, examples: Sequence[ClassificationExample], max_length: int
+    tokenizer: Tokenizer,
+    examples: Sequence[ClassificationExample],
+    max_length: int,
+    windows: WindowConfig | None = None,
 ) -> list[EncodedInput]:
-    """Encode single texts or pairs (segment ids 0/1), truncating the longer side first."""
+    """Encode single texts or pairs (segment ids 0/1) into windows of at most ``max_length``
+    tokens (see the module doc); with ``windows.truncate`` one per example, cut longest-first."""
+    windows = windows or WindowConfig()
+    out: list[EncodedInput] = []
+    for i, ex in enumerate(examples):
+        if windows.truncate:
+            whole = tokenizer.encode(ex.text_a, ex.text_b, max_length=None)
+            enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_length,
+                                   truncation="longest_first")  # fmt: skip
+            out.append(EncodedInput(list(enc.input_ids), list(enc.token_type_ids),
+                                    list(enc.attention_mask), ex.label, i,
+                                    len(whole.input_ids) > max_length))  # fmt: skip
+            continue
+        out.extend(_pair_windows(tokenizer, ex, i, max_length, windows))
+    return out
+
+
+def _pair_windows(
+    tokenizer: Tokenizer, ex: ClassificationExample, index: int, max_length: int,
+    windows: WindowConfig,
+) -> list[EncodedInput]:  # fmt: skip
+    a = list(tokenizer.encode(ex.text_a, add_special_tokens=False).input_ids)
+    b = (None if ex.text_b is None
+         else list(tokenizer.encode(ex.text_b, add_special_tokens=False).input_ids))  # fmt: skip
+    stride = windows.stride(max_length)
+    plan = plan_pair(len(a), None if b is None else len(b), max_length, stride)
+    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    slid, kept = (a, None) if b is None else (b, a) if plan.slide == "b" else (a, b)
+    kept = None if kept is None else kept[: plan.keep_len]
+    room = max_length - 2 - (0 if kept is None else len(kept) + 1)
+    parts: list[tuple[list[int], list[int] | None]] = []
+    for sl in slices(len(slid), room, stride, mode=windows.stride_mode):
+        piece = slid[sl.start : sl.stop]
+        parts.append((piece, kept) if kept is None or plan.slide == "a" else (kept, piece))
     out = []
-    for ex in examples:
-        enc = tokenizer.encode(
-            ex.text_a, ex.text_b, max_length=max_length, truncation="longest_first"
-        )
-        out.append(
-            EncodedInput(
-                list(enc.input_ids), list(enc.token_type_ids), list(enc.attention_mask), ex.label
-            )
-        )
+    for first, second in parts:
+        ids = [cls_id, *first, sep_id]
+        types = [0] * len(ids)
+        if second is not None:
+            ids += [*second, sep_id]
+            types += [1] * (len(second) + 1)
+        out.append(EncodedInput(ids, types, [1] * len(ids), ex.label, index, plan.cut))
     return out
 
 
 def encode_multiple_choice(
     tokenizer: Tokenizer, examples: Sequence[MultipleChoiceExample], max_length: int
 ) -> list[list[EncodedInput]]:
-    """Encode each example's choices as pairs (context, start + ending); label on every choice."""
+    """Encode each example's choices as pairs (context, start + ending), cut longest-first to
+    ``max_length`` (``truncated`` marks the cut choices); label on every choice."""
     out = []
-    for ex in examples:
+    for i, ex in enumerate(examples):
         choices = []
         for first, second in ex.choices():
             enc = tokenizer.encode(first, second, max_length=max_length, truncation="longest_first")
+            whole = tokenizer.encode(first, second, max_length=None)
             choices.append(
                 EncodedInput(
                     list(enc.input_ids),
                     list(enc.token_type_ids),
                     list(enc.attention_mask),
                     ex.label,
+                    i,
+                    len(whole.input_ids) > max_length,
                 )
             )
         out.append(choices)
@@ -121,11 +160,13 @@ def pad_multiple_choice(
 
 @dataclass(frozen=True)
 class TokenWindow:
-    """One window of a tagged sentence.
+    """One window of a tagged sentence (or document).
 
-    ``word_ids[i]`` is the sentence word of token i (None for [CLS]/[SEP]). ``labels[i]`` is the
-    tag id on the first piece of each core word and -100 elsewhere (all -100 without tags).
-    Core words are ``range(*core)``; only they are read back by :func:`word_predictions`.
+    ``word_ids[i]`` is the word of token i (None for [CLS]/[SEP]); ``labels[i]`` the tag id on
+    the first piece of each word whose first piece is in the window and -100 elsewhere (all -100
+    without tags). ``max_context[i]`` is True where token i has its maximum context in this
+    window, ``first_piece[i]`` where it is its word's first piece; a word is read back
+    (:func:`word_predictions`) from the window where its first piece has the maximum context. ``truncated``: the sentence was cut (``truncate``), its later words unseen.
     """
 
     sentence_index: int
@@ -134,16 +175,23 @@ class TokenWindow:
     attention_mask: list[int]
     labels: list[int]
     word_ids: list[int | None]
-    core: tuple[int, int]
+    max_context: list[bool]
+    first_piece: list[bool]
+    truncated: bool = False
+
+    @property
+    def example_index(self) -> int:
+        return self.sentence_index
 
     def label_positions(self) -> list[tuple[int, int]]:
-        """``(token position, word index)`` of the first piece of every core word."""
-        out, seen = [], set()
-        for pos, w in enumerate(self.word_ids):
-            if w is not None and self.core[0] <= w < self.core[1] and w not in seen:
-                seen.add(w)
-                out.append((pos, w))
-        return out
+        """``(token position, word index)`` of each word's first piece read from this window."""
+        return [
+            (pos, w)
+            for pos, (w, best, first) in enumerate(
+                zip(self.word_ids, self.max_context, self.first_piece)
+            )
+            if w is not None and best and first
+        ]
 
 
 def word_pieces(tokenizer: Tokenizer, words: Sequence[str]) -> list[list[int]]:
@@ -156,39 +204,27 @@ def word_pieces(tokenizer: Tokenizer, words: Sequence[str]) -> list[list[int]]:
     return out
 
 
-def _core_groups(lengths: Sequence[int], budget: int) -> list[tuple[int, int]]:
-    groups, start, used = [], 0, 0
-    for i, n in enumerate(lengths):
-        if used and used + n > budget:
-            groups.append((start, i))
-            start, used = i, 0
-        used += n
-    if lengths:
-        groups.append((start, len(lengths)))
-    return groups
-
-
 def encode_tagged(
     tokenizer: Tokenizer,
     sentences: Sequence[TaggedSentence] | Sequence[Sequence[str]],
     label_to_id: dict[str, int] | None = None,
     *,
     max_length: int,
-    context: int = 0,
+    windows: WindowConfig | None = None,
 ) -> list[TokenWindow]:
     """Encode tagged sentences (or plain word lists) into windows; see the module doc.
 
-    With ``label_to_id`` and :class:`TaggedSentence` input, the first piece of each core word
-    gets its tag id (a tag outside ``label_to_id`` raises ValueError naming it and the
-    sentence's line). ``context`` is the number of
-    extra pieces of neighbouring words on each side of a split window (0: no overlap).
+    With ``label_to_id`` and :class:`TaggedSentence` input, the first piece of each word gets
+    its tag id (a tag outside ``label_to_id`` raises ValueError naming it and the sentence's
+    line). Windows hold ``max_length - 2`` pieces and overlap by ``windows.stride(max_length)``.
     """
-    content = max_length - 2
-    core_budget = content - 2 * context
-    if core_budget < 1:
-        raise ValueError(f"context {context} leaves no room in windows of {max_length} tokens")
+    windows = windows or WindowConfig()
+    room = max_length - 2
+    if room < 1:
+        raise ValueError(f"windows of {max_length} tokens leave no room for a word piece")
+    stride = windows.stride(max_length)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    windows: list[TokenWindow] = []
+    out: list[TokenWindow] = []
     for s_index, sent in enumerate(sentences):
         words = sent.tokens if isinstance(sent, TaggedSentence) else list(sent)
         tags = sent.tags if isinstance(sent, TaggedSentence) and label_to_id is not None else None
@@ -199,52 +235,44 @@ def encode_tagged(
                     f"sentence {s_index} (line {sent.line}): tag {unknown!r} is not in the label "
                     f"list {sorted(label_to_id)}"
                 )
-        pieces = [p[:content] for p in word_pieces(tokenizer, words)]
-        lengths = [len(p) for p in pieces]
-        groups = (
-            [(0, len(words))] if sum(lengths) <= content else _core_groups(lengths, core_budget)
-        )
-        for a, b in groups:
-            left, right, used = a, b, sum(lengths[a:b])
-            while (
-                left > 0
-                and sum(lengths[left - 1 : a]) <= context
-                and used + lengths[left - 1] <= content
-            ):
-                left -= 1
-                used += lengths[left]
-            while (
-                right < len(words)
-                and sum(lengths[b : right + 1]) <= context
-                and used + lengths[right] <= content
-            ):
-                used += lengths[right]
-                right += 1
-            ids, wids, labels = [cls_id], [None], [IGNORE_INDEX]
-            for w in range(left, right):
-                for k, piece in enumerate(pieces[w]):
-                    ids.append(piece)
-                    wids.append(w)
-                    labelled = tags is not None and k == 0 and a <= w < b
-                    labels.append(label_to_id[tags[w]] if labelled else IGNORE_INDEX)
-            ids.append(sep_id)
-            wids.append(None)
-            labels.append(IGNORE_INDEX)
-            n = len(ids)
-            windows.append(TokenWindow(s_index, ids, [0] * n, [1] * n, labels, wids, (a, b)))
-    return windows
+        ids: list[int] = []
+        wids: list[int] = []
+        labels: list[int] = []
+        firsts: list[bool] = []
+        for w, pieces in enumerate(word_pieces(tokenizer, words)):
+            for k, piece in enumerate(pieces):
+                ids.append(piece)
+                wids.append(w)
+                firsts.append(k == 0)
+                labelled = tags is not None and k == 0
+                labels.append(label_to_id[tags[w]] if labelled else IGNORE_INDEX)  # type: ignore[index]
+        cut = windows.truncate and len(ids) > room
+        for sl in slices(
+            len(ids), room, stride, mode=windows.stride_mode, truncate=windows.truncate
+        ):
+            a, b = sl.start, sl.stop
+            win_ids = [cls_id, *ids[a:b], sep_id]
+            # a word whose first piece lies before the window is not labelled here
+            win_labels = [IGNORE_INDEX, *labels[a:b], IGNORE_INDEX]
+            n = len(win_ids)
+            out.append(TokenWindow(s_index, win_ids, [0] * n, [1] * n, win_labels,
+                                   [None, *wids[a:b], None], [False, *sl.is_max, False],
+                                   [False, *firsts[a:b], False], cut))  # fmt: skip
+    return out
 
 
 def word_predictions(
     windows: Sequence[TokenWindow],
     token_predictions: Sequence[Sequence[int]],
     num_words: Sequence[int],
+    fill: int | None = None,
 ) -> list[list[int]]:
-    """Per-sentence, per-word predictions read from each word's first piece in its core window.
+    """Per-sentence, per-word predictions read from each word's first piece in its max-context
+    window.
 
     ``token_predictions[i]`` holds one predicted id per token of ``windows[i]`` (it may be
-    padded longer); ``num_words[s]`` is the word count of sentence s. Raises ValueError if some
-    word received no prediction.
+    padded longer); ``num_words[s]`` is the word count of sentence s. A word that got no
+    prediction (cut by truncation) gets ``fill``; with ``fill=None`` that raises ValueError.
     """
     out: list[dict[int, int]] = [{} for _ in num_words]
     for win, preds in zip(windows, token_predictions):
@@ -252,9 +280,9 @@ def word_predictions(
             out[win.sentence_index][w] = int(preds[pos])
     result = []
     for i, (d, n) in enumerate(zip(out, num_words)):
-        if len(d) != n:
+        if len(d) != n and fill is None:
             raise ValueError(f"sentence {i}: some words got no prediction")
-        result.append([d[w] for w in range(n)])
+        result.append([d.get(w, fill) for w in range(n)])  # type: ignore[misc]
     return result
 
 

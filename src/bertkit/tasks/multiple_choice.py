@@ -2,6 +2,10 @@
 
 Head: ``BertForMultipleChoice`` (one score per choice, softmax over the choices); metric:
 accuracy. Reading: SWAG-format CSV.
+
+Long inputs are truncated, not windowed: a window holding the context without the ending (or
+the ending without the context) says nothing about the choice. The inputs cut are counted
+(:meth:`MultipleChoiceAdapter.window_counts`), so the summary line says how many.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from bertkit.data.tasks.swag import read_swag
 from bertkit.evaluation.classification import accuracy
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
+from bertkit.tasks.windows import WindowCounts
 from bertkit.tokenizer.protocol import Tokenizer
 
 
@@ -32,6 +37,11 @@ class MultipleChoiceAdapter(TaskAdapter):
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_multiple_choice(tokenizer, examples, self.max_seq_length)
+
+    def window_counts(self, examples: Sequence[Any], features: Sequence[Any]) -> WindowCounts:
+        """One row per example (never windowed); an example is cut when any choice was."""
+        cut = [i for i, f in enumerate(features) if any(c.truncated for c in f)]
+        return WindowCounts.of(list(range(len(features))), cut, len(examples))
 
     def length(self, feature: Any) -> int:
         return max(len(c.input_ids) for c in feature) * len(feature)

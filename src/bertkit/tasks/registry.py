@@ -25,6 +25,7 @@ from bertkit.tasks.span_qa import SquadAdapter
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.squad_post import SquadPostConfig
 from bertkit.tasks.tagging import TaggingAdapter
+from bertkit.tasks.windows import WindowConfig
 
 FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
     "glue": (ClassificationAdapter, "a GLUE task, from a folder laid out like the official download"),
@@ -79,12 +80,16 @@ class TaskSettings:
     """classify: float labels, MSE loss, Pearson/Spearman."""
     format: str | None = None
     """classify, tag: csv, tsv or jsonl (None: from the extension)."""
+    document_context: bool = False
+    """ner: join the sentences of each -DOCSTART- document, window them, label and score per sentence."""
     version_2_with_negative: bool = False
     """squad: SQuAD v2.0, questions may have no answer."""
     windows: SquadFeatureConfig = field(default_factory=SquadFeatureConfig)
     """squad: window settings."""
     search: SquadPostConfig = field(default_factory=SquadPostConfig)
     """squad: span search settings."""
+    long_inputs: WindowConfig = field(default_factory=WindowConfig)
+    """glue, classify, ner, tag: windows over inputs longer than max_seq_length."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -107,14 +112,19 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
     msl = s.max_seq_length or default_max_seq_length(s.family)
     adapter: TaskAdapter
     if s.family == "glue":
-        adapter = ClassificationAdapter.for_glue(str(s.task), msl)
+        adapter = ClassificationAdapter.for_glue(str(s.task), msl, s.long_inputs)
         train = adapter.read(s.data_dir, "train")  # type: ignore[arg-type]
         return adapter, train, {d: adapter.read(s.data_dir, d) for d in adapter.dev_splits()}  # type: ignore[arg-type]
     assert s.train is not None and s.dev is not None
     if s.family == "classify":
         cols = {"text": s.text_column, "text_pair": s.text_pair_column, "label": s.label_column}
         adapter, train = ClassificationAdapter.for_files(
-            s.train, cols, regression=s.regression, file_format=s.format, max_seq_length=msl
+            s.train,
+            cols,
+            regression=s.regression,
+            file_format=s.format,
+            max_seq_length=msl,
+            windows=s.long_inputs,
         )
     elif s.family in ("ner", "tag"):
         cols = (
@@ -122,9 +132,9 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             if s.family == "ner"
             else {"tokens": s.tokens_field, "tags": s.tags_field}
         )
-        adapter = TaggingAdapter(
-            s.family, Path(s.train).stem, msl, columns=cols, file_format=s.format
-        )
+        adapter = TaggingAdapter(s.family, Path(s.train).stem, msl, columns=cols,
+                                 file_format=s.format, windows=s.long_inputs,
+                                 document_context=s.document_context)  # fmt: skip
         train = adapter.read(s.train, "train")
     elif s.family == "swag":
         adapter = MultipleChoiceAdapter("swag", "swag", msl)

@@ -5,6 +5,7 @@ Each example becomes one or more windows ``[CLS] question [SEP] context-slice [S
 tokenized once (offsets give each token's characters in the ORIGINAL context) and cut into
 slices of ``max_seq_length - len(question) - 3`` tokens.
 
+The slicing and the max-context rule are :mod:`bertkit.tasks.windows`'s, shared by every family.
 ``doc_stride`` semantics differ between the two reference implementations, so both are offered:
 
 * ``stride_mode="overlap"`` (default; Hugging Face's ``stride`` in ``run_qa.py``): consecutive
@@ -32,6 +33,7 @@ from typing import Literal
 
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.errors import ConfigError
+from bertkit.tasks.windows import max_context_flags, slice_starts
 from bertkit.tokenizer.protocol import Tokenizer
 
 
@@ -79,43 +81,8 @@ class SquadFeature:
     start_position: int
     end_position: int
     doc_offset: int
-
-
-def slice_starts(num_tokens: int, slice_len: int, doc_stride: int, mode: str) -> list[int]:
-    """Start indices of the context slices (each ``slice_len`` long, the last may be shorter).
-
-    Example: 10 tokens, slices of 4, overlap 1 -> starts [0, 3, 6] (slices 0-3, 3-6, 6-9).
-    """
-    if slice_len < 1:
-        raise ValueError(f"no room for context tokens (slice length {slice_len})")
-    step = doc_stride if mode == "step" else slice_len - doc_stride
-    if step < 1:
-        raise ValueError(
-            f"doc_stride {doc_stride} must be smaller than the context slice length {slice_len} "
-            "in overlap mode (lower doc_stride or max_query_length)"
-        )
-    starts, start = [], 0
-    while True:
-        starts.append(start)
-        if start + slice_len >= num_tokens:
-            return starts
-        start += step
-
-
-def max_context_flags(starts: Sequence[int], num_tokens: int, slice_len: int) -> list[list[bool]]:
-    """For each slice, whether each of its tokens has its maximum context in that slice."""
-    best_score = [-1.0] * num_tokens
-    best_slice = [0] * num_tokens
-    for s, start in enumerate(starts):
-        length = min(slice_len, num_tokens - start)
-        for pos in range(start, start + length):
-            score = min(pos - start, start + length - 1 - pos) + 0.01 * length
-            if score > best_score[pos]:  # strict: the first best slice wins, as in google's code
-                best_score[pos], best_slice[pos] = score, s
-    return [
-        [best_slice[pos] == s for pos in range(start, min(start + slice_len, num_tokens))]
-        for s, start in enumerate(starts)
-    ]
+    truncated: bool = False
+    """The question was cut to ``max_query_length`` tokens (counted in the window summary)."""
 
 
 def answer_token_span(
@@ -157,9 +124,8 @@ def convert_squad_examples(
                 list(enc.input_ids),
                 [tuple(o) for o in enc.offsets],
             )
-        q_ids = list(tokenizer.encode(ex.question, add_special_tokens=False).input_ids)[
-            : config.max_query_length
-        ]
+        q_all = list(tokenizer.encode(ex.question, add_special_tokens=False).input_ids)
+        q_ids = q_all[: config.max_query_length]
         slice_len = config.max_seq_length - len(q_ids) - 3
         starts = slice_starts(len(ctx_ids), slice_len, config.doc_stride, config.stride_mode)
         flags = max_context_flags(starts, len(ctx_ids), slice_len)
@@ -189,6 +155,7 @@ def convert_squad_examples(
                     start_position=s_pos,
                     end_position=e_pos,
                     doc_offset=len(head),
+                    truncated=len(q_all) > len(q_ids),
                 )
             )
     return features

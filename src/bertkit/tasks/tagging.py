@@ -1,8 +1,13 @@
 """Token tagging (ner, tag): one label per word, scored by entity F1 (conlleval rules).
 
 Head: ``BertForTokenClassification``. The label goes on each word's first piece; a sentence longer
-than one window is split into windows that share ``context`` pieces of the neighbouring words
-(:func:`bertkit.tasks.features.encode_tagged`), and one prediction per word is read back.
+than one window is split into overlapping windows (:func:`bertkit.tasks.features.encode_tagged`,
+SQuAD's rule), and each word's prediction is read from the window where it has the most context.
+
+Document context (``document_context``, the paper's "maximal document context provided by the
+data"): the sentences of each document (``-DOCSTART-`` in CoNLL files) are joined into one word
+sequence, windowed, and the predictions are split back into the original sentences, which are
+scored as usual (an entity never crosses a sentence boundary).
 
 Reading: CoNLL column files (ner; a one-column file of tokens is prediction input) or the
 user's CSV/TSV/JSONL with token and tag lists (tag).
@@ -23,7 +28,27 @@ from bertkit.errors import InputError
 from bertkit.evaluation.ner import entity_scores
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, unscored
+from bertkit.tasks.windows import WindowConfig, WindowCounts
 from bertkit.tokenizer.protocol import Tokenizer
+
+
+def documents(sentences: Sequence[TaggedSentence]) -> list[list[int]]:
+    """Indices of the sentences of each document: runs of consecutive sentences with the same
+    ``document`` number. Example: documents 0, 0, 1, 1, 1 -> [[0, 1], [2, 3, 4]]."""
+    groups: list[list[int]] = []
+    for i, s in enumerate(sentences):
+        if groups and sentences[groups[-1][0]].document == s.document:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def join_sentences(sentences: Sequence[TaggedSentence], index: Sequence[int]) -> TaggedSentence:
+    """One sentence of the words (and tags) of ``sentences[i]`` for ``i`` in ``index``."""
+    parts = [sentences[i] for i in index]
+    return TaggedSentence(tuple(w for p in parts for w in p.tokens),
+                          tuple(t for p in parts for t in p.tags), parts[0].line, parts[0].document)  # fmt: skip
 
 
 def tag_label_list(sentences: Sequence[TaggedSentence]) -> list[str]:
@@ -38,12 +63,27 @@ class TaggingAdapter(TaskAdapter):
     tag: the ``tokens`` and ``tags`` field names)."""
 
     labels: list[str] = field(default_factory=list)
-    context: int = 16
     columns: dict[str, Any] = field(default_factory=dict)
     file_format: str | None = None
+    windows: WindowConfig = field(default_factory=WindowConfig)
+    document_context: bool = False
 
     head_class = "BertForTokenClassification"
     main_metric = "f1"
+
+    def __post_init__(self) -> None:
+        self.windows = WindowConfig.of(self.windows)  # a dict from bertkit_task.json
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TaggingAdapter:
+        """Models saved before windows followed SQuAD's rule hold ``context`` (now unused)."""
+        return cls(**{k: v for k, v in state.items() if k != "context"})
+
+    def units(self, examples: Sequence[Any]) -> list[list[int]]:
+        """The sentence indices encoded together: one sentence each, or each document's."""
+        if self.document_context:
+            return documents(examples)
+        return [[i] for i in range(len(examples))]
 
     def config_overrides(self) -> dict[str, Any]:
         return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels))}
@@ -62,7 +102,7 @@ class TaggingAdapter(TaskAdapter):
         self.labels = tag_label_list(train)
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
-        context = min(self.context, (self.max_seq_length - 3) // 4)
+        joined = [join_sentences(examples, u) for u in self.units(examples)]
         if training:
             index = {t: i for i, t in enumerate(self.labels)}
             unknown = sorted({t for s in examples for t in s.tags} - set(index))
@@ -70,13 +110,16 @@ class TaggingAdapter(TaskAdapter):
                 raise InputError(
                     None, None, f"tags {unknown} are not in the label list {self.labels}"
                 )
-            return F.encode_tagged(
-                tokenizer, examples, index, max_length=self.max_seq_length, context=context
-            )
-        words = [s.tokens for s in examples]
-        return F.encode_tagged(
-            tokenizer, words, None, max_length=self.max_seq_length, context=context
-        )
+            return F.encode_tagged(tokenizer, joined, index, max_length=self.max_seq_length,
+                                   windows=self.windows)  # fmt: skip
+        words = [s.tokens for s in joined]
+        return F.encode_tagged(tokenizer, words, None, max_length=self.max_seq_length,
+                               windows=self.windows)  # fmt: skip
+
+    def window_counts(self, examples: Sequence[Any], features: Sequence[Any]) -> WindowCounts:
+        owners = [f.example_index for f in features]
+        cut = [f.example_index for f in features if f.truncated]
+        return WindowCounts.of(owners, cut, len(self.units(examples)))
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool
@@ -94,7 +137,19 @@ class TaggingAdapter(TaskAdapter):
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
-        word_ids = F.word_predictions(features, rows, [len(s.tokens) for s in examples])
+        units = self.units(examples)
+        lengths = [sum(len(examples[i].tokens) for i in u) for u in units]
+        # a word cut by --truncate is predicted O (label 0): that is what truncation costs
+        per_unit = F.word_predictions(
+            features, rows, lengths, fill=0 if self.windows.truncate else None
+        )
+        word_ids: list[list[int]] = []
+        for unit, ids in zip(units, per_unit):
+            start = 0
+            for i in unit:
+                n = len(examples[i].tokens)
+                word_ids.append(ids[start : start + n])
+                start += n
         tags = [[self.labels[i] for i in ws] for ws in word_ids]
         preds = [{"tokens": list(s.tokens), "tags": t} for s, t in zip(examples, tags)]
         if not all(s.tags for s in examples):

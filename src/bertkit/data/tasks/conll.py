@@ -184,10 +184,11 @@ def is_token_only(path: str | Path) -> bool:
 
 
 def read_tokens(path: str | Path) -> list[TaggedSentence]:
-    """Sentences of a one-token-per-line file (blank line between sentences), with no tags."""
+    """Sentences of a one-token-per-line file (blank line between sentences), with no tags;
+    ``-DOCSTART-`` lines start a new document, as in :func:`read_conll`."""
     out: list[TaggedSentence] = []
     tokens: list[str] = []
-    first = 0
+    first = doc = 0
     for lineno, line in [*read_text_lines(path), (0, "")]:
         cols = line.split()
         if cols and cols[0] != "-DOCSTART-":
@@ -199,7 +200,10 @@ def read_tokens(path: str | Path) -> list[TaggedSentence]:
                 )
             first = first or lineno
             tokens.append(cols[0])
-        elif tokens:
-            out.append(TaggedSentence(tuple(tokens), (), first))
+            continue
+        if tokens:
+            out.append(TaggedSentence(tuple(tokens), (), first, doc))
             tokens, first = [], 0
+        if cols:  # -DOCSTART-
+            doc += 1
     return out
