@@ -102,6 +102,11 @@ def test_long_inputs_are_windowed_like_the_library_and_truncate_cuts(minilm_clie
         minilm_client.post("/embed", json={"inputs": [text], "truncate": True}).json()
     )
     assert np.abs(got_cut - cut).max() <= 1e-5 and np.abs(windowed - cut).max() > 1e-3
+    # OpenAI's shape has no truncate field: windows too (normalised, as /v1/embeddings always is)
+    oa = minilm_client.post("/v1/embeddings", json={"input": [text]}).json()
+    unit = windowed / np.linalg.norm(windowed, axis=1, keepdims=True)
+    assert np.abs(np.asarray(oa["data"][0]["embedding"]) - unit).max() <= 1e-5
+    assert oa["usage"]["prompt_tokens"] > 256
 
 
 def test_limits_answer_with_tei_statuses_and_json_reasons(minilm_client):

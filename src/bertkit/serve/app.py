@@ -223,7 +223,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def openai_embeddings(req: OpenAIEmbeddingRequest) -> Response:
         engine = server.engine("embed", req.model if req.model in server.engines else None)
         texts = _texts(req.input)
-        v, tokens = await server.vectors(engine, texts, truncate=True)
+        # OpenAI's shape has no truncate field: long inputs are read in windows, as /embed does
+        v, tokens = await server.vectors(engine, texts, truncate=False)
         v = _normalized(v)
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row.tolist()}
