@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="truncate to N tokens (default: the folder's max_seq_length, else the model's limit)",
     )
-    options.add_precision(p)
+    options.add_precision(p, inference=True)
     p.add_argument(
         "--bf16",
         dest="precision",

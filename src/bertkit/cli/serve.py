@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     names = [f.name for f in dataclasses.fields(ServeSettings)
              if f.name not in ("models", "precision", "device")]  # fmt: skip
     options.add_fields(p, ServeSettings, names, choices={"pooling": ("mean", "cls", "max")})
-    options.add_precision(p)
+    options.add_precision(p, inference=True)
     options.add_device(p)
 
 

@@ -24,6 +24,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop import load_with_report
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import POOLINGS, pool
+from bertkit.model.quantize import for_precision
 from bertkit.progress import progress
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.encoding import Encoding
@@ -109,7 +110,8 @@ class Embedder:
         tokenizer = BertTokenizer.from_pretrained(
             directory, split_special_tokens=split_special_tokens
         )
-        return cls(model, tokenizer, spec, P.choose(precision, dev), batch_size)
+        chosen = P.choose(precision, dev)
+        return cls(for_precision(model, chosen), tokenizer, spec, chosen, batch_size)
 
     @property
     def dim(self) -> int:
