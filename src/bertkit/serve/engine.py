@@ -24,7 +24,7 @@ import numpy as np
 
 from bertkit.errors import CheckpointError
 from bertkit.evaluation.chunks import tag_spans
-from bertkit.inference import Embedder, FillMasker, TaskModel, pipeline, task_of
+from bertkit.inference import TASKS, Embedder, FillMasker, TaskModel, task_of
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
 from bertkit.serve.settings import ServeSettings
@@ -54,25 +54,43 @@ class Engine:
         s = self.settings
         opts = {"device": s.device, "precision": s.precision}
         split = {"split_special_tokens": s.split_special_tokens}
+        exported = self._exported()
+        if exported is not None:  # ONNX Runtime on the CPU; the file fixes its own precision
+            opts = {"device": "cpu", "precision": "fp32", "model": exported}
         if self.task == "feature-extraction":
-            try:
-                self.masker = FillMasker.load(self.directory, **opts)
-            except CheckpointError:
-                self.masker = None
+            self.masker = None
+            if exported is None:
+                try:
+                    self.masker = FillMasker.load(self.directory, **opts)
+                except CheckpointError:
+                    pass
             # with masked-LM weights, the embedder shares the fill-mask model's encoder
-            shared = self.masker.model.bert if self.masker is not None else None
+            shared = self.masker.model.bert if self.masker is not None else opts.pop("model", None)
             emb = Embedder.load(self.directory, pooling=s.pooling, model=shared, **opts, **split)
             # the worker batches by tokens; normalisation is per request
             emb.spec = replace(emb.spec, normalize=False)
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
             self.embedder = emb
         else:
-            self.task_model = pipeline(self.task, self.directory, **opts, **split)
+            # the class pipeline() picks, called directly: ``model=`` is its own argument there
+            self.task_model = TASKS[self.task].load(self.directory, **opts, **split)
             self.task_model.show_progress = False
         embed = self.embedder.embed_encodings if self.embedder is not None else None
         self.worker = Worker(self.name, embed, s.max_batch_tokens, self.metrics.batch)
         self._warm_up()
         self.ready.set()
+
+    def _exported(self) -> Any:
+        """With ``--backend onnx``: the folder's exported file in ONNX Runtime (else None)."""
+        if self.settings.backend != "onnx":
+            return None
+        from bertkit.export import OnnxModel
+
+        model = OnnxModel(self.directory, threads=self.settings.threads)
+        if self.task == "feature-extraction" and model.head != "BertModel":
+            raise CheckpointError(f"{model.path}: a {model.head} graph; --backend onnx serves "
+                                  "encoder exports (last_hidden_state) and fine-tuned heads")  # fmt: skip
+        return model
 
     def _warm_up(self) -> None:
         if self.embedder is not None:
@@ -120,6 +138,8 @@ class Engine:
             labels = getattr(self.task_model.adapter, "labels", None)
             if labels:
                 out["labels"] = list(labels)
+        if self.settings.backend != "torch":
+            out["backend"] = self.settings.backend
         if self.error:
             out["error"] = self.error
         return out

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from bertkit.errors import ConfigError
 
+BACKENDS = ("torch", "onnx")
+
 
 @dataclass
 class ServeSettings:
@@ -25,6 +27,8 @@ class ServeSettings:
     """Embedding pooling: mean, cls or max (None: the folder's sentence-transformers config, else mean)."""
     precision: str = "auto"
     """See bertkit.precision."""
+    backend: str = "torch"
+    """torch (each folder's weights), or onnx (each folder's .onnx file from `bertkit export onnx`, run by ONNX Runtime; --precision does not apply: the file is what it was exported as)."""
     device: str | None = None
     """cpu, cuda or cuda:N (None: CUDA when available)."""
     max_batch_tokens: int = 16384
@@ -56,6 +60,8 @@ class ServeSettings:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.request_timeout <= 0:
             raise ConfigError(f"request timeout must be > 0, got {self.request_timeout}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.pooling not in (None, "mean", "cls", "max"):
             raise ConfigError(f"pooling must be mean, cls or max, got {self.pooling!r}")
         self.named_models()  # checks the folders
