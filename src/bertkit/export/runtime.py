@@ -85,6 +85,8 @@ class OnnxModel(nn.Module):
             "token_type_ids": np.zeros_like(ids) if token_type_ids is None else token_type_ids.cpu().numpy().astype(np.int64, copy=False),
         }  # fmt: skip
         wanted = {i.name for i in self.session.get_inputs()}
-        got = self.session.run(None, {k: v for k, v in feeds.items() if k in INPUTS and k in wanted})
+        got = self.session.run(
+            None, {k: v for k, v in feeds.items() if k in INPUTS and k in wanted}
+        )
         values = {n: torch.from_numpy(v) for n, v in zip(self.output_names, got)}
         return HEADS[self.head].output_class(**values)

@@ -58,12 +58,10 @@ class Engine:
         if exported is not None:  # ONNX Runtime on the CPU; the file fixes its own precision
             opts = {"device": "cpu", "precision": "fp32", "model": exported}
         if self.task == "feature-extraction":
-            self.masker = None
-            if exported is None:
-                try:
-                    self.masker = FillMasker.load(self.directory, **opts)
-                except CheckpointError:
-                    pass
+            try:  # fill-mask runs on the PyTorch backend only
+                self.masker = FillMasker.load(self.directory, **opts) if exported is None else None
+            except CheckpointError:
+                self.masker = None
             # with masked-LM weights, the embedder shares the fill-mask model's encoder
             shared = self.masker.model.bert if self.masker is not None else opts.pop("model", None)
             emb = Embedder.load(self.directory, pooling=s.pooling, model=shared, **opts, **split)
