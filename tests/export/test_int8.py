@@ -52,11 +52,18 @@ def test_int8_linear_is_within_its_quantization_bound(activation: str):
     assert float(bound.max()) < 0.2 * float(want.abs().max())
 
 
-def test_quantized_codes_cover_the_range():
-    x = torch.tensor([[-1.0, 0.0, 0.5, 3.0]])
-    codes, scale, zero = quantize_activations(x, 255)
-    assert codes.dtype == torch.uint8 and codes.min() == 0 and codes.max() == 255
-    assert torch.allclose((codes.float() - zero) * scale, x, atol=scale / 2 + 1e-7)
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("levels", [255, 127])
+def test_quantized_codes_cover_the_range(fused: bool, levels: int, monkeypatch):
+    from bertkit.model import quantize
+
+    monkeypatch.setattr(quantize, "_FUSED_QUANTIZE", fused)  # torch's fused pass, and the fallback
+    x = torch.tensor([[-1.0, 0.0, 0.5, 3.0], [2.0, -0.25, 1.0, 0.125]])
+    codes, scale, zero = quantize_activations(x, levels)
+    assert codes.dtype == torch.uint8 and codes.shape == x.shape
+    assert int(codes.min()) == 0 and int(codes.max()) == levels
+    assert abs(scale - 4.0 / levels) < 1e-6 and (codes[0, 1] == zero)  # 0.0 is exact
+    assert torch.allclose((codes.float() - zero) * scale, x, atol=scale / 2 + 1e-6)
 
 
 @pytest.fixture(scope="module")

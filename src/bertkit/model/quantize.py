@@ -33,7 +33,7 @@ from bertkit.errors import ConfigError
 _PREPACK = (
     getattr(torch.ops.onednn, "qlinear_prepack", None) if hasattr(torch.ops, "onednn") else None
 )
-_FUSED_QUANTIZE = hasattr(torch, "quantize_per_tensor")
+_FUSED_QUANTIZE = hasattr(torch, "quantize_per_tensor_dynamic")
 
 
 def reduce_range() -> bool:
@@ -43,18 +43,24 @@ def reduce_range() -> bool:
 
 
 def quantize_activations(x: torch.Tensor, levels: int) -> tuple[torch.Tensor, float, int]:
-    """x (fp32) -> (uint8 codes, scale, zero point) over [min(x, 0), max(x, 0)] in ``levels`` steps.
+    """x (fp32) -> (uint8 codes, scale, zero point) over [min(x, 0), max(x, 0)] in ``levels`` steps
+    (255, or 127 for ``reduce_range``).
 
-    One fused pass through ``torch.quantize_per_tensor`` where torch still has it (2x faster than
-    the four elementwise ops of the fallback, which give the same codes up to a rounding tie)."""
+    Where torch still has it, one fused pass (``torch.quantize_per_tensor_dynamic``: range and
+    codes together) whose bytes are read in place as uint8; 1.7x faster than a range pass, a
+    quantize pass and a copy out of the quantized dtype. Otherwise four elementwise ops, which give
+    the same codes up to rounding ties."""
+    if _FUSED_QUANTIZE:
+        with warnings.catch_warnings():  # torch 2.13 flags its quantized dtypes as deprecated
+            warnings.simplefilter("ignore", UserWarning)
+            q = torch.quantize_per_tensor_dynamic(x.contiguous(), torch.quint8, levels == 127)
+        codes = torch.empty(0, dtype=torch.uint8, device=x.device)
+        codes.set_(q.untyped_storage(), 0, q.shape, q.stride())  # the same bytes, no copy
+        return codes, float(q.q_scale()), int(q.q_zero_point())
     lo, hi = (v.item() for v in torch.aminmax(x))
     lo, hi = min(lo, 0.0), max(hi, 0.0)
     scale = (hi - lo) / levels or 1.0
     zero = round(-lo / scale)
-    if _FUSED_QUANTIZE and levels == 255:
-        with warnings.catch_warnings():  # torch 2.13 flags its quantized dtypes as deprecated
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.quantize_per_tensor(x, scale, zero, torch.quint8).int_repr(), scale, zero
     codes = (x * (1.0 / scale)).round_().add_(zero).clamp_(0, levels).to(torch.uint8)
     return codes, scale, zero
 
