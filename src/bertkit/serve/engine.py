@@ -56,7 +56,8 @@ class Engine:
         split = {"split_special_tokens": s.split_special_tokens}
         exported = self._exported()
         if exported is not None:  # ONNX Runtime on the CPU; the file fixes its own precision
-            opts = {"device": "cpu", "precision": "fp32", "model": exported}
+            fixed = "int8" if exported.quantized == "int8" else "fp32"  # reported by /info
+            opts = {"device": "cpu", "precision": fixed, "model": exported}
         if self.task == "feature-extraction":
             try:  # fill-mask runs on the PyTorch backend only
                 self.masker = FillMasker.load(self.directory, **opts) if exported is None else None
