@@ -45,7 +45,9 @@ def make_rows(lengths: list[int], seed: int) -> list[list[int]]:
     ]
 
 
-def build(threads: int, files: dict[str, Path]) -> dict[str, Callable[[dict], None]]:
+def build(
+    threads: int, files: dict[str, Path], ablate_gelu: bool
+) -> dict[str, Callable[[dict], None]]:
     """name -> run(batch) for every candidate at ``threads``."""
     from bertkit.export.runtime import OnnxModel
     from bertkit.interop import load_pretrained
@@ -65,6 +67,19 @@ def build(threads: int, files: dict[str, Path]) -> dict[str, Callable[[dict], No
 
     fns = {"bertkit-fp32": ours(fp32, False), "bertkit-bf16": ours(fp32, True),
            "bertkit-int8": ours(int8, False)}  # fmt: skip
+    if ablate_gelu:  # the same fp32 model with the GELU outside the up-projection (an A/B)
+        from bertkit.model import encoder
+
+        plain = fns["bertkit-fp32"]
+
+        def unfused(batch: dict) -> None:
+            fused, encoder.linear_gelu = encoder.linear_gelu, lambda linear, x: None
+            try:
+                plain(batch)
+            finally:
+                encoder.linear_gelu = fused
+
+        fns["bertkit-fp32-gelu-apart"] = unfused
     for name, path in files.items():
         session = OnnxModel(path, threads=threads, spinning=False).session
 
@@ -82,10 +97,10 @@ def one_batch(lengths: list[int]) -> dict:
 
 
 def measure(threads: int, files: dict[str, Path], repeats: int, mixed: list[int],
-            stream: list[int]) -> list[dict]:  # fmt: skip
+            stream: list[int], ablate_gelu: bool = False) -> list[dict]:  # fmt: skip
     from bertkit.model.batching import collate, length_batches
 
-    fns = build(threads, files)
+    fns = build(threads, files, ablate_gelu)
     out = []
     for label, lengths in (("uniform 128, batch 32", [128] * 32), ("mixed 8..128, one padded batch of 32", mixed)):  # fmt: skip
         batch = one_batch(lengths)
@@ -144,12 +159,28 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def gelu_ab(results: list[dict]) -> str:
+    """With --ablate-gelu: bertkit fp32 with the GELU fused into the up-projection / apart."""
+    lines = []
+    for r in results:
+        for k in [""] if "stream" not in r["row"] else [" sorted", " arrival"]:
+            apart = r["seconds"].get("bertkit-fp32-gelu-apart" + k)
+            if apart is not None:
+                ratio = apart / r["seconds"]["bertkit-fp32" + k]
+                lines.append(
+                    f"- {r['row']}{k}, {r['threads']} thread(s): GELU fused {ratio:.2f}x apart"
+                )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ablate-gelu", action="store_true",
+                    help="also time bertkit fp32 with the GELU outside the up-projection")  # fmt: skip
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     from bertkit import hardware
@@ -165,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
              for n, o in EXPORTS.items()}  # fmt: skip
     results = []
     for t in (int(x) for x in args.threads.split(",")):
-        results += measure(t, files, args.repeats, mixed, stream)
+        results += measure(t, files, args.repeats, mixed, stream, args.ablate_gelu)
     print(
         "\ncommand: python -m benchmarks.onnx_speed "
         + " ".join(argv if argv is not None else sys.argv[1:])
@@ -175,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{k} {d.choice}" for k, d in hardware.decisions().items())
     )
     print(table(results))
+    print(gelu_ab(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0
