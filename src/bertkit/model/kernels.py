@@ -95,6 +95,7 @@ def linear_gelu(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
         or linear.weight.dtype != torch.float32
         or x.numel() == 0
         or torch.is_autocast_enabled("cpu")
+        or torch.jit.is_tracing()  # an exported graph holds ATen ops, not this call
     ):
         return None
     return _OP(x, linear.weight, linear.bias, "gelu", [], "none")
