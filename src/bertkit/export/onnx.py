@@ -15,8 +15,8 @@ padded path (``graph.ExportGraph``) has no such branches, and its output matches
 
 ``optimize`` applies ONNX Runtime's transformer fusions (``onnxruntime.transformers.optimizer``,
 model type ``bert``: Attention, SkipLayerNormalization, BiasGelu, ...); ``quantize="int8"``
-applies ONNX Runtime's dynamic quantization (int8 weights, uint8 activations quantized per call),
-after the fusions when both are asked for.
+applies ONNX Runtime's dynamic quantization (int8 weights with one scale per output channel,
+uint8 activations quantized per call), after the fusions when both are asked for.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class OnnxExportConfig:
     optimize: bool = False
     """Apply ONNX Runtime's BERT fusions (Attention, SkipLayerNormalization, BiasGelu)."""
     quantize: str = "none"
-    """none, or int8: ONNX Runtime dynamic quantization (int8 weights, uint8 activations)."""
+    """none, or int8: ONNX Runtime dynamic quantization (int8 weights per channel, uint8 activations)."""
     head: str = "auto"
     """What the graph computes: auto (a fine-tuned folder's task head, else the head config.json's architectures names, else the encoder), encoder, or masked-lm (fill-mask logits)."""
 
@@ -180,8 +180,10 @@ def _quantize(src: Path, dst: Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet():
+        # per_channel: one scale per output column, as bertkit's own int8 (ORT's default is one
+        # per tensor: CoNLL-2003 F1 -1.66 points against -0.64 per channel, same speed);
         # fused (com.microsoft) nodes defeat ONNX shape inference: every tensor here is fp32
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8,
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
     return dst
 
