@@ -97,7 +97,10 @@ def run_row(row: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     adapter, train, dev, what = _data(row, root, train_n, dev_n)
     ns = argparse.Namespace(epochs=epochs, max_steps=None, progress=False, bucket_batches=1)
     t0 = time.perf_counter()
-    _, folder = bertkit_run(adapter, train, {"dev": dev}, [lr], 1, 42, ns)
+    if row in args.folder:  # already fine-tuned on the same subset: score only
+        folder = Path(args.folder[row])
+    else:
+        _, folder = bertkit_run(adapter, train, {"dev": dev}, [lr], 1, 42, ns)
     t_train = time.perf_counter() - t0
     scores: dict[str, float] = {}
     key = METRIC[row]
@@ -121,7 +124,7 @@ def run_row(row: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
             diff = parity(ref.model, model, adapter, feats, ref.tokenizer.pad_token_id or 0)
         else:
             ratio = out.bytes / fp32_bytes
-    result = {"row": row, "what": what, "train": len(train), "dev": len(dev), "lr": lr, "epochs": epochs,
+    result = {"row": row, "folder": str(folder), "what": what, "train": len(train), "dev": len(dev), "lr": lr, "epochs": epochs,
               "metric": key, "scores": scores, "onnx_parity_max_abs": diff, "int8_size_ratio": ratio,
               "train_seconds": t_train}  # fmt: skip
     print(json.dumps(result), flush=True)
@@ -154,8 +157,11 @@ def main(argv: list[str] | None = None) -> int:
         "--max-train", type=int, default=None, help="override every row's training subset"
     )
     ap.add_argument("--max-dev", type=int, default=None, help="override every row's dev subset")
+    ap.add_argument("--folder", nargs="+", default=[], metavar="ROW=DIR",
+                    help="score a folder this script fine-tuned before (its log names it) instead of training again")  # fmt: skip
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = ap.parse_args(argv)
+    args.folder = dict(f.split("=", 1) for f in args.folder)
     torch.set_num_threads(args.threads)
     from bertkit.cpu import cpu_info
 
