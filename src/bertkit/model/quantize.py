@@ -42,6 +42,18 @@ def reduce_range() -> bool:
     return not (f.get("avx512_vnni") or f.get("avx_vnni") or f.get("amx_tile"))
 
 
+def describe() -> str:
+    """One line for ``bertkit env``: the int8 kernel and the activation width on this CPU."""
+    if _PREPACK is None:
+        return "unavailable (this torch build has no oneDNN int8 linear)"
+    bits = (
+        "7-bit activations (no VNNI/AMX: reduce_range)"
+        if reduce_range()
+        else "8-bit activations (VNNI/AMX)"
+    )
+    return f"oneDNN int8 inner product, per-channel int8 weights, {bits}"
+
+
 def quantize_activations(x: torch.Tensor, levels: int) -> tuple[torch.Tensor, float, int]:
     """x (fp32) -> (uint8 codes, scale, zero point) over [min(x, 0), max(x, 0)] in ``levels`` steps
     (255, or 127 for ``reduce_range``).
