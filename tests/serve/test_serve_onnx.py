@@ -59,7 +59,7 @@ def test_classifier_answers_as_the_torch_backend(tiny_classifier: Path, tmp_path
     assert diff <= 1e-5
 
 
-def test_onnx_backend_needs_an_exported_file(tiny_classifier: Path):
+def _load_error(folder: Path) -> str:
     import time
 
     from fastapi.testclient import TestClient
@@ -67,7 +67,7 @@ def test_onnx_backend_needs_an_exported_file(tiny_classifier: Path):
     from bertkit.serve.app import create_app
     from bertkit.serve.settings import ServeSettings
 
-    settings = ServeSettings(models=[str(tiny_classifier)], backend="onnx", device="cpu")
+    settings = ServeSettings(models=[str(folder)], backend="onnx", device="cpu")
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         for _ in range(200):
             info = client.get("/info").json()["models"][0]
@@ -75,4 +75,13 @@ def test_onnx_backend_needs_an_exported_file(tiny_classifier: Path):
                 break
             time.sleep(0.05)
         assert client.get("/health").status_code == 503
-    assert "no .onnx file" in info["error"]
+    return info["error"]
+
+
+def test_onnx_backend_needs_an_exported_file_of_the_folders_head(
+    tiny_classifier: Path, tmp_path: Path
+):
+    assert "no .onnx file" in _load_error(tiny_classifier)
+    out = tmp_path / "enc" / "model.onnx"  # the fine-tuned folder's encoder only
+    assert main(["export", "onnx", "--model", str(tiny_classifier), "--head", "encoder", "--output", str(out)]) == 0  # fmt: skip
+    assert "served as BertForSequenceClassification" in _load_error(out.parent)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import warnings
@@ -143,7 +144,9 @@ def export_onnx(directory: str | Path, output: str | Path, config: OnnxExportCon
         if config.quantize == "int8":
             current = _quantize(current, Path(tmp) / "int8.onnx")
         _tag(current, name, config)
-        shutil.move(str(current), output)
+        partial = output.with_name(output.name + ".partial")  # same folder: the rename is atomic
+        shutil.move(str(current), partial)
+        os.replace(partial, output)
     _write_folder_files(directory, output.parent)
     return ExportResult(output, name, outputs, output.stat().st_size, fused)
 

@@ -29,6 +29,7 @@ from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
 from bertkit.serve.settings import ServeSettings
 from bertkit.serve.worker import Worker
+from bertkit.tasks import load_adapter
 
 _TASK_CAPS = {"text-classification": "predict", "token-classification": "tag",
               "question-answering": "qa", "multiple-choice": "choose"}  # fmt: skip
@@ -86,9 +87,14 @@ class Engine:
         from bertkit.export import OnnxModel
 
         model = OnnxModel(self.directory, threads=self.settings.threads)
-        if self.task == "feature-extraction" and model.head != "BertModel":
-            raise CheckpointError(f"{model.path}: a {model.head} graph; --backend onnx serves "
-                                  "encoder exports (last_hidden_state) and fine-tuned heads")  # fmt: skip
+        want = (
+            "BertModel"
+            if self.task == "feature-extraction"
+            else load_adapter(self.directory).head_class
+        )
+        if model.head != want:
+            raise CheckpointError(f"{model.path}: a {model.head} graph, but this folder is served "
+                                  f"as {want} (export it again with --head auto)")  # fmt: skip
         return model
 
     def _warm_up(self) -> None:
