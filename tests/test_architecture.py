@@ -33,10 +33,11 @@ ALLOWED: dict[str, set[str]] = {
     "data": FOUNDATION | {"tokenizer", "evaluation"},
     "tasks": FOUNDATION | {"tokenizer", "evaluation", "data"},
     "inference": FOUNDATION | {"tokenizer", "evaluation", "data", "tasks", "model", "interop"},
+    "export": FOUNDATION | {"tokenizer", "evaluation", "data", "tasks", "model", "interop"},
     "training": FOUNDATION
     | {"tokenizer", "evaluation", "data", "tasks", "model", "interop", "inference"},
     "serve": FOUNDATION
-    | {"tokenizer", "evaluation", "data", "tasks", "model", "interop", "inference"},
+    | {"tokenizer", "evaluation", "data", "tasks", "model", "interop", "inference", "export"},
     "cli": FOUNDATION
     | {
         "tokenizer",
@@ -46,6 +47,7 @@ ALLOWED: dict[str, set[str]] = {
         "model",
         "interop",
         "inference",
+        "export",
         "training",
         "serve",
     },

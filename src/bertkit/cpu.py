@@ -25,7 +25,8 @@ class CpuInfo:
     torch_capability: str
     """ATen's vectorised-kernel level (``torch.backends.cpu.get_cpu_capability``)."""
     features: dict[str, bool]
-    """avx2, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile (x86); neon, bf16 (ARM)."""
+    """avx2, avx512f, avx512_bf16, avx512_fp16, amx_bf16, amx_tile, avx512_vnni, avx_vnni (x86);
+    neon, bf16 (ARM)."""
 
     @property
     def simd_class(self) -> str:
@@ -47,7 +48,8 @@ class CpuInfo:
         return f"{self.model} ({self.simd_class})"
 
 
-_X86_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+_X86_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx512_vnni",
+              "avx_vnni")  # fmt: skip
 
 
 @cache

@@ -49,13 +49,15 @@ def test_layer_combine_matches_transformers_hidden_states(minilm, hf_states, lay
     emb = Embedder.load(minilm, precision="fp32", device="cpu", normalize=False,
                         layers=LayerSpec(layers, how))  # fmt: skip
     got = emb(TEXTS)
+    # 2e-5 per layer: a sum of four carries four layers' kernel rounding (oneDNN or BLAS)
+    tol = 2e-5 * (len(layers) if how == "sum" else 1)
     assert got.shape == (2, 384 * (len(layers) if how == "concat" else 1)) == (2, emb.dim)
-    np.testing.assert_allclose(got, ref_mean, atol=2e-5)
+    np.testing.assert_allclose(got, ref_mean, atol=tol)
     # per token: each piece's vector (no [CLS]/[SEP]) equals the reference's at its position
     feats, _ = emb.token_features(TEXTS)
     for i, f in enumerate(feats):
         n = int(mask[i].sum()) - 2
-        np.testing.assert_allclose(f.vectors, ref[i, 1 : n + 1].numpy(), atol=2e-5)
+        np.testing.assert_allclose(f.vectors, ref[i, 1 : n + 1].numpy(), atol=tol)
 
 
 def test_combine_layers_shapes_and_values():

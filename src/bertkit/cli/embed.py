@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        choices={"layer_combine": ("concat", "sum", "mean")})  # fmt: skip
     p.add_argument("--per-token", action="store_true",
                    help="one vector per word piece (.npy) and a .jsonl index of pieces and offsets")  # fmt: skip
-    options.add_precision(p)
+    options.add_precision(p, inference=True)
     p.add_argument(
         "--bf16",
         dest="precision",

@@ -42,6 +42,8 @@ def format_report(r: dict) -> str:
         lines.append(
             f"bf16 speed    {r['bf16_speedup']:.2f}x fp32 (a 256 x 256 -> 1024 linear, autocast)"
         )
+    if r.get("int8"):
+        lines.append(f"int8          {r['int8']}")
     lines.append(f"probe cache   {r['probe_cache'] or 'off'}")
     return "\n".join(lines)
 
@@ -60,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise ConfigError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+    from bertkit.model.quantize import describe
+
     r = hardware.report()
+    r["int8"] = describe()  # --precision int8's kernel
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
-    options.add_precision(p)
+    options.add_precision(p, inference=True)
     options.add_device(p)
     options.add_allow_pickle(p)
 

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "embed": "bertkit.cli.embed",
     "fill-mask": "bertkit.cli.fill_mask",
     "serve": "bertkit.cli.serve",
+    "export": "bertkit.cli.export",
     "env": "bertkit.cli.env",
 }
 

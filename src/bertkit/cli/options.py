@@ -152,9 +152,13 @@ def values(
     return cls(**kwargs)
 
 
-def add_precision(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--precision``: the same choices and default for every command (bertkit.precision)."""
-    parser.add_argument("--precision", choices=P.CHOICES, default=P.DEFAULT, help=P.HELP)
+def add_precision(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, inference: bool = False
+) -> None:
+    """``--precision``: the same choices and default for every command (bertkit.precision); the
+    inference commands (``inference=True``) also offer int8."""
+    choices, text = (P.INFERENCE_CHOICES, P.INFERENCE_HELP) if inference else (P.CHOICES, P.HELP)
+    parser.add_argument("--precision", choices=choices, default=P.DEFAULT, help=text)
 
 
 def add_device(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

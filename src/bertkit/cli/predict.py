@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=64)
     options.add_windows(parser, saved=True)
-    options.add_precision(parser)
+    options.add_precision(parser, inference=True)
     options.add_device(parser)
     options.add_allow_pickle(parser)
     options.add_split_special_tokens(parser)

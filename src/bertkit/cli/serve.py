@@ -17,14 +17,15 @@ HELP = "serve models over HTTP (embeddings in TEI and OpenAI shapes, classify, N
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.serve.settings import ServeSettings
+    from bertkit.serve.settings import BACKENDS, ServeSettings
 
     p.add_argument("--model", dest="models", action="append", required=True, metavar="[NAME=]DIR",
                    help="a model folder (repeat for several; NAME= names it for the 'model' field)")  # fmt: skip
     names = [f.name for f in dataclasses.fields(ServeSettings)
              if f.name not in ("models", "precision", "device")]  # fmt: skip
-    options.add_fields(p, ServeSettings, names, choices={"pooling": ("mean", "cls", "max")})
-    options.add_precision(p)
+    options.add_fields(p, ServeSettings, names,
+                       choices={"pooling": ("mean", "cls", "max"), "backend": BACKENDS})  # fmt: skip
+    options.add_precision(p, inference=True)
     options.add_device(p)
 
 

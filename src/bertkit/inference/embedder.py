@@ -37,6 +37,7 @@ from bertkit.interop import load_with_report
 from bertkit.io import atomic_write
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
+from bertkit.model.quantize import for_precision
 from bertkit.progress import progress
 from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
@@ -173,7 +174,8 @@ class Embedder:
         tokenizer = BertTokenizer.from_pretrained(
             directory, split_special_tokens=split_special_tokens
         )
-        return cls(model, tokenizer, spec, P.choose(precision, dev), batch_size,
+        chosen = P.choose(precision, dev)
+        return cls(for_precision(model, chosen), tokenizer, spec, chosen, batch_size,
                    windows=windows or WindowConfig(), layers=layers or LayerSpec())  # fmt: skip
 
     @property

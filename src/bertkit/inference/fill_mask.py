@@ -19,6 +19,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop import load_with_report
 from bertkit.model import BertForMaskedLM
 from bertkit.model.batching import collate, length_batches
+from bertkit.model.quantize import for_precision
 from bertkit.progress import progress
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.protocol import Tokenizer
@@ -53,7 +54,8 @@ class FillMasker:
                 f"{directory}: the checkpoint has no masked-LM head weights (cls.predictions.*)"
             )
         tokenizer = BertTokenizer.from_pretrained(directory)
-        return cls(model.to(dev), tokenizer, P.choose(precision, dev), batch_size, None)
+        chosen = P.choose(precision, dev)
+        return cls(for_precision(model.to(dev), chosen), tokenizer, chosen, batch_size, None)
 
     @torch.inference_mode()
     def __call__(self, texts: Sequence[str], top_k: int = 5) -> list[list[Candidates]]:

@@ -27,6 +27,7 @@ from bertkit.data.tasks.swag import MultipleChoiceExample
 from bertkit.errors import CheckpointError
 from bertkit.inference.runner import predict_rows
 from bertkit.interop import load_pretrained
+from bertkit.model.quantize import for_precision
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer import BertTokenizer
@@ -49,9 +50,12 @@ class TaskModel:
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
-             batch_size: int = 64, allow_pickle: bool = False,
-             split_special_tokens: bool = False) -> TaskModel:  # fmt: skip
-        """Load a folder written by ``bertkit finetune`` onto ``device`` (None: CUDA if present)."""
+             batch_size: int = 64, allow_pickle: bool = False, split_special_tokens: bool = False,
+             model: torch.nn.Module | None = None) -> TaskModel:  # fmt: skip
+        """Load a folder written by ``bertkit finetune`` onto ``device`` (None: CUDA if present).
+
+        ``model``: a model for the folder's head that is already loaded (e.g. an exported ONNX
+        file, :class:`bertkit.export.OnnxModel`), used instead of the folder's weights."""
         adapter = load_adapter(directory)
         wanted = cls.families
         if wanted and adapter.family not in wanted:
@@ -63,8 +67,10 @@ class TaskModel:
         tokenizer = BertTokenizer.from_pretrained(
             directory, split_special_tokens=split_special_tokens
         )
-        model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle).to(dev)
-        return cls(adapter, tokenizer, model, P.choose(precision, dev), batch_size)
+        if model is None:
+            model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle)
+        chosen = P.choose(precision, dev)
+        return cls(adapter, tokenizer, for_precision(model.to(dev), chosen), chosen, batch_size)
 
     @property
     def device(self) -> torch.device:

@@ -8,7 +8,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.attention import Packing, Selection, SelfAttention
-from bertkit.model.kernels import Linear
+from bertkit.model.kernels import Linear, linear_gelu
 
 
 def activation(name: str):
@@ -34,6 +34,10 @@ class FeedForward(nn.Module):
         self.act = activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.act is F.gelu and isinstance(self.up, nn.Linear):
+            fused = linear_gelu(self.up, x)  # fp32 CPU inference: GELU inside the product
+            if fused is not None:
+                return self.down(fused)
         return self.down(self.act(self.up(x)))
 
 

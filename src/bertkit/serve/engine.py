@@ -24,12 +24,13 @@ import numpy as np
 
 from bertkit.errors import CheckpointError
 from bertkit.evaluation.chunks import tag_spans
-from bertkit.inference import Embedder, FillMasker, TaskModel, pipeline, task_of
+from bertkit.inference import TASKS, Embedder, FillMasker, TaskModel, task_of
 from bertkit.inference.embedder import Windowed
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
 from bertkit.serve.settings import ServeSettings
 from bertkit.serve.worker import Worker
+from bertkit.tasks import load_adapter
 
 _TASK_CAPS = {"text-classification": "predict", "token-classification": "tag",
               "question-answering": "qa", "multiple-choice": "choose"}  # fmt: skip
@@ -55,20 +56,25 @@ class Engine:
         s = self.settings
         opts = {"device": s.device, "precision": s.precision}
         split = {"split_special_tokens": s.split_special_tokens}
+        exported = self._exported()
+        if exported is not None:  # ONNX Runtime on the CPU; the file fixes its own precision
+            fixed = "int8" if exported.quantized == "int8" else "fp32"  # reported by /info
+            opts = {"device": "cpu", "precision": fixed, "model": exported}
         if self.task == "feature-extraction":
-            try:
-                self.masker = FillMasker.load(self.directory, **opts)
+            try:  # fill-mask runs on the PyTorch backend only
+                self.masker = FillMasker.load(self.directory, **opts) if exported is None else None
             except CheckpointError:
                 self.masker = None
             # with masked-LM weights, the embedder shares the fill-mask model's encoder
-            shared = self.masker.model.bert if self.masker is not None else None
+            shared = self.masker.model.bert if self.masker is not None else opts.pop("model", None)
             emb = Embedder.load(self.directory, pooling=s.pooling, model=shared, **opts, **split)
             # the worker batches by tokens; normalisation is per request
             emb.spec = replace(emb.spec, normalize=False)
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
             self.embedder = emb
         else:
-            self.task_model = pipeline(self.task, self.directory, **opts, **split)
+            # the class pipeline() picks, called directly: ``model=`` is its own argument there
+            self.task_model = TASKS[self.task].load(self.directory, **opts, **split)
             self.task_model.show_progress = False
         embed = self.embedder.embed_encodings if self.embedder is not None else None
         device = next((self.embedder or self.task_model).model.parameters()).device  # type: ignore[union-attr]
@@ -76,6 +82,23 @@ class Engine:
                              pass_tokens=s.pass_tokens(device.type))  # fmt: skip
         self._warm_up()
         self.ready.set()
+
+    def _exported(self) -> Any:
+        """With ``--backend onnx``: the folder's exported file in ONNX Runtime (else None)."""
+        if self.settings.backend != "onnx":
+            return None
+        from bertkit.export import OnnxModel
+
+        model = OnnxModel(self.directory, threads=self.settings.threads)
+        want = (
+            "BertModel"
+            if self.task == "feature-extraction"
+            else load_adapter(self.directory).head_class
+        )
+        if model.head != want:
+            raise CheckpointError(f"{model.path}: a {model.head} graph, but this folder is served "
+                                  f"as {want} (export it again with --head auto)")  # fmt: skip
+        return model
 
     def _warm_up(self) -> None:
         if self.embedder is not None:
@@ -127,6 +150,8 @@ class Engine:
             labels = getattr(self.task_model.adapter, "labels", None)
             if labels:
                 out["labels"] = list(labels)
+        if self.settings.backend != "torch":
+            out["backend"] = self.settings.backend
         if self.error:
             out["error"] = self.error
         return out

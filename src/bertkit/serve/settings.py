@@ -16,6 +16,8 @@ CPU_PASS_TOKENS = 2048
 """MiniLM-L6 on a 2-core Xeon (AVX-512), in-process: passes of 2,048 padded tokens embed 71
 inputs/s against 55 for passes of 16,384 (the activations of a small pass stay in cache)."""
 
+BACKENDS = ("torch", "onnx")
+
 
 @dataclass
 class ServeSettings:
@@ -29,6 +31,8 @@ class ServeSettings:
     """Embedding pooling: mean, cls or max (None: the folder's sentence-transformers config, else mean)."""
     precision: str = "auto"
     """See bertkit.precision."""
+    backend: str = "torch"
+    """torch (each folder's weights), or onnx (each folder's .onnx file from `bertkit export onnx`, run by ONNX Runtime; --precision does not apply: the file is what it was exported as)."""
     device: str | None = None
     """cpu, cuda or cuda:N (None: CUDA when available)."""
     max_batch_tokens: int = 16384
@@ -68,6 +72,8 @@ class ServeSettings:
             raise ConfigError(f"max_pass_tokens must be >= 1, got {self.max_pass_tokens}")
         if self.request_timeout <= 0:
             raise ConfigError(f"request timeout must be > 0, got {self.request_timeout}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.pooling not in (None, "mean", "cls", "max"):
             raise ConfigError(f"pooling must be mean, cls or max, got {self.pooling!r}")
         self.named_models()  # checks the folders
@@ -76,7 +82,11 @@ class ServeSettings:
         """The forward-pass budget on a device of ``device_type`` (see ``max_pass_tokens``)."""
         if self.max_pass_tokens is not None:
             return min(self.max_pass_tokens, self.max_batch_tokens)
-        return min(CPU_PASS_TOKENS, self.max_batch_tokens) if device_type == "cpu" else self.max_batch_tokens
+        return (
+            min(CPU_PASS_TOKENS, self.max_batch_tokens)
+            if device_type == "cpu"
+            else self.max_batch_tokens
+        )
 
     def named_models(self) -> dict[str, Path]:
         """``{name: folder}``; a bare DIR is named after the folder."""
