@@ -113,7 +113,8 @@ def _first_line(exc: BaseException) -> str:
 def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> DistInfo:
     """Join the torchrun job described by the environment (or run alone when there is none).
 
-    ``device`` None picks CUDA (``cuda:LOCAL_RANK``) when available, else CPU. The backend is NCCL
+    ``device`` (``auto``/None, cpu, cuda, cuda:N) is resolved by
+    :func:`bertkit.hardware.resolve_device`: on CUDA always ``cuda:LOCAL_RANK`` under torchrun. The backend is NCCL
     for CUDA and gloo for CPU. ``timeout`` (seconds) bounds joining the group and every collective;
     a rank that cannot join in time raises :class:`DistributedError`.
     """
@@ -123,9 +124,9 @@ def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -
     local = int(os.environ.get("LOCAL_RANK", "0"))
     from bertkit.hardware import resolve_device
 
-    device = str(resolve_device(device, local))
+    device = str(resolve_device(device, local, world))
     if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
+        torch.cuda.set_device(int(device.split(":")[1]))  # always cuda:N here
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if device.startswith("cuda") else "gloo"
         addr = os.environ.get("MASTER_ADDR", "127.0.0.1")

@@ -72,8 +72,8 @@ class PretrainOptions:
     random_next: str = "keep"
     """Without NSP (mlm, ltr): keep the prepared random-next pairs as plain input, or drop them
     and train on actual-next (contiguous) pairs only."""
-    device: str | None = None
-    """cpu, cuda or cuda:N (None: CUDA when available)."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N (auto: CUDA when available; cuda:LOCAL_RANK under torchrun)."""
     threads: int | None = None
     """CPU threads per process (None: torch's)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
@@ -231,6 +231,8 @@ def pretrain(
             faults=faults,
             objective=objective,
         )
+        quiet(f"{info.world_size} process(es) on {info.device}, precision {trainer.precision} "
+              f"(--precision {opts.train.precision})")  # fmt: skip
         if opts.init_from is not None:
             quiet(
                 f"warm start: weights from {opts.init_from} (optimizer, schedule and data order "
