@@ -372,6 +372,16 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     return t.tolist()
 
 
+def all_reduce_tensor(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """``t`` summed over all ranks, on this rank's device and not read back (identity alone)."""
+    t = t.to(info.device, non_blocking=True)
+    if not info.distributed:
+        return t
+    _enter("all_reduce")
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
 def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str, torch.Tensor]:
     """Every rank's tensors as ``"rank<r>.<name>"`` (collective: all ranks must call it).
 

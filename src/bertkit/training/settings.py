@@ -61,6 +61,8 @@ class TrainConfig:
     process stops with an error naming the rank that did not answer (distributed runs only)."""
     spike_factor: float = 2.0
     """A loss this many times the recent mean is logged as a spike."""
+    prefetch: int = 2
+    """Updates whose micro-batches are collated ahead in a background thread (0: in series)."""
     peak_flops: float | None = None
     """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
     show_progress: bool | None = None
@@ -70,6 +72,8 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.prefetch < 0:
+            raise ConfigError(f"prefetch must be >= 0, got {self.prefetch}")
         if not self.collective_timeout > 0:
             raise ConfigError(f"collective_timeout must be > 0, got {self.collective_timeout}")
 
