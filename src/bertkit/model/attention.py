@@ -175,14 +175,26 @@ def attend(
 PACKED_BACKENDS = ("varlen", "nested", "reference")
 
 
-def packed_backend(device: torch.device, dropout_p: float) -> str:
-    """Which kernel attends over packed tokens on ``device`` (CUDA only; the CPU groups).
+def packed_backend(
+    device: torch.device,
+    dropout_p: float,
+    causal: bool = False,
+    dtype: torch.dtype = torch.bfloat16,
+) -> str | None:
+    """Which kernel attends over packed tokens on ``device`` (CUDA only; the CPU groups), None
+    for the padded path.
 
     ``varlen`` is FlashAttention's variable-length kernel (``torch.nn.attention.varlen``); it has
     no dropout argument, so a training pass with attention dropout takes ``nested``: SDPA over a
     nested-jagged tensor built on the same ``cu_seqlens``, which reaches the flash / efficient
-    kernels with dropout. Both read no value back from the device."""
-    return "varlen" if dropout_p == 0.0 else "nested"
+    kernels with dropout. Both read no value back from the device. Jagged SDPA takes no causal
+    mask, so the left-to-right ablation with attention dropout stays padded; so does fp32
+    (FlashAttention runs bf16 and fp16 only)."""
+    if torch.device(device).type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+        return None
+    if dropout_p == 0.0:
+        return "varlen"
+    return None if causal else "nested"
 
 
 def packed_attention(
@@ -218,7 +230,7 @@ def packed_attention(
 
         def jagged(t: torch.Tensor) -> torch.Tensor:  # (S, N, D) -> (B, N, j, D)
             nt = torch.nested.nested_tensor_from_jagged(
-                t, offsets, min_seqlen=1, max_seqlen=max_seqlen
+                t.contiguous(), offsets, min_seqlen=1, max_seqlen=max_seqlen
             )
             return nt.transpose(1, 2)
 
@@ -258,10 +270,11 @@ class SelfAttention(nn.Module):
         or (K, H) for the selected tokens only (keys and values still come from every token)."""
         B, T, N, D = packing.batch, packing.length, self.num_heads, self.head_dim
         qkv = self.qkv(x)  # (B, T, 3H) or (S, 3H)
-        if packing.cu_seqlens is not None and qkv.is_cuda and packing.indices is not None:
-            p = self.dropout_p if self.training else 0.0
+        p = self.dropout_p if self.training else 0.0
+        backend = packed_backend(qkv.device, p, packing.causal, qkv.dtype)
+        if packing.cu_seqlens is not None and packing.indices is not None and backend:
             out = packed_attention(qkv, packing.cu_seqlens, packing.max_seqlen, N, p,
-                                   packing.causal, packed_backend(qkv.device, p))  # fmt: skip
+                                   packing.causal, backend)  # fmt: skip
             return self.proj(out if select is None else out.index_select(0, select.rows))
         if packing.groups is not None and select is None:
             return self.proj(self._grouped(qkv, packing))
