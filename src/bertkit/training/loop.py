@@ -39,7 +39,7 @@ from bertkit.training import distributed as D
 from bertkit.training import sharding as S
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
-from bertkit.training.metrics import MetricsLog, SpikeDetector, measure_peak_flops, plot_curves
+from bertkit.training.metrics import MetricsLog, SpikeDetector, peak_flops, plot_curves
 from bertkit.training.objectives import MlmNsp, Objective
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
 from bertkit.training.prefetch import Prefetcher
@@ -339,10 +339,9 @@ class Trainer:
         model.train()
         peak = cfg.peak_flops
         if peak is None and self.flops_fn is not None and info.is_main:
-            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-                self.precision
-            ]
-            peak = measure_peak_flops(info.device, dtype)
+            found = peak_flops(info.device, self.precision)
+            peak = found.flops
+            self.log(f"MFU peak: {peak / 1e12:.1f} TFLOP/s per process ({found.source})")
         total = self.schedule.total_steps
         bar = progress(
             total=total,

@@ -204,15 +204,12 @@ def pretrain(
             p.collate = adapted(p.dataset, opts.train.seed + i, opts.dynamic_masking)
         eval_collate = adapted(eval_ds, opts.train.seed) if eval_ds is not None else None
 
-        def flops(batch: dict) -> float:
+        def flops(batch: dict) -> float:  # on the CPU batch, at collation (no device read)
             ids = batch["input_ids"]
-            return pretraining_flops(
-                config,
-                tokens=ids.numel(),
-                seq_len=ids.shape[1],
-                masked=int((batch["labels"] != -100).sum()),
-                examples=ids.shape[0],
-            )
+            mask = batch.get("attention_mask")
+            lengths = mask.sum(1).tolist() if mask is not None else [ids.shape[1]] * ids.shape[0]
+            masked = int((batch["labels"] != -100).sum()) if "labels" in batch else 0
+            return pretraining_flops(config, lengths=lengths, seq_len=ids.shape[1], masked=masked)
 
         trainer = Trainer(
             model,
