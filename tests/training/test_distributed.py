@@ -76,3 +76,12 @@ def test_ddp_resume_restores_every_ranks_rng(tmp_path, restore_rng):
     run_loss, run_w = _run(tmp_path, "run", 2, restore_rng=restore_rng)
     same = run_loss == ref_loss and all(torch.equal(ref_w[k], run_w[k]) for k in ref_w)
     assert same == restore_rng  # per-rank dropout streams must be restored exactly
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("size", [0, 1, 2, 5, 8, 9])
+def test_rank_shares_cover_a_batch_of_any_size_once(world, size):
+    batch = list(range(100, 100 + size))
+    shares = [S.rank_share(batch, D.DistInfo(rank=r, world_size=world)) for r in range(world)]
+    assert [i for share in shares for i in share] == batch  # each exactly once, in order
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1

@@ -194,7 +194,6 @@ def test_foreach_lamb_equals_the_per_tensor_loop():
     from bertkit.model import BertForPreTraining
     from bertkit.training.optim import param_groups
 
-
     torch.manual_seed(0)
     base = BertForPreTraining(tiny_config(0.0))
     models = [copy.deepcopy(base) for _ in range(2)]

@@ -400,6 +400,16 @@ def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str
     return out
 
 
+def broadcast_float(value: float, info: DistInfo) -> float:
+    """Rank 0's ``value`` on every rank (identity when alone)."""
+    if not info.distributed:
+        return value
+    _enter("broadcast")
+    t = torch.tensor([value if info.is_main else 0.0], dtype=torch.float64, device=info.device)
+    dist.broadcast(t, src=0)
+    return float(t.item())
+
+
 def broadcast_flag(flag: bool, info: DistInfo) -> bool:
     """True when ``flag`` is true on any rank."""
     return bool(all_reduce_sum([float(flag)], info)[0] > 0)

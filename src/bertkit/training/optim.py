@@ -113,7 +113,13 @@ class Lamb(torch.optim.Optimizer):
         same order as the per-tensor loop (``foreach=False``, kept as the reference)."""
         super().__init__(
             params,
-            {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "foreach": foreach},
+            {
+                "lr": lr,
+                "betas": betas,
+                "eps": eps,
+                "weight_decay": weight_decay,
+                "foreach": foreach,
+            },
         )
 
     def _state(self, p: torch.Tensor) -> dict[str, Any]:

@@ -10,6 +10,7 @@ resume needs only that count.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -59,3 +60,12 @@ def micro_batch(batch: np.ndarray, micro: int, accum: int, info: DistInfo) -> np
     size = len(batch) // parts
     k = micro * info.world_size + info.rank
     return batch[k * size : (k + 1) * size]
+
+
+def rank_share(batch: Sequence[int], info: DistInfo) -> list[int]:
+    """This rank's part of a batch of any size (fine-tuning, whose last batch is smaller):
+    contiguous slices whose sizes differ by at most one, rank r taking
+    ``batch[r*n//world : (r+1)*n//world]``; together the ranks take each index exactly once
+    (a rank takes none when the batch is smaller than the world)."""
+    n, world, rank = len(batch), info.world_size, info.rank
+    return list(batch[rank * n // world : (rank + 1) * n // world])
