@@ -80,3 +80,20 @@ def test_known_gpus_use_the_datasheet(monkeypatch, name, precision, tf32, tflops
 def test_the_cpu_peak_is_measured():
     peak = metrics.peak_flops("cpu", "fp32")
     assert peak.flops > 1e9 and peak.source.startswith("measured")
+
+
+def test_the_gpu_benchmark_times_padded_real_batches_with_the_trainer_s_count(tmp_path):
+    """benchmarks/gpu_pretrain.py's real batches (the CPU half of it): padded, collated with
+    their Layout, and counted by the trainer's function."""
+    from benchmarks.gpu_pretrain import batch_flops, real_batches
+
+    from .helpers import prepare_tiny_corpus
+
+    data = prepare_tiny_corpus(tmp_path, docs=20)
+    batches = real_batches(str(data), 8, 2)
+    assert len(batches) == 2
+    for b in batches:
+        mask = b["attention_mask"]
+        assert b["layout"].lengths == tuple(mask.sum(1).tolist())
+        assert bool((mask == 0).any())  # real data is padded: not the all-ones case
+        assert batch_flops(CONFIG, b, "real") < batch_flops(CONFIG, b, "padded")
