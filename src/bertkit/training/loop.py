@@ -216,8 +216,9 @@ class Trainer:
         cfg, info = self.cfg, self.info
         phase = self.phases[phase_index]
         batch, epochs = S.global_batch_indices(
-            len(phase.dataset), position, cfg.batch_size, cfg.seed, phase_index
-        )
+            len(phase.dataset), position, cfg.batch_size, cfg.seed, phase_index,
+            phase.shards, cfg.shard_window,
+        )  # fmt: skip
         epochs_arr = np.asarray(epochs, dtype=np.int64)
         out = []
         for j in range(cfg.grad_accum):

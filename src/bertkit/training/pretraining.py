@@ -91,12 +91,12 @@ class PretrainOptions:
         }
 
 
-def _dataset(folder: Path, split: str = "train"):
+def _dataset(folder: Path, split: str = "train", max_cached_shards: int | None = None):
     from bertkit.data.shards import PretrainingDataset
 
     if not (folder / "manifest.json").is_file():
         raise InputError(folder, None, "not a prepare-pretraining output (no manifest.json)")
-    ds = PretrainingDataset(folder, split)
+    ds = PretrainingDataset(folder, split, max_cached_shards=max_cached_shards)
     if len(ds) == 0:
         raise InputError(
             folder, None, f"the {split!r} split holds no instances (expected prepared data)"
@@ -151,8 +151,11 @@ def pretrain(
     info = D.init_from_env(opts.device, timeout=opts.train.collective_timeout)
     quiet = (lambda _m: None) if not info.is_main else log
     try:
-        train_ds = _dataset(opts.data)
-        phase2_ds = _dataset(opts.phase2_data) if opts.phase2_data else None
+        cached = 2 * opts.train.shard_window  # the shard-local order reads at most this many
+        train_ds = _dataset(opts.data, max_cached_shards=cached)
+        phase2_ds = (
+            _dataset(opts.phase2_data, max_cached_shards=cached) if opts.phase2_data else None
+        )
         if opts.random_next == "drop":
             from bertkit.data.shards import ActualNextView
 
@@ -184,9 +187,14 @@ def pretrain(
             config = model.config
         model.to(info.device).train()
         steps2 = round(opts.max_steps * opts.phase2_fraction) if phase2_ds is not None else 0
-        phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1")]
+
+        def shards(ds: Any) -> tuple[tuple[int, int], ...] | None:
+            ranges = getattr(ds, "shard_ranges", None)  # a filtered view keeps the global order
+            return tuple((r.start, r.stop) for r in ranges()) if callable(ranges) else None
+
+        phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1", shards=shards(train_ds))]
         if steps2:
-            phases.append(Phase(phase2_ds, steps2, "phase 2"))
+            phases.append(Phase(phase2_ds, steps2, "phase 2", shards=shards(phase2_ds)))
         phases = [p for p in phases if p.steps > 0]
         if opts.warmup_steps is not None:
             schedule = ScheduleConfig(opts.max_steps, opts.warmup_steps)
