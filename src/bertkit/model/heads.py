@@ -62,7 +62,8 @@ class MaskedLMHead(nn.Module):
         logits, loss, correct = decoder_cross_entropy(
             self.transform(h), decoder_weight, self.bias, targets
         )
-        return logits, loss, correct, torch.tensor(targets.numel(), device=targets.device)
+        count = torch.full((), targets.numel(), dtype=torch.long, device=targets.device)
+        return logits, loss, correct, count  # a fill, not a copy from host memory
 
 
 def labelled_positions(

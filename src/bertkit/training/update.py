@@ -124,9 +124,8 @@ class UpdateStep:
         own = [m.counts for m in mbs]
         totals: list[float] | torch.Tensor = [sum(c) for c in zip(*own, strict=True)]
         if info.distributed:  # on the device, not read back: the terms divide by it there
-            totals = D.all_reduce_tensor(torch.tensor(totals, dtype=torch.float64), info)
-        sums: list[torch.Tensor | float] = [0.0] * (len(self.keys) - 4)
-        stats = dict(zip(self.keys[:-4], sums, strict=True))
+            totals = D.all_reduce_tensor(self._on_device(totals), info)
+        stats = {k: self._on_device([0.0])[0] for k in self.keys[:-4]}
         for j, m in enumerate(mbs):
             sync = j == len(mbs) - 1 or not info.distributed
             with (
@@ -142,11 +141,8 @@ class UpdateStep:
             (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             stats["loss"] = stats["loss"] + term.detach().double()
             obj.accumulate(stats, out, own[j])
-        values = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=self.device)
-                              for v in stats.values()])  # fmt: skip
-        extra = torch.tensor([sum(m.tokens for m in mbs), sum(m.flops for m in mbs)],
-                             dtype=torch.float64).to(self.device, non_blocking=True)  # fmt: skip
-        values = D.all_reduce_tensor(torch.cat([values, extra]), info)
+        extra = self._on_device([sum(m.tokens for m in mbs), sum(m.flops for m in mbs)])
+        values = D.all_reduce_tensor(torch.cat([torch.stack(list(stats.values())), extra]), info)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm).double()
@@ -163,5 +159,12 @@ class UpdateStep:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        one = torch.ones(1, dtype=torch.float64, device=values.device)
+        one = self._on_device([1.0])
         return StepStats(loss, self.keys, torch.cat([values, grad_norm.reshape(1), one]))
+
+    def _on_device(self, numbers: Sequence[float]) -> torch.Tensor:
+        """(len,) float64 on the device, each number written by a fill kernel: no host-to-device
+        copy from pageable memory, which would wait for the device."""
+        return torch.stack(
+            [torch.full((), float(x), dtype=torch.float64, device=self.device) for x in numbers]
+        )
