@@ -35,22 +35,6 @@ from benchmarks.speed import pretraining_batch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def bf16_peak_tflops(n: int = 8192, repeats: int = 20) -> float:
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3)
-    return 2 * n**3 / best / 1e12
-
-
 def step_fn(model):
     """``step(batch)``: one training step of ``model`` on a batch already on the GPU."""
     model.cuda().train()
@@ -140,11 +124,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
-    from bertkit.training.metrics import peak_flops
+    from bertkit.training.metrics import measure_peak_flops, peak_flops
 
     torch.backends.cuda.matmul.allow_tf32 = True
     peak = peak_flops("cuda", "bf16")
-    measured = bf16_peak_tflops()
+    measured = measure_peak_flops("cuda", torch.bfloat16, seconds=1.0) / 1e12
     print(f"{torch.cuda.get_device_name()}: peak {peak.flops / 1e12:.0f} TFLOP/s ({peak.source}); "
           f"measured bf16 matmul {measured:.0f} TFLOP/s", flush=True)  # fmt: skip
     B, T = args.batch_size, args.seq_length
