@@ -31,6 +31,7 @@ def _events(tmp_path, prefetch: int) -> list[tuple[str, int]]:
 
     def stepped(model, phase):
         out = step(model, phase)
+        time.sleep(0.03)  # the host waiting for a device step: the worker thread gets the CPU
         events.append(("done", trainer.step))
         return out
 
