@@ -40,11 +40,17 @@ def pretraining_step_flops(
     intermediate: int,
     vocab: int,
 ) -> float:
-    """Useful FLOPs of one pre-training step (forward + backward) on a full (B, T) batch."""
-    fwd = encoder_flops(batch * seq_len, layers, hidden, intermediate, seq_len)
-    fwd += batch * (2 * hidden * hidden + 2 * hidden * 2)
-    fwd += batch * masked_per_seq * (2 * hidden * hidden + 2 * hidden * vocab)
-    return 3.0 * fwd
+    """Useful FLOPs of one pre-training step (forward + backward) on a full (B, T) batch: the
+    trainer's own count (``bertkit.training.metrics.pretraining_flops``, ``padded``; on a full
+    batch its ``real`` count differs only by the last layer's unneeded tokens)."""
+    from types import SimpleNamespace
+
+    from bertkit.training.metrics import pretraining_flops
+
+    config = SimpleNamespace(num_hidden_layers=layers, hidden_size=hidden,
+                             intermediate_size=intermediate, vocab_size=vocab)  # fmt: skip
+    return pretraining_flops(config, lengths=[seq_len] * batch, seq_len=seq_len,
+                             masked=batch * masked_per_seq, definition="padded")  # fmt: skip
 
 
 def inference_flops(lengths: list[int], layers: int, hidden: int, intermediate: int) -> float:

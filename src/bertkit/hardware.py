@@ -186,36 +186,63 @@ def bf16_mode() -> str:
 # --- devices --------------------------------------------------------------------------------
 
 
-def resolve_device(device: str | torch.device | None, local_rank: int = 0) -> torch.device:
-    """``device`` as a torch.device that exists here: None picks ``cuda:LOCAL_RANK`` when CUDA is
-    available, else the CPU; a bare ``cuda`` gets the local rank's index. A CUDA device on a
-    machine without one (or an index past the last GPU) is a one-line ConfigError."""
-    if device is None:
-        return torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+
+
+def resolve_device(
+    device: str | torch.device | None,
+    local_rank: int = 0,
+    world_size: int = 1,
+    *,
+    cuda_available: bool | None = None,
+    device_count: int | None = None,
+    warn=None,
+) -> torch.device:
+    """The one place a ``--device`` value becomes the torch.device this process runs on.
+
+    ``auto`` (or None, every command's default): ``cuda:LOCAL_RANK`` when CUDA is available,
+    else the CPU. ``cuda``: ``cuda:LOCAL_RANK``. ``cuda:N``: that GPU when running alone; under
+    torchrun (``world_size`` > 1) every form of cuda becomes ``cuda:LOCAL_RANK`` (one GPU per
+    rank, which is what DDP's ``device_ids`` and NCCL need), with a warning when N differs.
+    A CUDA device on a machine without one, or an index past the last GPU, is a one-line
+    ConfigError. ``cuda_available`` / ``device_count`` default to torch's answers (tests pass
+    them); ``warn(message)`` defaults to this module's logger.
+    """
+    if cuda_available is None:
+        cuda_available = torch.cuda.is_available()
+    if device_count is None:
+        device_count = torch.cuda.device_count() if cuda_available else 0
+    warn = warn or log.warning
+    text = "auto" if device is None else str(device).strip().lower()
+    if text == "auto":
+        text = "cuda" if cuda_available else "cpu"
     try:
-        dev = torch.device(device)
+        dev = torch.device(text)
     except (RuntimeError, TypeError) as e:
-        raise ConfigError(
-            f"--device {device!r}: not a device (expected cpu, cuda or cuda:N)"
-        ) from e
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            built = (
-                "without CUDA" if torch.version.cuda is None else f"with CUDA {torch.version.cuda}"
-            )
-            raise ConfigError(
-                f"--device {device}: no CUDA device on this machine (torch {torch.__version__}, "
-                f"built {built}); use --device cpu"
-            )
-        index = local_rank if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"--device {device}: there are {torch.cuda.device_count()} CUDA device(s)"
-            )
-        dev = torch.device("cuda", index)
-    elif dev.type != "cpu":
+        raise ConfigError(f"--device {device!r}: not a device (expected {DEVICE_CHOICES})") from e
+    if dev.type == "cpu":
+        return torch.device("cpu")
+    if dev.type != "cuda":
         raise ConfigError(f"--device {device}: bertkit runs on cpu or cuda, not {dev.type}")
-    return dev
+    if not cuda_available:
+        built = "without CUDA" if torch.version.cuda is None else f"with CUDA {torch.version.cuda}"
+        raise ConfigError(
+            f"--device {device}: no CUDA device on this machine (torch {torch.__version__}, "
+            f"built {built}); use --device cpu"
+        )
+    index = local_rank if dev.index is None else dev.index
+    if world_size > 1 and index != local_rank:
+        warn(
+            f"--device {device} under torchrun: rank with LOCAL_RANK={local_rank} uses "
+            f"cuda:{local_rank} (one GPU per process)"
+        )
+        index = local_rank
+    if index >= device_count:
+        raise ConfigError(
+            f"--device {device}: cuda:{index} requested, but there are {device_count} CUDA "
+            "device(s)"
+        )
+    return torch.device("cuda", index)
 
 
 # --- precision --------------------------------------------------------------------------------

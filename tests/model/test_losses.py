@@ -99,3 +99,26 @@ def test_only_the_logits_used_downstream() -> None:
     ref_logits.pow(2).mean().backward()
     for x, y in zip(a[:3], b[:3], strict=True):
         torch.testing.assert_close(x.grad, y.grad)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_cuda_fp32_log_softmax_is_the_autocast_composition(seed: int) -> None:
+    """What CUDA runs (bf16 matmuls, fp32 log-softmax: softmax_dtype("cuda")), here on the CPU:
+    equal to bf16 linear + fp32 cross-entropy, closer than the bf16 log-softmax gets."""
+    from bertkit.model.losses import _DecoderCrossEntropy, softmax_dtype
+
+    assert softmax_dtype("cuda") == torch.float32 and softmax_dtype("cpu") is None
+    a = _inputs(seed, m=64, h=32, v=3000)
+    b = [t.detach().clone().requires_grad_(t.requires_grad) for t in a]
+    c = [t.detach().clone().requires_grad_(t.requires_grad) for t in a]
+    _, loss, _ = _DecoderCrossEntropy.apply(*a, torch.bfloat16, torch.float32)
+    _, bf16_loss, _ = _DecoderCrossEntropy.apply(*c, torch.bfloat16, None)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref_loss = F.cross_entropy(F.linear(*b[:3]).float(), b[3])
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
+    assert (loss - ref_loss).abs() < (bf16_loss - ref_loss).abs()
+    loss.backward()
+    ref_loss.backward()
+    bf16_loss.backward()
+    for x, y in zip(a[:3], b[:3], strict=True):
+        torch.testing.assert_close(x.grad, y.grad, rtol=2e-2, atol=1e-4)

@@ -31,10 +31,20 @@ def coverage_worker(
         trainer = make_trainer(Path(run_dir), steps=steps, info=info, dropout=0.0)
         data = [{**x, "uid": i} for i, x in enumerate(make_examples(N_EXAMPLES))]
 
+        # Batches are collated ahead (prefetch): the step a batch is for comes from its
+        # position in the stream, not from the step the trainer is at when it is collated.
+        make, making = trainer._make_micro_batches, {}
+
+        def made(phase_index, position):
+            making["step"] = position // trainer.cfg.batch_size + 1
+            return make(phase_index, position)
+
+        trainer._make_micro_batches = made
+
         def spy(items, epochs):
             with log.open("a") as f:
                 rec = {
-                    "step": trainer.step + 1,
+                    "step": making["step"],
                     "uids": [x["uid"] for x in items],
                     "epochs": epochs,
                 }

@@ -76,3 +76,29 @@ def test_ddp_resume_restores_every_ranks_rng(tmp_path, restore_rng):
     run_loss, run_w = _run(tmp_path, "run", 2, restore_rng=restore_rng)
     same = run_loss == ref_loss and all(torch.equal(ref_w[k], run_w[k]) for k in ref_w)
     assert same == restore_rng  # per-rank dropout streams must be restored exactly
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("size", [0, 1, 2, 5, 8, 9])
+def test_rank_shares_cover_a_batch_of_any_size_once(world, size):
+    batch = list(range(100, 100 + size))
+    shares = [S.rank_share(batch, D.DistInfo(rank=r, world_size=world)) for r in range(world)]
+    assert [i for share in shares for i in share] == batch  # each exactly once, in order
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_shard_local_order_sees_each_example_once_and_reads_two_windows_at_most():
+    shards = tuple((a, a + 10) for a in range(0, 200, 10))  # 20 shards of 10
+    window, batch = 3, 16
+    seen: list[int] = []
+    for pos in range(0, 2 * 200, batch):
+        idx, epochs = S.global_batch_indices(200, pos, batch, 7, 0, shards, window)
+        touched = {int(i) // 10 for i in idx}
+        assert len(touched) <= 2 * window  # the shards this update reads
+        seen.extend(int(i) + 200 * e for i, e in zip(idx, epochs, strict=True))
+    assert sorted(seen) == list(range(400))  # every example once per epoch, two epochs
+    # small data (no more shards than the window): the global permutation, unchanged
+    small = S.global_batch_indices(200, 0, 50, 7, 0, shards, 20)[0]
+    assert small.tolist() == S.global_batch_indices(200, 0, 50, 7, 0)[0].tolist()
+    # and a window smaller than the data does change the order (the test is not vacuous)
+    assert S.global_batch_indices(200, 0, 50, 7, 0, shards, 3)[0].tolist() != small.tolist()

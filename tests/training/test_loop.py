@@ -119,7 +119,7 @@ def test_loss_spike_is_reported(tmp_path):
     def step(model, phase):
         out = original(model, phase)
         if out is not None and trainer.step == 9:
-            out["loss"] *= 3.0  # a synthetic 3x jump
+            out.loss *= 3.0  # a synthetic 3x jump
         return out
 
     trainer._train_step = step

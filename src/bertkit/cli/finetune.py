@@ -101,6 +101,23 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Fine-tune alone or, under torchrun, as one rank of a DDP job (rank 0 selects and saves)."""
+    from bertkit.training import distributed as D
+    from bertkit.training.finetune import FinetuneConfig
+
+    config = options.values(args, FinetuneConfig)
+    info = D.init_from_env(args.device)  # alone, or one rank of torchrun (gloo / NCCL)
+    try:
+        return _run(args, config, info)
+    except Exception as e:
+        if info.distributed:  # one line naming the rank and the cause, on every rank
+            raise D.failure(e) from e
+        raise
+    finally:
+        D.shutdown(info)
+
+
+def _run(args: argparse.Namespace, config, info) -> int:
     import torch
 
     from bertkit import hardware
@@ -109,10 +126,9 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.io import atomic_write_text
     from bertkit.tasks import build_task
     from bertkit.tokenizer import BertTokenizer
-    from bertkit.training.finetune import FinetuneConfig, TaskData, finetune
+    from bertkit.training.finetune import TaskData, finetune
 
-    config = options.values(args, FinetuneConfig)
-    device = hardware.resolve_device(args.device)
+    device = torch.device(info.device)
     adapter, train, dev = build_task(settings_from_args(args))
     check_length_fits(args.model, adapter.max_seq_length)
     if args.max_train_examples is not None:
@@ -120,7 +136,13 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = BertTokenizer.from_pretrained(
         args.model, split_special_tokens=args.split_special_tokens
     )
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(msg: str) -> None:
+        if info.is_main:
+            print(msg, file=sys.stderr, flush=True)
+
+    log(f"{info.world_size} process(es) on {device}, precision "
+        f"{P.resolve(config.precision, device)} (--precision {config.precision})")  # fmt: skip
     train_features = adapter.encode(tokenizer, train, training=True)
     dev_sets = {
         name: (ex, adapter.encode(tokenizer, ex, training=False)) for name, ex in dev.items()
@@ -142,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     result = finetune(build_model, adapter, TaskData(train_features, dev_sets), tokenizer, output, config,
-                      log=log, device=device)  # fmt: skip
+                      log=log, device=device, info=info)  # fmt: skip
+    if not info.is_main:
+        return 0
     metrics = {
         "task": {"family": args.family, "name": adapter.name},
         "model": str(args.model),

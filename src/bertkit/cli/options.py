@@ -22,7 +22,7 @@ from typing import Any
 
 from bertkit import precision as P
 
-DEVICE_HELP = "cpu, cuda or cuda:N (default: CUDA when available; cuda:LOCAL_RANK under torchrun)"
+DEVICE_HELP = "auto, cpu, cuda or cuda:N (default auto: CUDA when available; under torchrun every cuda form is cuda:LOCAL_RANK)"
 
 
 @cache
@@ -163,7 +163,7 @@ def add_precision(
 
 def add_device(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--device``: one default for every command (CUDA when available)."""
-    parser.add_argument("--device", default=None, help=DEVICE_HELP)
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
 
 
 def add_split_special_tokens(

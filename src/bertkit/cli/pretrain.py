@@ -16,7 +16,8 @@ _WHAT = ("data", "output", "max_steps", "learning_rate", "optimizer", "weight_de
          "initializer_range", "eval_data", "phase2_data", "phase2_fraction", "init_from", "threads",
          "objective", "random_next", "dynamic_masking")  # fmt: skip
 _HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_every", "eval_every",
-        "eval_examples", "clip_norm", "max_consecutive_skips", "collective_timeout")  # fmt: skip
+        "eval_examples", "clip_norm", "max_consecutive_skips", "collective_timeout", "prefetch",
+        "shard_window")  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

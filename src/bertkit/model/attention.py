@@ -7,6 +7,7 @@ N heads, D head size (H = N * D), H hidden size.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -57,6 +58,9 @@ class Packing:
     """Each query attends to its own and earlier positions only (``config.is_decoder``)."""
     attention_mask: torch.Tensor | None = None
     """The caller's (B, T) mask, kept for the pooler's choice of token."""
+    cu_seqlens: torch.Tensor | None = None
+    """(B + 1,) int32 starts of the sequences among the packed rows (prefix layout only)."""
+    max_seqlen: int = 0
 
     def set_indices(self, indices: torch.Tensor) -> None:
         """Pack: ``indices`` (S,) flat positions; rows / cols are their (batch, token) pairs."""
@@ -64,20 +68,25 @@ class Packing:
         self.rows = torch.div(indices, self.length, rounding_mode="floor")
         self.cols = indices - self.rows * self.length
 
-    def group(self, lengths: torch.Tensor, parts: int = 4) -> None:
+    def group(self, lengths: Sequence[int] | torch.Tensor, parts: int = 4) -> None:
         """Let attention run on up to ``parts`` groups of sequences of similar length, each
         padded to its own longest, when that cuts the padded attention area (B T^2) by at least a
-        quarter. Needs the packed layout (``set_indices`` first); ``lengths`` (B,) real tokens.
+        quarter. Needs the packed layout (``set_indices`` first) in prefix order; ``lengths``
+        (B,) real tokens, as Python ints from the :class:`~bertkit.model.batching.Layout` (a
+        tensor is read back once).
 
         The dense layers already skip padding; this does the same for the T x T score matrices,
         which on one padded batch of lengths 8..128 are ~2.8x larger than the sum of the real
         ones. A token's attention output does not depend on where its sequence sits, so every
-        group moves its tokens to a prefix layout (left padding is fine too).
+        group moves its tokens to a prefix layout (left padding is fine too). The CPU's path:
+        the index tensors are built from Python ints, no value is read back from a tensor; on
+        CUDA attention takes the variable-length kernel over the packed tokens instead
+        (:func:`packed_attention`).
         """
         n_seq = self.batch
         if self.indices is None or n_seq < 2 * parts:
             return
-        lens = lengths.tolist()
+        lens = lengths.tolist() if isinstance(lengths, torch.Tensor) else [int(n) for n in lengths]
         order = sorted(range(n_seq), key=lambda i: -lens[i])
         size = -(-n_seq // parts)
         chunks = [order[k : k + size] for k in range(0, n_seq, size)]
@@ -87,19 +96,16 @@ class Packing:
         starts = [0, *itertools.accumulate(lens[:-1])]  # packed row of each sequence's first token
         self.groups = []
         for chunk in chunks:
-            n = torch.tensor([lens[b] for b in chunk], device=device)
-            rows = torch.cat(
-                [torch.arange(starts[b], starts[b] + lens[b], device=device) for b in chunk]
-            )
-            batch = torch.repeat_interleave(torch.arange(len(chunk), device=device), n)
-            token = torch.arange(rows.numel(), device=device) - torch.repeat_interleave(
-                torch.cumsum(n, 0) - n, n
-            )
             T = lens[chunk[0]]
+            rows = [r for b in chunk for r in range(starts[b], starts[b] + lens[b])]
+            batch = [i for i, b in enumerate(chunk) for _ in range(lens[b])]
+            token = [t for b in chunk for t in range(lens[b])]
             mask = None
-            if bool((n < T).any()):
-                mask = (torch.arange(T, device=device)[None, :] < n[:, None])[:, None, None, :]
-            self.groups.append(AttentionGroup(rows, len(chunk), T, mask, batch, token))
+            if any(lens[b] < T for b in chunk):
+                n = torch.tensor([lens[b] for b in chunk])
+                mask = (torch.arange(T)[None, :] < n[:, None])[:, None, None, :].to(device)
+            idx = torch.tensor([rows, batch, token], dtype=torch.long).to(device)
+            self.groups.append(AttentionGroup(idx[0], len(chunk), T, mask, idx[1], idx[2]))
         self.regroup = torch.argsort(torch.cat([g.rows for g in self.groups]))
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
@@ -166,6 +172,83 @@ def attend(
         return torch.matmul(probs, v)  # (B, N, T, D)
 
 
+PACKED_BACKENDS = ("varlen", "nested", "reference")
+
+
+def packed_backend(
+    device: torch.device,
+    dropout_p: float,
+    causal: bool = False,
+    dtype: torch.dtype = torch.bfloat16,
+) -> str | None:
+    """Which kernel attends over packed tokens on ``device`` (CUDA only; the CPU groups), None
+    for the padded path.
+
+    ``varlen`` is FlashAttention's variable-length kernel (``torch.nn.attention.varlen``); it has
+    no dropout argument, so a training pass with attention dropout takes ``nested``: SDPA over a
+    nested-jagged tensor built on the same ``cu_seqlens``, which reaches the flash / efficient
+    kernels with dropout. Both read no value back from the device. Jagged SDPA takes no causal
+    mask, so the left-to-right ablation with attention dropout stays padded; so does fp32
+    (FlashAttention runs bf16 and fp16 only)."""
+    if torch.device(device).type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+        return None
+    if dropout_p == 0.0:
+        return "varlen"
+    return None if causal else "nested"
+
+
+def packed_attention(
+    qkv: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    max_seqlen: int,
+    heads: int,
+    dropout_p: float = 0.0,
+    causal: bool = False,
+    backend: str = "varlen",
+) -> torch.Tensor:
+    """Attention of packed tokens, sequence by sequence: qkv (S, 3H) -> (S, H).
+
+    ``cu_seqlens`` (B + 1,) int32 and ``max_seqlen`` come from the collated batch's Layout.
+    ``varlen`` and ``nested`` are the CUDA kernels (:func:`packed_backend`); ``nested`` also
+    runs on the CPU (SDPA's math path) and ``reference`` is one plain SDPA call per sequence,
+    so the CPU tests run the same packing through both against the padded path.
+    """
+    S, H3 = qkv.shape
+    D = H3 // (3 * heads)
+    q, k, v = qkv.view(S, 3, heads, D).unbind(1)  # 3 x (S, N, D)
+    if backend == "varlen":
+        from torch.nn.attention.varlen import varlen_attn
+
+        if dropout_p > 0.0:
+            raise ValueError("the varlen kernel has no dropout (use backend='nested')")
+        window = (-1, 0) if causal else (-1, -1)
+        cu = cu_seqlens.to(torch.int32)
+        out = varlen_attn(q, k, v, cu, cu, max_seqlen, max_seqlen, window_size=window)
+        return out.reshape(S, heads * D)
+    if backend == "nested":
+        offsets = cu_seqlens.to(torch.int64)
+
+        def jagged(t: torch.Tensor) -> torch.Tensor:  # (S, N, D) -> (B, N, j, D)
+            nt = torch.nested.nested_tensor_from_jagged(
+                t.contiguous(), offsets, min_seqlen=1, max_seqlen=max_seqlen
+            )
+            return nt.transpose(1, 2)
+
+        out = F.scaled_dot_product_attention(
+            jagged(q), jagged(k), jagged(v), dropout_p=dropout_p, is_causal=causal
+        )
+        return out.transpose(1, 2).values().reshape(S, heads * D)
+    if backend != "reference":
+        raise ValueError(f"backend must be one of {', '.join(PACKED_BACKENDS)}, got {backend!r}")
+    outs = []
+    bounds = cu_seqlens.tolist()
+    for a, b in itertools.pairwise(bounds):
+        qs, ks, vs = (t[a:b].transpose(0, 1)[None] for t in (q, k, v))  # (1, N, n, D)
+        o = F.scaled_dot_product_attention(qs, ks, vs, dropout_p=dropout_p, is_causal=causal)
+        outs.append(o[0].transpose(0, 1).reshape(b - a, heads * D))
+    return torch.cat(outs)
+
+
 class SelfAttention(nn.Module):
     """softmax(Q K^T / sqrt(D) + mask) V over N heads, then the output projection.
 
@@ -187,6 +270,12 @@ class SelfAttention(nn.Module):
         or (K, H) for the selected tokens only (keys and values still come from every token)."""
         B, T, N, D = packing.batch, packing.length, self.num_heads, self.head_dim
         qkv = self.qkv(x)  # (B, T, 3H) or (S, 3H)
+        p = self.dropout_p if self.training else 0.0
+        backend = packed_backend(qkv.device, p, packing.causal, qkv.dtype)
+        if packing.cu_seqlens is not None and packing.indices is not None and backend:
+            out = packed_attention(qkv, packing.cu_seqlens, packing.max_seqlen, N, p,
+                                   packing.causal, backend)  # fmt: skip
+            return self.proj(out if select is None else out.index_select(0, select.rows))
         if packing.groups is not None and select is None:
             return self.proj(self._grouped(qkv, packing))
         if packing.indices is not None:

@@ -8,6 +8,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.model.attention import Packing, Selection
+from bertkit.model.batching import Layout, layout_of
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.encoder import Encoder
 from bertkit.model.kernels import Linear
@@ -78,6 +79,8 @@ class BertModel(nn.Module):
         unpad: bool | None = None,
         final_positions: torch.Tensor | None = None,
         output_hidden_states: bool = False,
+        layout: Layout | None = None,
+        final_rows: torch.Tensor | None = None,
     ) -> BaseModelOutput:
         """Encode a batch.
 
@@ -93,21 +96,31 @@ class BertModel(nn.Module):
             same as the full computation's; they must not be padding positions.
         output_hidden_states: also return the embeddings' and every layer's output
             (``hidden_states``, L + 1 tensors of (B, T, H)).
+        layout: the batch's :class:`~bertkit.model.batching.Layout`, computed at collation on
+            the CPU and moved with the batch: the forward pass then reads nothing back from the
+            device. None works it out here from the mask (one read of the mask).
+        final_rows: (K,) the packed rows of ``final_positions`` (``Layout.label_rows``); None
+            derives them (with a check that reads back).
         """
         B, T = input_ids.shape
         packing = Packing(batch=B, length=T, causal=self.config.is_decoder)
         packing.attention_mask = attention_mask
         if attention_mask is not None:
-            keep = attention_mask.bool()  # (B, T)
-            if not bool(keep.all()):
+            if layout is None:
+                layout = layout_of(attention_mask, input_ids.device)
+            if layout.padded:
                 # (B, 1, 1, T): broadcast over heads and queries
-                packing.key_mask = keep[:, None, None, :]
+                packing.key_mask = attention_mask.bool()[:, None, None, :]
                 if unpad is None or unpad:
-                    packing.set_indices(keep.reshape(-1).nonzero().squeeze(1))  # (S,)
-                    packing.group(keep.sum(1))
+                    packing.set_indices(layout.indices)  # (S,)
+                    if layout.prefix:
+                        packing.cu_seqlens = layout.cu_seqlens
+                        packing.max_seqlen = layout.max_seqlen
+                        if input_ids.device.type == "cpu":  # CUDA: the varlen kernel instead
+                            packing.group(layout.lengths)
         x = self.embeddings(input_ids, token_type_ids, position_ids, packing.indices)
         if final_positions is not None:
-            return self._forward_selected(x, packing, final_positions)
+            return self._forward_selected(x, packing, final_positions, final_rows)
         every: list[torch.Tensor] | None = [x] if output_hidden_states else None
         x = self.encoder(x, packing, every_layer=every)  # (B, T, H) or (S, H)
         if packing.indices is not None:
@@ -142,13 +155,35 @@ class BertModel(nn.Module):
         return start + last.to(start.dtype)
 
     def _forward_selected(
-        self, x: torch.Tensor, packing: Packing, positions: torch.Tensor
+        self,
+        x: torch.Tensor,
+        packing: Packing,
+        positions: torch.Tensor,
+        rows: torch.Tensor | None = None,
     ) -> BaseModelOutput:
         B, T, K = packing.batch, packing.length, positions.numel()
+        if rows is not None and packing.indices is None:
+            rows = positions  # not unpadded after all (unpad=False): rows are flat positions
         if self.pooler is not None:  # the pooler reads [CLS] (or a decoder's last token) too
-            positions = torch.cat(
-                [positions, self.pooled_positions(B, T, packing.attention_mask, positions.device)]
-            )
+            pooled = self.pooled_positions(B, T, packing.attention_mask, positions.device)
+            positions = torch.cat([positions, pooled])
+            if rows is not None and packing.cu_seqlens is not None:
+                cu = packing.cu_seqlens.long()
+                first = cu[1:] - 1 if self.config.is_decoder else cu[:-1]
+                rows = torch.cat([rows, first])
+            else:
+                rows = None
+        if rows is None:
+            rows = self._rows_of(positions, packing)
+        select = Selection(rows=rows, batch=positions // T, token=positions % T)
+        x = self.encoder(x, packing, select)  # (K [+ B], H)
+        pooled = self.pooler(x[K:]) if self.pooler is not None else None
+        return BaseModelOutput(last_hidden_state=x[:K], pooler_output=pooled)
+
+    @staticmethod
+    def _rows_of(positions: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """The layer-input rows of flat ``positions`` (read back once to check for padding)."""
+        B, T = packing.batch, packing.length
         rows = positions
         if packing.indices is not None:  # flat position -> packed row
             to_row = torch.full((B * T,), -1, dtype=torch.long, device=positions.device)
@@ -156,7 +191,4 @@ class BertModel(nn.Module):
             rows = to_row[positions]
             if bool((rows < 0).any()):
                 raise ValueError("final_positions include padding positions")
-        select = Selection(rows=rows, batch=positions // T, token=positions % T)
-        x = self.encoder(x, packing, select)  # (K [+ B], H)
-        pooled = self.pooler(x[K:]) if self.pooler is not None else None
-        return BaseModelOutput(last_hidden_state=x[:K], pooler_output=pooled)
+        return rows

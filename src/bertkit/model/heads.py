@@ -7,12 +7,15 @@ Every head keeps the encoder in ``self.bert``; label -100 is ignored by every lo
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
+from bertkit.model.batching import Layout
 from bertkit.model.bert import BertModel, init_bert_weights
 from bertkit.model.encoder import activation
 from bertkit.model.kernels import Linear, linear
@@ -59,14 +62,21 @@ class MaskedLMHead(nn.Module):
         logits, loss, correct = decoder_cross_entropy(
             self.transform(h), decoder_weight, self.bias, targets
         )
-        return logits, loss, correct, torch.tensor(targets.numel(), device=targets.device)
+        count = torch.full((), targets.numel(), dtype=torch.long, device=targets.device)
+        return logits, loss, correct, count  # a fill, not a copy from host memory
 
 
-def labelled_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(M,) flat positions (b * T + t) whose label is not -100, and their (M,) target ids."""
+def labelled_positions(
+    labels: torch.Tensor, layout: Layout | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(M,) flat positions (b * T + t) whose label is not -100, their (M,) target ids, and their
+    packed rows: from the collated ``layout`` when it has them (nothing read back), else found
+    here (rows None)."""
+    if layout is not None and layout.labelled is not None:
+        return layout.labelled, layout.targets, layout.label_rows
     flat = labels.reshape(-1)
     positions = (flat != IGNORE).nonzero().squeeze(1)  # (M,)
-    return positions, flat.index_select(0, positions)
+    return positions, flat.index_select(0, positions), None
 
 
 def _pooler_only(input_ids: torch.Tensor) -> torch.Tensor:
@@ -101,19 +111,20 @@ class BertForPreTraining(nn.Module):
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> PreTrainingOutput:
         """labels (B, T): target ids at masked positions, -100 elsewhere; next_sentence_label (B,)."""
         weight = self.bert.embeddings.word.weight
         mlm_loss = correct = count = None
         if labels is None:
-            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
+                            layout=layout)  # fmt: skip
             logits = self.mlm(out.last_hidden_state, weight)  # (B, T, V)
         else:
             # Only the labelled tokens reach the last layer's feed-forward and the decoder.
-            positions, targets = labelled_positions(labels)
-            out = self.bert(
-                input_ids, attention_mask, token_type_ids, position_ids, unpad, positions
-            )
+            positions, targets, rows = labelled_positions(labels, layout)
+            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad,
+                            positions, layout, rows)  # fmt: skip
             logits, mlm_loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
         nsp_loss = nsp_correct = None
@@ -152,20 +163,24 @@ class BertForMaskedLM(nn.Module):
         position_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> MaskedLMOutput:
         logits, loss, correct, count = self._predict(input_ids, attention_mask, token_type_ids,
-                                                     position_ids, labels, unpad)  # fmt: skip
+                                                     position_ids, labels, unpad, layout)  # fmt: skip
         return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
 
-    def _predict(self, input_ids, attention_mask, token_type_ids, position_ids, labels, unpad):
+    def _predict(self, input_ids, attention_mask, token_type_ids, position_ids, labels, unpad,
+                 layout=None):  # fmt: skip
         """(logits, loss, correct, count): every position's logits without labels, else the
         labelled positions' logits and their mean cross-entropy (the last three None without)."""
         weight = self.bert.embeddings.word.weight
         if labels is None:
-            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
+                            layout=layout)  # fmt: skip
             return self.mlm(out.last_hidden_state, weight), None, None, None  # (B, T, V)
-        positions, targets = labelled_positions(labels)
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions)
+        positions, targets, rows = labelled_positions(labels, layout)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions,
+                        layout, rows)  # fmt: skip
         return self.mlm.loss(out.last_hidden_state, weight, targets)
 
 
@@ -189,13 +204,16 @@ class BertLMHeadModel(BertForMaskedLM):
         position_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> CausalLMOutput:
         following = None
         if labels is not None:
             following = torch.full_like(labels, IGNORE)
             following[:, :-1] = labels[:, 1:]  # position t is scored on the token at t + 1
+        if layout is not None:  # the collated label positions are the unshifted labels'
+            layout = dataclasses.replace(layout, labelled=None, targets=None, label_rows=None)
         logits, loss, correct, count = self._predict(input_ids, attention_mask, token_type_ids,
-                                                     position_ids, following, unpad)  # fmt: skip
+                                                     position_ids, following, unpad, layout)  # fmt: skip
         return CausalLMOutput(logits=logits, loss=loss, lm_correct=correct, lm_count=count)
 
 
@@ -223,11 +241,12 @@ class BertForSequenceClassification(nn.Module):
         position_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> SequenceClassifierOutput:
         # The head reads [CLS] only: the last layer runs its feed-forward on [CLS] alone.
-        out = self.bert(
-            input_ids, attention_mask, token_type_ids, position_ids, unpad, _pooler_only(input_ids)
-        )
+        none = _pooler_only(input_ids)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, none,
+                        layout, none if layout is not None else None)  # fmt: skip
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = None
         if labels is not None:
@@ -270,9 +289,11 @@ class BertForTokenClassification(nn.Module):
         position_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> TokenClassifierOutput:
         """labels (B, T), -100 on padding, special tokens and non-first word pieces."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
+                        layout=layout)  # fmt: skip
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = None
         if labels is not None:
@@ -304,6 +325,7 @@ class BertForQuestionAnswering(nn.Module):
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> QuestionAnsweringOutput:
         """start_positions, end_positions (B,): token indices of the answer span.
 
@@ -313,7 +335,8 @@ class BertForQuestionAnswering(nn.Module):
         """
         if unpad is None and start_positions is not None:
             unpad = False
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
+                        layout=layout)  # fmt: skip
         logits = self.qa(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = logits.unbind(-1)  # 2 x (B, T)
         loss = None
@@ -350,6 +373,7 @@ class BertForMultipleChoice(nn.Module):
         position_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         unpad: bool | None = None,
+        layout: Layout | None = None,
     ) -> MultipleChoiceOutput:
         """Inputs (B, C, T), one row per choice; labels (B,) index of the right choice."""
         B, C, T = input_ids.shape
@@ -364,6 +388,8 @@ class BertForMultipleChoice(nn.Module):
             flat(position_ids),
             unpad,
             _pooler_only(input_ids),  # the last layer computes [CLS] only
+            layout,  # of the flattened (B * C, T) rows
+            _pooler_only(input_ids) if layout is not None else None,
         )
         logits = self.classifier(self.dropout(out.pooler_output)).reshape(B, C)  # (B, C)
         loss = None

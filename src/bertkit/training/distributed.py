@@ -113,7 +113,8 @@ def _first_line(exc: BaseException) -> str:
 def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> DistInfo:
     """Join the torchrun job described by the environment (or run alone when there is none).
 
-    ``device`` None picks CUDA (``cuda:LOCAL_RANK``) when available, else CPU. The backend is NCCL
+    ``device`` (``auto``/None, cpu, cuda, cuda:N) is resolved by
+    :func:`bertkit.hardware.resolve_device`: on CUDA always ``cuda:LOCAL_RANK`` under torchrun. The backend is NCCL
     for CUDA and gloo for CPU. ``timeout`` (seconds) bounds joining the group and every collective;
     a rank that cannot join in time raises :class:`DistributedError`.
     """
@@ -123,9 +124,9 @@ def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -
     local = int(os.environ.get("LOCAL_RANK", "0"))
     from bertkit.hardware import resolve_device
 
-    device = str(resolve_device(device, local))
+    device = str(resolve_device(device, local, world))
     if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
+        torch.cuda.set_device(int(device.split(":")[1]))  # always cuda:N here
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if device.startswith("cuda") else "gloo"
         addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
@@ -371,6 +372,16 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     return t.tolist()
 
 
+def all_reduce_tensor(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """``t`` summed over all ranks, on this rank's device and not read back (identity alone)."""
+    t = t.to(info.device, non_blocking=True)
+    if not info.distributed:
+        return t
+    _enter("all_reduce")
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
 def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str, torch.Tensor]:
     """Every rank's tensors as ``"rank<r>.<name>"`` (collective: all ranks must call it).
 
@@ -387,6 +398,16 @@ def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str
         for r, part in enumerate(parts):
             out[f"rank{r}.{name}"] = part.cpu()
     return out
+
+
+def broadcast_float(value: float, info: DistInfo) -> float:
+    """Rank 0's ``value`` on every rank (identity when alone)."""
+    if not info.distributed:
+        return value
+    _enter("broadcast")
+    t = torch.tensor([value if info.is_main else 0.0], dtype=torch.float64, device=info.device)
+    dist.broadcast(t, src=0)
+    return float(t.item())
 
 
 def broadcast_flag(flag: bool, info: DistInfo) -> bool:

@@ -43,10 +43,13 @@ from bertkit.io import fsync_dir
 from bertkit.progress import progress
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tokenizer.protocol import Tokenizer
+from bertkit.training import distributed as D
+from bertkit.training import sharding as S
 from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
+from bertkit.training.prefetch import Prefetcher
 from bertkit.training.schedule import ScheduleConfig, set_lr
-from bertkit.training.update import TrainingError, UpdateStep
+from bertkit.training.update import MicroBatch, TrainingError, UpdateStep
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,14 @@ def save_model_dir(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _epoch_batches(
+    lengths: Sequence[int], config: FinetuneConfig, gen: torch.Generator, info: D.DistInfo
+) -> list[list[int]]:
+    """This rank's share of each batch of one epoch (the same global batches on every rank)."""
+    batches = length_bucketed_batches(lengths, config.batch_size, gen, config.bucket_batches)
+    return [S.rank_share(b, info) for b in batches]
+
+
 def train_one(
     build_model: Callable[[], torch.nn.Module],
     adapter: TaskAdapter,
@@ -219,10 +230,20 @@ def train_one(
     on_best: Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None],
     log: Callable[[str], None] = print,
     device: torch.device | None = None,
+    info: D.DistInfo | None = None,
 ) -> RunResult:
     """Train one run; after each epoch score dev and call ``on_best(model, adapter, score, record)``
-    (record: epoch, step, train_loss, dev metrics) when the run improves on its own best. The global RNG is forked, so callers are unaffected."""
-    device = device or torch.device("cpu")
+    (record: epoch, step, train_loss, dev metrics, the examples seen) when the run improves on its
+    own best. The global RNG is forked, so callers are unaffected.
+
+    Under torchrun (``info`` distributed) every rank draws the same global batches and trains
+    on its share (:func:`bertkit.training.sharding.rank_share`), gradients averaged by DDP and
+    the loss normalised over the global batch, so the update is the one process's; rank 0
+    scores dev, selects and saves, and tells the others the score. A rank whose share of a
+    (last, small) batch is empty runs one example with weight 0, so that DDP's collectives match.
+    """
+    info = info or D.DistInfo()
+    device = device or torch.device(info.device)
     t0 = time.perf_counter()
     lengths = [adapter.length(f) for f in data.train]
     steps_per_epoch = math.ceil(len(data.train) / config.batch_size)
@@ -233,63 +254,104 @@ def train_one(
     result = RunResult(lr, seed, -math.inf, 0, 0, 0.0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # head initialisation and dropout
-        model = build_model().to(device)
+        core = build_model().to(device)
+        if info.rank > 0:  # rank 0 keeps the one-process dropout stream; the others their own
+            torch.manual_seed(seed * 1_000_003 + info.rank)
+        model = core
+        if info.distributed:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            model = DDP(core, device_ids=[device.index] if device.type == "cuda" else None)
         gen = torch.Generator().manual_seed(seed)  # data order
         opt = build_optimizer(
-            model, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
+            core, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
         )
         peaks = [lr for _ in opt.param_groups]
-        update = UpdateStep(opt, TaskLoss(), list(model.parameters()),
-                            P.resolve(config.precision, device), device, config.max_grad_norm)  # fmt: skip
+        update = UpdateStep(opt, TaskLoss(), list(core.parameters()),
+                            P.resolve(config.precision, device), device, config.max_grad_norm,
+                            info)  # fmt: skip
+
+        def prepared(idx: list[int]) -> MicroBatch:  # in the prefetching thread
+            rows = idx or [0]  # an empty share: one example, weight 0
+            collated = adapter.collate([data.train[i] for i in rows], pad_id, training=True)
+            m = update.prepare(to_torch(collated, "cpu"))
+            if not idx:
+                m.counts, m.tokens = [0.0], 0.0
+            return m
+
         step, in_a_row = 0, 0
         bar = progress(
-            total=total, desc=f"lr {lr:g} seed {seed}", unit="step", enabled=config.show_progress
-        )
+            total=total, desc=f"lr {lr:g} seed {seed}", unit="step",
+            enabled=config.show_progress if info.is_main else False,
+        )  # fmt: skip
         for epoch in range(1, config.epochs + 1):
             model.train()
             loss_sum, n = 0.0, 0
-            for idx in length_bucketed_batches(
-                lengths, config.batch_size, gen, config.bucket_batches
-            ):
-                if step >= total:
-                    break
-                batch = to_torch(
-                    adapter.collate([data.train[i] for i in idx], pad_id, training=True), device
-                )
-                set_lr(opt, peaks, step, schedule)
-                stats = update(model, [batch])
-                if stats is None:  # non-finite loss or gradient: skipped, the batch is consumed
-                    result.skipped, in_a_row = result.skipped + 1, in_a_row + 1
-                    log(f"warning: lr {lr:g} seed {seed}: non-finite loss or gradient at step "
-                        f"{step}; update skipped ({in_a_row} in a row)")  # fmt: skip
-                    if in_a_row >= config.max_consecutive_skips:
-                        raise TrainingError(
-                            f"{in_a_row} consecutive updates had a non-finite loss or gradient "
-                            f"(lr {lr:g}, seed {seed}, step {step}); lower the learning rate"
-                        )
-                    continue
-                step, in_a_row = step + 1, 0
-                loss_sum, n = loss_sum + stats["loss"], n + 1
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_sum / n:.4f}")
-            scored = evaluate_sets(
-                model, adapter, data.dev, pad_id=pad_id, config=config, tune=True
-            )
-            main = next(iter(scored.values()))
+            seen = [0.0, 0.0, 0.0]  # examples, sum of indices, sum of squares (exactly-once check)
+            batches = _epoch_batches(lengths, config, gen, info)
+            ahead = Prefetcher(lambda k, b=batches: prepared(b[k]), PREFETCH,
+                               pin=device.type == "cuda")  # fmt: skip
+            try:
+                for k in range(len(batches)):
+                    if step >= total:
+                        break
+                    batch = ahead.get(k, range(k + 1, k + 1 + PREFETCH))
+                    seen = [a + b for a, b in zip(seen, _seen(batches[k]), strict=True)]
+                    set_lr(opt, peaks, step, schedule)
+                    stats = update(model, [batch.to(device, non_blocking=True)])
+                    if stats is None:  # non-finite loss or gradient: skipped, the batch consumed
+                        result.skipped, in_a_row = result.skipped + 1, in_a_row + 1
+                        log(f"warning: lr {lr:g} seed {seed}: non-finite loss or gradient at "
+                            f"step {step}; update skipped ({in_a_row} in a row)")  # fmt: skip
+                        if in_a_row >= config.max_consecutive_skips:
+                            raise TrainingError(
+                                f"{in_a_row} consecutive updates had a non-finite loss or "
+                                f"gradient (lr {lr:g}, seed {seed}, step {step}); lower the "
+                                "learning rate"
+                            )
+                        continue
+                    step, in_a_row = step + 1, 0
+                    loss_sum, n = loss_sum + stats.loss, n + 1
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss_sum / n:.4f}")
+            finally:
+                ahead.close()
+            examples, index_sum, index_squares = D.all_reduce_sum(seen, info)
             record = {"epoch": epoch, "step": step, "train_loss": loss_sum / max(n, 1),
-                      "dev": {k: v.metrics for k, v in scored.items()}}  # fmt: skip
+                      "seen": {"examples": examples, "index_sum": index_sum,
+                               "index_squares": index_squares}}  # fmt: skip
+            score = math.nan
+            if info.is_main:
+                scored = evaluate_sets(
+                    core, adapter, data.dev, pad_id=pad_id, config=config, tune=True
+                )
+                main = next(iter(scored.values()))
+                record["dev"] = {k: v.metrics for k, v in scored.items()}
+                score = main.main
+            score = D.broadcast_float(score, info)
             result.epochs.append(record)
-            log(f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss {record['train_loss']:.4f}, "
-                f"dev {_metric_name(adapter)} {main.main:.4f}")  # fmt: skip
-            if result.best_epoch == 0 or _key(main.main) > _key(result.score):
-                result.score, result.best_epoch = main.main, epoch
-                on_best(model, adapter.with_tuned(main.metrics), main.main, record)
+            if info.is_main:
+                log(f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss "
+                    f"{record['train_loss']:.4f}, dev {_metric_name(adapter)} {score:.4f}")  # fmt: skip
+            if result.best_epoch == 0 or _key(score) > _key(result.score):
+                result.score, result.best_epoch = score, epoch
+                if info.is_main:
+                    on_best(core, adapter.with_tuned(main.metrics), score, record)
+            D.barrier(info)  # rank 0 has saved before anyone goes on
             if step >= total:
                 break
         bar.close()
     result.steps = step
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+PREFETCH = 2
+"""Fine-tuning batches collated ahead in the background thread."""
+
+
+def _seen(idx: list[int]) -> list[float]:
+    return [float(len(idx)), float(sum(idx)), float(sum(i * i for i in idx))]
 
 
 def _key(score: float) -> float:
@@ -321,6 +383,7 @@ def finetune(
     *,
     log: Callable[[str], None] = print,
     device: torch.device | None = None,
+    info: D.DistInfo | None = None,
 ) -> FinetuneResult:
     """Run the selection procedure (see the module doc) and leave the selected model in ``output``.
 
@@ -351,14 +414,15 @@ def finetune(
         for r in range(config.restarts):
             seed = config.seed + r
             runs.append(train_one(build_model, adapter, data, config, lr, seed, pad_id=tokenizer.pad_token_id,
-                                  on_best=keep(lr, seed), log=log, device=device))  # fmt: skip
+                                  on_best=keep(lr, seed), log=log, device=device, info=info))  # fmt: skip
     scores = [r.score for r in runs]
     by_lr = {
         f"{lr:g}": _spread([r.score for r in runs if r.lr == lr]) for lr in config.learning_rates
     }
     summary = {**_spread(scores), "by_lr": by_lr}
     result = FinetuneResult(_metric_name(adapter), runs, best, summary)
-    log(format_summary(result))
+    if info is None or info.is_main:
+        log(format_summary(result))
     return result
 
 

@@ -39,12 +39,13 @@ from bertkit.training import distributed as D
 from bertkit.training import sharding as S
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
-from bertkit.training.metrics import MetricsLog, SpikeDetector, measure_peak_flops, plot_curves
+from bertkit.training.metrics import MetricsLog, SpikeDetector, peak_flops, plot_curves
 from bertkit.training.objectives import MlmNsp, Objective
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
+from bertkit.training.prefetch import Prefetcher
 from bertkit.training.schedule import ScheduleConfig, set_lr
 from bertkit.training.settings import Collate, Phase, TrainConfig, TrainResult
-from bertkit.training.update import TrainingError, UpdateStep
+from bertkit.training.update import MicroBatch, StepStats, TrainingError, UpdateStep
 
 
 class Trainer:
@@ -110,6 +111,9 @@ class Trainer:
         self.skipped = 0
         self.consecutive_skips = 0
         self.window: dict[str, float] = {}
+        self.pending: StepStats | None = None
+        """Statistics since the last fold into ``window``, still on the device."""
+        self._prefetch: Prefetcher | None = None
 
     # ---- messages --------------------------------------------------------------------------
 
@@ -205,22 +209,55 @@ class Trainer:
     def _autocast(self):
         return P.autocast(self.precision, self.info.device)
 
-    def _micro_batches(self, phase: Phase) -> list[dict[str, torch.Tensor]]:
+    def _make_micro_batches(self, phase_index: int, position: int) -> list[MicroBatch]:
+        """This rank's micro-batches of the update at ``position`` of phase ``phase_index``,
+        collated and counted on the CPU: a pure function of its arguments (run ahead of time
+        by the prefetching thread)."""
         cfg, info = self.cfg, self.info
+        phase = self.phases[phase_index]
         batch, epochs = S.global_batch_indices(
-            len(phase.dataset), self.position, cfg.batch_size, cfg.seed, self.phase_index
-        )
+            len(phase.dataset), position, cfg.batch_size, cfg.seed, phase_index,
+            phase.shards, cfg.shard_window,
+        )  # fmt: skip
         epochs_arr = np.asarray(epochs, dtype=np.int64)
         out = []
         for j in range(cfg.grad_accum):
             idx = S.micro_batch(batch, j, cfg.grad_accum, info).tolist()
             ep = S.micro_batch(epochs_arr, j, cfg.grad_accum, info).tolist()
             mb = (phase.collate or self.collate)([phase.dataset[i] for i in idx], ep)
-            out.append({k: v.to(info.device, non_blocking=True) for k, v in mb.items()})
-        self.position += cfg.batch_size
+            out.append(self.update.prepare(mb))
         return out
 
-    def _train_step(self, model: nn.Module, phase: Phase) -> dict[str, float] | None:
+    def _upcoming(self) -> list[tuple[int, int]]:
+        """The (phase, position) keys of the next updates, should this one succeed."""
+        keys, phase, position = [], self.phase_index, self.position + self.cfg.batch_size
+        for step in range(
+            self.step + 1, min(self.step + 1 + self.cfg.prefetch, self.schedule.total_steps)
+        ):
+            nxt = self._phase_at(step)[0]
+            if nxt != phase:
+                phase, position = nxt, 0
+            keys.append((phase, position))
+            position += self.cfg.batch_size
+        return keys
+
+    def _micro_batches(self, phase: Phase) -> list[MicroBatch]:
+        key = (self.phase_index, self.position)
+        if self._prefetch is None:
+            ready = self._make_micro_batches(*key)
+        else:
+            ready = self._prefetch.get(key, self._upcoming())
+        self.position += self.cfg.batch_size
+        return [m.to(self.info.device, non_blocking=True) for m in ready]
+
+    def _fold(self) -> None:
+        """Read the pending statistics back (once per log line or checkpoint) into ``window``."""
+        if self.pending is not None:
+            for k, v in self.pending.read().items():
+                self.window[k] = self.window.get(k, 0.0) + v
+            self.pending = None
+
+    def _train_step(self, model: nn.Module, phase: Phase) -> StepStats | None:
         """One update attempt; returns its statistics, or None when the update was skipped."""
         attempt = self.attempts
         self.attempts += 1
@@ -298,16 +335,14 @@ class Trainer:
         if info.distributed:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
-            model = DDP(
-                self.core, device_ids=[info.local_rank] if info.device.startswith("cuda") else None
-            )
+            cuda = torch.device(info.device)
+            model = DDP(self.core, device_ids=[cuda.index] if cuda.type == "cuda" else None)
         model.train()
         peak = cfg.peak_flops
         if peak is None and self.flops_fn is not None and info.is_main:
-            dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[
-                self.precision
-            ]
-            peak = measure_peak_flops(info.device, dtype)
+            found = peak_flops(info.device, self.precision)
+            peak = found.flops
+            self.log(f"MFU peak: {peak / 1e12:.1f} TFLOP/s per process ({found.source})")
         total = self.schedule.total_steps
         bar = progress(
             total=total,
@@ -316,6 +351,25 @@ class Trainer:
             unit="step",
             enabled=cfg.show_progress if info.is_main else False,
         )
+        self.start_prefetch()
+        try:
+            self._loop(model, bar, peak)
+        finally:
+            self._prefetch.close()
+            self._prefetch = None
+        bar.close()
+        return self._finish(t_start)
+
+    def start_prefetch(self) -> None:
+        """Collate ahead from now on (``fit`` does; ``cfg.prefetch`` 0: in series)."""
+        self._prefetch = Prefetcher(
+            lambda key: self._make_micro_batches(*key),
+            self.cfg.prefetch,
+            pin=self.info.device.startswith("cuda"),
+        )
+
+    def _loop(self, model: nn.Module, bar: Any, peak: float | None) -> None:
+        cfg, info, total = self.cfg, self.info, self.schedule.total_steps
         t_window = time.perf_counter()
         while self.step < total:
             phase_index, phase = self._phase_at(self.step)
@@ -327,19 +381,25 @@ class Trainer:
                 self._on_skip()
                 continue
             self.consecutive_skips = 0
-            for k, v in stats.items():
-                self.window[k] = self.window.get(k, 0.0) + v
-            spike = self.spikes.update(stats["loss"])
+            if self.pending is None:
+                self.pending = stats
+            else:
+                self.pending.values = self.pending.values + stats.values
+            spike = self.spikes.update(stats.loss)
             if spike is not None and info.is_main:
                 self.log(
-                    f"warning: loss spike at step {self.step}: {stats['loss']:.4f} vs recent "
+                    f"warning: loss spike at step {self.step}: {stats.loss:.4f} vs recent "
                     f"mean {spike:.4f}"
                 )
                 self.metrics.append(
-                    {"type": "spike", "step": self.step, "loss": stats["loss"], "reference": spike}
+                    {"type": "spike", "step": self.step, "loss": stats.loss, "reference": spike}
                 )
             bar.update(1)
+            saving = self.step % cfg.save_every == 0 or self.step == total
+            if saving:
+                self._fold()  # the checkpoint holds the window
             if self.step % cfg.log_every == 0 or self.step == total:
+                self._fold()
                 now = time.perf_counter()
                 rec = self._record(self.window, now - t_window, peak)
                 t_window, self.window = now, {}
@@ -351,10 +411,12 @@ class Trainer:
             )  # evaluation and checkpoints do not count as training time
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < total:
                 self._eval_and_log()
-            if self.step % cfg.save_every == 0 or self.step == total:
+            if saving:
                 self.save()
             t_window += time.perf_counter() - t_pause
-        bar.close()
+
+    def _finish(self, t_start: float) -> TrainResult:
+        info, total = self.info, self.schedule.total_steps
         # a rerun of a finished run reuses the final evaluation instead of logging it twice
         done = [
             r

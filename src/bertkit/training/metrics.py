@@ -1,17 +1,29 @@
 """Training metrics: the ``metrics.jsonl`` log, model-FLOPs accounting (MFU), loss-spike detection, plots.
 
-FLOPs of one pre-training step (forward + backward = 3x forward; a multiply-add counts as 2 FLOPs),
-for a batch with ``tokens`` positions (padding included, since they are computed), padded length T,
-``masked`` predicted positions, ``examples`` sequences, L layers, hidden H, feed-forward I, vocab V:
+FLOPs of one pre-training step (forward + backward = 3x forward; a multiply-add counts as 2 FLOPs)
+for a batch of B sequences of real lengths n_b (S = sum n_b tokens), padded length T, M masked
+(predicted) positions, L layers, hidden H, feed-forward I, vocab V. Two definitions
+(:data:`DEFINITIONS`), both computed by :func:`pretraining_flops`:
 
-    6 * tokens * L * (4*H*H + 2*H*I)        encoder weight matmuls (Q, K, V, output; two FFN layers)
-  + 12 * tokens * L * T * H                 attention scores QK^T and the weighted sum over values
-  + 6 * masked * (H*H + H*V)                MLM transform and vocabulary decoder, at masked positions only
-  + 6 * examples * (H*H + 2*H)              pooler and NSP classifier
+``real`` (what bertkit logs as ``mfu``): the work the model does on the real tokens. The dense
+layers run on the S packed tokens; attention on each sequence's own n_b x n_b scores; the last
+layer's attention output and feed-forward on the M masked tokens and the B pooled ones only
+(the MLM loss reads nothing else); the MLM head on the M masked positions:
 
-Embedding lookups, LayerNorm, softmax and GELU are not counted (as in the usual 6N rule). MFU is the
-achieved model FLOPs per second divided by a peak: configured, or measured at start-up as the best
-dense matmul throughput of the device in the training dtype (so CPU MFU is relative to that).
+    6 * S * L * 3*H*H + 6 * S * (L-1) * (H*H + 2*H*I) + 6 * (M + B) * (H*H + 2*H*I)
+  + 12 * L * H * sum(n_b^2)
+  + 6 * M * (H*H + H*V)  +  6 * B * (H*H + 2*H)
+
+``padded``: the usual count for a padded batch (NVIDIA's and Hugging Face's), every one of the
+B*T positions through every layer:
+
+    6 * B*T * L * (4*H*H + 2*H*I) + 12 * B * L * T*T * H + 6 * M * (H*H + H*V) + 6 * B * (H*H + 2*H)
+
+Embedding lookups, LayerNorm, softmax and GELU are not counted (as in the usual 6N rule). MFU is
+the achieved FLOP/s over a peak (:func:`peak_flops`): the datasheet's dense tensor-core figure
+for a known GPU (:data:`DATASHEET_TFLOPS`), else the best throughput of a large matmul measured
+here (CUDA events on a GPU, a CPU timer on a CPU). ``benchmarks/gpu_pretrain.py`` uses the same
+two functions.
 """
 
 from __future__ import annotations
@@ -19,6 +31,8 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,40 +40,111 @@ import torch
 
 from bertkit.io import atomic_write_text
 
+DEFINITIONS = ("real", "padded")
+
+DATASHEET_TFLOPS: dict[str, dict[str, float]] = {
+    # NVIDIA datasheets, dense (no sparsity) tensor-core TFLOP/s; "tf32" is fp32 under TF32 matmuls
+    "H100 PCIe": {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.0},
+    "H100": {"bf16": 989.0, "fp16": 989.0, "tf32": 494.5, "fp32": 67.0},  # SXM
+    "H200": {"bf16": 989.0, "fp16": 989.0, "tf32": 494.5, "fp32": 67.0},
+    "A100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
+    "L40S": {"bf16": 362.0, "fp16": 362.0, "tf32": 183.0, "fp32": 91.6},
+    "A10": {"bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2},
+    "L4": {"bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3},
+    "V100": {"fp16": 125.0, "fp32": 15.7},
+}
+"""Keys are matched as substrings of ``torch.cuda.get_device_name()``, in this order."""
+
 
 def pretraining_flops(
-    config: Any, *, tokens: int, seq_len: int, masked: int, examples: int
+    config: Any,
+    *,
+    lengths: Sequence[int],
+    seq_len: int,
+    masked: int,
+    definition: str = "real",
 ) -> float:
-    """Model FLOPs of one training step (forward and backward) per the formula in the module doc."""
+    """FLOPs of one training step (forward and backward) on a batch with real ``lengths``,
+    padded to ``seq_len``, with ``masked`` predicted positions (see the module docstring)."""
     L, H = config.num_hidden_layers, config.hidden_size
     inter, vocab = config.intermediate_size, config.vocab_size
+    B = len(lengths)
+    block = H * H + 2 * H * inter  # attention output projection + feed-forward, per token
+    heads = 6 * masked * (H * H + H * vocab) + 6 * B * (H * H + 2 * H)
+    if definition == "padded":
+        tokens = B * seq_len
+        return float(
+            6 * tokens * L * (4 * H * H + 2 * H * inter) + 12 * B * L * seq_len**2 * H + heads
+        )
+    if definition != "real":
+        raise ValueError(f"definition must be one of {', '.join(DEFINITIONS)}, got {definition!r}")
+    S = sum(lengths)
+    selected = min(S, masked + B)
     return float(
-        6 * tokens * L * (4 * H * H + 2 * H * inter)
-        + 12 * tokens * L * seq_len * H
-        + 6 * masked * (H * H + H * vocab)
-        + 6 * examples * (H * H + 2 * H)
+        6 * S * L * 3 * H * H
+        + 6 * S * (L - 1) * block
+        + 6 * selected * block
+        + 12 * L * H * sum(n * n for n in lengths)
+        + heads
     )
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The FLOP/s counted as 100% MFU and where the figure comes from."""
+
+    flops: float
+    source: str
+
+
+def peak_flops(device: str | torch.device, precision: str = "fp32") -> Peak:
+    """The peak for MFU on ``device`` at a resolved ``precision`` (fp32, bf16, fp16): a known
+    GPU's datasheet figure (fp32 counts TF32 when TF32 matmuls are on), else a measured matmul."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        column = precision
+        if precision == "fp32" and tf32_matmuls():
+            column = "tf32"
+        for key, row in DATASHEET_TFLOPS.items():
+            if key in name and column in row:
+                return Peak(row[column] * 1e12, f"{name} datasheet, {column} dense")
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    measured = measure_peak_flops(str(dev), dtype)
+    return Peak(measured, f"measured {dtype} matmul on {dev}")
+
+
+def tf32_matmuls() -> bool:
+    """Whether CUDA fp32 matmuls run as TF32 (``precision.choose`` turns it on for auto)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32)
 
 
 def measure_peak_flops(
     device: str, dtype: torch.dtype = torch.float32, seconds: float = 0.3
 ) -> float:
-    """Best observed FLOP/s of a square matmul on ``device`` in ``dtype`` (a stand-in for the peak)."""
-    n = 1024 if device.startswith("cuda") else 512
+    """Best observed FLOP/s of a square matmul on ``device`` in ``dtype``: 8192^3 timed with CUDA
+    events on a GPU, 1024^3 with a CPU timer on a CPU."""
+    cuda = device.startswith("cuda")
+    n = 8192 if cuda else 1024
     gen = torch.Generator().manual_seed(0)  # a private generator: the global RNG stays untouched
     a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
     b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+    a @ b  # warm-up
     best = 0.0
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(4):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
             a @ b
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - t0))
+            end.record()
+            end.synchronize()
+            elapsed = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            a @ b
+            elapsed = time.perf_counter() - t0
+        best = max(best, 2 * n**3 / elapsed)
     return best
 
 

@@ -2,11 +2,13 @@
 
 The update step (:mod:`bertkit.training.update`) is generic; an objective tells it
 
-- ``counts(batch)``: a micro-batch's counts (masked tokens, examples ...), read once per
-  micro-batch; summed over the step's micro-batches and all-reduced into the step's totals, so
-  every rank normalises by the global batch;
+- ``counts(batch)``: a micro-batch's counts (masked tokens, examples ...), taken from the CPU
+  batch when it is collated; summed over the step's micro-batches and all-reduced into the
+  step's totals (Python floats alone, a device tensor under DDP), so every rank normalises by
+  the global batch;
 - ``term(out, own, totals)``: this micro-batch's share of the step loss (``own``: its counts);
-- ``accumulate(stats, out, own)``: summed statistics for the log (keys in ``stat_keys``);
+- ``accumulate(stats, out, own)``: summed statistics for the log (keys in ``stat_keys``), kept
+  as device tensors: nothing is read back here;
 - pre-training objectives also say which model they train (``model_class``), how a collated
   batch becomes its input (``adapt``), the log figures of a window (``figures``) and the
   held-out evaluation (``eval_sums`` / ``eval_metrics`` / ``describe``).
@@ -33,6 +35,13 @@ class Objective(Protocol):
     def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor: ...
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None: ...
+
+
+def _share(part: float, total: float | torch.Tensor) -> float | torch.Tensor:
+    """``part / max(total, 1)``; ``total`` may be a device tensor (all-reduced), left there."""
+    if isinstance(total, torch.Tensor):
+        return (part / total.clamp_min(1.0)).float()
+    return part / max(total, 1.0)
 
 
 def _masked(batch: dict[str, torch.Tensor]) -> float:
@@ -70,18 +79,18 @@ class MlmNsp:
             getattr(out, "mlm_loss", None) is not None
             and getattr(out, "nsp_loss", None) is not None
         ):
-            return out.mlm_loss * (m / max(total_masked, 1.0)) + out.nsp_loss * (n / total_examples)
-        return out.loss * (n / total_examples)
+            return out.mlm_loss * _share(m, total_masked) + out.nsp_loss * _share(n, total_examples)
+        return out.loss * _share(n, total_examples)
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         m, n = own
         if getattr(out, "mlm_loss", None) is not None:
-            stats["mlm_loss_sum"] += float(out.mlm_loss.detach()) * m
-            stats["mlm_correct"] += float(out.mlm_correct)
+            stats["mlm_loss_sum"] += out.mlm_loss.detach().double() * m
+            stats["mlm_correct"] += out.mlm_correct
             stats["mlm_count"] += m
         if getattr(out, "nsp_loss", None) is not None:
-            stats["nsp_loss_sum"] += float(out.nsp_loss.detach()) * n
-            stats["nsp_correct"] += float(out.nsp_correct) if out.nsp_correct is not None else 0.0
+            stats["nsp_loss_sum"] += out.nsp_loss.detach().double() * n
+            stats["nsp_correct"] += out.nsp_correct if out.nsp_correct is not None else 0.0
             stats["nsp_count"] += n
 
     model_class = "BertForPreTraining"
@@ -143,12 +152,12 @@ class MlmOnly(MlmNsp):
         return {k: v for k, v in batch.items() if k != "next_sentence_label"}
 
     def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
-        return out.loss * (own[0] / max(totals[0], 1.0))
+        return out.loss * _share(own[0], totals[0])
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         m = own[0]
-        stats["mlm_loss_sum"] += float(out.loss.detach()) * m
-        stats["mlm_correct"] += float(out.mlm_correct)
+        stats["mlm_loss_sum"] += out.loss.detach().double() * m
+        stats["mlm_correct"] += out.mlm_correct
         stats["mlm_count"] += m
 
     def eval_sums(self, out: Any, batch: dict[str, torch.Tensor]) -> list[float]:
@@ -190,12 +199,12 @@ class NextToken:
         return [self._predicted(batch)]
 
     def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
-        return out.loss * (own[0] / max(totals[0], 1.0))
+        return out.loss * _share(own[0], totals[0])
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         m = own[0]
-        stats["lm_loss_sum"] += float(out.loss.detach()) * m
-        stats["lm_correct"] += float(out.lm_correct)
+        stats["lm_loss_sum"] += out.loss.detach().double() * m
+        stats["lm_correct"] += out.lm_correct
         stats["lm_count"] += m
 
     def figures(self, w: dict[str, float]) -> dict[str, float]:
@@ -238,7 +247,7 @@ class TaskLoss:
         return [_examples(batch)]
 
     def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
-        return out.loss * (own[0] / totals[0])
+        return out.loss * _share(own[0], totals[0])
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         pass

@@ -106,40 +106,86 @@ class Lamb(torch.optim.Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-6,
         weight_decay: float = 0.0,
+        foreach: bool = True,
     ) -> None:
+        """``foreach`` (default): each step is ~15 multi-tensor kernels for all parameters of a
+        group (``torch._foreach_*``) instead of ~15 per parameter; the same arithmetic in the
+        same order as the per-tensor loop (``foreach=False``, kept as the reference)."""
         super().__init__(
-            params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+            params,
+            {
+                "lr": lr,
+                "betas": betas,
+                "eps": eps,
+                "weight_decay": weight_decay,
+                "foreach": foreach,
+            },
         )
+
+    def _state(self, p: torch.Tensor) -> dict[str, Any]:
+        state = self.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32)  # on the CPU: no device read
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return state
 
     @torch.no_grad()
     def step(self, closure=None):  # type: ignore[override]
         loss = closure() if closure is not None else None
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = torch.zeros((), dtype=torch.float32)
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
-                t = float(state["step"])
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                m_hat = m / (1 - beta1**t)
-                v_hat = v / (1 - beta2**t)
-                update = m_hat / (v_hat.sqrt() + group["eps"])
-                if group["weight_decay"]:
-                    update.add_(p, alpha=group["weight_decay"])
-                w_norm, u_norm = p.norm(), update.norm()
-                trust = torch.where(
-                    (w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm)
+            params = [p for p in group["params"] if p.grad is not None]
+            if params:
+                (self._group_foreach if group.get("foreach", True) else self._group_loop)(
+                    group, params
                 )
-                p.add_(update * trust, alpha=-group["lr"])
         return loss
+
+    def _group_loop(self, group: dict[str, Any], params: list[torch.Tensor]) -> None:
+        beta1, beta2 = group["betas"]
+        for p in params:
+            state = self._state(p)
+            state["step"] += 1
+            t = float(state["step"])
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            m_hat = m / (1 - beta1**t)
+            v_hat = v / (1 - beta2**t)
+            update = m_hat / (v_hat.sqrt() + group["eps"])
+            if group["weight_decay"]:
+                update.add_(p, alpha=group["weight_decay"])
+            w_norm, u_norm = p.norm(), update.norm()
+            trust = torch.where(
+                (w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm)
+            )
+            p.add_(update * trust, alpha=-group["lr"])
+
+    def _group_foreach(self, group: dict[str, Any], params: list[torch.Tensor]) -> None:
+        beta1, beta2 = group["betas"]
+        states = [self._state(p) for p in params]
+        grads = [p.grad for p in params]
+        m = [s["exp_avg"] for s in states]
+        v = [s["exp_avg_sq"] for s in states]
+        for s in states:
+            s["step"] += 1
+        t = [float(s["step"]) for s in states]  # CPU scalars
+        torch._foreach_mul_(m, beta1)
+        torch._foreach_add_(m, grads, alpha=1 - beta1)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+        m_hat = torch._foreach_div(m, [1 - beta1**k for k in t])
+        v_hat = torch._foreach_div(v, [1 - beta2**k for k in t])
+        denom = torch._foreach_sqrt(v_hat)
+        torch._foreach_add_(denom, group["eps"])
+        update = torch._foreach_div(m_hat, denom)
+        if group["weight_decay"]:
+            torch._foreach_add_(update, params, alpha=group["weight_decay"])
+        w_norm = torch.stack(torch._foreach_norm(params))
+        u_norm = torch.stack(torch._foreach_norm(update))
+        trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+        torch._foreach_mul_(update, list(trust.unbind(0)))
+        torch._foreach_add_(params, update, alpha=-group["lr"])
 
 
 # ---- pickle-free optimizer state ---------------------------------------------------------------

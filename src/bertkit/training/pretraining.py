@@ -72,8 +72,8 @@ class PretrainOptions:
     random_next: str = "keep"
     """Without NSP (mlm, ltr): keep the prepared random-next pairs as plain input, or drop them
     and train on actual-next (contiguous) pairs only."""
-    device: str | None = None
-    """cpu, cuda or cuda:N (None: CUDA when available)."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N (auto: CUDA when available; cuda:LOCAL_RANK under torchrun)."""
     threads: int | None = None
     """CPU threads per process (None: torch's)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
@@ -91,12 +91,12 @@ class PretrainOptions:
         }
 
 
-def _dataset(folder: Path, split: str = "train"):
+def _dataset(folder: Path, split: str = "train", max_cached_shards: int | None = None):
     from bertkit.data.shards import PretrainingDataset
 
     if not (folder / "manifest.json").is_file():
         raise InputError(folder, None, "not a prepare-pretraining output (no manifest.json)")
-    ds = PretrainingDataset(folder, split)
+    ds = PretrainingDataset(folder, split, max_cached_shards=max_cached_shards)
     if len(ds) == 0:
         raise InputError(
             folder, None, f"the {split!r} split holds no instances (expected prepared data)"
@@ -151,8 +151,11 @@ def pretrain(
     info = D.init_from_env(opts.device, timeout=opts.train.collective_timeout)
     quiet = (lambda _m: None) if not info.is_main else log
     try:
-        train_ds = _dataset(opts.data)
-        phase2_ds = _dataset(opts.phase2_data) if opts.phase2_data else None
+        cached = 2 * opts.train.shard_window  # the shard-local order reads at most this many
+        train_ds = _dataset(opts.data, max_cached_shards=cached)
+        phase2_ds = (
+            _dataset(opts.phase2_data, max_cached_shards=cached) if opts.phase2_data else None
+        )
         if opts.random_next == "drop":
             from bertkit.data.shards import ActualNextView
 
@@ -184,9 +187,14 @@ def pretrain(
             config = model.config
         model.to(info.device).train()
         steps2 = round(opts.max_steps * opts.phase2_fraction) if phase2_ds is not None else 0
-        phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1")]
+
+        def shards(ds: Any) -> tuple[tuple[int, int], ...] | None:
+            ranges = getattr(ds, "shard_ranges", None)  # a filtered view keeps the global order
+            return tuple((r.start, r.stop) for r in ranges()) if callable(ranges) else None
+
+        phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1", shards=shards(train_ds))]
         if steps2:
-            phases.append(Phase(phase2_ds, steps2, "phase 2"))
+            phases.append(Phase(phase2_ds, steps2, "phase 2", shards=shards(phase2_ds)))
         phases = [p for p in phases if p.steps > 0]
         if opts.warmup_steps is not None:
             schedule = ScheduleConfig(opts.max_steps, opts.warmup_steps)
@@ -204,15 +212,12 @@ def pretrain(
             p.collate = adapted(p.dataset, opts.train.seed + i, opts.dynamic_masking)
         eval_collate = adapted(eval_ds, opts.train.seed) if eval_ds is not None else None
 
-        def flops(batch: dict) -> float:
+        def flops(batch: dict) -> float:  # on the CPU batch, at collation (no device read)
             ids = batch["input_ids"]
-            return pretraining_flops(
-                config,
-                tokens=ids.numel(),
-                seq_len=ids.shape[1],
-                masked=int((batch["labels"] != -100).sum()),
-                examples=ids.shape[0],
-            )
+            mask = batch.get("attention_mask")
+            lengths = mask.sum(1).tolist() if mask is not None else [ids.shape[1]] * ids.shape[0]
+            masked = int((batch["labels"] != -100).sum()) if "labels" in batch else 0
+            return pretraining_flops(config, lengths=lengths, seq_len=ids.shape[1], masked=masked)
 
         trainer = Trainer(
             model,
@@ -231,6 +236,8 @@ def pretrain(
             faults=faults,
             objective=objective,
         )
+        quiet(f"{info.world_size} process(es) on {info.device}, precision {trainer.precision} "
+              f"(--precision {opts.train.precision})")  # fmt: skip
         if opts.init_from is not None:
             quiet(
                 f"warm start: weights from {opts.init_from} (optimizer, schedule and data order "

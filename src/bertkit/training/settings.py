@@ -27,6 +27,9 @@ class Phase:
     name: str = "phase"
     collate: Collate | None = None
     """This phase's collate function (None: the Trainer's)."""
+    shards: tuple[tuple[int, int], ...] | None = None
+    """The dataset's shards as (start, stop) index ranges: the data order is then shard-local
+    (``TrainConfig.shard_window``); None: one permutation over all examples."""
 
 
 @dataclass
@@ -61,6 +64,11 @@ class TrainConfig:
     process stops with an error naming the rank that did not answer (distributed runs only)."""
     spike_factor: float = 2.0
     """A loss this many times the recent mean is logged as a spike."""
+    shard_window: int = 8
+    """Shards shuffled together (a phase with shards): each rank caches at most twice this many;
+    data with no more shards than this keep one permutation over all instances."""
+    prefetch: int = 2
+    """Updates whose micro-batches are collated ahead in a background thread (0: in series)."""
     peak_flops: float | None = None
     """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
     show_progress: bool | None = None
@@ -70,6 +78,10 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.shard_window < 1:
+            raise ConfigError(f"shard_window must be >= 1, got {self.shard_window}")
+        if self.prefetch < 0:
+            raise ConfigError(f"prefetch must be >= 0, got {self.prefetch}")
         if not self.collective_timeout > 0:
             raise ConfigError(f"collective_timeout must be > 0, got {self.collective_timeout}")
 

@@ -10,6 +10,7 @@ resume needs only that count.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,20 +27,58 @@ def epoch_permutation(n: int, seed: int, phase: int, epoch: int) -> np.ndarray:
     return perm
 
 
+Shards = tuple[tuple[int, int], ...]
+"""(start, stop) index ranges of a dataset's shards, in order."""
+
+
+@functools.lru_cache(maxsize=4)
+def shard_local_permutation(
+    shards: Shards, seed: int, phase: int, epoch: int, window: int
+) -> np.ndarray:
+    """A shard-local order of one epoch: the shards shuffled, taken ``window`` at a time, and the
+    examples of each window shuffled together. Every example once; a stretch of the stream reads
+    from one window of shards (two where it crosses into the next), so each rank caches at most
+    ``2 * window`` shards whatever the data's size. With ``window`` >= the number of shards it
+    is :func:`epoch_permutation` (the order of small data does not change)."""
+    n = shards[-1][1] if shards else 0
+    if window >= len(shards):
+        return epoch_permutation(n, seed, phase, epoch)
+    rng = np.random.default_rng([seed, phase, epoch, window])
+    order = rng.permutation(len(shards))
+    parts = []
+    for w in range(0, len(order), window):
+        idx = np.concatenate([np.arange(*shards[k]) for k in order[w : w + window]])
+        parts.append(rng.permutation(idx))
+    perm = np.concatenate(parts)
+    perm.setflags(write=False)
+    return perm
+
+
 def global_batch_indices(
-    n: int, start: int, size: int, seed: int, phase: int
+    n: int,
+    start: int,
+    size: int,
+    seed: int,
+    phase: int,
+    shards: Shards | None = None,
+    window: int | None = None,
 ) -> tuple[np.ndarray, list[int]]:
     """Examples ``start .. start+size`` of the phase's stream, and the epoch of each.
 
     The stream is ``perm(epoch 0) ++ perm(epoch 1) ++ ...``; a batch that crosses an epoch boundary
     takes the end of one permutation and the start of the next, so nothing is dropped or repeated.
+    ``perm`` is :func:`epoch_permutation`, or with ``shards`` and ``window``
+    :func:`shard_local_permutation` (bounded memory on large data).
     """
     idx: list[int] = []
     epochs: list[int] = []
     pos = start
     while len(idx) < size:
         epoch, offset = divmod(pos, n)
-        perm = epoch_permutation(n, seed, phase, epoch)
+        if shards is not None and window is not None:
+            perm = shard_local_permutation(shards, seed, phase, epoch, window)
+        else:
+            perm = epoch_permutation(n, seed, phase, epoch)
         take = perm[offset : offset + size - len(idx)]
         idx.extend(int(i) for i in take)
         epochs.extend([epoch] * len(take))
@@ -59,3 +98,12 @@ def micro_batch(batch: np.ndarray, micro: int, accum: int, info: DistInfo) -> np
     size = len(batch) // parts
     k = micro * info.world_size + info.rank
     return batch[k * size : (k + 1) * size]
+
+
+def rank_share(batch: Sequence[int], info: DistInfo) -> list[int]:
+    """This rank's part of a batch of any size (fine-tuning, whose last batch is smaller):
+    contiguous slices whose sizes differ by at most one, rank r taking
+    ``batch[r*n//world : (r+1)*n//world]``; together the ranks take each index exactly once
+    (a rank takes none when the batch is smaller than the world)."""
+    n, world, rank = len(batch), info.world_size, info.rank
+    return list(batch[rank * n // world : (rank + 1) * n // world])

@@ -5,6 +5,13 @@ backward (through a GradScaler for fp16, without gradient all-reduce except on t
 micro-batch under DDP), then unscaling, clipping and the optimizer step. An update whose loss or
 gradient norm is not finite is skipped: gradients are dropped and ``None`` is returned (the
 caller does not advance its step counter or schedule; its batch is consumed).
+
+Nothing here waits for the device but one read per update (docs/gpu.md): what a micro-batch
+holds (masked tokens, examples, real tokens, FLOPs, the packed layout) is counted on the CPU
+when it is collated (:meth:`UpdateStep.prepare`, in the prefetching thread); the statistics stay
+on the device as one vector (:class:`StepStats`), read by the caller once per log line; the one
+read is the step's loss, NaN when the loss or the gradient norm is not finite, which decides
+whether the optimizer steps.
 """
 
 from __future__ import annotations
@@ -13,18 +20,58 @@ import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from bertkit import precision as P
 from bertkit.errors import BertkitError
+from bertkit.model.batching import layout
 from bertkit.training import distributed as D
 from bertkit.training.objectives import Objective
 
 
 class TrainingError(BertkitError):
     """Training cannot continue (e.g. too many non-finite updates in a row)."""
+
+
+@dataclass
+class MicroBatch:
+    """A micro-batch ready for the device: the model's inputs (tensors, and the ``layout`` of
+    the padded batch) and what the update needs to know of it, all counted on the CPU."""
+
+    inputs: dict[str, Any]
+    counts: list[float]
+    """The objective's counts (``Objective.counts``)."""
+    tokens: float
+    """Real (non-pad) tokens."""
+    flops: float = 0.0
+
+    def to(self, device: str | torch.device, non_blocking: bool = False) -> MicroBatch:
+        moved = {k: v.to(device, non_blocking=non_blocking) for k, v in self.inputs.items()}
+        return MicroBatch(moved, self.counts, self.tokens, self.flops)
+
+    def pin_memory(self) -> MicroBatch:
+        pinned = {k: v.pin_memory() for k, v in self.inputs.items()}
+        return MicroBatch(pinned, self.counts, self.tokens, self.flops)
+
+
+@dataclass
+class StepStats:
+    """An update's summed statistics: ``loss`` read back (the one read), the rest (``keys``)
+    still on the device in ``values`` until :meth:`read`."""
+
+    loss: float
+    keys: tuple[str, ...]
+    values: torch.Tensor
+    """(len(keys),) float64 on the device, all-reduced over ranks."""
+
+    def read(self) -> dict[str, float]:
+        return dict(zip(self.keys, self.values.tolist(), strict=True))
+
+    def __getitem__(self, key: str) -> float:  # convenience for tests and small loops
+        return self.loss if key == "loss" else self.read()[key]
 
 
 @dataclass
@@ -43,48 +90,65 @@ class UpdateStep:
     def __post_init__(self) -> None:
         self.info = self.info or D.DistInfo()
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
+        self.keys = ("loss", *self.objective.stat_keys, "tokens", "flops", "grad_norm", "steps")
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> MicroBatch:
+        """A collated CPU batch as a :class:`MicroBatch` (call it where the batch is collated)."""
+        counts = [float(c) for c in self.objective.counts(batch)]
+        mask = batch.get("attention_mask")
+        tokens = float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
+        flops = float(self.flops_fn(batch)) if self.flops_fn is not None else 0.0
+        inputs: dict[str, Any] = dict(batch)
+        if mask is not None:
+            labels = batch.get("labels")
+            per_token = labels is not None and labels.shape == mask.shape and mask.dim() == 2
+            inputs["layout"] = layout(
+                mask.reshape(-1, mask.shape[-1]), labels if per_token else None
+            )
+        return MicroBatch(inputs, counts, tokens, flops)
 
     def __call__(
-        self, model: nn.Module, batches: Sequence[dict[str, torch.Tensor]], *, poison: bool = False
-    ) -> dict[str, float] | None:
-        """Run the update; returns summed statistics (``loss``, the objective's keys, ``tokens``,
-        ``flops``, ``grad_norm``, ``steps``) or None when it was skipped. ``poison`` makes the loss
+        self,
+        model: nn.Module,
+        batches: Sequence[MicroBatch | dict[str, torch.Tensor]],
+        *,
+        poison: bool = False,
+    ) -> StepStats | None:
+        """Run the update; returns its :class:`StepStats` (``loss``, the objective's keys,
+        ``tokens``, ``flops``, ``grad_norm``, ``steps``) or None when it was skipped. Plain dict
+        batches are prepared here (on the device that reads back). ``poison`` makes the loss
         NaN (fault injection, tests only)."""
         info, obj = self.info, self.objective
         assert info is not None
-        own = [obj.counts(b) for b in batches]  # read once per micro-batch (host syncs)
-        totals = D.all_reduce_sum([sum(c) for c in zip(*own, strict=True)], info)
-        stats = dict.fromkeys(("loss", *obj.stat_keys, "tokens"), 0.0)
-        flops = 0.0
-        for j, b in enumerate(batches):
-            sync = j == len(batches) - 1 or not info.distributed
+        mbs = [b if isinstance(b, MicroBatch) else self.prepare(b) for b in batches]
+        own = [m.counts for m in mbs]
+        totals: list[float] | torch.Tensor = [sum(c) for c in zip(*own, strict=True)]
+        if info.distributed:  # on the device, not read back: the terms divide by it there
+            totals = D.all_reduce_tensor(self._on_device(totals), info)
+        stats = {k: self._on_device([0.0])[0] for k in self.keys[:-4]}
+        for j, m in enumerate(mbs):
+            sync = j == len(mbs) - 1 or not info.distributed
             with (
                 contextlib.nullcontext() if sync else model.no_sync(),
                 P.autocast(self.precision, self.device),
             ):
-                out = model(**b)
+                out = model(**m.inputs)
                 term = obj.term(out, own[j], totals)
                 if poison:
                     term = term * float("nan")
             # DDP averages gradients over ranks; the step's loss is their sum, so scale back up.
             scaled = term * info.world_size
             (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
-            stats["loss"] += float(term.detach())
+            stats["loss"] = stats["loss"] + term.detach().double()
             obj.accumulate(stats, out, own[j])
-            stats["tokens"] += (
-                float(b["attention_mask"].sum())
-                if "attention_mask" in b
-                else b["input_ids"].numel()
-            )
-            if self.flops_fn is not None:
-                flops += self.flops_fn(b)
-        keys = list(stats)
-        reduced = D.all_reduce_sum([*stats.values(), flops], info)
-        stats = dict(zip(keys, reduced[:-1], strict=True))
+        extra = self._on_device([sum(m.tokens for m in mbs), sum(m.flops for m in mbs)])
+        values = D.all_reduce_tensor(torch.cat([torch.stack(list(stats.values())), extra]), info)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm))
-        if not (math.isfinite(stats["loss"]) and math.isfinite(grad_norm)):
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm).double()
+        # the one read of the update: the loss, NaN when it or the gradient norm is not finite
+        loss = float(torch.where(torch.isfinite(grad_norm), values[0], math.nan))
+        if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             if self.scaler is not None:
                 self.scaler.update()  # lowers the loss scale after an overflow
@@ -95,4 +159,12 @@ class UpdateStep:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {**stats, "flops": reduced[-1], "grad_norm": grad_norm, "steps": 1.0}
+        one = self._on_device([1.0])
+        return StepStats(loss, self.keys, torch.cat([values, grad_norm.reshape(1), one]))
+
+    def _on_device(self, numbers: Sequence[float]) -> torch.Tensor:
+        """(len,) float64 on the device, each number written by a fill kernel: no host-to-device
+        copy from pageable memory, which would wait for the device."""
+        return torch.stack(
+            [torch.full((), float(x), dtype=torch.float64, device=self.device) for x in numbers]
+        )

@@ -1,0 +1,84 @@
+"""The next update's micro-batches are collated while the current update runs (recorded events,
+not timings), and prefetching changes no value."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bertkit.training.prefetch import Prefetcher
+
+from .helpers import collate, losses, make_trainer
+
+
+def _events(tmp_path, prefetch: int) -> list[tuple[str, int]]:
+    """("collate", k) when the batch of update k starts being collated, ("done", k) when update
+    k has finished, in the order they happened."""
+    trainer = make_trainer(tmp_path, steps=6, prefetch=prefetch, log_every=1000, save_every=1000)
+    events: list[tuple[str, int]] = []
+
+    def slow(items, epochs):
+        time.sleep(0.03)  # a deliberately slow collate
+        return collate(items, epochs)
+
+    trainer.phases[0].collate = slow
+    make, step = trainer._make_micro_batches, trainer._train_step
+
+    def made(phase_index, position):
+        events.append(("collate", position // trainer.cfg.batch_size + 1))
+        return make(phase_index, position)
+
+    def stepped(model, phase):
+        out = step(model, phase)
+        time.sleep(0.03)  # the host waiting for a device step: the worker thread gets the CPU
+        events.append(("done", trainer.step))
+        return out
+
+    trainer._make_micro_batches, trainer._train_step = made, stepped
+    trainer.fit()
+    return events
+
+
+def test_the_next_batch_is_collated_before_the_step_ends(tmp_path):
+    events = _events(tmp_path / "ahead", prefetch=2)
+    for k in range(1, 6):
+        assert events.index(("collate", k + 1)) < events.index(("done", k)), events
+    assert ("collate", 7) not in events  # nothing past the last update
+
+
+def test_without_prefetch_collation_waits_for_the_step(tmp_path):
+    events = _events(tmp_path / "series", prefetch=0)  # negative control
+    for k in range(1, 6):
+        assert events.index(("collate", k + 1)) > events.index(("done", k)), events
+
+
+def test_prefetching_changes_no_value(tmp_path):
+    for prefetch in (0, 3):
+        make_trainer(tmp_path / str(prefetch), steps=8, prefetch=prefetch).fit()
+    assert losses(tmp_path / "0") == losses(tmp_path / "3")
+
+
+def test_a_wrong_prediction_is_dropped():
+    made: list[int] = []
+
+    def make(k: int) -> int:
+        made.append(k)
+        return k * 10
+
+    p = Prefetcher(make, depth=2)
+    try:
+        assert p.get(1, [2, 3]) == 10
+        assert p.get(5, [6]) == 50  # 2 and 3 were predicted: dropped, 5 made now
+        assert p.get(6) == 60
+    finally:
+        p.close()
+    assert made[0] == 1 and 5 in made and 6 in made
+
+
+def test_negative_prefetch_is_refused():
+    from bertkit.errors import ConfigError
+    from bertkit.training.settings import TrainConfig
+
+    with pytest.raises(ConfigError, match="prefetch"):
+        TrainConfig(prefetch=-1)
