@@ -78,9 +78,9 @@ class BertModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         unpad: bool | None = None,
         final_positions: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
         layout: Layout | None = None,
         final_rows: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
     ) -> BaseModelOutput:
         """Encode a batch.
 
@@ -94,13 +94,13 @@ class BertModel(nn.Module):
             runs its attention output and feed-forward on those K tokens (and [CLS], for the
             pooler) only, and last_hidden_state is (K, H) in that order. The values are the
             same as the full computation's; they must not be padding positions.
-        output_hidden_states: also return the embeddings' and every layer's output
-            (``hidden_states``, L + 1 tensors of (B, T, H)).
         layout: the batch's :class:`~bertkit.model.batching.Layout`, computed at collation on
             the CPU and moved with the batch: the forward pass then reads nothing back from the
             device. None works it out here from the mask (one read of the mask).
         final_rows: (K,) the packed rows of ``final_positions`` (``Layout.label_rows``); None
             derives them (with a check that reads back).
+        output_hidden_states: also return the embeddings' and every layer's output
+            (``hidden_states``, L + 1 tensors of (B, T, H)).
         """
         B, T = input_ids.shape
         packing = Packing(batch=B, length=T, causal=self.config.is_decoder)
