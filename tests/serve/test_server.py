@@ -261,32 +261,6 @@ def test_overload_is_429_with_retry_after_and_slow_results_504(tiny_mlm: Path):
         assert client.post("/embed", json={"inputs": "the cat"}).status_code == 200
 
 
-def test_merged_requests_are_cut_into_passes_of_the_pass_budget(tiny_mlm: Path):
-    """max_batch_tokens bounds the merge; max_pass_tokens bounds each forward pass."""
-    with serve(models=[str(tiny_mlm)], max_batch_tokens=4096, max_pass_tokens=8) as client:
-        engine = next(iter(client.app.state.server.engines.values()))
-        assert engine.info()["max_pass_tokens"] == 8
-        texts = ["the cat sat", "the dog", "a mat", "the cat"]
-        lengths = [len(t) for t in client.post("/tokenize", json={"inputs": texts}).json()]
-        passes = token_budget_batches(lengths, 8)
-        assert 1 < len(passes) < len(texts)  # the fixture splits and merges
-        before = _count(client, "bertkit_batch_size_count")
-        out = client.post("/embed", json={"inputs": texts})
-        assert out.status_code == 200
-        assert _count(client, "bertkit_batch_size_count") - before == len(passes)
-        alone = [client.post("/embed", json={"inputs": t}).json()[0] for t in texts]
-        np.testing.assert_allclose(out.json(), alone, atol=1e-5)
-
-
-def test_pass_budget_defaults_by_device():
-    from bertkit.serve.settings import CPU_PASS_TOKENS, ServeSettings
-
-    s = ServeSettings(models=["."])
-    assert s.pass_tokens("cpu") == CPU_PASS_TOKENS and s.pass_tokens("cuda") == 16384
-    assert ServeSettings(models=["."], max_batch_tokens=1000).pass_tokens("cpu") == 1000
-    assert ServeSettings(models=["."], max_pass_tokens=512).pass_tokens("cuda") == 512
-
-
 def test_token_budget_batches():
     assert token_budget_batches([5, 9, 2, 8], 18) == [[1, 3], [0, 2]]
     assert token_budget_batches([100], 10) == [[0]]  # longer than the budget: alone

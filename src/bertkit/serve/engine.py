@@ -77,9 +77,7 @@ class Engine:
             self.task_model = TASKS[self.task].load(self.directory, **opts, **split)
             self.task_model.show_progress = False
         embed = self.embedder.embed_encodings if self.embedder is not None else None
-        device = next((self.embedder or self.task_model).model.parameters()).device  # type: ignore[union-attr]
-        self.worker = Worker(self.name, embed, s.max_batch_tokens, self.metrics.batch,
-                             pass_tokens=s.pass_tokens(device.type))  # fmt: skip
+        self.worker = Worker(self.name, embed, s.max_batch_tokens, self.metrics.batch)
         self._warm_up()
         self.ready.set()
 
@@ -140,8 +138,6 @@ class Engine:
         out: dict[str, Any] = {"name": self.name, "folder": str(self.directory), "task": self.task,
                                "capabilities": self.capabilities, "ready": self.ready.is_set(),
                                "max_input_length": self.max_input_length}  # fmt: skip
-        if self.worker is not None:
-            out["max_pass_tokens"] = self.worker.pass_tokens
         if self.embedder is not None:
             out.update(pooling=self.embedder.spec.pooling, dimensions=self.embedder.dim,
                        precision=self.embedder.precision)  # fmt: skip

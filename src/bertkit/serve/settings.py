@@ -12,10 +12,6 @@ from pathlib import Path
 
 from bertkit.errors import ConfigError
 
-CPU_PASS_TOKENS = 2048
-"""MiniLM-L6 on a 2-core Xeon (AVX-512), in-process: passes of 2,048 padded tokens embed 71
-inputs/s against 55 for passes of 16,384 (the activations of a small pass stay in cache)."""
-
 BACKENDS = ("torch", "onnx")
 
 
@@ -36,11 +32,7 @@ class ServeSettings:
     device: str | None = None
     """cpu, cuda or cuda:N (None: CUDA when available)."""
     max_batch_tokens: int = 16384
-    """Tokens merged from concurrent embedding requests into one batch (TEI's meaning)."""
-    max_pass_tokens: int | None = None
-    """Padded tokens in one forward pass; a merged batch is cut into passes of this size (None:
-    2048 on CPU, where a small pass stays in cache and is faster per token; max_batch_tokens on
-    CUDA)."""
+    """Tokens (padded) in one forward pass across concurrent requests."""
     max_client_batch_size: int = 32
     """Inputs in one request; more is a 413."""
     max_input_tokens: int = 8192
@@ -68,8 +60,6 @@ class ServeSettings:
                      "payload_limit", "workers", "max_input_tokens"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_pass_tokens is not None and self.max_pass_tokens < 1:
-            raise ConfigError(f"max_pass_tokens must be >= 1, got {self.max_pass_tokens}")
         if self.request_timeout <= 0:
             raise ConfigError(f"request timeout must be > 0, got {self.request_timeout}")
         if self.backend not in BACKENDS:
@@ -77,16 +67,6 @@ class ServeSettings:
         if self.pooling not in (None, "mean", "cls", "max"):
             raise ConfigError(f"pooling must be mean, cls or max, got {self.pooling!r}")
         self.named_models()  # checks the folders
-
-    def pass_tokens(self, device_type: str) -> int:
-        """The forward-pass budget on a device of ``device_type`` (see ``max_pass_tokens``)."""
-        if self.max_pass_tokens is not None:
-            return min(self.max_pass_tokens, self.max_batch_tokens)
-        return (
-            min(CPU_PASS_TOKENS, self.max_batch_tokens)
-            if device_type == "cpu"
-            else self.max_batch_tokens
-        )
 
     def named_models(self) -> dict[str, Path]:
         """``{name: folder}``; a bare DIR is named after the folder."""

@@ -2,9 +2,8 @@
 
 Requests from many connections land in one queue. An embedding job is merged with the embedding
 jobs queued behind it while their tokens fit ``max_batch_tokens``; the merged inputs are sorted by
-length and cut into forward passes whose padded size (longest x count) fits ``pass_tokens`` (on a
-CPU smaller than the merge budget: a small pass is faster per token), so each pass pads little and
-the encoder's unpadded path skips the rest. Other jobs (classification,
+length and cut into forward passes whose padded size (longest x count) fits the same budget, so
+each pass pads little and the encoder's unpadded path skips the rest. Other jobs (classification,
 tagging, QA, fill-mask) run one at a time; each batches its own inputs by length.
 """
 
@@ -80,10 +79,8 @@ class Worker:
         embed: Callable[[Sequence[Any]], np.ndarray] | None,
         max_batch_tokens: int,
         on_batch: Callable[[int, int, float], None] | None = None,
-        pass_tokens: int | None = None,
     ) -> None:
         self.name, self.embed, self.max_batch_tokens = name, embed, max_batch_tokens
-        self.pass_tokens = pass_tokens or max_batch_tokens
         self.on_batch = on_batch or (lambda size, tokens, seconds: None)
         self._jobs: deque[Job] = deque()
         self._cv = threading.Condition()
@@ -156,7 +153,7 @@ class Worker:
         encodings = [e for j in jobs for e in j.encodings]
         lengths = [len(e.input_ids) for e in encodings]
         vectors: list[np.ndarray | None] = [None] * len(encodings)
-        for idx in token_budget_batches(lengths, self.pass_tokens):
+        for idx in token_budget_batches(lengths, self.max_batch_tokens):
             t0 = time.perf_counter()
             out = self.embed([encodings[i] for i in idx])
             self.on_batch(len(idx), sum(lengths[i] for i in idx), time.perf_counter() - t0)
