@@ -107,14 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = options.values(args, FinetuneConfig)
     info = D.init_from_env(args.device)  # alone, or one rank of torchrun (gloo / NCCL)
-    try:
+    with D.reported(info):
         return _run(args, config, info)
-    except Exception as e:
-        if info.distributed:  # one line naming the rank and the cause, on every rank
-            raise D.failure(e) from e
-        raise
-    finally:
-        D.shutdown(info)
 
 
 def _run(args: argparse.Namespace, config, info) -> int:

@@ -289,6 +289,20 @@ def failure(exc: BaseException) -> BaseException:
     return DistributedError(message)
 
 
+@contextlib.contextmanager
+def reported(info: DistInfo):
+    """The body of one process's job: under torchrun an error becomes one line naming the rank
+    and the cause, on every rank (:func:`failure`); the process group is always shut down."""
+    try:
+        yield info
+    except Exception as e:
+        if info.distributed:
+            raise failure(e) from e
+        raise
+    finally:
+        shutdown(info)
+
+
 def _linger(comm: _Comm) -> None:
     """On the rank that hosts the store (rank 0 outside torchrun), wait briefly until the others
     have seen the abort, so that the report outlives this process long enough to be read."""

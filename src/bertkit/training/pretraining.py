@@ -150,7 +150,7 @@ def pretrain(
     model_class = HEAD_CLASSES[objective.model_class]
     info = D.init_from_env(opts.device, timeout=opts.train.collective_timeout)
     quiet = (lambda _m: None) if not info.is_main else log
-    try:
+    with D.reported(info):
         cached = 2 * opts.train.shard_window  # the shard-local order reads at most this many
         train_ds = _dataset(opts.data, max_cached_shards=cached)
         phase2_ds = (
@@ -252,12 +252,6 @@ def pretrain(
             quiet(f"final model: {opts.output / 'model'}")
         D.barrier(info)
         return result
-    except Exception as e:
-        if info.distributed:  # one line naming the rank and the cause, on every rank
-            raise D.failure(e) from e
-        raise
-    finally:
-        D.shutdown(info)
 
 
 def export_model(model: Any, directory: Path, data_dir: Path) -> None:
