@@ -96,6 +96,7 @@ def linear_gelu(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
         or x.numel() == 0
         or torch.is_autocast_enabled("cpu")
         or torch.jit.is_tracing()  # an exported graph holds ATen ops, not this call
+        or torch.compiler.is_compiling()  # inductor lowers this op only for frozen weights
     ):
         return None
     return _OP(x, linear.weight, linear.bias, "gelu", [], "none")
