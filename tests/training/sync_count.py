@@ -69,7 +69,10 @@ def pretraining_step_syncs(run_dir) -> Counter:
     except ImportError:  # run as a script: tests/training on sys.path
         from helpers import make_trainer
 
-    trainer = make_trainer(run_dir, steps=6, log_every=1000, save_every=1000, dropout=0.1)
+    # collation ahead in the background thread, as on CUDA (the CPU's default runs it in series)
+    trainer = make_trainer(
+        run_dir, steps=6, log_every=1000, save_every=1000, dropout=0.1, prefetch=2
+    )
     model = trainer.core.train()
     phase = trainer.phases[0]
     if hasattr(trainer, "start_prefetch"):

@@ -53,6 +53,15 @@ def test_without_prefetch_collation_waits_for_the_step(tmp_path):
         assert events.index(("collate", k + 1)) > events.index(("done", k)), events
 
 
+def test_by_default_the_cpu_collates_in_series_and_an_accelerator_ahead(tmp_path):
+    from bertkit.training.prefetch import ACCELERATOR_DEPTH, default_depth
+
+    assert default_depth("cpu") == 0 and default_depth("cuda") == ACCELERATOR_DEPTH == 2
+    events = _events(tmp_path / "default", prefetch=None)  # this trainer runs on the CPU
+    for k in range(1, 6):
+        assert events.index(("collate", k + 1)) > events.index(("done", k)), events
+
+
 def test_prefetching_changes_no_value(tmp_path):
     for prefetch in (0, 3):
         make_trainer(tmp_path / str(prefetch), steps=8, prefetch=prefetch).fit()

@@ -47,7 +47,7 @@ from bertkit.training import distributed as D
 from bertkit.training import sharding as S
 from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
-from bertkit.training.prefetch import Prefetcher
+from bertkit.training.prefetch import Prefetcher, default_depth
 from bertkit.training.schedule import ScheduleConfig, set_lr
 from bertkit.training.update import MicroBatch, TrainingError, UpdateStep
 
@@ -284,18 +284,19 @@ def train_one(
             total=total, desc=f"lr {lr:g} seed {seed}", unit="step",
             enabled=config.show_progress if info.is_main else False,
         )  # fmt: skip
+        depth = default_depth(device.type)  # batches collated ahead (0 on the CPU: in series)
         for epoch in range(1, config.epochs + 1):
             model.train()
             loss_sum, n = 0.0, 0
             seen = [0.0, 0.0, 0.0]  # examples, sum of indices, sum of squares (exactly-once check)
             batches = _epoch_batches(lengths, config, gen, info)
-            ahead = Prefetcher(lambda k, b=batches: prepared(b[k]), PREFETCH,
+            ahead = Prefetcher(lambda k, b=batches: prepared(b[k]), depth,
                                pin=device.type == "cuda")  # fmt: skip
             try:
                 for k in range(len(batches)):
                     if step >= total:
                         break
-                    batch = ahead.get(k, range(k + 1, k + 1 + PREFETCH))
+                    batch = ahead.get(k, range(k + 1, k + 1 + depth))
                     seen = [a + b for a, b in zip(seen, _seen(batches[k]), strict=True)]
                     set_lr(opt, peaks, step, schedule)
                     stats = update(model, [batch.to(device, non_blocking=True)])
@@ -344,10 +345,6 @@ def train_one(
     result.steps = step
     result.wall_s = time.perf_counter() - t0
     return result
-
-
-PREFETCH = 2
-"""Fine-tuning batches collated ahead in the background thread."""
 
 
 def _seen(idx: list[int]) -> list[float]:

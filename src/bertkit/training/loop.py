@@ -42,7 +42,7 @@ from bertkit.training.faults import Faults
 from bertkit.training.metrics import MetricsLog, SpikeDetector, peak_flops, plot_curves
 from bertkit.training.objectives import MlmNsp, Objective
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
-from bertkit.training.prefetch import Prefetcher
+from bertkit.training.prefetch import Prefetcher, default_depth
 from bertkit.training.schedule import ScheduleConfig, set_lr
 from bertkit.training.settings import Collate, Phase, TrainConfig, TrainResult
 from bertkit.training.update import MicroBatch, StepStats, TrainingError, UpdateStep
@@ -232,7 +232,7 @@ class Trainer:
         """The (phase, position) keys of the next updates, should this one succeed."""
         keys, phase, position = [], self.phase_index, self.position + self.cfg.batch_size
         for step in range(
-            self.step + 1, min(self.step + 1 + self.cfg.prefetch, self.schedule.total_steps)
+            self.step + 1, min(self.step + 1 + self._depth(), self.schedule.total_steps)
         ):
             nxt = self._phase_at(step)[0]
             if nxt != phase:
@@ -360,11 +360,17 @@ class Trainer:
         bar.close()
         return self._finish(t_start)
 
+    def _depth(self) -> int:
+        """Updates collated ahead (``cfg.prefetch``, else by device: see TrainConfig)."""
+        if self.cfg.prefetch is not None:
+            return self.cfg.prefetch
+        return default_depth(torch.device(self.info.device).type)
+
     def start_prefetch(self) -> None:
-        """Collate ahead from now on (``fit`` does; ``cfg.prefetch`` 0: in series)."""
+        """Collate ahead from now on (``fit`` does; depth 0: in series)."""
         self._prefetch = Prefetcher(
             lambda key: self._make_micro_batches(*key),
-            self.cfg.prefetch,
+            self._depth(),
             pin=self.info.device.startswith("cuda"),
         )
 

@@ -24,6 +24,19 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
+ACCELERATOR_DEPTH = 2
+"""Updates collated ahead where the model runs on an accelerator: the host thread would
+otherwise sit idle while the device computes."""
+
+
+def default_depth(device_type: str) -> int:
+    """How far ahead to collate by default: :data:`ACCELERATOR_DEPTH` off the CPU, 0 (in series)
+    on it, where the compute threads already use every core and a collating thread competes with
+    them (the quickstart's tiny BERT on 2 cores, Intel Xeon: 0.115 s per update with 2 ahead
+    against 0.091 in series)."""
+    return 0 if device_type == "cpu" else ACCELERATOR_DEPTH
+
+
 class Prefetcher(Generic[K, V]):
     """``get(key, upcoming)``: ``make(key)``'s result, made ahead when it was predicted.
 

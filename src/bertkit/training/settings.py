@@ -67,8 +67,9 @@ class TrainConfig:
     shard_window: int = 8
     """Shards shuffled together (a phase with shards): each rank caches at most twice this many;
     data with no more shards than this keep one permutation over all instances."""
-    prefetch: int = 2
-    """Updates whose micro-batches are collated ahead in a background thread (0: in series)."""
+    prefetch: int | None = None
+    """Updates whose micro-batches are collated ahead in a background thread (0: in series;
+    None: 2 on an accelerator, 0 on the CPU, where the thread competes with the compute)."""
     peak_flops: float | None = None
     """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
     show_progress: bool | None = None
@@ -80,7 +81,7 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.shard_window < 1:
             raise ConfigError(f"shard_window must be >= 1, got {self.shard_window}")
-        if self.prefetch < 0:
+        if self.prefetch is not None and self.prefetch < 0:
             raise ConfigError(f"prefetch must be >= 0, got {self.prefetch}")
         if not self.collective_timeout > 0:
             raise ConfigError(f"collective_timeout must be > 0, got {self.collective_timeout}")
