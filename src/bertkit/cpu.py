@@ -8,10 +8,14 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,27 @@ def cpu_info() -> CpuInfo:
         torch_capability=torch.backends.cpu.get_cpu_capability(),
         features=features,
     )
+
+
+def _busy_seconds() -> float:
+    """CPU seconds spent outside idle on the whole machine since boot (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def others_busy_cores(fn: Callable[[], T]) -> tuple[T, float]:
+    """``fn()``, and how many cores other processes kept busy while it ran: the machine's
+    non-idle time less this process's CPU time, over the wall time (0.0 where /proc/stat is
+    missing). A timed probe that shared the cores says so and is not kept for later runs."""
+    try:
+        busy0, own0, t0 = _busy_seconds(), sum(os.times()[:2]), time.perf_counter()
+    except (OSError, ValueError, IndexError):
+        return fn(), 0.0
+    out = fn()
+    wall = time.perf_counter() - t0
+    others = (_busy_seconds() - busy0) - (sum(os.times()[:2]) - own0)
+    return out, max(0.0, others / wall) if wall > 0 else 0.0
 
 
 def idle_threads(cores: int = 2) -> int:

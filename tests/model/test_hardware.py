@@ -50,7 +50,13 @@ def test_cpu_info_names_a_class():
         assert info.features["avx2"] == (" avx2" in flags)
 
 
-def test_probe_then_cache(fresh):
+def _others_busy(monkeypatch, cores: float) -> None:
+    """The probe's view of other work on the machine, fixed (the test must not depend on it)."""
+    monkeypatch.setattr(hardware.cpu, "others_busy_cores", lambda fn: (fn(), cores))
+
+
+def test_probe_then_cache(fresh, monkeypatch):
+    _others_busy(monkeypatch, 0.0)
     d = hardware.decision("fp32_matmul")
     if hardware.ONEDNN_AVAILABLE:
         assert d.source == "probe" and "GFLOP/s" in d.reason
@@ -60,6 +66,40 @@ def test_probe_then_cache(fresh):
         again = hardware.decision("fp32_matmul")
         assert (again.source, again.choice, again.reason) == ("cache", d.choice, d.reason)
     assert hardware.fp32_matmul_onednn() == (d.choice == "onednn")
+
+
+def test_a_probe_on_shared_cores_is_not_cached(fresh, monkeypatch):
+    if not hardware.ONEDNN_AVAILABLE:
+        pytest.skip("this torch build has no oneDNN linear: there is no fp32 probe to run")
+    _others_busy(monkeypatch, 1.5)
+    d = hardware.decision("fp32_matmul")
+    assert d.source == "probe" and "not cached: other work kept 1.5 cores busy" in d.reason
+    assert not (fresh / "kernels.json").exists() or not json.loads(
+        (fresh / "kernels.json").read_text()
+    )
+    hardware.force("fp32_matmul", None)
+    _others_busy(monkeypatch, 0.0)
+    assert hardware.decision("fp32_matmul").source == "probe"  # measured again, then kept
+    hardware.force("fp32_matmul", None)
+    assert hardware.decision("fp32_matmul").source == "cache"
+
+
+def test_others_busy_cores_sees_a_busy_child():
+    """A child process spinning for the whole call is counted (about one core), this process's
+    own work is not."""
+    if not Path("/proc/stat").exists() or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs /proc/stat and two cores (the child spins on one)")
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"]
+    )
+    try:
+        import time
+
+        time.sleep(0.5)  # the child is running
+        _, idle_own = hardware.cpu.others_busy_cores(lambda: sum(i * i for i in range(3_000_000)))
+    finally:
+        child.wait()
+    assert idle_own > 0.5  # the child's core (plus anything else running)
 
 
 def test_probe_cache_off(fresh, monkeypatch):
