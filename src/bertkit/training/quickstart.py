@@ -75,7 +75,6 @@ BATCH_SIZE = 64
 INIT_RANGE = 0.06
 MINUTES = 8.0
 CALIBRATION_STEPS = 24
-DUPE_FACTOR = 1
 
 
 @dataclass
@@ -96,9 +95,6 @@ class QuickstartSettings:
     """First phase's instance length (0: a single phase at --seq-length)."""
     phase2_fraction: float = PHASE2_FRACTION
     """Fraction of the updates at --seq-length."""
-    dupe_factor: int = DUPE_FACTOR
-    """Copies of the corpus for the --seq-length instances, each with its own segmentation and
-    next-sentence pairs (google-research/bert's dupe_factor)."""
     vocab_size: int = VOCAB_SIZE
     """WordPiece vocabulary size."""
     learning_rate: float = LEARNING_RATE
@@ -257,17 +253,16 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     # google-research/bert always pairs with a random next: balanced_next keeps NSP near 50/50
     # (held out too, so that it is scored on the distribution it was trained on).
     full = s.seq_length
-    builds = [("data", "train.txt", True, full, s.dupe_factor),
-              ("heldout", "heldout.txt", False, full, 1)]  # fmt: skip
+    builds = [("data", "train.txt", True, full), ("heldout", "heldout.txt", False, full)]
     if s.phase1_seq_length:
-        builds.insert(0, ("data-short", "train.txt", True, s.phase1_seq_length, 1))
-    for name, source, dynamic, length, dupe in builds:
+        builds.insert(0, ("data-short", "train.txt", True, s.phase1_seq_length))
+    for name, source, dynamic, length in builds:
         if not (out / name / "manifest.json").exists():
             settings = PrepareSettings(
                 max_seq_length=length,
                 format="bert",
                 seed=12345,
-                dupe_factor=dupe,
+                dupe_factor=1,
                 dynamic_masking=dynamic,
                 balanced_next=True,
             )
@@ -280,7 +275,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
                 overwrite=True,
                 show_progress=False,
             )
-    trained = [(out / name, length) for name, _, dynamic, length, _ in builds if dynamic]
+    trained = [(out / name, length) for name, _, dynamic, length in builds if dynamic]
     phases = [folder for folder, _ in trained]
     counts = ", ".join(f"{len(PretrainingDataset(f)):,} of <= {n} tokens" for f, n in trained)
     log(f"[3/5] training instances: {counts} ({time.perf_counter() - t0:.0f}s)")
