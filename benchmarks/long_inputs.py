@@ -35,6 +35,17 @@ import torch
 DATA = Path("/work/shared/data")
 
 
+def finish(ap: argparse.ArgumentParser, argv: list[str] | None, run, table) -> int:
+    """The end of every main() here: ``--seed``/``--json`` added, arguments parsed, 2 threads,
+    ``run(args)``, then its ``table`` printed and the results written (:func:`report`)."""
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    r = run(args)
+    return report(args, r, table(r))
+
+
 def report(args: argparse.Namespace, results: dict[str, Any], text: str) -> int:
     """Print the table and write the results to ``args.json`` (when given)."""
     print(text)
@@ -208,12 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--join", type=int, default=6, help="CoNLL sentences per tagging input")
     ap.add_argument("--tag-train", type=int, default=500, help="joined tagging training inputs")
     ap.add_argument("--tag-dev", type=int, default=150, help="joined tagging dev inputs")
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(2)
-    r = run(args)
-    return report(args, r, table(r))
+    return finish(ap, argv, run, table)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from benchmarks.long_inputs import DATA, evaluate, finetune, report
+from benchmarks.long_inputs import DATA, evaluate, finetune, finish
 
 
 def first_documents(path: Path, docs: int) -> str:
@@ -89,12 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                          "holds ~4.7x the pieces, so 4 keeps the updates per epoch and tokens per "
                          "update comparable)")  # fmt: skip
     ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(2)
-    r = run(args)
-    return report(args, r, table(r))
+    return finish(ap, argv, run, table)
 
 
 if __name__ == "__main__":
