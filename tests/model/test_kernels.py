@@ -123,3 +123,25 @@ def test_bf16_inference_cache_follows_weight_updates(counted, bf16_path):
         y = layer(x.requires_grad_())
     y.float().sum().backward()
     assert layer.weight.grad is not None and layer.weight.grad.dtype == torch.float32
+
+
+@needs_onednn
+def test_avoid_onednn_keeps_every_product_off_it(counted, monkeypatch):
+    """After ``avoid_onednn`` (a server calls it: oneDNN's linear keeps memory per input shape),
+    neither the fp32 linear, the fused GELU nor the bf16 inference path calls oneDNN, and the
+    values are F.linear's."""
+    monkeypatch.setattr(kernels, "_avoided", None)  # restored after the test
+    layer = kernels.Linear(16, 8)
+    x = torch.randn(5, 16)
+    with hardware.forced("fp32_matmul", "onednn"), torch.no_grad():
+        kernels.linear(x, layer.weight, layer.bias)
+        assert kernels.linear_gelu(layer, x) is not None
+        assert len(counted) == 2
+        kernels.avoid_onednn("test")
+        assert torch.equal(
+            kernels.linear(x, layer.weight, layer.bias), F.linear(x, layer.weight, layer.bias)
+        )
+        assert kernels.linear_gelu(layer, x) is None
+        with hardware.forced("bf16", "native"), torch.autocast("cpu", dtype=torch.bfloat16):
+            assert layer(x).dtype == torch.bfloat16
+    assert len(counted) == 2

@@ -93,7 +93,14 @@ def serve(**settings) -> Iterator[TestClient]:
     """An app in-process (lifespan run), ready; ``settings`` are ServeSettings fields."""
     settings.setdefault("precision", "fp32")
     settings.setdefault("device", "cpu")
+    from bertkit.model import kernels
+
+    avoided = kernels._avoided  # the server turns oneDNN's linear off process-wide: restore it
     app = create_app(ServeSettings(**settings))
-    with TestClient(app, raise_server_exceptions=False) as client:
-        wait_ready(client)
-        yield client
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            wait_ready(client)
+            assert kernels._avoided is not None, "a server must keep its products off oneDNN"
+            yield client
+    finally:
+        kernels._avoided = avoided

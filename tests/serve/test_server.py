@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from bertkit.cli.main import main
-from bertkit.serve.worker import token_budget_batches
+from bertkit.serve.worker import HeapTrim, token_budget_batches
 from bertkit.tasks.windows import WindowConfig
 
 from .conftest import serve, wait_ready
@@ -259,6 +260,15 @@ def test_overload_is_429_with_retry_after_and_slow_results_504(tiny_mlm: Path):
         gate.set()
         time.sleep(0.1)
         assert client.post("/embed", json={"inputs": "the cat"}).status_code == 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+def test_heap_trim_runs_when_due():
+    """The worker gives free heap pages back between passes: when due, not before."""
+    trim = HeapTrim(every=60.0, idle_every=0.0)
+    assert trim(idle=True)  # idle: due at once
+    assert not trim(idle=False)  # under load: not within 60 s of the last trim
+    assert HeapTrim(every=0.0)(idle=False)
 
 
 def test_token_budget_batches():

@@ -151,12 +151,12 @@ def test_metrics_and_eval_records(tmp_path):
     assert result.final_eval is not None and 0.0 <= result.final_eval["mlm_acc"] <= 1.0
 
 
-def _two_phase_trainer(run, seen: list[str]):
+def _two_phase_trainer(run, seen: list[str], phase2_batch: int | None = None, **train_kw):
     from bertkit.training.loop import Phase
 
     from .helpers import collate, make_examples
 
-    trainer = make_trainer(run, steps=8)
+    trainer = make_trainer(run, steps=8, **train_kw)
     short = [{**x, "source": "p1"} for x in make_examples(40)]
     long = [{**x, "source": "p2"} for x in make_examples(24, seed=5)]
 
@@ -164,7 +164,10 @@ def _two_phase_trainer(run, seen: list[str]):
         seen.extend(x["source"] for x in items)
         return collate(items, epochs)
 
-    trainer.phases = [Phase(short, 6, "phase 1", spy), Phase(long, 2, "phase 2", spy)]
+    trainer.phases = [
+        Phase(short, 6, "phase 1", spy),
+        Phase(long, 2, "phase 2", spy, batch_size=phase2_batch),
+    ]
     return trainer
 
 
@@ -181,3 +184,33 @@ def test_sequence_length_phases_switch_data_and_resume_exactly(tmp_path):
     assert seen2 == ["p2"] * 2 * 8
     assert losses(run) == losses(tmp_path / "ref")
     assert _same(_weights(resumed), _weights(ref))
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_phase_batch_size_is_used_and_resumes_exactly(tmp_path, prefetch):
+    """Phase 2 with its own batch size (4, against 8): each update takes 4 of its examples, the
+    prefetching thread asks for the same positions, and a run killed in phase 2 resumes to the
+    uninterrupted run's losses and weights."""
+    seen: list[str] = []
+    ref = _two_phase_trainer(tmp_path / "ref", seen, phase2_batch=4, prefetch=prefetch)
+    ref.fit()
+    assert seen == ["p1"] * 6 * 8 + ["p2"] * 2 * 4
+    run = tmp_path / "run"
+    _train_until(_two_phase_trainer(run, [], phase2_batch=4, prefetch=prefetch), 7)
+    resumed = _two_phase_trainer(run, seen2 := [], phase2_batch=4, prefetch=prefetch)
+    resumed.fit()
+    assert seen2 == ["p2"] * 2 * 4
+    assert losses(run) == losses(tmp_path / "ref")
+    assert _same(_weights(resumed), _weights(ref))
+
+
+def test_phase_batch_size_must_divide_by_grad_accum(tmp_path):
+    from bertkit.errors import ConfigError
+    from bertkit.training.loop import Phase, Trainer
+
+    from .helpers import make_examples
+
+    t = make_trainer(tmp_path / "r", steps=4, grad_accum=2)
+    phases = [Phase(make_examples(8), 2), Phase(make_examples(8), 2, batch_size=3)]
+    with pytest.raises(ConfigError, match="batch size 3 must be divisible"):
+        Trainer(t.core, t.optimizer, t.schedule, phases, t.collate, t.cfg, tmp_path / "r2")

@@ -212,3 +212,28 @@ def test_foreach_lamb_equals_the_per_tensor_loop():
     assert max((fast[k] - loop[k]).abs().max().item() for k in fast) <= 1e-6
     moved = [k for k in fast if not torch.equal(fast[k], dict(base.named_parameters())[k])]
     assert len(moved) == len(fast)  # every tensor was updated (the comparison is not vacuous)
+
+
+def test_restart_schedule_has_two_warmup_and_decay_segments():
+    from bertkit.errors import ConfigError
+
+    cfg = ScheduleConfig(10, 2, restart_at=6, restart_warmup_steps=2, restart_peak=0.5)
+    got = [lr_factor(s, cfg) for s in range(11)]
+    assert got == [0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0, 0.25, 0.5, 0.25, 0.0]
+    with pytest.raises(ConfigError, match="restart_at"):
+        ScheduleConfig(10, 4, restart_at=3)
+    with pytest.raises(ConfigError, match="restart_warmup_steps"):
+        ScheduleConfig(10, 2, restart_at=6, restart_warmup_steps=5)
+
+
+def test_phase2_learning_rate_restarts_at_the_phase_boundary(tmp_path):
+    from bertkit.training.pretraining import PretrainOptions, _schedule
+
+    opts = PretrainOptions(data=tmp_path, output=tmp_path, max_steps=100, learning_rate=1e-3,
+                           warmup_proportion=0.1, phase2_learning_rate=5e-4)  # fmt: skip
+    cfg = _schedule(opts, steps2=20)
+    assert (cfg.restart_at, cfg.warmup_steps, cfg.restart_warmup_steps) == (80, 8, 2)
+    assert cfg.restart_peak == pytest.approx(0.5)
+    assert lr_factor(79, cfg) == pytest.approx(1 / 72) and lr_factor(82, cfg) == pytest.approx(0.5)
+    opts.phase2_learning_rate = None  # one schedule over both phases
+    assert _schedule(opts, steps2=20) == ScheduleConfig(100, 10)

@@ -57,10 +57,14 @@ class Server:
         self._loader: threading.Thread | None = None
 
     def start(self) -> None:
+        from bertkit.model import kernels
+
         if self.settings.threads:
             import torch
 
             torch.set_num_threads(self.settings.threads)
+        kernels.avoid_onednn("a server sees ever-new input shapes, and oneDNN's linear keeps "
+                             "memory for each (RSS grows without bound)")  # fmt: skip
 
         def load_all() -> None:
             for engine in self.engines.values():

@@ -22,22 +22,38 @@ from typing import Any
 import numpy as np
 
 
-def limit_heap_growth(threshold: int = 128 * 1024) -> bool:
-    """Serve blocks of ``threshold`` bytes or more from mmap, returned to the OS when freed (glibc).
+class HeapTrim:
+    """Gives the heap's free memory back to the OS (glibc ``malloc_trim``) between forward passes:
+    at most every ``every`` seconds under load, and whenever the queue runs empty (once
+    ``idle_every`` seconds have passed since the last trim).
 
-    glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB), after
-    which activations of every new batch shape come from the heap, fragment it, and are not given
-    back: a server's RSS then grows without bound (MiniLM-L6 on CPU: +66% in a 10-minute soak,
-    ~0.7 MiB per forward pass of a new shape). Setting the threshold fixes it (and stops the
-    adjustment), as MALLOC_MMAP_THRESHOLD_=131072 would. False where there is no glibc.
+    Activations of every new batch shape come from the heap, fragment it, and glibc keeps the free
+    pages: a server's RSS then grows without bound (MiniLM-L6 on CPU: +66% in a 10-minute soak).
+    Trimming returns the free pages and keeps RSS flat. The earlier fix, an mmap threshold of
+    128 KiB (``mallopt``), also kept RSS flat but mapped and unmapped every activation of every
+    pass: the page faults and unmaps cost 10-25% of the served throughput at concurrency 64
+    (benchmarks/serve_load.py, MiniLM, 2 cores). A no-op where there is no glibc.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(-3, threshold))  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        return False
+
+    def __init__(self, every: float = 0.0, idle_every: float = 0.0) -> None:
+        self.every, self.idle_every = every, idle_every
+        self.last = time.monotonic()
+        self._trim = None
+        if sys.platform.startswith("linux"):
+            try:
+                self._trim = ctypes.CDLL("libc.so.6").malloc_trim
+            except (OSError, AttributeError):
+                self._trim = None
+
+    def __call__(self, idle: bool) -> bool:
+        """Trim if it is time (``idle``: the queue is empty); True when it trimmed."""
+        now = time.monotonic()
+        due = now - self.last >= (self.idle_every if idle else self.every)
+        if self._trim is None or not due:
+            return False
+        self._trim(0)
+        self.last = time.monotonic()
+        return True
 
 
 @dataclass
@@ -85,7 +101,7 @@ class Worker:
         self._jobs: deque[Job] = deque()
         self._cv = threading.Condition()
         self._stopping = False
-        limit_heap_growth()  # process-wide; a serving process only
+        self.trim_heap = HeapTrim()
         self._thread = threading.Thread(target=self._loop, name=f"bertkit-{name}", daemon=True)
         self._thread.start()
 
@@ -147,6 +163,7 @@ class Worker:
                 for j in live:
                     if not j.future.done():
                         j.future.set_exception(e)
+            self.trim_heap(idle=not self.queued())
 
     def _embed_group(self, jobs: list[Job]) -> None:
         assert self.embed is not None

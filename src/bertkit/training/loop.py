@@ -89,11 +89,11 @@ class Trainer:
         if sum(p.steps for p in phases) != schedule.total_steps:
             raise ConfigError("the phases' steps must add up to the schedule's total steps")
         parts = config.grad_accum * self.info.world_size
-        if config.batch_size % parts:
-            raise ConfigError(
-                f"batch size {config.batch_size} must be divisible by grad_accum x "
-                f"world size = {parts}"
-            )
+        for size in {p.batch_size or config.batch_size for p in phases}:
+            if size % parts:
+                raise ConfigError(
+                    f"batch size {size} must be divisible by grad_accum x world size = {parts}"
+                )
         # the precision this machine runs (bf16 without native support: fp32, with a notice)
         self.precision = P.resolve(config.precision, self.info.device)
         self.objective = objective or MlmNsp()
@@ -216,7 +216,7 @@ class Trainer:
         cfg, info = self.cfg, self.info
         phase = self.phases[phase_index]
         batch, epochs = S.global_batch_indices(
-            len(phase.dataset), position, cfg.batch_size, cfg.seed, phase_index,
+            len(phase.dataset), position, self._batch_size(phase_index), cfg.seed, phase_index,
             phase.shards, cfg.shard_window,
         )  # fmt: skip
         epochs_arr = np.asarray(epochs, dtype=np.int64)
@@ -230,7 +230,8 @@ class Trainer:
 
     def _upcoming(self) -> list[tuple[int, int]]:
         """The (phase, position) keys of the next updates, should this one succeed."""
-        keys, phase, position = [], self.phase_index, self.position + self.cfg.batch_size
+        phase = self.phase_index
+        keys, position = [], self.position + self._batch_size(phase)
         for step in range(
             self.step + 1, min(self.step + 1 + self._depth(), self.schedule.total_steps)
         ):
@@ -238,8 +239,11 @@ class Trainer:
             if nxt != phase:
                 phase, position = nxt, 0
             keys.append((phase, position))
-            position += self.cfg.batch_size
+            position += self._batch_size(phase)
         return keys
+
+    def _batch_size(self, phase_index: int) -> int:
+        return self.phases[phase_index].batch_size or self.cfg.batch_size
 
     def _micro_batches(self, phase: Phase) -> list[MicroBatch]:
         key = (self.phase_index, self.position)
@@ -247,7 +251,7 @@ class Trainer:
             ready = self._make_micro_batches(*key)
         else:
             ready = self._prefetch.get(key, self._upcoming())
-        self.position += self.cfg.batch_size
+        self.position += self._batch_size(self.phase_index)
         return [m.to(self.info.device, non_blocking=True) for m in ready]
 
     def _fold(self) -> None:

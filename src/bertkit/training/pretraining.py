@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,12 @@ class PretrainOptions:
     """Prepared data for the last phase (e.g. max length 512)."""
     phase2_fraction: float = 0.1
     """Fraction of the updates spent on --phase2-data."""
+    phase2_batch_size: int | None = None
+    """Instances per update on --phase2-data (None: --batch-size)."""
+    phase2_learning_rate: float | None = None
+    """Phase 2 as its own schedule (NVIDIA's recipe): phase 1 decays to zero, phase 2 warms up
+    again (--warmup-proportion of its updates) to this peak and decays to zero (None: one
+    schedule over both phases, as google-research/bert)."""
     init_from: Path | None = None
     """Warm start: initial weights from a model folder (not a resume)."""
     objective: str = "mlm+nsp"
@@ -87,6 +94,7 @@ class PretrainOptions:
             "model_size": self.model_size,
             "data": str(self.data),
             "phase2_data": str(self.phase2_data or ""),
+            "phase2_batch_size": self.phase2_batch_size,
             "objective": self.objective,
         }
 
@@ -119,6 +127,27 @@ def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
     if opts.initializer_range is not None:
         config.initializer_range = opts.initializer_range
     return config
+
+
+def _schedule(opts: PretrainOptions, steps2: int) -> ScheduleConfig:
+    """One warmup-and-decay over all updates, or one per phase with --phase2-learning-rate."""
+    if opts.phase2_learning_rate is None or not steps2:
+        if opts.warmup_steps is not None:
+            return ScheduleConfig(opts.max_steps, opts.warmup_steps)
+        return ScheduleConfig.from_proportion(opts.max_steps, opts.warmup_proportion)
+    steps1 = opts.max_steps - steps2
+    if opts.warmup_steps is not None:
+        warm1 = warm2 = min(opts.warmup_steps, steps1, steps2)
+    else:
+        warm1 = math.ceil(opts.warmup_proportion * steps1)
+        warm2 = math.ceil(opts.warmup_proportion * steps2)
+    return ScheduleConfig(
+        opts.max_steps,
+        warm1,
+        restart_at=steps1,
+        restart_warmup_steps=warm2,
+        restart_peak=opts.phase2_learning_rate / opts.learning_rate,
+    )
 
 
 def pretrain(
@@ -194,12 +223,10 @@ def pretrain(
 
         phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1", shards=shards(train_ds))]
         if steps2:
-            phases.append(Phase(phase2_ds, steps2, "phase 2", shards=shards(phase2_ds)))
+            phases.append(Phase(phase2_ds, steps2, "phase 2", shards=shards(phase2_ds),
+                                batch_size=opts.phase2_batch_size))  # fmt: skip
         phases = [p for p in phases if p.steps > 0]
-        if opts.warmup_steps is not None:
-            schedule = ScheduleConfig(opts.max_steps, opts.warmup_steps)
-        else:
-            schedule = ScheduleConfig.from_proportion(opts.max_steps, opts.warmup_proportion)
+        schedule = _schedule(opts, steps2)
         optimizer = build_optimizer(
             model, OptimizerConfig(opts.optimizer, opts.learning_rate, opts.weight_decay)
         )

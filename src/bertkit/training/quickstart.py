@@ -95,10 +95,14 @@ class QuickstartSettings:
     """First phase's instance length (0: a single phase at --seq-length)."""
     phase2_fraction: float = PHASE2_FRACTION
     """Fraction of the updates at --seq-length."""
+    phase2_batch_size: int | None = None
+    """Instances per update at --seq-length (None: --batch-size)."""
     vocab_size: int = VOCAB_SIZE
     """WordPiece vocabulary size."""
     learning_rate: float = LEARNING_RATE
     """Peak learning rate."""
+    phase2_learning_rate: float | None = None
+    """Phase 2's own peak (it warms up again and decays); None: one schedule for both phases."""
     initializer_range: float = INIT_RANGE
     """Std of the initial weights."""
     seed: int = 0
@@ -129,10 +133,12 @@ def _options(
         data=data[0],
         phase2_data=data[1] if len(data) > 1 else None,
         phase2_fraction=s.phase2_fraction,
+        phase2_batch_size=s.phase2_batch_size,
         output=out,
         model_size="tiny",
         max_steps=steps,
         learning_rate=s.learning_rate,
+        phase2_learning_rate=s.phase2_learning_rate,
         warmup_proportion=WARMUP,
         dropout=0.0,
         initializer_range=s.initializer_range,
@@ -166,10 +172,12 @@ def plan_steps(
         steps = int(json.loads(plan_file.read_text(encoding="utf-8"))["max_steps"])
     else:
         per_phase = []
-        for folder in data:
+        for i, folder in enumerate(data):
             calib = out / "calibration"
             shutil.rmtree(calib, ignore_errors=True)
             opts = _options(calib, [folder], None, CALIBRATION_STEPS, s, threads)
+            if i == 1 and s.phase2_batch_size:
+                opts.train.batch_size = s.phase2_batch_size
             opts.train.log_every = CALIBRATION_STEPS // 3
             opts.train.show_progress = False
             pretrain(opts, log=lambda _m: None)

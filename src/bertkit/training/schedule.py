@@ -7,6 +7,11 @@ The formula is the one of Hugging Face's ``get_linear_schedule_with_warmup`` (an
 
     factor(step) = step / warmup                        if step < warmup
                  = max(0, (total - step) / (total - warmup))   otherwise
+
+With ``restart_at`` the run has two such segments, as NVIDIA's BERT recipe runs its 128- and
+512-token phases as two runs: the first warms up and decays to zero at ``restart_at``, the second
+warms up again over ``restart_warmup_steps`` to ``restart_peak`` times the peak and decays to
+zero at ``total_steps``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,12 @@ class ScheduleConfig:
     """Optimizer updates in the whole run (all sequence-length phases together)."""
     warmup_steps: int = 0
     """Updates over which the learning rate rises linearly from 0 to its peak."""
+    restart_at: int = 0
+    """Update at which a second warmup-and-decay segment starts (0: one segment)."""
+    restart_warmup_steps: int = 0
+    """Warmup updates of the second segment."""
+    restart_peak: float = 1.0
+    """The second segment's peak as a multiple of the first's."""
 
     def __post_init__(self) -> None:
         if self.total_steps <= 0:
@@ -33,6 +44,19 @@ class ScheduleConfig:
             raise ConfigError(
                 f"warmup_steps must be in [0, total_steps={self.total_steps}], got {self.warmup_steps}"
             )
+        if self.restart_at:
+            room = self.total_steps - self.restart_at
+            if not self.warmup_steps <= self.restart_at < self.total_steps:
+                raise ConfigError(
+                    f"restart_at must be in [warmup_steps={self.warmup_steps}, "
+                    f"total_steps={self.total_steps}), got {self.restart_at}"
+                )
+            if not 0 <= self.restart_warmup_steps <= room:
+                raise ConfigError(
+                    f"restart_warmup_steps must be in [0, {room}], got {self.restart_warmup_steps}"
+                )
+            if not self.restart_peak > 0:
+                raise ConfigError(f"restart_peak must be positive, got {self.restart_peak}")
 
     @classmethod
     def from_proportion(cls, total_steps: int, warmup_proportion: float) -> ScheduleConfig:
@@ -42,19 +66,31 @@ class ScheduleConfig:
         return cls(total_steps, math.ceil(warmup_proportion * total_steps))
 
 
+def _segment(step: int, total: int, warmup: int) -> float:
+    if step < warmup:
+        return step / warmup
+    decay = total - warmup
+    if decay == 0:
+        return 1.0 if step < total else 0.0
+    return max(0.0, (total - step) / decay)
+
+
 def lr_factor(step: int, config: ScheduleConfig) -> float:
     """Multiplier of the peak learning rate for update ``step`` (0-based).
 
     >>> cfg = ScheduleConfig(total_steps=10, warmup_steps=4)
     >>> [lr_factor(s, cfg) for s in (0, 2, 4, 7, 10)]
     [0.0, 0.5, 1.0, 0.5, 0.0]
+    >>> two = ScheduleConfig(10, 2, restart_at=6, restart_warmup_steps=2, restart_peak=0.5)
+    >>> [lr_factor(s, two) for s in range(11)]
+    [0.0, 0.5, 1.0, 0.75, 0.5, 0.25, 0.0, 0.25, 0.5, 0.25, 0.0]
     """
-    if step < config.warmup_steps:
-        return step / config.warmup_steps
-    decay = config.total_steps - config.warmup_steps
-    if decay == 0:
-        return 1.0 if step < config.total_steps else 0.0
-    return max(0.0, (config.total_steps - step) / decay)
+    if config.restart_at and step >= config.restart_at:
+        local = step - config.restart_at
+        room = config.total_steps - config.restart_at
+        return config.restart_peak * _segment(local, room, config.restart_warmup_steps)
+    end = config.restart_at or config.total_steps
+    return _segment(step, end, config.warmup_steps)
 
 
 def set_lr(optimizer, peak_lrs: list[float], step: int, config: ScheduleConfig) -> float:

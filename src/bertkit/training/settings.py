@@ -30,6 +30,9 @@ class Phase:
     shards: tuple[tuple[int, int], ...] | None = None
     """The dataset's shards as (start, stop) index ranges: the data order is then shard-local
     (``TrainConfig.shard_window``); None: one permutation over all examples."""
+    batch_size: int | None = None
+    """Examples per update in this phase (None: ``TrainConfig.batch_size``); NVIDIA's BERT recipe
+    runs its long phase with half the batch of its short one."""
 
 
 @dataclass
