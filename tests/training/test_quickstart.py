@@ -124,6 +124,7 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
                 "baseline_nsp_majority_label", "wall_seconds"):  # fmt: skip
         assert summary[key] >= 0.0 and (key == "wall_seconds" or summary[key] <= 1.0)
     assert summary["model"] == str(out / "run" / "model") and summary["steps"] == 4
+    assert (summary["batch_size"], summary["phase2_batch_size"]) == (8, 8)
     assert len(summary["fill_mask"]) == 5 and summary["fill_mask_distinct_top1"] >= 1
     assert summary["reached_targets"] is False  # 4 updates learn nothing
     last = printed.strip().splitlines()[-1]
