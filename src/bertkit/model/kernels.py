@@ -33,9 +33,9 @@ def avoid_onednn(reason: str) -> None:
 
     For long-running inference on inputs of ever-new shapes (a server): oneDNN's linear keeps
     memory for every input shape it has seen. MiniLM-L6, 400 passes of 1-12 random Wikipedia
-    texts, RSS after malloc_trim: +100 MiB with the fused GELU alone, +320 MiB with every
-    product on oneDNN (saturating near 800 MiB), +12 MiB with neither; ONEDNN_PRIMITIVE_CACHE_
-    CAPACITY=0 did not stop it (docs/serve.md, "Memory").
+    texts, RSS after malloc_trim from pass 50 to 400: 385 -> 576 MiB with the fused GELU alone,
+    475 -> 793 MiB (flattening) with every product on oneDNN, 360 -> 372 MiB with neither;
+    ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 did not stop it (docs/serve.md, "Speed and memory").
     """
     global _avoided
     if _avoided is None:
