@@ -70,7 +70,6 @@ TARGET_MLM, TARGET_NSP = 0.25, 0.70
 # 25% at 64; NVIDIA's recipe halves its long phase's batch). At equal instances (seed 1, 1 thread,
 # fixed update counts) it gave held-out NSP 64.5% vs 61.2% and MLM 31.2% vs 28.4%, but the full
 # quickstart with it (2 threads, 8 minutes, seed 0) gave NSP 62.1%, MLM 33.2% (6,200 updates).
-PHASE2_BATCH_SIZE = None
 LEARNING_RATE = 1.5e-3
 WARMUP = 0.02
 PHASE1_SEQ_LENGTH = 32
@@ -100,7 +99,7 @@ class QuickstartSettings:
     """First phase's instance length (0: a single phase at --seq-length)."""
     phase2_fraction: float = PHASE2_FRACTION
     """Fraction of the updates at --seq-length."""
-    phase2_batch_size: int | None = PHASE2_BATCH_SIZE
+    phase2_batch_size: int | None = None
     """Instances per update at --seq-length (None: --batch-size)."""
     vocab_size: int = VOCAB_SIZE
     """WordPiece vocabulary size."""
