@@ -145,3 +145,54 @@ def test_avoid_onednn_keeps_every_product_off_it(counted, monkeypatch):
         with hardware.forced("bf16", "native"), torch.autocast("cpu", dtype=torch.bfloat16):
             assert layer(x).dtype == torch.bfloat16
     assert len(counted) == 2
+
+
+def test_bucket_rows_bounds_the_shapes_and_the_padding():
+    """96 row counts up to 16,384 (so a server's oneDNN memory stops growing), none smaller than
+    its input, at most 1/8 (and at most 256 rows) more."""
+    got = [kernels.bucket_rows(m) for m in range(1, 16_385)]
+    assert len(set(got)) == 96
+    assert [kernels.bucket_rows(m) for m in (1, 16, 17, 137, 255, 256, 257, 1000, 8800)] == [
+        16, 16, 32, 144, 256, 256, 288, 1024, 8960,
+    ]  # fmt: skip
+    for m, b in zip(range(1, 16_385), got, strict=True):
+        assert m <= b and (b - m <= 15 or (b - m) / m <= 1 / 8) and b - m < 256
+
+
+@needs_onednn
+@pytest.mark.parametrize("shape", [(7, 24), (3, 5, 24), (16, 24), (300, 24)])
+def test_bound_shapes_pads_onednn_rows_to_buckets_and_cuts_them(counted, monkeypatch, shape):
+    """Under ``bound_shapes`` (a server calls it) the fp32 linear, the fused GELU and the bf16
+    path hand oneDNN bucketed row counts, and the real rows come back with F.linear's values."""
+    monkeypatch.setattr(kernels, "_bounded", None)  # restored after the test
+    layer = kernels.Linear(24, 8)
+    x = torch.randn(*shape)
+    want = F.linear(x, layer.weight, layer.bias)
+    kernels.bound_shapes("test")
+    with hardware.forced("fp32_matmul", "onednn"), torch.no_grad():
+        y = kernels.linear(x, layer.weight, layer.bias)
+        g = kernels.linear_gelu(layer, x)
+        with hardware.forced("bf16", "native"), torch.autocast("cpu", dtype=torch.bfloat16):
+            low = layer(x) if hardware.bf16_native_support()[0] else None
+    assert y.shape == g.shape == want.shape
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(g, F.gelu(want), rtol=1e-5, atol=1e-5)
+    if low is not None:
+        torch.testing.assert_close(low.float(), want, rtol=3e-2, atol=3e-2)
+    rows = x.numel() // x.shape[-1]
+    assert counted[:2] == [(kernels.bucket_rows(rows), 24)] * 2  # 7, 15, 16 -> 16; 300 -> 320
+    assert kernels.linear(x[:0], layer.weight, layer.bias).shape == (0, *want.shape[1:])
+
+
+@needs_onednn
+def test_int8_linear_on_bucketed_rows_gives_the_same_values(monkeypatch):
+    """Zero rows leave the activations' range as it was, so the int8 product of the real rows
+    is the same with and without bucketing."""
+    from bertkit.model.quantize import Int8Linear
+
+    monkeypatch.setattr(kernels, "_bounded", None)
+    layer = Int8Linear(torch.randn(8, 24), torch.randn(8))
+    x = torch.randn(3, 5, 24)
+    plain = layer(x)
+    kernels.bound_shapes("test")
+    torch.testing.assert_close(layer(x), plain, rtol=0, atol=1e-6)

@@ -95,12 +95,12 @@ def serve(**settings) -> Iterator[TestClient]:
     settings.setdefault("device", "cpu")
     from bertkit.model import kernels
 
-    avoided = kernels._avoided  # the server turns oneDNN's linear off process-wide: restore it
+    bounded = kernels._bounded  # the server buckets oneDNN's shapes process-wide: restore it
     app = create_app(ServeSettings(**settings))
     try:
         with TestClient(app, raise_server_exceptions=False) as client:
             wait_ready(client)
-            assert kernels._avoided is not None, "a server must keep its products off oneDNN"
+            assert kernels._bounded is not None, "a server must bound oneDNN's input shapes"
             yield client
     finally:
-        kernels._avoided = avoided
+        kernels._bounded = bounded

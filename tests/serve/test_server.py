@@ -86,6 +86,25 @@ def test_similarity_tokenize_info_metrics(minilm_client):
     assert "/v1/embeddings" in minilm_client.get("/openapi.json").json()["paths"]
 
 
+def test_request_metrics_count_by_route_and_bound_the_labels(minilm_client):
+    """Every request is counted and timed by route, 2xx answers as successes; paths that are not
+    routes count as "other", so random paths cannot grow /metrics."""
+    count = 'bertkit_request_count_total{route="%s"}'
+    ok = 'bertkit_request_success_total{route="%s"}'
+    names = [k % r for k in (count, ok) for r in ("/embed", "other")]
+    before = {n: _count(minilm_client, n) for n in names}
+    assert minilm_client.post("/embed", json={"inputs": "a"}).status_code == 200
+    assert minilm_client.post("/embed", json={"inputs": 3}).status_code == 422
+    for i in range(3):
+        assert minilm_client.get(f"/no/such/path/{i}").status_code == 404
+    after = {n: _count(minilm_client, n) for n in names}
+    assert after[count % "/embed"] - before[count % "/embed"] == 2
+    assert after[ok % "/embed"] - before[ok % "/embed"] == 1
+    assert after[count % "other"] - before[count % "other"] == 3
+    assert after[ok % "other"] == before[ok % "other"]
+    assert "/no/such/path" not in minilm_client.get("/metrics").text
+
+
 def test_long_inputs_are_windowed_like_the_library_and_truncate_cuts(minilm_client, minilm: Path):
     """Over the model's 256 tokens and under --max-input-tokens: windows, the same vector as
     Embedder (and bertkit embed) gives; "truncate": true gives the first window's vector."""
@@ -232,8 +251,9 @@ def test_concurrent_requests_are_merged_into_one_batch(tiny_mlm: Path):
 
 
 def _count(client, name: str) -> float:
+    """The value of the first sample named ``name`` (with its labels, if given), 0 if absent."""
     for line in client.get("/metrics").text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
+        if line.startswith(name + " ") or ("{" not in name and line.startswith(name + "{")):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
 
@@ -289,3 +309,18 @@ def test_request_text_cannot_inject_special_tokens_by_default(tiny_mlm: Path):
     with serve(models=[str(tiny_mlm)], split_special_tokens=False) as client:
         toks = client.post("/tokenize", json={"inputs": "the [SEP] cat"}).json()[0]
         assert [t["text"] for t in toks] == ["[CLS]", "the", "[SEP]", "cat", "[SEP]"]
+
+
+def test_non_finite_vectors_are_a_json_500_not_nulls(tiny_mlm: Path):
+    """JSON has no NaN: a model that gives one is the server's fault, said in a JSON reason."""
+    with serve(models=[str(tiny_mlm)]) as client:
+        engine = next(iter(client.app.state.server.engines.values()))
+        real = engine.worker.embed
+        engine.worker.embed = lambda encodings: np.full((len(encodings), 8), np.nan, np.float32)
+        try:
+            r = client.post("/embed", json={"inputs": ["the cat"]})
+            assert r.status_code == 500 and r.json()["error_type"] == "backend"
+            assert "non-finite" in r.json()["error"]
+        finally:
+            engine.worker.embed = real
+        assert client.post("/embed", json={"inputs": ["the cat"]}).status_code == 200

@@ -17,6 +17,8 @@ cached bf16 weights, only where the ``bf16`` decision is ``native``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -45,6 +47,56 @@ def avoid_onednn(reason: str) -> None:
             "oneDNN's linear is off in this process: %s", reason
         )
     _avoided = reason
+
+
+_bounded: str | None = None
+
+
+def bound_shapes(reason: str) -> None:
+    """Run this process's oneDNN inference products on row counts rounded up by
+    :func:`bucket_rows` from now on (zero rows added, cut off again); ``reason`` is logged once.
+
+    oneDNN keeps memory (its generated kernels) for every input shape it sees, and a server's
+    passes have ever-new token counts: RSS grows with every new shape. Bucketing bounds the shapes
+    to 96 below 16,384 rows, so the growth stops, while the products stay on oneDNN where it is the
+    faster choice (and the GELU stays fused). Rows are independent in a product, so the real rows'
+    values are the same up to the kernel's blocking (docs/serve.md, "Speed and memory").
+    """
+    global _bounded
+    if _bounded is None:
+        import logging
+
+        logging.getLogger("bertkit.kernels").info(
+            "oneDNN products run on bucketed row counts in this process: %s", reason
+        )
+    _bounded = reason
+
+
+def bucket_rows(m: int) -> int:
+    """``m`` rounded up to a multiple of 2^(bit_length(m) - 4), clamped to 16..256: at most 1/8
+    more rows, at most 256 more; 96 buckets up to 16,384.
+
+    >>> [bucket_rows(m) for m in (1, 137, 1000, 8800)]
+    [16, 144, 1024, 8960]
+    """
+    step = min(256, max(16, 1 << max(0, m.bit_length() - 4)))
+    return -(-m // step) * step
+
+
+def on_bucketed_rows(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``fn(x)`` for a row-wise ``fn`` (a product over the last dimension); under
+    :func:`bound_shapes`, run on x's rows padded with zeros to :func:`bucket_rows`, then cut."""
+    if _bounded is None or x.dim() == 0:
+        return fn(x)
+    rows = x.reshape(-1, x.shape[-1])
+    m = rows.shape[0]
+    padded = bucket_rows(m)
+    if padded == m:
+        return fn(x)
+    full = rows.new_zeros(padded, rows.shape[-1])
+    full[:m] = rows
+    out = fn(full)[:m]
+    return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -95,7 +147,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     ):
         return _OneDnnLinear.apply(x, weight, bias)
-    return _mm(x, weight, bias)
+    return on_bucketed_rows(lambda rows: _mm(rows, weight, bias), x)
 
 
 def linear_gelu(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
@@ -122,7 +174,9 @@ def linear_gelu(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
         or torch.compiler.is_compiling()  # inductor lowers this op only for frozen weights
     ):
         return None
-    return _OP(x, linear.weight, linear.bias, "gelu", [], "none")
+    return on_bucketed_rows(
+        lambda rows: _OP(rows, linear.weight, linear.bias, "gelu", [], "none"), x
+    )
 
 
 def matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -155,7 +209,9 @@ class Linear(nn.Linear):
             and hardware.bf16_mode() == "native"
         ):
             weight, bias = self._low_precision(torch.bfloat16)
-            return _OP(x.to(torch.bfloat16), weight, bias, "none", [], "")
+            return on_bucketed_rows(
+                lambda rows: _OP(rows, weight, bias, "none", [], ""), x.to(torch.bfloat16)
+            )
         return linear(x, self.weight, self.bias)
 
     def _low_precision(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:

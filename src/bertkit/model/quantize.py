@@ -29,6 +29,7 @@ from torch import nn
 
 from bertkit.cpu import cpu_info
 from bertkit.errors import ConfigError
+from bertkit.model import kernels
 
 _PREPACK = (
     getattr(torch.ops.onednn, "qlinear_prepack", None) if hasattr(torch.ops, "onednn") else None
@@ -115,7 +116,11 @@ class Int8Linear(nn.Module):
             raise ConfigError("int8 linear layers run on the CPU only")
         if x.numel() == 0:
             return x.new_zeros(*x.shape[:-1], self.out_features)
-        codes, scale, zero = quantize_activations(x.float(), self._levels)
+        return kernels.on_bucketed_rows(self._product, x.float())
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
+        # zero rows (bucketing) leave the range, so the codes of the real rows, unchanged
+        codes, scale, zero = quantize_activations(x, self._levels)
         return torch.ops.onednn.qlinear_pointwise(
             codes, scale, zero, self._packed, self._scale, self._zeros, self._bias, 1.0, 0,
             torch.float32, self._post, [], self._algorithm,
