@@ -646,6 +646,11 @@ def main(argv: list[str] | None = None) -> int:
         best = max(o["inputs_per_s"] for o in offline)
         checks = goal_checks(levels, best, at)
         checks["offline_inputs_per_s_used"] = best
+        # the offline run measured just before the level, for a view less hit by the machine's drift
+        before = next((o["inputs_per_s"] for o in offline if o["when"] == f"before c={at}"), None)
+        bk = next((lv for lv in levels if lv.side == "bertkit" and lv.concurrency == at), None)
+        if before and bk:
+            checks["bertkit_over_offline_just_before"] = bk.ips / before
         print()
         print(f"command: {command}")
         print(f"Measured {dt.date.today().isoformat()} on {label}, {threads} threads, torch {torch.__version__}; "
@@ -654,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(levels, offline))
         print()
         print(f"(ratios at concurrency {at} use the offline rate {best:,.1f} inputs/s: the fastest offline run)")  # fmt: skip
+        if "bertkit_over_offline_just_before" in checks:
+            print(f"bertkit at concurrency {at} over the offline run just before it: {checks['bertkit_over_offline_just_before']:.2f}")  # fmt: skip
         for name, v in checks.items():
             if isinstance(v, dict):
                 op = "<=" if v.get("lower_is_better") else ">="

@@ -33,11 +33,11 @@ def avoid_onednn(reason: str) -> None:
     """Keep this process's products off oneDNN's linear from now on: BLAS for fp32, autocast's
     own kernels for bf16, no fused GELU; ``reason`` is logged once.
 
-    For long-running inference on inputs of ever-new shapes (a server): oneDNN's linear keeps
-    memory for every input shape it has seen. MiniLM-L6, 400 passes of 1-12 random Wikipedia
-    texts, RSS after malloc_trim from pass 50 to 400: 385 -> 576 MiB with the fused GELU alone,
-    475 -> 793 MiB (flattening) with every product on oneDNN, 360 -> 372 MiB with neither;
-    ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 did not stop it (docs/serve.md, "Speed and memory").
+    For a process that must not use oneDNN at all. A server uses :func:`bound_shapes` instead:
+    oneDNN keeps memory for every input shape it sees, and bucketing stops that growth without
+    giving up its speed (``benchmarks/onednn_shapes.py``: MiniLM-L6, 400 passes of 1-12 random
+    texts, RSS 358 -> 369 MiB here, 386 -> 580 with the fused GELU unbounded, 373 -> 380 with it on
+    bucketed rows; docs/serve.md, "Speed and memory").
     """
     global _avoided
     if _avoided is None:
