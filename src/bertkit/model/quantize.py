@@ -119,7 +119,8 @@ class Int8Linear(nn.Module):
         return kernels.on_bucketed_rows(self._product, x.float())
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
-        # zero rows (bucketing) leave the range, so the codes of the real rows, unchanged
+        # zero rows (bucketing) leave the range [min(x, 0), max(x, 0)] as it was: the real rows'
+        # codes do not change
         codes, scale, zero = quantize_activations(x, self._levels)
         return torch.ops.onednn.qlinear_pointwise(
             codes, scale, zero, self._packed, self._scale, self._zeros, self._bias, 1.0, 0,
