@@ -32,17 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MODES = ("aten", "onednn", "bucketed")
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:")) / 1024
-
-
 def _child(mode: str, passes: int, seed: int, precision: str, threads: int) -> dict:
     import ctypes
 
     import torch
 
-    from benchmarks.serve_load import DEFAULT_CORPUS, make_texts
+    from benchmarks.serve_load import DEFAULT_CORPUS, make_texts, rss_bytes
     from benchmarks.tokenizer import minilm_dir
     from bertkit.inference import Embedder
     from bertkit.model import kernels
@@ -66,7 +61,7 @@ def _child(mode: str, passes: int, seed: int, precision: str, threads: int) -> d
         seconds += time.perf_counter() - t0
         trim(0)
         if i % 50 == 0:
-            rss[i] = _rss_mib()
+            rss[i] = rss_bytes() / 2**20
     return {"mode": mode, "rss_mib": rss, "pass_seconds": seconds}
 
 
