@@ -80,23 +80,26 @@ def test_truncated_windows_cover_everything(text: str, max_length: int, stride: 
 
 def _cpu_seconds(tok: BertTokenizer, text: str) -> float:
     best = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         t0 = time.process_time()
         tok.segment(text)
         best = min(best, time.process_time() - t0)
     return best
 
 
-def _doubling_ratio(tok: BertTokenizer, text: str) -> float:
+def _growth_ratio(tok: BertTokenizer, text: str) -> float:
+    """CPU time on ``text`` four times over, divided by the time on ``text``. Linear work gives
+    4 and quadratic 16; the tests draw the line at their geometric mean, 8, so that timing noise
+    (a factor of 1.3 on a shared machine) cannot decide them."""
     tok.segment(text[:1000])  # warm-up
-    return _cpu_seconds(tok, text + text) / max(_cpu_seconds(tok, text), 1e-6)
+    return _cpu_seconds(tok, text * 4) / max(_cpu_seconds(tok, text), 1e-6)
 
 
 @pytest.mark.slow  # wall-clock based: noisy on a shared machine, so not in the default run
 @pytest.mark.parametrize("unit", ["ab", "é中,"], ids=["letters", "mixed"])
 def test_linear_time_without_spaces(unit: str) -> None:
-    text = unit * (100_000 // len(unit))
-    assert _doubling_ratio(TOKENIZERS["uncased"], text) <= 2.5
+    text = unit * (50_000 // len(unit))
+    assert _growth_ratio(TOKENIZERS["uncased"], text) <= 8
 
 
 class _CountingDict(dict):
@@ -132,5 +135,5 @@ def test_long_word_matching_cost_is_linear() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("unit", ["ab", "é中,", "word-"], ids=["letters", "mixed", "punct"])
 def test_linear_time_one_megabyte(unit: str) -> None:
-    text = unit * (1_000_000 // len(unit))  # ~1 MB of characters, no spaces
-    assert _doubling_ratio(TOKENIZERS["uncased"], text) <= 2.5
+    text = unit * (250_000 // len(unit))  # four times over: ~1 MB of characters, no spaces
+    assert _growth_ratio(TOKENIZERS["uncased"], text) <= 8
