@@ -324,3 +324,28 @@ def test_non_finite_vectors_are_a_json_500_not_nulls(tiny_mlm: Path):
         finally:
             engine.worker.embed = real
         assert client.post("/embed", json={"inputs": ["the cat"]}).status_code == 200
+
+
+def test_non_finite_task_scores_are_a_json_500_not_nulls(tiny_classifier: Path):
+    with serve(models=[str(tiny_classifier)]) as client:
+        engine = next(iter(client.app.state.server.engines.values()))
+        good = client.post("/predict", json={"inputs": "the cat"})
+        assert good.status_code == 200
+        engine.predict = lambda items, raw, truncate: [[{"label": "a", "score": float("nan")}]]
+        try:
+            r = client.post("/predict", json={"inputs": "the cat"})
+            assert r.status_code == 500 and r.json()["error_type"] == "backend"
+            assert "non-finite" in r.json()["error"]
+        finally:
+            del engine.predict
+        assert client.post("/predict", json={"inputs": "the cat"}).json() == good.json()
+
+
+def test_all_finite_walks_task_answers():
+    from bertkit.serve.app import _all_finite
+
+    assert _all_finite([{"label": "x", "score": 0.5, "spans": [(0, 3)]}, np.float32(1.0)])
+    assert _all_finite({"v": np.arange(3)})  # integer arrays have no NaN
+    for bad in (float("inf"), [{"score": float("nan")}], {"a": np.float64("nan")},
+                (np.array([1.0, np.inf]),)):  # fmt: skip
+        assert not _all_finite(bad)

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -116,9 +117,13 @@ class Server:
         return engine
 
     async def run(self, engine: Engine, fn: Callable[[], Any]) -> Any:
-        """``fn`` on the engine's worker thread, bounded by the request timeout."""
+        """``fn`` on the engine's worker thread, bounded by the request timeout; a result with a
+        non-finite score is a JSON 500 (JSON has no NaN, and orjson would write null)."""
         assert engine.worker is not None
-        return await self._wait(engine.worker.run(fn))
+        out = await self._wait(engine.worker.run(fn))
+        if not _all_finite(out):
+            raise ServeError(500, "the model gave non-finite scores for these inputs", "backend")
+        return out
 
     async def _wait(self, future: Any) -> Any:
         t0 = time.perf_counter()
@@ -158,6 +163,19 @@ class Server:
             raise ServeError(500, "the model gave non-finite values for these inputs", "backend")
         combined = engine.embedder.combine(vectors, windowed).astype(np.float32, copy=False)
         return combined, windowed.tokens
+
+
+def _all_finite(obj: Any) -> bool:
+    """No NaN or infinity anywhere in a task's answer (floats, numpy values, dicts, lists)."""
+    if isinstance(obj, float | np.floating):
+        return math.isfinite(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.dtype.kind != "f" or bool(np.isfinite(obj).all())
+    if isinstance(obj, dict):
+        return all(map(_all_finite, obj.values()))
+    if isinstance(obj, list | tuple):
+        return all(map(_all_finite, obj))
+    return True
 
 
 def _texts(inputs: str | list[str]) -> list[str]:
