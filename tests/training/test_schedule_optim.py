@@ -227,6 +227,7 @@ def test_restart_schedule_has_two_warmup_and_decay_segments():
 
 
 def test_phase2_learning_rate_restarts_at_the_phase_boundary(tmp_path):
+    from bertkit.errors import ConfigError
     from bertkit.training.pretraining import PretrainOptions, _schedule
 
     opts = PretrainOptions(data=tmp_path, output=tmp_path, max_steps=100, learning_rate=1e-3,
@@ -237,3 +238,6 @@ def test_phase2_learning_rate_restarts_at_the_phase_boundary(tmp_path):
     assert lr_factor(79, cfg) == pytest.approx(1 / 72) and lr_factor(82, cfg) == pytest.approx(0.5)
     opts.phase2_learning_rate = None  # one schedule over both phases
     assert _schedule(opts, steps2=20) == ScheduleConfig(100, 10)
+    opts.phase2_learning_rate, opts.phase2_fraction = 5e-4, 1.0  # no phase 1 to restart after
+    with pytest.raises(ConfigError, match="leaves phase 1 no updates"):
+        _schedule(opts, steps2=100)

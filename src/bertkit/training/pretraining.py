@@ -136,6 +136,12 @@ def _schedule(opts: PretrainOptions, steps2: int) -> ScheduleConfig:
             return ScheduleConfig(opts.max_steps, opts.warmup_steps)
         return ScheduleConfig.from_proportion(opts.max_steps, opts.warmup_proportion)
     steps1 = opts.max_steps - steps2
+    if steps1 == 0:
+        raise ConfigError(
+            f"--phase2-learning-rate restarts the schedule after phase 1, but --phase2-fraction "
+            f"{opts.phase2_fraction:g} leaves phase 1 no updates; lower it, or set the rate "
+            "with --learning-rate"
+        )
     if opts.warmup_steps is not None:
         warm1 = warm2 = min(opts.warmup_steps, steps1, steps2)
     else:
