@@ -117,13 +117,10 @@ class Server:
         return engine
 
     async def run(self, engine: Engine, fn: Callable[[], Any]) -> Any:
-        """``fn`` on the engine's worker thread, bounded by the request timeout; a result with a
-        non-finite score is a JSON 500 (JSON has no NaN, and orjson would write null)."""
+        """``fn`` on the engine's worker thread, bounded by the request timeout (a non-finite
+        result: a JSON 500, see :func:`_finite`)."""
         assert engine.worker is not None
-        out = await self._wait(engine.worker.run(fn))
-        if not _all_finite(out):
-            raise ServeError(500, "the model gave non-finite scores for these inputs", "backend")
-        return out
+        return _finite(await self._wait(engine.worker.run(fn)))
 
     async def _wait(self, future: Any) -> Any:
         t0 = time.perf_counter()
@@ -158,11 +155,17 @@ class Server:
         else:
             windowed = await asyncio.to_thread(engine.encode_for_embedding, texts, truncate)
         assert engine.worker is not None and engine.embedder is not None
-        vectors = await self._wait(engine.worker.embed_later(windowed.inputs))
-        if not np.isfinite(vectors).all():  # JSON has no NaN: say so rather than send null
-            raise ServeError(500, "the model gave non-finite values for these inputs", "backend")
+        vectors = _finite(await self._wait(engine.worker.embed_later(windowed.inputs)))
         combined = engine.embedder.combine(vectors, windowed).astype(np.float32, copy=False)
         return combined, windowed.tokens
+
+
+def _finite(out: Any) -> Any:
+    """``out`` as it is, or a JSON 500 if the model gave NaN or infinity anywhere in it: JSON has
+    no NaN, and orjson would write null (checked where model output enters, before base64)."""
+    if not _all_finite(out):
+        raise ServeError(500, "the model gave non-finite values for these inputs", "backend")
+    return out
 
 
 def _all_finite(obj: Any) -> bool:
