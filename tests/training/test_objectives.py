@@ -120,3 +120,37 @@ def test_random_next_drop_trains_on_actual_next_pairs_only(data: Path, tmp_path:
 
     with pytest.raises(ConfigError, match="use it with --objective mlm or ltr"):
         pretrain(_opts(data, tmp_path / "bad", "mlm+nsp", random_next="drop"), log=lambda m: None)
+
+
+def test_nsp_weight_scales_only_the_nsp_term_of_the_update():
+    from types import SimpleNamespace
+
+    import torch
+
+    from bertkit.training.objectives import MlmNsp
+
+    out = SimpleNamespace(mlm_loss=torch.tensor(4.0), nsp_loss=torch.tensor(0.5))
+    # a micro-batch with 3 of the step's 12 masked tokens and 2 of its 8 examples
+    own, totals = [3.0, 2.0], [12.0, 8.0]
+    assert float(MlmNsp().term(out, own, totals)) == 4.0 * 3 / 12 + 0.5 * 2 / 8
+    assert float(MlmNsp(2.5).term(out, own, totals)) == 4.0 * 3 / 12 + 2.5 * 0.5 * 2 / 8
+
+
+def test_nsp_weight_changes_the_updates_and_is_checked(data: Path, tmp_path: Path):
+    from bertkit.errors import ConfigError
+
+    def losses(folder: Path) -> list[tuple[float, float]]:
+        rows = [r for r in _records(folder) if r["type"] == "train"]
+        return [(r["mlm_loss"], r["nsp_loss"]) for r in rows]
+
+    pretrain(_opts(data, tmp_path / "w1", "mlm+nsp"), log=lambda m: None)
+    pretrain(_opts(data, tmp_path / "w3", "mlm+nsp", nsp_weight=3.0), log=lambda m: None)
+    one, three = losses(tmp_path / "w1"), losses(tmp_path / "w3")
+    assert one[0] == three[0]  # the first update's losses come before any weighted step
+    assert one[1:] != three[1:]  # the logged losses stay unweighted: NSP loss is ~0.69, not 2
+    assert all(n < 1.5 for _, n in three)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigError, match="nsp_weight must be a positive number"):
+            pretrain(_opts(data, tmp_path / "bad", "mlm+nsp", nsp_weight=bad), log=lambda m: None)
+    with pytest.raises(ConfigError, match="objective 'mlm' has none"):
+        pretrain(_opts(data, tmp_path / "bad", "mlm", nsp_weight=2.0), log=lambda m: None)

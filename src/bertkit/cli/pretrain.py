@@ -14,7 +14,7 @@ HELP = "pre-train BERT (MLM + NSP) on prepare-pretraining output; rerunning resu
 
 _WHAT = ("data", "output", "max_steps", "learning_rate", "optimizer", "weight_decay", "dropout",
          "initializer_range", "eval_data", "phase2_data", "phase2_fraction", "phase2_batch_size", "phase2_learning_rate", "init_from", "threads",
-         "objective", "random_next", "dynamic_masking")  # fmt: skip
+         "objective", "nsp_weight", "random_next", "dynamic_masking")  # fmt: skip
 _HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_every", "eval_every",
         "eval_examples", "clip_norm", "max_consecutive_skips", "collective_timeout", "prefetch",
         "shard_window")  # fmt: skip

@@ -69,6 +69,11 @@ class MlmNsp:
     )
     eval_keys = ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "loss")
 
+    def __init__(self, nsp_weight: float = 1.0) -> None:
+        self.nsp_weight = nsp_weight
+        """The NSP term's weight in the update's loss (BERT: 1, the plain sum); the logged and
+        held-out losses stay unweighted."""
+
     def counts(self, batch: dict[str, torch.Tensor]) -> list[float]:
         return [_masked(batch), _examples(batch)]
 
@@ -79,7 +84,8 @@ class MlmNsp:
             getattr(out, "mlm_loss", None) is not None
             and getattr(out, "nsp_loss", None) is not None
         ):
-            return out.mlm_loss * _share(m, total_masked) + out.nsp_loss * _share(n, total_examples)
+            nsp = out.nsp_loss if self.nsp_weight == 1.0 else out.nsp_loss * self.nsp_weight
+            return out.mlm_loss * _share(m, total_masked) + nsp * _share(n, total_examples)
         return out.loss * _share(n, total_examples)
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:

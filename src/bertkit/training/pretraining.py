@@ -73,6 +73,8 @@ class PretrainOptions:
     """Warm start: initial weights from a model folder (not a resume)."""
     objective: str = "mlm+nsp"
     """mlm+nsp (BERT), mlm (no NSP) or ltr (left-to-right LM, causal attention, no NSP)."""
+    nsp_weight: float = 1.0
+    """Weight of the NSP loss in the mlm+nsp update's loss (BERT: 1, MLM + NSP)."""
     dynamic_masking: bool = False
     """Draw new masks every epoch at training time (RoBERTa), also for statically masked data;
     the held-out set keeps its fixed masks."""
@@ -96,6 +98,7 @@ class PretrainOptions:
             "phase2_data": str(self.phase2_data or ""),
             "phase2_batch_size": self.phase2_batch_size,
             "objective": self.objective,
+            "nsp_weight": self.nsp_weight,
         }
 
 
@@ -165,7 +168,7 @@ def pretrain(
     from bertkit.model import HEAD_CLASSES
     from bertkit.training import distributed as D
     from bertkit.training.metrics import pretraining_flops
-    from bertkit.training.objectives import OBJECTIVES
+    from bertkit.training.objectives import OBJECTIVES, MlmNsp
     from bertkit.training.optim import build_optimizer
 
     log = log or (lambda m: print(m, file=sys.stderr))
@@ -181,7 +184,13 @@ def pretrain(
         raise ConfigError(
             "random_next drop removes the negatives NSP learns from; use it with --objective mlm or ltr"
         )
+    if not (math.isfinite(opts.nsp_weight) and opts.nsp_weight > 0):
+        raise ConfigError(f"nsp_weight must be a positive number, got {opts.nsp_weight}")
+    if opts.nsp_weight != 1.0 and opts.objective != "mlm+nsp":
+        raise ConfigError(f"nsp_weight weights the NSP loss; objective {opts.objective!r} has none")
     objective = OBJECTIVES[opts.objective]()
+    if isinstance(objective, MlmNsp):  # MlmOnly is one too, with nsp_weight 1 checked above
+        objective.nsp_weight = opts.nsp_weight
     model_class = HEAD_CLASSES[objective.model_class]
     info = D.init_from_env(opts.device, timeout=opts.train.collective_timeout)
     quiet = (lambda _m: None) if not info.is_main else log
