@@ -147,8 +147,12 @@ def test_nsp_weight_changes_the_updates_and_is_checked(data: Path, tmp_path: Pat
     pretrain(_opts(data, tmp_path / "w3", "mlm+nsp", nsp_weight=3.0), log=lambda m: None)
     one, three = losses(tmp_path / "w1"), losses(tmp_path / "w3")
     assert one[0] == three[0]  # the first update's losses come before any weighted step
-    assert one[1:] != three[1:]  # the logged losses stay unweighted: NSP loss is ~0.69, not 2
-    assert all(n < 1.5 for _, n in three)
+    assert one[1:] != three[1:]
+    assert all(n < 1.5 for _, n in three)  # logged unweighted: ~0.69, not 3 x that
+    from bertkit.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"nsp_weight=3\.0, this run has nsp_weight=1\.0"):
+        pretrain(_opts(data, tmp_path / "w3", "mlm+nsp"), log=lambda m: None)  # a resume
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ConfigError, match="nsp_weight must be a positive number"):
             pretrain(_opts(data, tmp_path / "bad", "mlm+nsp", nsp_weight=bad), log=lambda m: None)
