@@ -84,7 +84,7 @@ class MlmNsp:
             getattr(out, "mlm_loss", None) is not None
             and getattr(out, "nsp_loss", None) is not None
         ):
-            nsp = out.nsp_loss if self.nsp_weight == 1.0 else out.nsp_loss * self.nsp_weight
+            nsp = out.nsp_loss * self.nsp_weight
             return out.mlm_loss * _share(m, total_masked) + nsp * _share(n, total_examples)
         return out.loss * _share(n, total_examples)
 

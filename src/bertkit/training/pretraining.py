@@ -188,9 +188,9 @@ def pretrain(
         raise ConfigError(f"nsp_weight must be a positive number, got {opts.nsp_weight}")
     if opts.nsp_weight != 1.0 and opts.objective != "mlm+nsp":
         raise ConfigError(f"nsp_weight weights the NSP loss; objective {opts.objective!r} has none")
-    objective = OBJECTIVES[opts.objective]()
-    if isinstance(objective, MlmNsp):  # MlmOnly is one too, with nsp_weight 1 checked above
-        objective.nsp_weight = opts.nsp_weight
+    objective = (
+        MlmNsp(opts.nsp_weight) if opts.objective == "mlm+nsp" else OBJECTIVES[opts.objective]()
+    )
     model_class = HEAD_CLASSES[objective.model_class]
     info = D.init_from_env(opts.device, timeout=opts.train.collective_timeout)
     quiet = (lambda _m: None) if not info.is_main else log

@@ -211,13 +211,13 @@ def plan_steps(
             shutil.rmtree(calib, ignore_errors=True)
         weights = [1.0] if len(data) == 1 else [1 - s.phase2_fraction, s.phase2_fraction]
         per_step = sum(w * r for w, r in zip(weights, per_phase, strict=True))
-        left = s.minutes * 60 - spent - (time.perf_counter() - t0) - FINAL_SECONDS
+        left = max(s.minutes * 60 - spent - (time.perf_counter() - t0) - FINAL_SECONDS, 0.0)
         # ~8% of the training time goes to the held-out evaluations and checkpoints, and to
         # updates slower than the calibration's
-        steps = max(50, int(max(left, 0.0) * 0.92 / per_step))
+        steps = max(50, int(left * 0.92 / per_step))
         log(
             f"      calibration: {per_step:.3f} s/update -> {steps} updates in the "
-            f"{max(left, 0.0) / 60:.1f} min left of {s.minutes:g}"
+            f"{left / 60:.1f} min left of {s.minutes:g}"
         )
     atomic_write_text(plan_file, json.dumps({"max_steps": steps}) + "\n")
     return steps
