@@ -125,6 +125,28 @@ def test_bf16_inference_cache_follows_weight_updates(counted, bf16_path):
     assert layer.weight.grad is not None and layer.weight.grad.dtype == torch.float32
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_bf16_inference_cache_follows_optimizer_steps(counted, bf16_path, fused):
+    """torch's fused AdamW writes parameters without bumping their version counters: the cached
+    bf16 weights must still follow its steps (a held-out evaluation between updates, as a
+    pre-training or fine-tuning run makes, scored the first evaluation's weights before)."""
+    torch.manual_seed(0)
+    layer = kernels.Linear(16, 8)
+    x = torch.randn(5, 16)
+    optimizer = torch.optim.AdamW(layer.parameters(), lr=0.5, fused=fused)
+    for _ in range(3):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            got = layer(x)
+            want = F.linear(x, layer.weight, layer.bias)
+        torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+        before = layer.weight.detach().clone()
+        layer(x).square().sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        assert (layer.weight - before).abs().max() > 0.1  # the step moved the weights
+    assert len(counted) == (3 if bf16_path == "native" else 0)
+
+
 @needs_onednn
 def test_avoid_onednn_keeps_every_product_off_it(counted, monkeypatch):
     """After ``avoid_onednn`` (a server calls it: oneDNN's linear keeps memory per input shape),

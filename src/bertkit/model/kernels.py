@@ -22,11 +22,26 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from bertkit import hardware
 
 _OP = hardware.ONEDNN_LINEAR
 _avoided: str | None = None
+_steps = 0
+"""Optimizer steps taken in this process, part of the bf16 weight cache's key."""
+
+
+def _count_step(_optimizer: torch.optim.Optimizer, _args: object, _kwargs: object) -> None:
+    global _steps
+    _steps += 1
+
+
+# torch's fused AdamW (training.optim's default) writes the parameters without bumping their
+# version counters, so a cache keyed on ``_version`` alone kept the weights of the first bf16
+# evaluation for the rest of a run. Every optimizer's step (any torch.optim.Optimizer, the
+# caller's own included) now invalidates the cached copies.
+register_optimizer_step_post_hook(_count_step)
 
 
 def avoid_onednn(reason: str) -> None:
@@ -193,6 +208,8 @@ class Linear(nn.Linear):
     refreshed whenever the fp32 parameters change, and runs oneDNN's linear with the bias fused
     (autocast alone re-casts every weight on every call when grad is off). Only where the CPU
     runs bf16 natively (``hardware.bf16_mode() == "native"``); elsewhere autocast's own kernels.
+    "Change" is an in-place write that bumps the parameter's version counter (``copy_``,
+    ``load_state_dict``) or any torch optimizer's step; writes through ``.data`` are not seen.
     """
 
     _low: tuple | None = None
@@ -216,7 +233,7 @@ class Linear(nn.Linear):
 
     def _low_precision(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
         params = [self.weight] + ([self.bias] if self.bias is not None else [])
-        key = (dtype, *((p.data_ptr(), p._version) for p in params))
+        key = (dtype, _steps, *((p.data_ptr(), p._version) for p in params))
         if self._low is None or self._low[0] != key:
             low = [p.detach().to(dtype) for p in params]
             self._low = (key, low[0], low[1] if len(low) > 1 else None)
