@@ -37,17 +37,24 @@ def test_minutes_budget_calibrates_once_and_a_rerun_resumes_the_same_plan(tmp_pa
     assert main(args) == 0
     first = capsys.readouterr().out
     assert "calibration:" in first and "min left of 0.001" in first
-    steps = json.loads((out / "plan.json").read_text())["max_steps"]
-    assert steps == 50  # the floor: 0.06 s of budget is far fewer updates
-    assert f"for {steps} updates of 8" in first
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["max_steps"] == 50  # the floor: 0.06 s of budget is far fewer updates
+    assert len(plan["seconds_per_update"]) == 2  # one calibration per phase
+    # phase 1 runs its planned 75%; phase 2 gets what fits in the time left: nothing, so 1
+    assert plan["phase2_steps"] == 1 and "phase 2: 1 updates (planned 12)" in first
+    assert "38 updates of 8 on 32-token instances, then about 12 of 8" in first
     assert not (out / "calibration").exists()
-    records = [json.loads(x) for x in (out / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert max(r["step"] for r in records) == steps
 
-    assert main(args) == 0  # rerun: no new calibration, the finished run is reused
+    def last_step(run: str) -> int:
+        rows = (out / run / "metrics.jsonl").read_text().splitlines()
+        return max(json.loads(x)["step"] for x in rows)
+
+    assert (last_step("run-phase1"), last_step("run")) == (38, 1)
+
+    assert main(args) == 0  # rerun: no new calibration or fit, the finished runs are reused
     second = capsys.readouterr().out
-    assert "calibration:" not in second and f"for {steps} updates of 8" in second
-    assert "already finished" in second
+    assert "calibration:" not in second and "phase 2:" not in second
+    assert "38 updates of 8" in second and second.count("already finished") == 2
 
 
 def test_input_blind_baselines_exact() -> None:
@@ -87,3 +94,31 @@ def test_the_budget_is_the_whole_job_so_data_preparation_comes_out_of_training(
     # (60 s - spent - the final steps' 5 s) x 0.92 / 0.01 s, less the stub's few milliseconds
     assert 5000 < fresh <= 5060 and 2240 < late <= 2300
     assert steps(59.0, "over") == 50  # nothing left: the floor
+
+
+def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path):
+    """fit_phase2: the time left at the calibrated phase-2 rate (95%: evaluations, checkpoints,
+    export), stored so that a rerun keeps it; --max-steps and an uncalibrated plan keep the
+    planned share."""
+    from bertkit.training import quickstart as Q
+
+    s = Q.QuickstartSettings(output=tmp_path)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"max_steps": 4000, "seconds_per_update": [0.01, 0.04]}))
+    assert Q.fit_phase2(s, tmp_path, 1000, 100.0, lambda m: None) == 2375  # 100 x 0.95 / 0.04
+    assert json.loads(plan.read_text())["phase2_steps"] == 2375
+    assert Q.fit_phase2(s, tmp_path, 1000, 5.0, lambda m: None) == 2375  # a rerun keeps it
+    plan.write_text(json.dumps({"max_steps": 4000, "seconds_per_update": [0.01, 0.04]}))
+    assert Q.fit_phase2(s, tmp_path, 1000, -3.0, lambda m: None) == 1  # over budget already
+    fixed = Q.QuickstartSettings(output=tmp_path, max_steps=4000)
+    assert Q.fit_phase2(fixed, tmp_path, 1000, 100.0, lambda m: None) == 1000
+
+
+def test_bad_phase_fraction_or_nsp_weight_fails_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "qs"
+    for flag, value in (("--phase2-fraction", "0"), ("--phase2-fraction", "1.5"),
+                        ("--nsp-weight", "0")):  # fmt: skip
+        assert main(["quickstart", "--output", str(out), flag, value]) == 1
+        err = capsys.readouterr().err
+        assert flag in err and "must be" in err
+    assert not out.exists()

@@ -214,3 +214,24 @@ def test_phase_batch_size_must_divide_by_grad_accum(tmp_path):
     phases = [Phase(make_examples(8), 2), Phase(make_examples(8), 2, batch_size=3)]
     with pytest.raises(ConfigError, match="batch size 3 must be divisible"):
         Trainer(t.core, t.optimizer, t.schedule, phases, t.collate, t.cfg, tmp_path / "r2")
+
+
+def test_bf16_evaluations_during_a_run_score_the_current_weights(tmp_path, bf16_path):
+    """Held-out evaluations between updates under bf16 score the weights of that moment: the
+    run's last evaluation equals one by a fresh copy of the final weights (the bf16 weight cache
+    once kept the first evaluation's weights, since fused AdamW does not bump version counters)."""
+    from bertkit.model import BertForPreTraining
+
+    from .helpers import tiny_config
+
+    trainer = make_trainer(tmp_path / "r", steps=6, lr=2e-2, eval_every=2, precision="bf16")
+    result = trainer.fit()
+    evals = [r for r in map(json.loads, (tmp_path / "r" / "metrics.jsonl").read_text().splitlines())
+             if r["type"] == "eval"]  # fmt: skip
+    assert evals[0]["mlm_loss"] != pytest.approx(evals[-1]["mlm_loss"], abs=1e-3)  # it learned
+    fresh = BertForPreTraining(tiny_config())
+    fresh.load_state_dict(trainer.core.state_dict())
+    trainer.core = fresh
+    again = trainer.evaluate()
+    assert again is not None and result.final_eval is not None
+    assert again == pytest.approx(result.final_eval, rel=1e-6)

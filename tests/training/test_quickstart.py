@@ -106,24 +106,27 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
     assert "held-out MLM accuracy" in printed and "fill-mask" in printed
     assert printed.count("->") == 5
     assert (out / "run" / "model" / "config.json").exists()
-    evals = [
-        json.loads(x)
-        for x in (out / "run" / "metrics.jsonl").read_text().splitlines()
-        if '"eval"' in x
-    ]
-    assert evals and evals[-1]["step"] == 4
-    # short-then-long phases: 32-token instances first, then the 128-token ones
+
+    def evals(run: str) -> list[dict]:
+        rows = (out / run / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(x) for x in rows if '"eval"' in x]
+
+    # short-then-long phases as two runs: 3 updates on 32-token instances, then phase 2's 1
+    # (25% of 4) warm-started from phase 1's model
+    assert evals("run-phase1")[-1]["step"] == 3 and evals("run")[-1]["step"] == 1
+    assert f"warm start: weights from {out / 'run-phase1' / 'model'}" in printed
     lengths = {
         name: json.loads((out / name / "manifest.json").read_text())["settings"]["max_seq_length"]
         for name in ("data-short", "data", "heldout")
     }
     assert lengths == {"data-short": 32, "data": 128, "heldout": 128}
-    assert "(75% on 32-token instances first)" in printed
+    assert "3 updates of 8 on 32-token instances, then about 1 of 8 on 128-token" in printed
     summary = json.loads((out / "summary.json").read_text())
     for key in ("heldout_mlm_accuracy", "heldout_nsp_accuracy", "baseline_mlm_most_frequent_token",
                 "baseline_nsp_majority_label", "wall_seconds"):  # fmt: skip
         assert summary[key] >= 0.0 and (key == "wall_seconds" or summary[key] <= 1.0)
     assert summary["model"] == str(out / "run" / "model") and summary["steps"] == 4
+    assert (summary["phase1_steps"], summary["phase2_steps"]) == (3, 1)
     assert (summary["batch_size"], summary["phase2_batch_size"]) == (8, 8)
     assert len(summary["fill_mask"]) == 5 and summary["fill_mask_distinct_top1"] >= 1
     assert summary["reached_targets"] is False  # 4 updates learn nothing

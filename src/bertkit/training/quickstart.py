@@ -7,10 +7,12 @@ input would score, show fill-mask predictions, write ``OUTPUT/summary.json`` and
 plain verdict.
 
 The whole job has a wall-clock budget (``--minutes``, data preparation included): once the data
-is prepared, a short calibration run measures seconds per update on this machine, and the step
-count (which the learning-rate schedule needs up front) is chosen to fill the time left. The
-plan is stored in ``OUTPUT/plan.json`` so that a rerun resumes the same run instead of starting
-a different one.
+is prepared, short calibration runs measure seconds per update of each phase on this machine,
+and the step count (which the learning-rate schedule needs up front) is chosen to fill the time
+left. The two phases are two runs (``run-phase1/``, then ``run/`` warm-started from its model,
+each with its own warmup and decay), so phase 2's count is fitted again when phase 1 ends, to
+the time actually left. The plan is stored in ``OUTPUT/plan.json`` so that a rerun resumes the
+same runs instead of starting different ones.
 
 ``bertkit quickstart`` is a thin layer over :func:`run_quickstart`.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -34,6 +37,7 @@ from bertkit import precision as P
 from bertkit.data.corpus import read_documents
 from bertkit.data.prepare import PrepareSettings, prepare_pretraining
 from bertkit.data.shards import PretrainingDataset
+from bertkit.errors import ConfigError
 from bertkit.evaluation.baselines import input_blind_baselines
 from bertkit.inference.fill_mask import FillMasker
 from bertkit.interop import load_pretrained
@@ -108,7 +112,8 @@ class QuickstartSettings:
     phase1_seq_length: int = PHASE1_SEQ_LENGTH
     """First phase's instance length (0: a single phase at --seq-length)."""
     phase2_fraction: float = PHASE2_FRACTION
-    """Fraction of the updates at --seq-length."""
+    """Planned fraction of the updates at --seq-length (with --minutes, phase 2 is fitted to
+    the time phase 1 leaves)."""
     phase2_batch_size: int | None = None
     """Instances per update at --seq-length (None: --batch-size)."""
     vocab_size: int = VOCAB_SIZE
@@ -138,32 +143,32 @@ def _write_bert_format(docs: list[list[str]], path: Path) -> None:
 
 def _options(
     out: Path,
-    data: list[Path],
+    data: Path,
     heldout: Path | None,
     steps: int,
     s: QuickstartSettings,
     threads: int,
+    phase2: bool = False,
+    init_from: Path | None = None,
 ) -> PretrainOptions:
-    """Pre-training options over ``data``: one folder per phase (short instances first)."""
+    """One run's pre-training options: phase 1 (short instances, from scratch) or phase 2 (the
+    last length, its own peak and batch size, warm-started from phase 1's model)."""
     return PretrainOptions(
-        data=data[0],
-        phase2_data=data[1] if len(data) > 1 else None,
-        phase2_fraction=s.phase2_fraction,
-        phase2_batch_size=s.phase2_batch_size,
+        data=data,
         output=out,
         model_size="tiny",
         max_steps=steps,
-        learning_rate=s.learning_rate,
-        phase2_learning_rate=s.phase2_learning_rate,
+        learning_rate=s.phase2_learning_rate if phase2 else s.learning_rate,
         warmup_proportion=WARMUP,
         dropout=0.0,
         initializer_range=s.initializer_range,
         nsp_weight=s.nsp_weight,
         eval_data=heldout,
+        init_from=init_from,
         device="auto",
         threads=threads,
         train=TrainConfig(
-            batch_size=s.batch_size,
+            batch_size=(s.phase2_batch_size or s.batch_size) if phase2 else s.batch_size,
             seed=s.seed,
             precision=s.precision,
             log_every=min(50, max(1, steps // 4)),
@@ -189,19 +194,19 @@ def plan_steps(
     what is left of --minutes after ``spent`` seconds (data preparation) and the calibration,
     from short calibration runs' seconds per update on each phase's data."""
     plan_file = out / "plan.json"
+    plan: dict[str, Any] = {}
     if s.max_steps is not None:
-        steps = s.max_steps
+        plan["max_steps"] = s.max_steps
     elif plan_file.exists():
-        steps = int(json.loads(plan_file.read_text(encoding="utf-8"))["max_steps"])
+        plan = json.loads(plan_file.read_text(encoding="utf-8"))
     else:
         t0 = time.perf_counter()
         per_phase = []
         for i, folder in enumerate(data):
             calib = out / "calibration"
             shutil.rmtree(calib, ignore_errors=True)
-            opts = _options(calib, [folder], None, CALIBRATION_STEPS, s, threads)
-            if i == 1 and s.phase2_batch_size:
-                opts.train.batch_size = s.phase2_batch_size
+            last = i == len(data) - 1 and len(data) > 1
+            opts = _options(calib, folder, None, CALIBRATION_STEPS, s, threads, phase2=last)
             opts.train.log_every = CALIBRATION_STEPS // 3
             opts.train.show_progress = False
             pretrain(opts, log=lambda _m: None)
@@ -215,12 +220,37 @@ def plan_steps(
         # ~8% of the training time goes to the held-out evaluations and checkpoints, and to
         # updates slower than the calibration's
         steps = max(50, int(left * 0.92 / per_step))
+        plan = {"max_steps": steps, "seconds_per_update": per_phase}
         log(
             f"      calibration: {per_step:.3f} s/update -> {steps} updates in the "
             f"{left / 60:.1f} min left of {s.minutes:g}"
         )
-    atomic_write_text(plan_file, json.dumps({"max_steps": steps}) + "\n")
-    return steps
+    atomic_write_text(plan_file, json.dumps(plan) + "\n")
+    return int(plan["max_steps"])
+
+
+def fit_phase2(
+    s: QuickstartSettings, out: Path, planned: int, left: float, log: Callable[[str], None]
+) -> int:
+    """Phase 2's update count, decided when phase 1 ends: the planned share under --max-steps,
+    the stored one on a rerun, else what fits in the ``left`` seconds of the budget at the
+    calibrated phase-2 rate. Phase 2 has its own warmup and decay, so only it needs the count,
+    and whatever phase 1 took more or less than planned (a calibration is a few seconds of a
+    noisy machine) is taken up here: the job ends on time and spends its whole budget."""
+    plan_file = out / "plan.json"
+    plan = json.loads(plan_file.read_text(encoding="utf-8")) if plan_file.exists() else {}
+    if s.max_steps is not None or "seconds_per_update" not in plan:
+        return planned
+    if "phase2_steps" not in plan:
+        rate = float(plan["seconds_per_update"][-1])
+        # ~5% for the held-out evaluations, checkpoints and the export
+        plan["phase2_steps"] = max(1, int(max(left, 0.0) * 0.95 / rate))
+        log(
+            f"      phase 2: {plan['phase2_steps']} updates (planned {planned}) fill the "
+            f"{left / 60:.1f} min left at {rate:.3f} s/update"
+        )
+        atomic_write_text(plan_file, json.dumps(plan) + "\n")
+    return int(plan["phase2_steps"])
 
 
 def read_corpus(path: Path | None) -> list[list[str]]:
@@ -253,6 +283,13 @@ def verdict(
 def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole job (see the module doc); returns what ``OUTPUT/summary.json`` holds."""
     t0 = time.perf_counter()
+    if s.phase1_seq_length and not 0 < s.phase2_fraction <= 1:
+        raise ConfigError(
+            f"--phase2-fraction must be in (0, 1] with two phases, got {s.phase2_fraction:g} "
+            "(one phase: --phase1-seq-length 0)"
+        )
+    if not (math.isfinite(s.nsp_weight) and s.nsp_weight > 0):
+        raise ConfigError(f"--nsp-weight must be a positive number, got {s.nsp_weight}")
     out: Path = s.output
     out.mkdir(parents=True, exist_ok=True)
     threads = s.threads or hardware.idle_threads()
@@ -318,19 +355,37 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     log(f"[3/5] training instances: {counts} ({time.perf_counter() - t0:.0f}s)")
 
     steps = plan_steps(s, out, phases, threads, log, spent=time.perf_counter() - t0)
-    log(
-        f"[4/5] pre-training a tiny BERT (L=2, H=128) for {steps} updates of {s.batch_size} "
-        f"on {threads} CPU thread{'s' if threads > 1 else ''} in {s.precision}"
-        + (
-            f" ({1 - s.phase2_fraction:.0%} on {s.phase1_seq_length}-token instances first"
-            + (f"; {s.phase2_batch_size} per update after" if s.phase2_batch_size else "")
-            + ")"
-            if len(phases) > 1
-            else ""
+    on = f"on {threads} CPU thread{'s' if threads > 1 else ''} in {s.precision}"
+    say = lambda m: log(f"      {m}")  # noqa: E731
+    heldout_dir = out / "heldout"
+    if len(phases) == 1:
+        log(
+            f"[4/5] pre-training a tiny BERT (L=2, H=128) for {steps} updates of {s.batch_size} {on}"
         )
-    )
-    opts = _options(out / "run", phases, out / "heldout", steps, s, threads)
-    result = pretrain(opts, log=lambda m: log(f"      {m}"))
+        opts = _options(out / "run", phases[0], heldout_dir, steps, s, threads)
+        result = pretrain(opts, log=say)
+        steps1, steps2 = 0, result.step
+    else:
+        # phase 1 (short instances) and phase 2 (its own warmup and decay, warm-started from
+        # phase 1's model, as NVIDIA's recipe runs its phases) are two runs: phase 2's count is
+        # fitted to the time phase 1 leaves (fit_phase2)
+        planned2 = round(steps * s.phase2_fraction)
+        steps1 = steps - planned2
+        log(
+            f"[4/5] pre-training a tiny BERT (L=2, H=128) {on}: {steps1} updates of "
+            f"{s.batch_size} on {s.phase1_seq_length}-token instances, then about {planned2} "
+            f"of {s.phase2_batch_size or s.batch_size} on {s.seq_length}-token instances "
+            f"({s.phase2_fraction:.0%} of the updates; fitted to the time left)"
+        )
+        start = None
+        if steps1:
+            opts = _options(out / "run-phase1", phases[0], heldout_dir, steps1, s, threads)
+            pretrain(opts, log=say)
+            start = out / "run-phase1" / "model"
+        left = s.minutes * 60 - (time.perf_counter() - t0) - FINAL_SECONDS
+        steps2 = fit_phase2(s, out, planned2, left, log)
+        opts = _options(out / "run", phases[1], heldout_dir, steps2, s, threads, True, start)
+        result = pretrain(opts, log=say)
     e = result.final_eval or {}
     mlm, nsp = e.get("mlm_acc", float("nan")), e.get("nsp_acc", float("nan"))
     heldout = PretrainingDataset(out / "heldout")
@@ -360,7 +415,9 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
         "reached_targets": bool(mlm >= TARGET_MLM and nsp >= TARGET_NSP),
         "wall_seconds": wall,
         "model": str(out / "run" / "model"),
-        "steps": result.step,
+        "steps": steps1 + result.step,
+        "phase1_steps": steps1,
+        "phase2_steps": result.step,
         "batch_size": s.batch_size,
         "phase2_batch_size": s.phase2_batch_size or s.batch_size,
         "phase2_learning_rate": s.phase2_learning_rate,
@@ -379,7 +436,9 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     log(
         f"done in {wall:.0f}s; model in {out / 'run' / 'model'}, curves in "
-        f"{out / 'run' / 'curves.png'}, summary in {out / 'summary.json'}"
+        f"{out / 'run' / 'curves.png'}"
+        + (f" (phase 1: {out / 'run-phase1' / 'curves.png'})" if steps1 else "")
+        + f", summary in {out / 'summary.json'}"
     )
     log(verdict(mlm, nsp, base, distinct, len(EXAMPLES)))
     return summary
