@@ -40,21 +40,21 @@ def test_minutes_budget_calibrates_once_and_a_rerun_resumes_the_same_plan(tmp_pa
     plan = json.loads((out / "plan.json").read_text())
     assert plan["max_steps"] == 50  # the floor: 0.06 s of budget is far fewer updates
     assert len(plan["seconds_per_update"]) == 2  # one calibration per phase
-    # phase 1 runs its planned 75%; phase 2 gets what fits in the time left: nothing, so 1
-    assert plan["phase2_steps"] == 1 and "phase 2: 1 updates (planned 12)" in first
-    assert "38 updates of 8 on 32-token instances, then about 12 of 8" in first
+    # phase 1 runs its planned 85%; phase 2 gets what fits in the time left: nothing, so 1
+    assert plan["phase2_steps"] == 1 and "phase 2: 1 updates (planned 8)" in first
+    assert "42 updates of 8 on 32-token instances, then about 8 of 8" in first
     assert not (out / "calibration").exists()
 
     def last_step(run: str) -> int:
         rows = (out / run / "metrics.jsonl").read_text().splitlines()
         return max(json.loads(x)["step"] for x in rows)
 
-    assert (last_step("run-phase1"), last_step("run")) == (38, 1)
+    assert (last_step("run-phase1"), last_step("run")) == (42, 1)
 
     assert main(args) == 0  # rerun: no new calibration or fit, the finished runs are reused
     second = capsys.readouterr().out
     assert "calibration:" not in second and "phase 2:" not in second
-    assert "38 updates of 8" in second and second.count("already finished") == 2
+    assert "42 updates of 8" in second and second.count("already finished") == 2
 
 
 def test_input_blind_baselines_exact() -> None:
@@ -96,22 +96,37 @@ def test_the_budget_is_the_whole_job_so_data_preparation_comes_out_of_training(
     assert steps(59.0, "over") == 50  # nothing left: the floor
 
 
-def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path):
-    """fit_phase2: the time left at the calibrated phase-2 rate (95%: evaluations, checkpoints,
-    export), stored so that a rerun keeps it; --max-steps and an uncalibrated plan keep the
-    planned share."""
+def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path, monkeypatch):
+    """fit_phase2: the time left before the deadline at the slower of the first calibration's
+    phase-2 rate and a second calibration's (95%: evaluations, checkpoints, export), stored so
+    that a rerun keeps it; --max-steps and an uncalibrated plan keep the planned share."""
+    import time
+
     from bertkit.training import quickstart as Q
 
+    now = {"rate": 0.05}
+    monkeypatch.setattr(Q, "calibrate", lambda *a, **k: now["rate"])
     s = Q.QuickstartSettings(output=tmp_path)
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"max_steps": 4000, "seconds_per_update": [0.01, 0.04]}))
-    assert Q.fit_phase2(s, tmp_path, 1000, 100.0, lambda m: None) == 2375  # 100 x 0.95 / 0.04
-    assert json.loads(plan.read_text())["phase2_steps"] == 2375
-    assert Q.fit_phase2(s, tmp_path, 1000, 5.0, lambda m: None) == 2375  # a rerun keeps it
-    plan.write_text(json.dumps({"max_steps": 4000, "seconds_per_update": [0.01, 0.04]}))
-    assert Q.fit_phase2(s, tmp_path, 1000, -3.0, lambda m: None) == 1  # over budget already
+
+    def fit(left: float, settings=s) -> int:
+        deadline = time.perf_counter() + left
+        return Q.fit_phase2(settings, tmp_path, tmp_path, 1, 1000, deadline, lambda m: None)
+
+    def fresh_plan() -> None:
+        plan.write_text(json.dumps({"max_steps": 4000, "seconds_per_update": [0.01, 0.04]}))
+
+    fresh_plan()
+    assert 1895 <= fit(100.0) <= 1900  # 100 s x 0.95 / 0.05: the second calibration is slower
+    assert 1895 <= json.loads(plan.read_text())["phase2_steps"] <= 1900
+    now["rate"] = 0.001
+    assert 1895 <= fit(5.0) <= 1900  # a rerun keeps the stored count
+    fresh_plan()
+    assert 2370 <= fit(100.0) <= 2375  # now the first calibration (0.04 s) is the slower one
+    fresh_plan()
+    assert fit(-3.0) == 1  # over budget already
     fixed = Q.QuickstartSettings(output=tmp_path, max_steps=4000)
-    assert Q.fit_phase2(fixed, tmp_path, 1000, 100.0, lambda m: None) == 1000
+    assert fit(100.0, fixed) == 1000
 
 
 def test_bad_phase_fraction_or_nsp_weight_fails_before_anything_is_written(tmp_path, capsys):

@@ -158,3 +158,22 @@ def test_nsp_weight_changes_the_updates_and_is_checked(data: Path, tmp_path: Pat
             pretrain(_opts(data, tmp_path / "bad", "mlm+nsp", nsp_weight=bad), log=lambda m: None)
     with pytest.raises(ConfigError, match="objective 'mlm' has none"):
         pretrain(_opts(data, tmp_path / "bad", "mlm", nsp_weight=2.0), log=lambda m: None)
+
+
+def test_num_attention_heads_overrides_the_size_and_is_checked(data: Path, tmp_path: Path):
+    from bertkit.errors import CheckpointError, ConfigError
+
+    opts = _opts(data, tmp_path / "h4", "mlm+nsp", num_attention_heads=4)
+    pretrain(opts, log=lambda m: None)
+    saved = json.loads((tmp_path / "h4" / "model" / "config.json").read_text())
+    assert (saved["hidden_size"], saved["num_attention_heads"]) == (128, 4)  # tiny: 2 heads
+    with pytest.raises(
+        CheckpointError, match="num_attention_heads=4, this run has num_attention_heads=2"
+    ):
+        pretrain(_opts(data, tmp_path / "h4", "mlm+nsp", num_attention_heads=2), log=lambda m: None)
+    with pytest.raises(ConfigError, match="must divide hidden_size 128, got 3"):
+        pretrain(_opts(data, tmp_path / "h3", "mlm+nsp", num_attention_heads=3), log=lambda m: None)
+    warm = _opts(data, tmp_path / "w", "mlm+nsp", num_attention_heads=2,
+                 init_from=tmp_path / "h4" / "model")  # fmt: skip
+    with pytest.raises(ConfigError, match="has 4 attention heads, --num-attention-heads says 2"):
+        pretrain(warm, log=lambda m: None)

@@ -112,9 +112,12 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
         return [json.loads(x) for x in rows if '"eval"' in x]
 
     # short-then-long phases as two runs: 3 updates on 32-token instances, then phase 2's 1
-    # (25% of 4) warm-started from phase 1's model
+    # (15% of 4, rounded) warm-started from phase 1's model
     assert evals("run-phase1")[-1]["step"] == 3 and evals("run")[-1]["step"] == 1
     assert f"warm start: weights from {out / 'run-phase1' / 'model'}" in printed
+    config = json.loads((out / "run" / "model" / "config.json").read_text())
+    assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"]) == (
+        2, 128, 4)  # fmt: skip
     lengths = {
         name: json.loads((out / name / "manifest.json").read_text())["settings"]["max_seq_length"]
         for name in ("data-short", "data", "heldout")

@@ -13,7 +13,7 @@ from bertkit.cli import options
 HELP = "pre-train BERT (MLM + NSP) on prepare-pretraining output; rerunning resumes"
 
 _WHAT = ("data", "output", "max_steps", "learning_rate", "optimizer", "weight_decay", "dropout",
-         "initializer_range", "eval_data", "phase2_data", "phase2_fraction", "phase2_batch_size", "phase2_learning_rate", "init_from", "threads",
+         "initializer_range", "num_attention_heads", "eval_data", "phase2_data", "phase2_fraction", "phase2_batch_size", "phase2_learning_rate", "init_from", "threads",
          "objective", "nsp_weight", "random_next", "dynamic_masking")  # fmt: skip
 _HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_every", "eval_every",
         "eval_examples", "clip_norm", "max_consecutive_skips", "collective_timeout", "prefetch",

@@ -319,7 +319,7 @@ def load_latest(root: str | Path, warn: Callable[[str], None] | None = None) -> 
 
 # ---- the training loop's state, and the checks a resume makes ---------------------------------
 
-RESUME_KEYS = ("batch_size", "seed", "max_steps", "objective", "nsp_weight")
+RESUME_KEYS = ("batch_size", "seed", "max_steps", "objective", "nsp_weight", "num_attention_heads")
 """Run settings a resume must share with the run it continues."""
 
 

@@ -57,6 +57,9 @@ class PretrainOptions:
     """Override hidden and attention dropout (None: the config's, 0.1)."""
     initializer_range: float | None = None
     """Std of the initial weights (config.json's initializer_range; None keeps 0.02)."""
+    num_attention_heads: int | None = None
+    """Attention heads per layer (config.json's num_attention_heads; None: the size's or the
+    config file's); the hidden size must divide by it."""
     eval_data: Path | None = None
     """Held-out prepared data (None: the 'eval' split of --data, if any)."""
     phase2_data: Path | None = None
@@ -99,6 +102,7 @@ class PretrainOptions:
             "phase2_batch_size": self.phase2_batch_size,
             "objective": self.objective,
             "nsp_weight": self.nsp_weight,
+            "num_attention_heads": self.num_attention_heads,
         }
 
 
@@ -129,6 +133,13 @@ def build_config(opts: PretrainOptions, vocab_size: int) -> BertConfig:
         config.hidden_dropout_prob = config.attention_probs_dropout_prob = opts.dropout
     if opts.initializer_range is not None:
         config.initializer_range = opts.initializer_range
+    heads = opts.num_attention_heads
+    if heads is not None:
+        if heads <= 0 or config.hidden_size % heads:
+            raise ConfigError(
+                f"num_attention_heads must divide hidden_size {config.hidden_size}, got {heads}"
+            )
+        config.num_attention_heads = heads
     return config
 
 
@@ -229,6 +240,11 @@ def pretrain(
                     f"from the data's vocabulary ({vocab_size})"
                 )
             config = model.config
+            if opts.num_attention_heads not in (None, config.num_attention_heads):
+                raise ConfigError(
+                    f"{opts.init_from} has {config.num_attention_heads} attention heads, "
+                    f"--num-attention-heads says {opts.num_attention_heads}"
+                )
         model.to(info.device).train()
         steps2 = round(opts.max_steps * opts.phase2_fraction) if phase2_ds is not None else 0
 

@@ -85,7 +85,8 @@ LEARNING_RATE = 1.5e-3
 PHASE2_LEARNING_RATE = 7.5e-4
 WARMUP = 0.02
 PHASE1_SEQ_LENGTH = 32
-PHASE2_FRACTION = 0.25
+PHASE2_FRACTION = 0.15
+HEADS = 4
 VOCAB_SIZE = 4096
 BATCH_SIZE = 64
 INIT_RANGE = 0.06
@@ -124,6 +125,8 @@ class QuickstartSettings:
     """Phase 2's own peak: phase 1 decays to zero, phase 2 warms up again and decays."""
     initializer_range: float = INIT_RANGE
     """Std of the initial weights."""
+    num_attention_heads: int = HEADS
+    """Attention heads per layer (BERT-Tiny: 2)."""
     nsp_weight: float = 1.0
     """Weight of the NSP loss (BERT: 1)."""
     seed: int = 0
@@ -162,6 +165,7 @@ def _options(
         warmup_proportion=WARMUP,
         dropout=0.0,
         initializer_range=s.initializer_range,
+        num_attention_heads=s.num_attention_heads,
         nsp_weight=s.nsp_weight,
         eval_data=heldout,
         init_from=init_from,
@@ -180,6 +184,21 @@ def _options(
             show_progress=None,
         ),
     )
+
+
+def calibrate(s: QuickstartSettings, out: Path, data: Path, threads: int, phase2: bool) -> float:
+    """Seconds per update of one phase's settings on ``data``, from a short throw-away run:
+    its median logging window (robust to the first window's start-up)."""
+    calib = out / "calibration"
+    shutil.rmtree(calib, ignore_errors=True)
+    opts = _options(calib, data, None, CALIBRATION_STEPS, s, threads, phase2=phase2)
+    opts.train.log_every = CALIBRATION_STEPS // 3
+    opts.train.show_progress = False
+    pretrain(opts, log=lambda _m: None)
+    windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
+    rates = [r["seconds_per_step"] for r in windows if r.get("type") == "train"]
+    shutil.rmtree(calib, ignore_errors=True)
+    return sorted(rates)[len(rates) // 2]
 
 
 def plan_steps(
@@ -201,19 +220,8 @@ def plan_steps(
         plan = json.loads(plan_file.read_text(encoding="utf-8"))
     else:
         t0 = time.perf_counter()
-        per_phase = []
-        for i, folder in enumerate(data):
-            calib = out / "calibration"
-            shutil.rmtree(calib, ignore_errors=True)
-            last = i == len(data) - 1 and len(data) > 1
-            opts = _options(calib, folder, None, CALIBRATION_STEPS, s, threads, phase2=last)
-            opts.train.log_every = CALIBRATION_STEPS // 3
-            opts.train.show_progress = False
-            pretrain(opts, log=lambda _m: None)
-            windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
-            rates = [r["seconds_per_step"] for r in windows if r.get("type") == "train"]
-            per_phase.append(sorted(rates)[len(rates) // 2])  # median window: robust to start-up
-            shutil.rmtree(calib, ignore_errors=True)
+        last = len(data) - 1 if len(data) > 1 else None
+        per_phase = [calibrate(s, out, f, threads, phase2=i == last) for i, f in enumerate(data)]
         weights = [1.0] if len(data) == 1 else [1 - s.phase2_fraction, s.phase2_fraction]
         per_step = sum(w * r for w, r in zip(weights, per_phase, strict=True))
         left = max(s.minutes * 60 - spent - (time.perf_counter() - t0) - FINAL_SECONDS, 0.0)
@@ -230,21 +238,30 @@ def plan_steps(
 
 
 def fit_phase2(
-    s: QuickstartSettings, out: Path, planned: int, left: float, log: Callable[[str], None]
+    s: QuickstartSettings,
+    out: Path,
+    data: Path,
+    threads: int,
+    planned: int,
+    deadline: float,
+    log: Callable[[str], None],
 ) -> int:
     """Phase 2's update count, decided when phase 1 ends: the planned share under --max-steps,
-    the stored one on a rerun, else what fits in the ``left`` seconds of the budget at the
-    calibrated phase-2 rate. Phase 2 has its own warmup and decay, so only it needs the count,
-    and whatever phase 1 took more or less than planned (a calibration is a few seconds of a
-    noisy machine) is taken up here: the job ends on time and spends its whole budget."""
+    the stored one on a rerun, else what fits before ``deadline`` (a ``time.perf_counter()``
+    value). Phase 2 has its own warmup and decay, so only it needs the count, and whatever
+    phase 1 took more or less than planned is taken up here: the job ends on time and spends
+    its whole budget. The rate is the slower of the first calibration's and a second one made
+    now: this machine's speed drifts by 20% from minute to minute, and a count fitted to a fast
+    moment would run past the budget."""
     plan_file = out / "plan.json"
     plan = json.loads(plan_file.read_text(encoding="utf-8")) if plan_file.exists() else {}
     if s.max_steps is not None or "seconds_per_update" not in plan:
         return planned
     if "phase2_steps" not in plan:
-        rate = float(plan["seconds_per_update"][-1])
+        rate = max(float(plan["seconds_per_update"][-1]), calibrate(s, out, data, threads, True))
+        left = max(deadline - time.perf_counter(), 0.0)
         # ~5% for the held-out evaluations, checkpoints and the export
-        plan["phase2_steps"] = max(1, int(max(left, 0.0) * 0.95 / rate))
+        plan["phase2_steps"] = max(1, int(left * 0.95 / rate))
         log(
             f"      phase 2: {plan['phase2_steps']} updates (planned {planned}) fill the "
             f"{left / 60:.1f} min left at {rate:.3f} s/update"
@@ -360,7 +377,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     heldout_dir = out / "heldout"
     if len(phases) == 1:
         log(
-            f"[4/5] pre-training a tiny BERT (L=2, H=128) for {steps} updates of {s.batch_size} {on}"
+            f"[4/5] pre-training a tiny BERT (L=2, H=128, A={s.num_attention_heads}) for {steps} updates of {s.batch_size} {on}"
         )
         opts = _options(out / "run", phases[0], heldout_dir, steps, s, threads)
         result = pretrain(opts, log=say)
@@ -372,7 +389,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
         planned2 = round(steps * s.phase2_fraction)
         steps1 = steps - planned2
         log(
-            f"[4/5] pre-training a tiny BERT (L=2, H=128) {on}: {steps1} updates of "
+            f"[4/5] pre-training a tiny BERT (L=2, H=128, A={s.num_attention_heads}) {on}: {steps1} updates of "
             f"{s.batch_size} on {s.phase1_seq_length}-token instances, then about {planned2} "
             f"of {s.phase2_batch_size or s.batch_size} on {s.seq_length}-token instances "
             f"({s.phase2_fraction:.0%} of the updates; fitted to the time left)"
@@ -382,8 +399,8 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
             opts = _options(out / "run-phase1", phases[0], heldout_dir, steps1, s, threads)
             pretrain(opts, log=say)
             start = out / "run-phase1" / "model"
-        left = s.minutes * 60 - (time.perf_counter() - t0) - FINAL_SECONDS
-        steps2 = fit_phase2(s, out, planned2, left, log)
+        deadline = t0 + s.minutes * 60 - FINAL_SECONDS
+        steps2 = fit_phase2(s, out, phases[1], threads, planned2, deadline, log)
         opts = _options(out / "run", phases[1], heldout_dir, steps2, s, threads, True, start)
         result = pretrain(opts, log=say)
     e = result.final_eval or {}
