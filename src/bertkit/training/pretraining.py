@@ -170,6 +170,27 @@ def _schedule(opts: PretrainOptions, steps2: int) -> ScheduleConfig:
     )
 
 
+def check_options(opts: PretrainOptions) -> None:
+    """The checks on ``opts`` that need no data (pretrain runs them first; callers that do
+    work before pretrain, such as the quickstart, run them before that work)."""
+    from bertkit.training.objectives import OBJECTIVES
+
+    if opts.objective not in OBJECTIVES:
+        raise ConfigError(
+            f"objective must be one of {', '.join(OBJECTIVES)}, got {opts.objective!r}"
+        )
+    if opts.random_next not in ("keep", "drop"):
+        raise ConfigError(f"random_next must be keep or drop, got {opts.random_next!r}")
+    if opts.random_next == "drop" and opts.objective == "mlm+nsp":
+        raise ConfigError(
+            "random_next drop removes the negatives NSP learns from; use it with --objective mlm or ltr"
+        )
+    if not (math.isfinite(opts.nsp_weight) and opts.nsp_weight > 0):
+        raise ConfigError(f"nsp_weight must be a positive number, got {opts.nsp_weight}")
+    if opts.nsp_weight != 1.0 and opts.objective != "mlm+nsp":
+        raise ConfigError(f"nsp_weight weights the NSP loss; objective {opts.objective!r} has none")
+
+
 def pretrain(
     opts: PretrainOptions, log: Callable[[str], None] | None = None, faults: Faults = NO_FAULTS
 ) -> TrainResult:
@@ -185,20 +206,7 @@ def pretrain(
     log = log or (lambda m: print(m, file=sys.stderr))
     if opts.threads:
         torch.set_num_threads(opts.threads)
-    if opts.objective not in OBJECTIVES:
-        raise ConfigError(
-            f"objective must be one of {', '.join(OBJECTIVES)}, got {opts.objective!r}"
-        )
-    if opts.random_next not in ("keep", "drop"):
-        raise ConfigError(f"random_next must be keep or drop, got {opts.random_next!r}")
-    if opts.random_next == "drop" and opts.objective == "mlm+nsp":
-        raise ConfigError(
-            "random_next drop removes the negatives NSP learns from; use it with --objective mlm or ltr"
-        )
-    if not (math.isfinite(opts.nsp_weight) and opts.nsp_weight > 0):
-        raise ConfigError(f"nsp_weight must be a positive number, got {opts.nsp_weight}")
-    if opts.nsp_weight != 1.0 and opts.objective != "mlm+nsp":
-        raise ConfigError(f"nsp_weight weights the NSP loss; objective {opts.objective!r} has none")
+    check_options(opts)
     objective = (
         MlmNsp(opts.nsp_weight) if opts.objective == "mlm+nsp" else OBJECTIVES[opts.objective]()
     )

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
-import math
 import shutil
 import time
 from collections.abc import Callable
@@ -45,7 +44,7 @@ from bertkit.io import atomic_write_text
 from bertkit.model import BertForPreTraining
 from bertkit.tokenizer import BertTokenizer, train_wordpiece
 from bertkit.training.loop import TrainConfig
-from bertkit.training.pretraining import PretrainOptions, pretrain
+from bertkit.training.pretraining import PretrainOptions, check_options, pretrain
 
 CORPUS = "wikipedia-sample.txt.xz"
 HELDOUT_EVERY = 15  # every 15th article is held out (114 of the built-in 1,717)
@@ -312,8 +311,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
             f"--phase2-fraction must be in (0, 1] with two phases, got {s.phase2_fraction:g} "
             "(one phase: --phase1-seq-length 0)"
         )
-    if not (math.isfinite(s.nsp_weight) and s.nsp_weight > 0):
-        raise ConfigError(f"--nsp-weight must be a positive number, got {s.nsp_weight}")
+    check_options(_options(s.output, s.output, None, 1, s, 1))  # before any data is prepared
     out: Path = s.output
     out.mkdir(parents=True, exist_ok=True)
     threads = s.threads or hardware.idle_threads()
