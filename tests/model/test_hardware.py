@@ -16,7 +16,13 @@ import torch
 from bertkit import hardware
 from bertkit.errors import ConfigError
 
-AVX2_ONLY = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+# fp32 products pinned to BLAS: each subprocess would otherwise probe oneDNN against BLAS on its
+# own, and two runs within 10% of the bar can choose differently (1e-7 apart, not bit-equal)
+AVX2_ONLY = {
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "BERTKIT_FP32_MATMUL": "blas",
+}
 
 
 @pytest.fixture

@@ -101,6 +101,7 @@ def make_trainer(
             "seed": 7,
             "show_progress": False,
             "peak_flops": 1e9,
+            "precision": "fp32",  # not auto: a spawned DDP worker would pick bf16 where faster
             **train_kw,
         }
     )
