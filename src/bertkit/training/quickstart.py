@@ -207,6 +207,15 @@ def calibrate(
     return sorted(rates)[len(rates) // 2]
 
 
+def _read_plan(out: Path) -> dict[str, Any]:
+    plan_file = out / "plan.json"
+    return json.loads(plan_file.read_text(encoding="utf-8")) if plan_file.exists() else {}
+
+
+def _write_plan(out: Path, plan: dict[str, Any]) -> None:
+    atomic_write_text(out / "plan.json", json.dumps(plan) + "\n")
+
+
 def plan_steps(
     s: QuickstartSettings,
     out: Path,
@@ -218,13 +227,10 @@ def plan_steps(
     """The run's update count: --max-steps, the stored plan (a rerun resumes), or fitted to
     what is left of --minutes after ``spent`` seconds (data preparation) and the calibration,
     from short calibration runs' seconds per update on each phase's data."""
-    plan_file = out / "plan.json"
-    plan: dict[str, Any] = {}
+    plan = _read_plan(out)
     if s.max_steps is not None:
-        plan["max_steps"] = s.max_steps
-    elif plan_file.exists():
-        plan = json.loads(plan_file.read_text(encoding="utf-8"))
-    else:
+        plan = {"max_steps": s.max_steps}
+    elif not plan:
         t0 = time.perf_counter()
         last = len(data) - 1 if len(data) > 1 else None
         per_phase = [calibrate(s, out, f, threads, phase2=i == last) for i, f in enumerate(data)]
@@ -239,7 +245,7 @@ def plan_steps(
             f"      calibration: {per_step:.3f} s/update -> {steps} updates in the "
             f"{left / 60:.1f} min left of {s.minutes:g}"
         )
-    atomic_write_text(plan_file, json.dumps(plan) + "\n")
+    _write_plan(out, plan)
     return int(plan["max_steps"])
 
 
@@ -260,8 +266,7 @@ def fit_phase2(
     long one made now, and 8% of the time is kept back: on the 2-core AMD EPYC, 20-update windows
     of one phase-2 run ranged over 0.194-0.237 s, and one run fitted at 0.184 s per update (both
     calibrations) ran at 0.227 and ended 23 s past 10 minutes."""
-    plan_file = out / "plan.json"
-    plan = json.loads(plan_file.read_text(encoding="utf-8")) if plan_file.exists() else {}
+    plan = _read_plan(out)
     if s.max_steps is not None or "seconds_per_update" not in plan:
         return planned
     if "phase2_steps" not in plan:
@@ -274,7 +279,7 @@ def fit_phase2(
             f"      phase 2: {plan['phase2_steps']} updates (planned {planned}) fill the "
             f"{left / 60:.1f} min left at {rate:.3f} s/update"
         )
-        atomic_write_text(plan_file, json.dumps(plan) + "\n")
+        _write_plan(out, plan)
     return int(plan["phase2_steps"])
 
 
@@ -395,8 +400,9 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
         planned2 = round(steps * s.phase2_fraction)
         steps1 = steps - planned2
         log(
-            f"[4/5] pre-training {what} {on}: {steps1} updates of {s.batch_size} on {s.phase1_seq_length}-token instances, then about {planned2} "
-            f"of {s.phase2_batch_size or s.batch_size} on {s.seq_length}-token instances "
+            f"[4/5] pre-training {what} {on}: {steps1} updates of {s.batch_size} on "
+            f"{s.phase1_seq_length}-token instances, then about {planned2} of "
+            f"{s.phase2_batch_size or s.batch_size} on {s.seq_length}-token instances "
             f"({s.phase2_fraction:.0%} of the updates; fitted to the time left)"
         )
         start = None
@@ -410,7 +416,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
         result = pretrain(opts, log=say)
     e = result.final_eval or {}
     mlm, nsp = e.get("mlm_acc", float("nan")), e.get("nsp_acc", float("nan"))
-    heldout = PretrainingDataset(out / "heldout")
+    heldout = PretrainingDataset(heldout_dir)
     base = input_blind_baselines(heldout, opts.train.eval_examples)
     log(
         f"      held-out MLM accuracy {mlm:.1%} (most frequent token: {base['mlm_acc']:.1%}), "
