@@ -24,25 +24,26 @@ TEXTS = ["A man is playing a guitar.", "hello", "The new movie is awesome, said 
          "Paris is the capital and most populous city of France, with an estimated population."]  # fmt: skip
 
 
-def error_bound(x: torch.Tensor, w: torch.Tensor, levels: int) -> torch.Tensor:
+def error_bound(x: torch.Tensor, w: torch.Tensor, weight_levels: int) -> torch.Tensor:
     """Worst case |x W^T - x~ W~^T| per output: rounding moves each x by at most half its step
-    (range / levels) and each w by half its row's step (max|w| / 127)."""
+    (range / 255) and each w by half its row's step (max|w| / weight_levels)."""
     lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
-    dx = (hi - lo) / levels / 2
-    dw = w.abs().amax(1) / 127 / 2  # (N,)
+    dx = (hi - lo) / 255 / 2
+    dw = w.abs().amax(1) / weight_levels / 2  # (N,)
     return dx * w.abs().sum(1) + x.abs() @ dw[None, :].expand(x.shape[1], -1) + dx * dw * x.shape[1]
 
 
+@pytest.mark.parametrize("weight_levels", [None, 63])  # this CPU's choice, and the 7-bit one
 @pytest.mark.parametrize("activation", ["none", "gelu"])
-def test_int8_linear_is_within_its_quantization_bound(activation: str):
+def test_int8_linear_is_within_its_quantization_bound(activation: str, weight_levels):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(37, 48, generator=g) * 2 + 0.3
     w, b = torch.randn(24, 48, generator=g) * 0.1, torch.randn(24, generator=g)
-    layer = Int8Linear(w, b, activation)
+    layer = Int8Linear(w, b, activation, weight_levels)
     got = layer(x)
     exact = F.linear(x, w, b)
     want = F.gelu(exact) if activation == "gelu" else exact
-    bound = error_bound(x, w, layer._levels) * (
+    bound = error_bound(x, w, layer.weight_levels) * (
         1.13 if activation == "gelu" else 1.0
     )  # GELU's slope <= 1.13
     err = (got - want).abs()
@@ -50,6 +51,43 @@ def test_int8_linear_is_within_its_quantization_bound(activation: str):
     assert float(err.max()) > 0  # really quantized, not an fp32 pass-through
     # the bound is not vacuous: it is far below the outputs themselves
     assert float(bound.max()) < 0.2 * float(want.abs().max())
+
+
+def test_the_cpus_weight_codes_never_saturate_the_products():
+    """The extreme codes (activations all 255, weights all at their limit, either sign) give the
+    exact integer dot products: on a CPU without VNNI the int16 pair sums of 8-bit weights would
+    saturate (measured: 1,048,544 for 2,072,640), so weights use 7 bits there."""
+    from bertkit.model.quantize import ACTIVATION_LEVELS, cpu_weight_levels
+
+    k, wl = 256, cpu_weight_levels()
+    layer = Int8Linear(torch.tensor([[1.0], [-1.0]]).expand(2, k), None)  # codes +wl and -wl
+    got = layer._product(torch.full((3, k), float(ACTIVATION_LEVELS)))  # codes 255, scale 1
+    want = torch.tensor([[ACTIVATION_LEVELS * k, -ACTIVATION_LEVELS * k]] * 3).float()
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0)  # scales 1 and 1/wl: float rounding
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, ACTIVATION_LEVELS + 1, (16, 1024), generator=g).float()
+    x[0] = ACTIVATION_LEVELS
+    w = torch.randint(-wl, wl + 1, (32, 1024), generator=g).float()
+    w[:, 0] = wl  # every row's scale is exactly 1
+    exact = (x.double() @ w.double().T).float()
+    assert torch.equal(Int8Linear(w, None)._product(x), exact)
+
+
+def test_weights_use_7_bits_without_vnni_or_amx(monkeypatch):
+    import dataclasses
+
+    from bertkit.model import quantize
+
+    info = quantize.cpu_info()
+    plain = {name: False for name in info.features}
+    for extra, want in (({}, 63), ({"avx512_vnni": True}, 127), ({"avx_vnni": True}, 127),
+                        ({"amx_tile": True}, 127)):  # fmt: skip
+        monkeypatch.setattr(
+            quantize, "cpu_info", lambda e=extra: dataclasses.replace(info, features=plain | e)
+        )
+        assert quantize.cpu_weight_levels() == want
+        assert Int8Linear(torch.ones(2, 4), None).weight_levels == want
+        assert ("7-bit weights" in quantize.describe()) == (want == 63)
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -89,18 +127,23 @@ def test_minilm_int8_encoder_stays_close_to_fp32(minilm_models, minilm: Path):
 
 
 def test_int8_unpadded_and_padded_paths_agree(minilm_models):
-    _, int8 = minilm_models
+    """Per token, each int8 path stays close to fp32 and to the other one. One activation scale
+    per call over different rows (padding rows included or not): close, not equal. Measured per
+    token on seeds 3-5: min 0.963-0.982 against fp32 and 0.963-0.972 between the paths with 7-bit
+    weights (AVX2 EPYC); a padding row leaking into the real ones gives far less."""
+    fp32, int8 = minilm_models
     g = torch.Generator().manual_seed(3)
     ids = torch.randint(1000, 5000, (4, 24), generator=g)
     mask = torch.ones_like(ids)
     mask[1, 10:] = mask[3, 5:] = 0
     with torch.inference_mode():
+        ref = fp32(ids * mask, mask).last_hidden_state
         packed = int8(ids * mask, mask).last_hidden_state
         padded = int8(ids * mask, mask, unpad=False).last_hidden_state
     real = mask.bool()
-    # one activation scale per call over different rows (padding rows included or not): close, not equal
-    cos = F.cosine_similarity(packed[real], padded[real], dim=-1)
-    assert float(cos.min()) >= 0.97
+    for a, b in ((packed, ref), (padded, ref), (packed, padded)):
+        cos = F.cosine_similarity(a[real], b[real], dim=-1)
+        assert float(cos.min()) >= 0.95 and float(cos.mean()) >= 0.98, cos
 
 
 def test_quantizing_twice_changes_nothing(minilm_models):

@@ -148,10 +148,10 @@ def test_bf16_inference_cache_follows_optimizer_steps(counted, bf16_path, fused)
 
 
 @needs_onednn
-def test_avoid_onednn_keeps_every_product_off_it(counted, monkeypatch):
+def test_avoid_onednn_keeps_every_product_off_it(counted, monkeypatch, bf16_path):
     """After ``avoid_onednn`` (a server calls it: oneDNN's linear keeps memory per input shape),
-    neither the fp32 linear, the fused GELU nor the bf16 inference path calls oneDNN, and the
-    values are F.linear's."""
+    neither the fp32 linear, the fused GELU nor the bf16 inference path (native, and autocast's
+    own) calls oneDNN, and the values are F.linear's."""
     monkeypatch.setattr(kernels, "_avoided", None)  # restored after the test
     layer = kernels.Linear(16, 8)
     x = torch.randn(5, 16)
@@ -164,7 +164,7 @@ def test_avoid_onednn_keeps_every_product_off_it(counted, monkeypatch):
             kernels.linear(x, layer.weight, layer.bias), F.linear(x, layer.weight, layer.bias)
         )
         assert kernels.linear_gelu(layer, x) is None
-        with hardware.forced("bf16", "native"), torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
             assert layer(x).dtype == torch.bfloat16
     assert len(counted) == 2
 
@@ -183,9 +183,12 @@ def test_bucket_rows_bounds_the_shapes_and_the_padding():
 
 @needs_onednn
 @pytest.mark.parametrize("shape", [(7, 24), (3, 5, 24), (16, 24), (300, 24)])
-def test_bound_shapes_pads_onednn_rows_to_buckets_and_cuts_them(counted, monkeypatch, shape):
+def test_bound_shapes_pads_onednn_rows_to_buckets_and_cuts_them(
+    counted, monkeypatch, shape, bf16_path
+):
     """Under ``bound_shapes`` (a server calls it) the fp32 linear, the fused GELU and the bf16
-    path hand oneDNN bucketed row counts, and the real rows come back with F.linear's values."""
+    path (native, and autocast's own) hand oneDNN bucketed row counts, and the real rows come
+    back with F.linear's values."""
     monkeypatch.setattr(kernels, "_bounded", None)  # restored after the test
     layer = kernels.Linear(24, 8)
     x = torch.randn(*shape)
@@ -194,13 +197,12 @@ def test_bound_shapes_pads_onednn_rows_to_buckets_and_cuts_them(counted, monkeyp
     with hardware.forced("fp32_matmul", "onednn"), torch.no_grad():
         y = kernels.linear(x, layer.weight, layer.bias)
         g = kernels.linear_gelu(layer, x)
-        with hardware.forced("bf16", "native"), torch.autocast("cpu", dtype=torch.bfloat16):
-            low = layer(x) if hardware.bf16_native_support()[0] else None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = layer(x)
     assert y.shape == g.shape == want.shape
     torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(g, F.gelu(want), rtol=1e-5, atol=1e-5)
-    if low is not None:
-        torch.testing.assert_close(low.float(), want, rtol=3e-2, atol=3e-2)
+    torch.testing.assert_close(low.float(), want, rtol=3e-2, atol=3e-2)
     rows = x.numel() // x.shape[-1]
     assert counted[:2] == [(kernels.bucket_rows(rows), 24)] * 2  # 7, 15, 16 -> 16; 300 -> 320
     assert kernels.linear(x[:0], layer.weight, layer.bias).shape == (0, *want.shape[1:])

@@ -14,9 +14,16 @@ plain int8/uint8 tensors, no deprecated quantized dtypes, no torchao), with the 
 exact GELU fused into the up-projection. Measured on a 2-core Intel Xeon (AVX-512 + VNNI), one
 thread, MiniLM's four products of one layer at 3,072 tokens, interleaved, quantization of the
 input included: oneDNN 28.3 ms, fbgemm's ``quantized::linear_dynamic`` (+ ``F.gelu``) 36.2, fp32
-``F.linear`` (MKL) 65.8. On a CPU
-without VNNI, uint8 x int8 products can saturate their int16 sums, so activations use 7 bits there
-(``reduce_range``), as torch's own default does.
+``F.linear`` (MKL) 65.8.
+
+On a CPU without VNNI/AMX, oneDNN multiplies uint8 by int8 with AVX2's ``vpmaddubsw``, which adds
+each pair of products into a saturating int16: 2 x 255 x 127 overflows it (measured on an AVX2-only
+AMD EPYC: a 64-long dot product of 255s and 127s came back as 1,048,544, not 2,072,640). There the
+weights use 7 bits (-63..63; 2 x 255 x 63 = 32,130 fits) and the activations keep 8. torch's own
+rule (``reduce_range``) takes the bit from the activations instead; on that EPYC, MiniLM's sentence
+vectors against fp32 had cosine 0.947-0.985 with 7-bit activations and 0.985-0.995 with 7-bit
+weights, as good as 8 x 8 bits on a CPU with VNNI (the weights' scale is per channel, the
+activations' one per call).
 """
 
 from __future__ import annotations
@@ -37,27 +44,31 @@ _PREPACK = (
 _FUSED_QUANTIZE = hasattr(torch, "quantize_per_tensor")
 
 
-def reduce_range() -> bool:
-    """7-bit activations, unless the CPU has VNNI/AMX int8 dot products (no int16 saturation)."""
+ACTIVATION_LEVELS = 255  # uint8 codes 0..255
+
+
+def cpu_weight_levels() -> int:
+    """The largest weight code: 127, or 63 where the CPU has no VNNI/AMX int8 dot products (their
+    int16 pair sums saturate above 32,767; 2 x 255 x 63 does not)."""
     f = cpu_info().features
-    return not (f.get("avx512_vnni") or f.get("avx_vnni") or f.get("amx_tile"))
+    return 127 if (f.get("avx512_vnni") or f.get("avx_vnni") or f.get("amx_tile")) else 63
 
 
 def describe() -> str:
-    """One line for ``bertkit env``: the int8 kernel and the activation width on this CPU."""
+    """One line for ``bertkit env``: the int8 kernel and the weights' width on this CPU."""
     if _PREPACK is None:
         return "unavailable (this torch build has no oneDNN int8 linear)"
     bits = (
-        "7-bit activations (no VNNI/AMX: reduce_range)"
-        if reduce_range()
-        else "8-bit activations (VNNI/AMX)"
+        "8-bit weights (VNNI/AMX)"
+        if cpu_weight_levels() == 127
+        else "7-bit weights (no VNNI/AMX: int16 pair sums would saturate)"
     )
-    return f"oneDNN int8 inner product, per-channel int8 weights, {bits}"
+    return f"oneDNN int8 inner product, per-channel weights, 8-bit activations, {bits}"
 
 
 def quantize_activations(x: torch.Tensor, levels: int) -> tuple[torch.Tensor, float, int]:
     """x (fp32) -> (uint8 codes, scale, zero point) over [min(x, 0), max(x, 0)] in ``levels`` steps
-    (255, or 127 for ``reduce_range``).
+    (255: :data:`ACTIVATION_LEVELS`).
 
     Two passes: ``torch.aminmax``, then, where torch still has it, ``torch.quantize_per_tensor``,
     whose bytes are read in place as uint8 (no copy out of the quantized dtype). 1.5x faster than
@@ -82,21 +93,28 @@ def quantize_activations(x: torch.Tensor, levels: int) -> tuple[torch.Tensor, fl
 class Int8Linear(nn.Module):
     """y = act(x W^T + b) with W in int8 (per output channel) and x quantized per call.
 
+    ``weight_levels``: the largest weight code (default: :func:`cpu_weight_levels`).
+
     ``activation``: "none", or "gelu" / "gelu_tanh" fused into the product (the feed-forward's
     up-projection). Built from a fitted linear layer by :meth:`from_linear`; inference only (no
     gradient, nothing in ``state_dict``: the fp32 checkpoint stays the source of truth).
     """
 
     def __init__(
-        self, weight: torch.Tensor, bias: torch.Tensor | None, activation: str = "none"
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        activation: str = "none",
+        weight_levels: int | None = None,
     ) -> None:
         super().__init__()
         if _PREPACK is None:
             raise ConfigError("int8 needs torch's oneDNN int8 linear (an x86 build of torch)")
         self.out_features, self.in_features = weight.shape
         w = weight.detach().float()
-        scale = (w.abs().amax(1) / 127.0).clamp_min(1e-12)  # (N,)
-        codes = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+        self.weight_levels = wl = weight_levels or cpu_weight_levels()
+        scale = (w.abs().amax(1) / wl).clamp_min(1e-12)  # (N,)
+        codes = torch.round(w / scale[:, None]).clamp_(-wl, wl).to(torch.int8)
         self._packed = _PREPACK(codes, [1, self.in_features])
         self._scale = scale
         self._zeros = torch.zeros(self.out_features, dtype=torch.long)
@@ -105,7 +123,6 @@ class Int8Linear(nn.Module):
             "none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")
         }[activation]  # fmt: skip
         self.activation = activation
-        self._levels = 127 if reduce_range() else 255
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, activation: str = "none") -> Int8Linear:
@@ -121,7 +138,7 @@ class Int8Linear(nn.Module):
     def _product(self, x: torch.Tensor) -> torch.Tensor:
         # zero rows (bucketing) leave the range [min(x, 0), max(x, 0)] as it was: the real rows'
         # codes do not change
-        codes, scale, zero = quantize_activations(x, self._levels)
+        codes, scale, zero = quantize_activations(x, ACTIVATION_LEVELS)
         return torch.ops.onednn.qlinear_pointwise(
             codes, scale, zero, self._packed, self._scale, self._zeros, self._bias, 1.0, 0,
             torch.float32, self._post, [], self._algorithm,
