@@ -134,7 +134,16 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(minilm: Path, tmp_path:
         threads = [threading.Thread(target=post) for _ in range(4)]
         for t in threads:
             t.start()
-        time.sleep(0.3)
+        # SIGTERM only once the server holds all four (a fixed sleep lost the race on a busy
+        # 2-core machine: one request had not connected and was refused); /metrics counts
+        # itself too
+        seen, deadline = 0.0, time.monotonic() + 20
+        while seen < 5 and time.monotonic() < deadline:
+            text = httpx.get(f"{base}/metrics", timeout=5).text
+            seen = max(float(x.split()[-1]) for x in text.splitlines()
+                       if x.startswith("bertkit_requests_in_flight"))  # fmt: skip
+            time.sleep(0.02)
+        assert seen >= 5, f"the four requests were never in flight together (saw {seen:g})"
         signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         for t in threads:
