@@ -16,7 +16,12 @@ from bertkit import precision as P
 from bertkit.cli.main import main
 from bertkit.errors import ConfigError
 from bertkit.interop import load_pretrained
-from bertkit.model.quantize import Int8Linear, quantize_activations, quantize_int8
+from bertkit.model.quantize import (
+    ACTIVATION_LEVELS,
+    Int8Linear,
+    quantize_activations,
+    quantize_int8,
+)
 
 from .conftest import FIXTURES
 
@@ -26,9 +31,9 @@ TEXTS = ["A man is playing a guitar.", "hello", "The new movie is awesome, said 
 
 def error_bound(x: torch.Tensor, w: torch.Tensor, weight_levels: int) -> torch.Tensor:
     """Worst case |x W^T - x~ W~^T| per output: rounding moves each x by at most half its step
-    (range / 255) and each w by half its row's step (max|w| / weight_levels)."""
+    (range / ACTIVATION_LEVELS) and each w by half its row's step (max|w| / weight_levels)."""
     lo, hi = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
-    dx = (hi - lo) / 255 / 2
+    dx = (hi - lo) / ACTIVATION_LEVELS / 2
     dw = w.abs().amax(1) / weight_levels / 2  # (N,)
     return dx * w.abs().sum(1) + x.abs() @ dw[None, :].expand(x.shape[1], -1) + dx * dw * x.shape[1]
 
@@ -57,7 +62,7 @@ def test_the_cpus_weight_codes_never_saturate_the_products():
     """The extreme codes (activations all 255, weights all at their limit, either sign) give the
     exact integer dot products: on a CPU without VNNI the int16 pair sums of 8-bit weights would
     saturate (measured: 1,048,544 for 2,072,640), so weights use 7 bits there."""
-    from bertkit.model.quantize import ACTIVATION_LEVELS, cpu_weight_levels
+    from bertkit.model.quantize import cpu_weight_levels
 
     k, wl = 256, cpu_weight_levels()
     layer = Int8Linear(torch.tensor([[1.0], [-1.0]]).expand(2, k), None)  # codes +wl and -wl

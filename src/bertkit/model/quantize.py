@@ -66,7 +66,9 @@ def describe() -> str:
     return f"oneDNN int8 inner product, per-channel weights, 8-bit activations, {bits}"
 
 
-def quantize_activations(x: torch.Tensor, levels: int) -> tuple[torch.Tensor, float, int]:
+def quantize_activations(
+    x: torch.Tensor, levels: int = ACTIVATION_LEVELS
+) -> tuple[torch.Tensor, float, int]:
     """x (fp32) -> (uint8 codes, scale, zero point) over [min(x, 0), max(x, 0)] in ``levels`` steps
     (255: :data:`ACTIVATION_LEVELS`).
 
@@ -138,7 +140,7 @@ class Int8Linear(nn.Module):
     def _product(self, x: torch.Tensor) -> torch.Tensor:
         # zero rows (bucketing) leave the range [min(x, 0), max(x, 0)] as it was: the real rows'
         # codes do not change
-        codes, scale, zero = quantize_activations(x, ACTIVATION_LEVELS)
+        codes, scale, zero = quantize_activations(x)
         return torch.ops.onednn.qlinear_pointwise(
             codes, scale, zero, self._packed, self._scale, self._zeros, self._bias, 1.0, 0,
             torch.float32, self._post, [], self._algorithm,
