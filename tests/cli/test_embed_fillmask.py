@@ -137,3 +137,20 @@ def test_embed_rejects_unknown_output_format(tmp_path, capsys) -> None:
     args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt")]
     assert main([*args, "--output", str(tmp_path / "v.csv")]) == 1
     assert ".npy or .jsonl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bf16_path", ["fp32", "emulated"])
+def test_embed_summary_names_the_precision_it_ran(tmp_path, capsys, bf16_path) -> None:
+    """--precision bf16 without native bf16 runs fp32, and the summary line says fp32, not bf16."""
+    from bertkit import hardware
+
+    directory = _tiny_mlm_dir(tmp_path)
+    (tmp_path / "in.txt").write_text("the cat\nthe big red dog ran\n")
+    args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt"),
+            "--output", str(tmp_path / "v.npy"), "--precision", "bf16"]  # fmt: skip
+    with hardware.forced("bf16", bf16_path):
+        assert main(args) == 0
+    summary = capsys.readouterr().err.strip().splitlines()[-1]
+    ran = "bf16" if bf16_path == "emulated" else "fp32"
+    assert summary.startswith("embedded 2 lines") and f", {ran};" in summary, summary
+    assert np.load(tmp_path / "v.npy").shape == (2, 32)

@@ -174,7 +174,7 @@ class Embedder:
         tokenizer = BertTokenizer.from_pretrained(
             directory, split_special_tokens=split_special_tokens
         )
-        chosen = P.choose(precision, dev)
+        chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
         return cls(for_precision(model, chosen), tokenizer, spec, chosen, batch_size,
                    windows=windows or WindowConfig(), layers=layers or LayerSpec())  # fmt: skip
 

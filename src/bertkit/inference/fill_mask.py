@@ -54,7 +54,7 @@ class FillMasker:
                 f"{directory}: the checkpoint has no masked-LM head weights (cls.predictions.*)"
             )
         tokenizer = BertTokenizer.from_pretrained(directory)
-        chosen = P.choose(precision, dev)
+        chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
         return cls(for_precision(model.to(dev), chosen), tokenizer, chosen, batch_size, None)
 
     @torch.inference_mode()

@@ -69,7 +69,7 @@ class TaskModel:
         )
         if model is None:
             model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle)
-        chosen = P.choose(precision, dev)
+        chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
         return cls(adapter, tokenizer, for_precision(model.to(dev), chosen), chosen, batch_size)
 
     @property
