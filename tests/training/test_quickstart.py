@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from bertkit import hardware
 from bertkit.cli.main import main
 from bertkit.data.corpus import detect_format, read_documents
 from bertkit.training.quickstart import read_corpus
@@ -54,8 +57,6 @@ def test_compressed_corpus_reads_like_the_plain_file(tmp_path):
     assert list(read_documents([path])) == list(read_documents([plain]))
     broken = tmp_path / "broken.raw.xz"
     broken.write_bytes(lzma.compress(WIKITEXT.encode() * 50)[:-40])
-    import pytest
-
     from bertkit.errors import InputError
 
     with pytest.raises(InputError, match=r"broken\.raw\.xz:\d+: cannot decompress"):
@@ -69,7 +70,8 @@ def test_builtin_corpus_is_the_attributed_wikipedia_sample():
     assert sum(len(s.split()) for d in docs for s in d) > 3_500_000
 
 
-def test_quickstart_end_to_end_small(tmp_path, capsys):
+def _small_quickstart(tmp_path, *extra: str) -> int:
+    """``bertkit quickstart`` on a 20-article WikiText corpus, 4 updates of 8, into tmp/qs."""
     sentences = [
         "the cat sat on the mat .",
         "a dog ran in the park .",
@@ -83,24 +85,14 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
         articles.append(f" = Article {i} = \n \n {body} \n \n")
     corpus = tmp_path / "small.raw"
     corpus.write_text("".join(articles))
+    args = ["--output", str(tmp_path / "qs"), "--corpus", str(corpus), "--max-steps", "4"]
+    args += ["--batch-size", "8", "--vocab-size", "120", "--threads", "1", *extra]
+    return main(["quickstart", *args])
+
+
+def test_quickstart_end_to_end_small(tmp_path, capsys):
     out = tmp_path / "qs"
-    rc = main(
-        [
-            "quickstart",
-            "--output",
-            str(out),
-            "--corpus",
-            str(corpus),
-            "--max-steps",
-            "4",
-            "--batch-size",
-            "8",
-            "--vocab-size",
-            "120",
-            "--threads",
-            "1",
-        ]
-    )
+    rc = _small_quickstart(tmp_path)
     assert rc == 0
     printed = capsys.readouterr().out
     assert "held-out MLM accuracy" in printed and "fill-mask" in printed
@@ -135,3 +127,14 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
     assert summary["reached_targets"] is False  # 4 updates learn nothing
     last = printed.strip().splitlines()[-1]
     assert last.startswith("verdict: the model learned less than the quickstart aims for")
+
+
+@pytest.mark.parametrize("path, runs", [("fp32", "fp32"), ("emulated", "bf16")])
+def test_quickstart_records_the_precision_it_ran(tmp_path, capsys, path, runs):
+    # --precision bf16 without native bf16 trains in fp32 (one notice), and summary.json and the
+    # pre-training line say so; forced to emulated it trains in bf16
+    with hardware.forced("bf16", path):
+        assert _small_quickstart(tmp_path, "--precision", "bf16") == 0
+    summary = json.loads((tmp_path / "qs" / "summary.json").read_text())
+    assert summary["precision"] == runs
+    assert f"on 1 CPU thread in {runs}:" in capsys.readouterr().out

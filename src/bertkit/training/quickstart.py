@@ -327,8 +327,9 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     out.mkdir(parents=True, exist_ok=True)
     threads = s.threads or hardware.idle_threads()
     torch.set_num_threads(threads)
-    # auto: bf16 on a GPU that has it; on a CPU only where it is native and measured faster
-    s = dataclasses.replace(s, precision=P.choose(s.precision, hardware.resolve_device("auto")))
+    # auto: bf16 on a GPU that has it; on a CPU only where it is native and measured faster; bf16
+    # without native bf16 runs, and is recorded as, fp32 (one notice says why)
+    s = dataclasses.replace(s, precision=P.resolve(s.precision, hardware.resolve_device("auto")))
     docs = read_corpus(s.corpus)
     train_docs = [d for i, d in enumerate(docs) if i % HELDOUT_EVERY != HELDOUT_EVERY - 1]
     held_docs = [d for i, d in enumerate(docs) if i % HELDOUT_EVERY == HELDOUT_EVERY - 1]
