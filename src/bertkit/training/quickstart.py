@@ -75,8 +75,8 @@ TARGET_MLM, TARGET_NSP = 0.25, 0.70
 # with 7.5e-4 (runs of another day; NSP within a seed's spread). 7.5e-4 had been chosen on the
 # Intel Xeon with 2 heads, from 4,785 phase-1 updates and 1,595 of phase 2: NSP 69.1% / MLM
 # 33.1% against 67.3% / 34.2% at 1.5e-3 and 66.8% / 31.7% at 3.8e-4; no AVX-512 machine has
-# run 1.5e-3 with 4 heads. Phase 2's update count is fitted when phase 1 ends (fit_phase2), so the job spends its whole budget and ends on time on a machine of
-# any speed. The budget is 9 minutes, data preparation included: with 9.5, two runs of six on
+# run 1.5e-3 with 4 heads. Phase 2's update count is fitted when phase 1 ends (fit_phase2),
+# so the job spends its whole budget and ends on time on a machine of any speed. The budget is 9 minutes, data preparation included: with 9.5, two runs of six on
 # the AMD EPYC ended 5 and 23 s past 10 minutes, when the machine ran slower than both of its
 # calibrations had measured.
 # 4 attention heads of 32 instead of BERT-Tiny's 2 of 64 (the same parameters and FLOPs): NSP
