@@ -235,3 +235,82 @@ def test_bf16_evaluations_during_a_run_score_the_current_weights(tmp_path, bf16_
     again = trainer.evaluate()
     assert again is not None and result.final_eval is not None
     assert again == pytest.approx(result.final_eval, rel=1e-6)
+
+
+def _fake_clock(monkeypatch, trainer_box: list, start_up: float = 0.0) -> None:
+    """loop.py's ``time.time()`` reads 1000 s plus one second per update done (its
+    ``perf_counter`` stays real): a machine whose updates take exactly 1 s, after a first
+    update that also spends ``start_up`` seconds."""
+    import time
+    import types
+
+    import bertkit.training.loop as loop
+
+    def now() -> float:
+        step = trainer_box[0].step
+        return 1000.0 + step + (start_up if step else 0.0)
+
+    fake = types.SimpleNamespace(time=now, perf_counter=time.perf_counter)
+    monkeypatch.setattr(loop, "time", fake)
+
+
+def _records(run, kind: str) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["type"] == kind]
+
+
+def test_deadline_shrinks_the_schedule_and_ends_the_decay_on_time(tmp_path, monkeypatch):
+    from bertkit.training.schedule import ScheduleConfig, lr_factor
+
+    box: list = []
+    _fake_clock(monkeypatch, box)
+    kw = {"steps": 40, "log_every": 2, "save_every": 3, "end_by": 1020.5}
+    box.append(make_trainer(tmp_path / "ref", **kw))
+    result = box[0].fit()
+    # measured from the first log line (update 2), at update 6 (two more windows) the rate is
+    # 1 s/update: 14 more fit before 1020.5
+    assert result.step == 20
+    assert _records(tmp_path / "ref", "deadline") == [
+        {"type": "deadline", "step": 6, "total_steps": 20, "was": 40}
+    ]
+    lrs = [r["lr"] for r in _records(tmp_path / "ref", "train")]
+    assert lrs[-1] == pytest.approx(1e-3 * lr_factor(19, ScheduleConfig(20, 2)))
+    assert lrs[-1] < lrs[1] / 8  # the decay ran to (almost) zero at the new end
+
+    # killed after the shrink and resumed: the checkpoint's shorter schedule is kept, exactly
+    box[0] = make_trainer(tmp_path / "run", **kw)
+    _train_until(box[0], 10)
+    box[0] = make_trainer(tmp_path / "run", **kw)
+    assert box[0].fit().step == 20
+    assert losses(tmp_path / "run") == losses(tmp_path / "ref")
+
+
+def test_deadline_rate_leaves_out_the_first_windows_start_up(tmp_path, monkeypatch):
+    box: list = []
+    _fake_clock(monkeypatch, box, start_up=10.0)
+    box.append(make_trainer(tmp_path / "run", steps=40, log_every=2, end_by=1040.5))
+    # at update 6 the clock reads 1016: 24 more updates of 1 s fit (a rate counted from the
+    # loop's start, 14 s for the first 4 updates, would have cut the run to 11 at update 4)
+    assert box[0].fit().step == 30
+    assert [r["total_steps"] for r in _records(tmp_path / "run", "deadline")] == [30]
+
+
+def test_deadline_far_away_or_absent_changes_nothing(tmp_path, monkeypatch):
+    box: list = []
+    _fake_clock(monkeypatch, box)
+    box.append(make_trainer(tmp_path / "none", steps=12, log_every=2))
+    assert box[0].fit().step == 12
+    box[0] = make_trainer(tmp_path / "far", steps=12, log_every=2, end_by=1000.0 + 13)
+    assert box[0].fit().step == 12
+    assert _records(tmp_path / "far", "deadline") == []
+    assert losses(tmp_path / "far") == losses(tmp_path / "none")
+
+
+def test_deadline_already_past_ends_at_the_next_update_not_inside_warmup(tmp_path, monkeypatch):
+    box: list = []
+    _fake_clock(monkeypatch, box)
+    box.append(make_trainer(tmp_path / "past", steps=40, log_every=1, end_by=900.0))
+    # checked from update 3 on (two windows of 1 after the first log line at update 1): the
+    # next update, 4, is the end (warmup is 2 updates, so the floor alone would allow 3)
+    assert box[0].fit().step == 4
+    assert [r["total_steps"] for r in _records(tmp_path / "past", "deadline")] == [4]

@@ -70,8 +70,8 @@ def test_builtin_corpus_is_the_attributed_wikipedia_sample():
     assert sum(len(s.split()) for d in docs for s in d) > 3_500_000
 
 
-def _small_quickstart(tmp_path, *extra: str) -> int:
-    """``bertkit quickstart`` on a 20-article WikiText corpus, 4 updates of 8, into tmp/qs."""
+def _small_args(tmp_path) -> list[str]:
+    """``bertkit quickstart``'s arguments for a 20-article WikiText corpus, into tmp/qs."""
     sentences = [
         "the cat sat on the mat .",
         "a dog ran in the park .",
@@ -85,9 +85,13 @@ def _small_quickstart(tmp_path, *extra: str) -> int:
         articles.append(f" = Article {i} = \n \n {body} \n \n")
     corpus = tmp_path / "small.raw"
     corpus.write_text("".join(articles))
-    args = ["--output", str(tmp_path / "qs"), "--corpus", str(corpus), "--max-steps", "4"]
-    args += ["--batch-size", "8", "--vocab-size", "120", "--threads", "1", *extra]
-    return main(["quickstart", *args])
+    return ["--output", str(tmp_path / "qs"), "--corpus", str(corpus), "--batch-size", "8",
+            "--vocab-size", "120", "--threads", "1"]  # fmt: skip
+
+
+def _small_quickstart(tmp_path, *extra: str) -> int:
+    """``bertkit quickstart`` on a 20-article WikiText corpus, 4 updates of 8, into tmp/qs."""
+    return main(["quickstart", *_small_args(tmp_path), "--max-steps", "4", *extra])
 
 
 def test_quickstart_end_to_end_small(tmp_path, capsys):
@@ -138,3 +142,46 @@ def test_quickstart_records_the_precision_it_ran(tmp_path, capsys, path, runs):
     summary = json.loads((tmp_path / "qs" / "summary.json").read_text())
     assert summary["precision"] == runs
     assert f"on 1 CPU thread in {runs}:" in capsys.readouterr().out
+
+
+def test_phase2_updates_follow_the_machines_drift():
+    from bertkit.training.quickstart import phase2_updates
+
+    assert phase2_updates(100.0, [0.1, 0.4], None) == 250
+    assert phase2_updates(100.0, [0.1, 0.4], 0.125) == 200  # phase 1 ran 25% slower than measured
+    assert phase2_updates(100.0, [0.1, 0.4], 0.05) == 500
+    assert phase2_updates(0.0, [0.1, 0.4], 0.1) == 1
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_quickstart_runs_keep_the_jobs_deadline(tmp_path, monkeypatch, timed):
+    # with --minutes both runs get a deadline (phase 1's leaves phase 2 its calibrated share);
+    # with --max-steps none: the count asked for is the count run
+    import time
+
+    import bertkit.training.quickstart as qs
+
+    seen, real = [], qs.pretrain
+
+    def recording(opts, log):
+        if opts.eval_data is not None:  # not a calibration run
+            seen.append((opts.output.name, opts.train.end_by, time.time()))
+        return real(opts, log=log)
+
+    monkeypatch.setattr(qs, "pretrain", recording)
+    t0 = time.time()
+    extra = ["--minutes", "0.2"] if timed else []
+    if timed:
+        monkeypatch.setattr(qs, "CALIBRATION_STEPS", 8)
+        rc = main(["quickstart", *_small_args(tmp_path), *extra])
+    else:
+        rc = _small_quickstart(tmp_path)
+    assert rc == 0
+    assert [name for name, _, _ in seen] == ["run-phase1", "run"]
+    plan = json.loads((tmp_path / "qs" / "plan.json").read_text())
+    if not timed:
+        assert [end for _, end, _ in seen] == [None, None] and "phase2_steps" not in plan
+        return
+    (_, end1, _), (_, end2, _) = seen
+    assert t0 + 0.2 * 60 - qs.FINAL_SECONDS - 1 < end2 < t0 + 0.2 * 60 - qs.FINAL_SECONDS + 1
+    assert end1 < end2 and plan["phase2_steps"] >= 1 and len(plan["seconds_per_update"]) == 2

@@ -16,10 +16,16 @@ the same computation for any world size and accumulation (up to float summation 
 An update whose loss or gradient norm is not finite is skipped: gradients are dropped, the step
 counter and schedule do not advance (its batch is consumed), and ``max_consecutive_skips`` skips in a
 row abort the run.
+
+With ``TrainConfig.end_by`` the run keeps a wall-clock deadline: at each log line the rate since
+the first one (evaluations and checkpoints included) says how many updates still fit, and when
+fewer than the schedule's do, the total shrinks (see ``_meet_deadline``), so the decay still ends
+at zero, on time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import time
@@ -114,6 +120,11 @@ class Trainer:
         self.pending: StepStats | None = None
         """Statistics since the last fold into ``window``, still on the device."""
         self._prefetch: Prefetcher | None = None
+        self._clock: tuple[float, int] | None = None
+        """(time.time(), step) at this process's first log line: the deadline's rate is measured
+        from there, so the first window's start-up (kernel creation, prefetch) does not count."""
+        self._pause = 0.0
+        """The longest evaluation-and-checkpoint pause so far: kept back for the final one."""
 
     # ---- messages --------------------------------------------------------------------------
 
@@ -193,6 +204,8 @@ class Trainer:
                 ckpt.restore_rng(mine)
         if self.info.is_main:
             self.metrics.truncate_after(self.step)
+        if self.cfg.end_by is not None and s.total_steps < self.schedule.total_steps:
+            self._shrink(s.total_steps)  # the deadline had already shortened this run
         self.log(f"resumed from {c.path} (step {self.step})")
         return True
 
@@ -381,6 +394,7 @@ class Trainer:
     def _loop(self, model: nn.Module, bar: Any, peak: float | None) -> None:
         cfg, info, total = self.cfg, self.info, self.schedule.total_steps
         t_window = time.perf_counter()
+        self._clock = None
         while self.step < total:
             phase_index, phase = self._phase_at(self.step)
             if phase_index != self.phase_index:
@@ -416,6 +430,13 @@ class Trainer:
                 if info.is_main:
                     self.metrics.append(rec)
                     bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}")
+                if self._clock is None:
+                    self._clock = (time.time(), self.step)
+                elif cfg.end_by is not None and self.step < total:
+                    self._meet_deadline(cfg.end_by)
+                    total = self.schedule.total_steps
+                    if hasattr(bar, "total"):
+                        bar.total = total
             t_pause = (
                 time.perf_counter()
             )  # evaluation and checkpoints do not count as training time
@@ -423,7 +444,47 @@ class Trainer:
                 self._eval_and_log()
             if saving:
                 self.save()
-            t_window += time.perf_counter() - t_pause
+            paused = time.perf_counter() - t_pause
+            self._pause = max(self._pause, paused)
+            t_window += paused
+
+    def _meet_deadline(self, end_by: float) -> None:
+        """Shrink the schedule when the updates left would end past ``end_by``: at the rate of
+        this process since its first log line (two windows at least; evaluations and checkpoints
+        included), keeping back the longest pause for the final evaluation. Rank 0 decides for
+        all ranks. The decay is linear, so the learning rate steps down once (to what the
+        shorter schedule has at this update) and still reaches zero at the last update. Never
+        below the last phase's first update, nor into a warmup."""
+        assert self._clock is not None
+        start, first = self._clock
+        sch = self.schedule
+        new = -1.0
+        if self.info.is_main and self.step - first >= 2 * self.cfg.log_every:
+            now = time.time()
+            rate = (now - start) / (self.step - first)
+            fits = self.step + int(max(end_by - now - self._pause, 0.0) / rate)
+            restart = sch.restart_at + sch.restart_warmup_steps if sch.restart_at else 0
+            floor = 1 + max(sch.warmup_steps, restart, sch.total_steps - self.phases[-1].steps)
+            if fits < sch.total_steps:
+                new = float(max(fits, floor, self.step + 1))
+        new = D.broadcast_float(new, self.info)
+        if new > 0 and int(new) < sch.total_steps:
+            was, total = sch.total_steps, int(new)
+            self._shrink(total)
+            self.log(
+                f"step {self.step}: the time left fits {total - self.step} more updates, not "
+                f"{was - self.step}: the schedule now ends at update {total}"
+            )
+            if self.info.is_main:
+                rec = {"type": "deadline", "step": self.step, "total_steps": total, "was": was}
+                self.metrics.append(rec)
+
+    def _shrink(self, total: int) -> None:
+        """End the run (the last phase and the schedule's decay) at update ``total``."""
+        cut = self.schedule.total_steps - total
+        last = self.phases[-1]
+        self.phases = [*self.phases[:-1], dataclasses.replace(last, steps=last.steps - cut)]
+        self.schedule = dataclasses.replace(self.schedule, total_steps=total)
 
     def _finish(self, t_start: float) -> TrainResult:
         info, total = self.info, self.schedule.total_steps

@@ -1,18 +1,19 @@
 """The quickstart recipe: raw text to a pre-trained tiny BERT on the built-in corpus, in minutes.
 
-``bertkit/resources``, see ATTRIBUTION.txt; ``--corpus`` reads any file the data pipeline reads),
-hold out every 15th article, train a WordPiece vocabulary, build MLM+NSP instances, pre-train a
-tiny BERT on the CPU, then report held-out MLM/NSP accuracy next to what a model that ignores the
-input would score, show fill-mask predictions, write ``OUTPUT/summary.json`` and end with a
-plain verdict.
+Read a corpus (the built-in Wikipedia sample of 1,717 articles in ``bertkit/resources``, see
+ATTRIBUTION.txt; ``--corpus`` reads any file the data pipeline reads), hold out every 15th article,
+train a WordPiece vocabulary, build MLM+NSP instances, pre-train a tiny BERT on the CPU, then
+report held-out MLM/NSP accuracy next to what a model that ignores the input would score, show
+fill-mask predictions, write ``OUTPUT/summary.json`` and end with a plain verdict.
 
-The whole job has a wall-clock budget (``--minutes``, data preparation included): once the data
-is prepared, short calibration runs measure seconds per update of each phase on this machine,
-and the step count (which the learning-rate schedule needs up front) is chosen to fill the time
-left. The two phases are two runs (``run-phase1/``, then ``run/`` warm-started from its model,
-each with its own warmup and decay), so phase 2's count is fitted again when phase 1 ends, to
-the time actually left. The plan is stored in ``OUTPUT/plan.json`` so that a rerun resumes the
-same runs instead of starting different ones.
+The whole job has a wall-clock budget (``--minutes``, data preparation included): once the data is
+prepared, short calibration runs measure seconds per update of each phase on this machine, and the
+step count (which the learning-rate schedule needs up front) is chosen to fill the time left. The
+two phases are two runs (``run-phase1/``, then ``run/`` warm-started from its model, each with its
+own warmup and decay), so phase 2's count is fitted again when phase 1 ends, to the time actually
+left, and each run keeps a deadline (``TrainConfig.end_by``) that ends its decay sooner when the
+machine runs slower than fitted. The plan is stored in ``OUTPUT/plan.json`` so that a rerun resumes
+the same runs instead of starting different ones.
 
 ``bertkit quickstart`` is a thin layer over :func:`run_quickstart`.
 """
@@ -72,10 +73,11 @@ TARGET_MLM, TARGET_NSP = 0.25, 0.70
 # 1.5e-3, phase 1's peak: on the AVX2-only AMD EPYC (fp32, 720 phase-2 updates from one
 # phase-1 checkpoint) held-out MLM 28.4% / NSP 63.3% against 26.0% / 61.4% at 7.5e-4, the
 # earlier choice (Intel Xeon, 2 heads; the history is in the docs). Phase 2's update count is
-# fitted when phase 1 ends (fit_phase2), so the job spends its whole budget and ends on time on
-# a machine of any speed. The budget is 9 minutes, data preparation included: with 9.5, two
-# runs of six on the AMD EPYC ended 5 and 23 s past 10 minutes, when the machine ran slower
-# than both of its calibrations had measured.
+# fitted when phase 1 ends (fit_phase2), and both runs keep the job's deadline (end_by): a run
+# slower than fitted ends its decay sooner, so no margin is kept back and the job ends on time
+# on a machine of any speed. The budget is 9.5 minutes, data preparation included (with fits
+# made once before each phase and nothing to correct them, two runs of six on the AMD EPYC had
+# ended 5 and 23 s past 10 minutes at 9.5).
 # 4 attention heads of 32 instead of BERT-Tiny's 2 of 64 (the same parameters and FLOPs): NSP
 # is learned in the 128-token phase by matching B's tokens with A's, and 2 heads per layer are
 # taken by the neighbour attention MLM needs. Seed 0 on the AMD EPYC: held-out NSP 73.2% against
@@ -90,7 +92,7 @@ HEADS = 4
 VOCAB_SIZE = 4096
 BATCH_SIZE = 64
 INIT_RANGE = 0.06
-MINUTES = 9.0
+MINUTES = 9.5
 CALIBRATION_STEPS = 24
 FINAL_SECONDS = 5.0  # after training: input-blind baselines, loading the model, fill-mask
 
@@ -153,9 +155,12 @@ def _options(
     threads: int,
     phase2: bool = False,
     init_from: Path | None = None,
+    end_by: float | None = None,
 ) -> PretrainOptions:
     """One run's pre-training options: phase 1 (short instances, from scratch) or phase 2 (the
-    last length, its own peak and batch size, warm-started from phase 1's model)."""
+    last length, its own peak and batch size, warm-started from phase 1's model), ending its
+    decay by ``end_by`` (``time.time()``) when given. Two held-out evaluations per run (half
+    way and at the end): each is ~1% of the budget on a 2-core CPU."""
     return PretrainOptions(
         data=data,
         output=out,
@@ -175,13 +180,14 @@ def _options(
             batch_size=(s.phase2_batch_size or s.batch_size) if phase2 else s.batch_size,
             seed=s.seed,
             precision=s.precision,
-            log_every=min(50, max(1, steps // 4)),
-            eval_every=max(1, steps // 4),
+            log_every=min(25, max(1, steps // 8)),
+            eval_every=max(1, steps // 2),
             eval_examples=2000,
             save_every=max(1, steps // 4),
             keep_last=2,
             peak_flops=1e11,  # nominal: skips the start-up matmul benchmark, MFU is not shown
             show_progress=None,
+            end_by=end_by,
         ),
     )
 
@@ -238,9 +244,9 @@ def plan_steps(
         weights = [1.0] if len(data) == 1 else [1 - s.phase2_fraction, s.phase2_fraction]
         per_step = sum(w * r for w, r in zip(weights, per_phase, strict=True))
         left = max(s.minutes * 60 - spent - (time.perf_counter() - t0) - FINAL_SECONDS, 0.0)
-        # ~8% of the training time goes to the held-out evaluations and checkpoints, and to
-        # updates slower than the calibration's
-        steps = max(50, int(left * 0.92 / per_step))
+        # ~3% of phase 1's time goes to its held-out evaluations and checkpoints; a slower
+        # machine is met by the runs' deadlines (end_by), a faster one by phase 2's fit
+        steps = max(50, int(left * 0.97 / per_step))
         plan = {"max_steps": steps, "seconds_per_update": per_phase}
         log(
             f"      calibration: {per_step:.3f} s/update -> {steps} updates in the "
@@ -250,35 +256,48 @@ def plan_steps(
     return int(plan["max_steps"])
 
 
+def measured_rate(run: Path) -> float | None:
+    """The median seconds per update of a finished run's logged windows (None: none logged)."""
+    lines = (
+        (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
+    )
+    rates = sorted(r["seconds_per_step"] for r in map(json.loads, lines) if r["type"] == "train")
+    return rates[len(rates) // 2] if rates else None
+
+
+def phase2_updates(left: float, calibrated: list[float], phase1_ran_at: float | None) -> int:
+    """Phase 2's update count for ``left`` seconds: the first calibration's phase-2 rate, scaled
+    by how much slower (or faster) phase 1 ran than its own calibration said, i.e. by the
+    machine's drift since then. Nothing is kept back: the run's deadline (``end_by``) shortens
+    the decay if phase 2 then runs slower."""
+    rate1, rate2 = calibrated[0], calibrated[-1]
+    drift = phase1_ran_at / rate1 if phase1_ran_at else 1.0
+    return max(1, int(left / (rate2 * drift)))
+
+
 def fit_phase2(
     s: QuickstartSettings,
     out: Path,
-    data: Path,
-    threads: int,
     planned: int,
     deadline: float,
     log: Callable[[str], None],
 ) -> int:
     """Phase 2's update count, decided when phase 1 ends: the planned share under --max-steps,
     the stored one on a rerun, else what fits before ``deadline`` (a ``time.perf_counter()``
-    value). Phase 2 has its own warmup and decay, so only it needs the count, and whatever
-    phase 1 took more or less than planned is taken up here: the job ends on time and spends
-    its whole budget. The rate is the slower of the first calibration's and a second, twice as
-    long one made now, and 8% of the time is kept back: on the 2-core AMD EPYC, 20-update windows
-    of one phase-2 run ranged over 0.194-0.237 s, and one run fitted at 0.184 s per update (both
-    calibrations) ran at 0.227 and ended 23 s past 10 minutes."""
+    value) by :func:`phase2_updates`. Phase 2 has its own warmup and decay, so only it needs the
+    count, and whatever phase 1 took more or less than planned is taken up here."""
     plan = _read_plan(out)
     if s.max_steps is not None or "seconds_per_update" not in plan:
         return planned
     if "phase2_steps" not in plan:
-        again = calibrate(s, out, data, threads, True, steps=2 * CALIBRATION_STEPS)
-        rate = max(float(plan["seconds_per_update"][-1]), again)
         left = max(deadline - time.perf_counter(), 0.0)
-        # 8%: the held-out evaluations, checkpoints and the export, and the machine's drift
-        plan["phase2_steps"] = max(1, int(left * 0.92 / rate))
+        ran_at = measured_rate(out / "run-phase1")
+        plan["phase2_steps"] = phase2_updates(left, plan["seconds_per_update"], ran_at)
+        drift = f"phase 1 ran at {ran_at:.3f} s/update, " if ran_at else ""
         log(
             f"      phase 2: {plan['phase2_steps']} updates (planned {planned}) fill the "
-            f"{left / 60:.1f} min left at {rate:.3f} s/update"
+            f"{left / 60:.1f} min left ({drift}calibrated "
+            f"{plan['seconds_per_update'][0]:.3f} and {plan['seconds_per_update'][-1]:.3f})"
         )
         _write_plan(out, plan)
     return int(plan["phase2_steps"])
@@ -390,9 +409,14 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     what = f"a tiny BERT (L=2, H=128, A={s.num_attention_heads})"
     say = lambda m: log(f"      {m}")  # noqa: E731
     heldout_dir = out / "heldout"
+    deadline = t0 + s.minutes * 60 - FINAL_SECONDS
+    # the runs' deadlines (end_by) are time.time() values; none under --max-steps
+    timed = s.max_steps is None and "seconds_per_update" in _read_plan(out)
+    clock = lambda t: (time.time() + t - time.perf_counter()) if timed else None  # noqa: E731
     if len(phases) == 1:
         log(f"[4/5] pre-training {what} for {steps} updates of {s.batch_size} {on}")
         opts = _options(out / "run", phases[0], heldout_dir, steps, s, threads)
+        opts.train.end_by = clock(deadline)
         result = pretrain(opts, log=say)
         steps1 = 0
     else:
@@ -407,14 +431,20 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
             f"{s.phase2_batch_size or s.batch_size} on {s.seq_length}-token instances "
             f"({s.phase2_fraction:.0%} of the updates; fitted to the time left)"
         )
+        # phase 1 ends its decay early enough to leave phase 2 its calibrated share
+        rate2 = _read_plan(out).get("seconds_per_update", [0.0])[-1]
+        end1 = clock(deadline - planned2 * rate2)
         start = None
         if steps1:
-            opts = _options(out / "run-phase1", phases[0], heldout_dir, steps1, s, threads)
-            pretrain(opts, log=say)
+            opts = _options(
+                out / "run-phase1", phases[0], heldout_dir, steps1, s, threads, end_by=end1
+            )
+            steps1 = pretrain(opts, log=say).step  # fewer than planned if its deadline came
             start = out / "run-phase1" / "model"
-        deadline = t0 + s.minutes * 60 - FINAL_SECONDS
-        steps2 = fit_phase2(s, out, phases[1], threads, planned2, deadline, log)
-        opts = _options(out / "run", phases[1], heldout_dir, steps2, s, threads, True, start)
+        steps2 = fit_phase2(s, out, planned2, deadline, log)
+        opts = _options(
+            out / "run", phases[1], heldout_dir, steps2, s, threads, True, start, clock(deadline)
+        )
         result = pretrain(opts, log=say)
     e = result.final_eval or {}
     mlm, nsp = e.get("mlm_acc", float("nan")), e.get("nsp_acc", float("nan"))

@@ -76,6 +76,11 @@ class TrainConfig:
     peak_flops: float | None = None
     """FLOP/s counted as 100% MFU; None measures a matmul at start-up."""
     show_progress: bool | None = None
+    end_by: float | None = None
+    """A wall-clock deadline (``time.time()`` seconds) for the whole run, the final evaluation
+    included. Measured against it at every log line, the run ends its decay sooner when the
+    updates left would not fit: the schedule's total shrinks (never grows) so that the learning
+    rate still reaches zero at the last update. None: the step count is fixed."""
 
     def __post_init__(self) -> None:
         P.check(self.precision)
