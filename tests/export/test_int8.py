@@ -93,6 +93,11 @@ def test_weights_use_7_bits_without_vnni_or_amx(monkeypatch):
         assert quantize.cpu_weight_levels() == want
         assert Int8Linear(torch.ones(2, 4), None).weight_levels == want
         assert ("7-bit weights" in quantize.describe()) == (want == 63)
+        # oneDNN capped below its VNNI kernels saturates as on a CPU without them
+        for cap, capped_want in (("avx2", 63), ("AVX512_CORE", 63), ("AVX2_VNNI", want)):
+            monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+            assert quantize.cpu_weight_levels() == capped_want
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
 
 
 @pytest.mark.parametrize("fused", [True, False])
