@@ -237,10 +237,11 @@ def test_bf16_evaluations_during_a_run_score_the_current_weights(tmp_path, bf16_
     assert again == pytest.approx(result.final_eval, rel=1e-6)
 
 
-def _fake_clock(monkeypatch, trainer_box: list, start_up: float = 0.0) -> None:
+def _fake_clock(monkeypatch, trainer_box: list, start_up: float = 0.0, slowing: float = 0.0):
     """loop.py's ``time.time()`` reads 1000 s plus one second per update done (its
     ``perf_counter`` stays real): a machine whose updates take exactly 1 s, after a first
-    update that also spends ``start_up`` seconds."""
+    update that also spends ``start_up`` seconds, every update ``slowing`` x 100% slower for
+    each 10 done."""
     import time
     import types
 
@@ -248,7 +249,7 @@ def _fake_clock(monkeypatch, trainer_box: list, start_up: float = 0.0) -> None:
 
     def now() -> float:
         step = trainer_box[0].step
-        return 1000.0 + step + (start_up if step else 0.0)
+        return 1000.0 + step * (1 + slowing * (step // 10)) + (start_up if step else 0.0)
 
     fake = types.SimpleNamespace(time=now, perf_counter=time.perf_counter)
     monkeypatch.setattr(loop, "time", fake)
@@ -293,6 +294,21 @@ def test_deadline_rate_leaves_out_the_first_windows_start_up(tmp_path, monkeypat
     # loop's start, 14 s for the first 4 updates, would have cut the run to 11 at update 4)
     assert box[0].fit().step == 30
     assert [r["total_steps"] for r in _records(tmp_path / "run", "deadline")] == [30]
+
+
+def test_deadline_shrinks_once_on_a_machine_slowing_a_little(tmp_path, monkeypatch):
+    box: list = []
+    _fake_clock(monkeypatch, box, slowing=0.004)
+    box.append(make_trainer(tmp_path / "run", steps=100, log_every=2, end_by=1060.5))
+    # 0.4% slower per 10 updates: the shrink at update 6 gives up 2% of what fits (59, not
+    # 60), so the slowing rate does not cut one more update at a later line, and it ends in time
+    assert box[0].fit().step == 59
+    assert [(r["step"], r["total_steps"]) for r in _records(tmp_path / "run", "deadline")] == [
+        (6, 59)
+    ]
+    import bertkit.training.loop as loop
+
+    assert loop.time.time() <= 1060.5  # the fake clock after the last update
 
 
 def test_deadline_far_away_or_absent_changes_nothing(tmp_path, monkeypatch):

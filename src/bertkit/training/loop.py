@@ -53,6 +53,9 @@ from bertkit.training.schedule import ScheduleConfig, set_lr
 from bertkit.training.settings import Collate, Phase, TrainConfig, TrainResult
 from bertkit.training.update import MicroBatch, StepStats, TrainingError, UpdateStep
 
+DEADLINE_SLACK = 0.02
+"""The share of the updates that still fit which a deadline's shrink gives up (see _meet_deadline)."""
+
 
 class Trainer:
     """Runs (or resumes) training into ``run_dir``: phases, logging, evaluation, checkpoints.
@@ -462,10 +465,13 @@ class Trainer:
         if self.info.is_main and self.step - first >= 2 * self.cfg.log_every:
             now = time.time()
             rate = (now - start) / (self.step - first)
-            fits = self.step + int(max(end_by - now - self._pause, 0.0) / rate)
+            more = max(end_by - now - self._pause, 0.0) / rate
             restart = sch.restart_at + sch.restart_warmup_steps if sch.restart_at else 0
             floor = 1 + max(sch.warmup_steps, restart, sch.total_steps - self.phases[-1].steps)
-            if fits < sch.total_steps:
+            if self.step + int(more) < sch.total_steps:
+                # DEADLINE_SLACK of the updates that fit is given up, so that a rate a little
+                # slower at the next line does not shorten the schedule again by an update or two
+                fits = self.step + int(more * (1 - DEADLINE_SLACK))
                 new = float(max(fits, floor, self.step + 1))
         new = D.broadcast_float(new, self.info)
         if new > 0 and int(new) < sch.total_steps:
