@@ -49,7 +49,14 @@ def test_minutes_budget_calibrates_once_and_a_rerun_resumes_the_same_plan(tmp_pa
         rows = (out / run / "metrics.jsonl").read_text().splitlines()
         return max(json.loads(x)["step"] for x in rows)
 
-    assert (last_step("run-phase1"), last_step("run")) == (42, 1)
+    # phase 1's deadline (the job's, less phase 2's calibrated share) had passed before it
+    # started: at its first check (update 15, two windows of 5 after its first log line) it
+    # ends at the next update
+    assert (last_step("run-phase1"), last_step("run")) == (16, 1)
+    assert (
+        '"type": "deadline", "step": 15, "total_steps": 16'
+        in (out / "run-phase1" / "metrics.jsonl").read_text()
+    )
 
     assert main(args) == 0  # rerun: no new calibration or fit, the finished runs are reused
     second = capsys.readouterr().out
@@ -91,38 +98,40 @@ def test_the_budget_is_the_whole_job_so_data_preparation_comes_out_of_training(
         return Q.plan_steps(s, s.output, [tmp_path / "a", tmp_path / "b"], 1, lambda m: None, spent)
 
     fresh, late = steps(0.0, "fresh"), steps(30.0, "late")
-    # (60 s - spent - the final steps' 5 s) x 0.92 / 0.01 s, less the stub's few milliseconds
-    assert 5000 < fresh <= 5060 and 2240 < late <= 2300
+    # (60 s - spent - the final steps' 5 s) x 0.97 / 0.01 s, less the stub's few milliseconds
+    assert 5280 < fresh <= 5335 and 2370 < late <= 2425
     assert steps(59.0, "over") == 50  # nothing left: the floor
 
 
-def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path, monkeypatch):
-    """fit_phase2: 92% of the time left before the deadline at the slower of the first
-    calibration's phase-2 rate and a second calibration's, stored so that a rerun keeps it;
-    --max-steps and an uncalibrated plan keep the planned share."""
+def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path):
+    """fit_phase2: the time left before the deadline at the first calibration's phase-2 rate,
+    scaled by how far phase 1's logged windows (their median) drifted from its calibration,
+    stored so that a rerun keeps it; --max-steps and an uncalibrated plan keep the planned
+    share."""
     import time
 
     from bertkit.training import quickstart as Q
 
-    now = {"rate": 0.05}
-    monkeypatch.setattr(Q, "calibrate", lambda *a, **k: now["rate"])
     s = Q.QuickstartSettings(output=tmp_path)
     plan = tmp_path / "plan.json"
+    windows = tmp_path / "run-phase1" / "metrics.jsonl"
 
     def fit(left: float, settings=s) -> int:
         deadline = time.perf_counter() + left
-        return Q.fit_phase2(settings, tmp_path, tmp_path, 1, 1000, deadline, lambda m: None)
+        return Q.fit_phase2(settings, tmp_path, 1000, deadline, lambda m: None)
 
     def fresh_plan() -> None:
         plan.write_text(json.dumps({"max_steps": 4000, "seconds_per_update": [0.01, 0.04]}))
 
     fresh_plan()
-    assert 1835 <= fit(100.0) <= 1840  # 100 s x 0.92 / 0.05: the second calibration is slower
-    assert 1835 <= json.loads(plan.read_text())["phase2_steps"] <= 1840
-    now["rate"] = 0.001
-    assert 1835 <= fit(5.0) <= 1840  # a rerun keeps the stored count
+    assert 2495 <= fit(100.0) <= 2500  # no phase-1 windows: 100 s / 0.04
+    assert 2495 <= json.loads(plan.read_text())["phase2_steps"] <= 2500
+    assert 2495 <= fit(5.0) <= 2500  # a rerun keeps the stored count
+    windows.parent.mkdir()
+    rows = [{"type": "train", "seconds_per_step": r} for r in (0.02, 0.0125, 0.0125, 0.011)]
+    windows.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"type": "eval"}]))
     fresh_plan()
-    assert 2295 <= fit(100.0) <= 2300  # now the first calibration (0.04 s) is the slower one
+    assert 1995 <= fit(100.0) <= 2000  # phase 1 ran at 0.0125 (median), 25% slower
     fresh_plan()
     assert fit(-3.0) == 1  # over budget already
     fixed = Q.QuickstartSettings(output=tmp_path, max_steps=4000)
