@@ -397,7 +397,6 @@ class Trainer:
     def _loop(self, model: nn.Module, bar: Any, peak: float | None) -> None:
         cfg, info, total = self.cfg, self.info, self.schedule.total_steps
         t_window = time.perf_counter()
-        self._clock = None
         while self.step < total:
             phase_index, phase = self._phase_at(self.step)
             if phase_index != self.phase_index:

@@ -45,6 +45,7 @@ from bertkit.io import atomic_write_text
 from bertkit.model import BertForPreTraining
 from bertkit.tokenizer import BertTokenizer, train_wordpiece
 from bertkit.training.loop import TrainConfig
+from bertkit.training.metrics import MetricsLog
 from bertkit.training.pretraining import PretrainOptions, check_options, pretrain
 
 CORPUS = "wikipedia-sample.txt.xz"
@@ -198,20 +199,20 @@ def calibrate(
     data: Path,
     threads: int,
     phase2: bool,
-    steps: int = CALIBRATION_STEPS,
 ) -> float:
     """Seconds per update of one phase's settings on ``data``, from a short throw-away run of
-    ``steps`` updates: its median window of 8 (robust to the first window's start-up)."""
+    CALIBRATION_STEPS updates: its median window of 8 (robust to the first window's start-up)."""
     calib = out / "calibration"
     shutil.rmtree(calib, ignore_errors=True)
-    opts = _options(calib, data, None, steps, s, threads, phase2=phase2)
+    opts = _options(calib, data, None, CALIBRATION_STEPS, s, threads, phase2=phase2)
     opts.train.log_every = 8
     opts.train.show_progress = False
     pretrain(opts, log=lambda _m: None)
-    windows = [json.loads(x) for x in (calib / "metrics.jsonl").read_text().splitlines()]
-    rates = [r["seconds_per_step"] for r in windows if r.get("type") == "train"]
+    rate = measured_rate(calib)
     shutil.rmtree(calib, ignore_errors=True)
-    return sorted(rates)[len(rates) // 2]
+    if rate is None:
+        raise ConfigError(f"the calibration run in {calib} logged no update")
+    return rate
 
 
 def _read_plan(out: Path) -> dict[str, Any]:
@@ -257,11 +258,9 @@ def plan_steps(
 
 
 def measured_rate(run: Path) -> float | None:
-    """The median seconds per update of a finished run's logged windows (None: none logged)."""
-    lines = (
-        (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
-    )
-    rates = sorted(r["seconds_per_step"] for r in map(json.loads, lines) if r["type"] == "train")
+    """The median seconds per update of a run's logged windows (None: none logged)."""
+    records = MetricsLog(run / "metrics.jsonl").read()
+    rates = sorted(r["seconds_per_step"] for r in records if r.get("type") == "train")
     return rates[len(rates) // 2] if rates else None
 
 
@@ -411,12 +410,14 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     heldout_dir = out / "heldout"
     deadline = t0 + s.minutes * 60 - FINAL_SECONDS
     # the runs' deadlines (end_by) are time.time() values; none under --max-steps
-    timed = s.max_steps is None and "seconds_per_update" in _read_plan(out)
+    calibrated = _read_plan(out).get("seconds_per_update")
+    timed = s.max_steps is None and calibrated is not None
     clock = lambda t: (time.time() + t - time.perf_counter()) if timed else None  # noqa: E731
     if len(phases) == 1:
         log(f"[4/5] pre-training {what} for {steps} updates of {s.batch_size} {on}")
-        opts = _options(out / "run", phases[0], heldout_dir, steps, s, threads)
-        opts.train.end_by = clock(deadline)
+        opts = _options(
+            out / "run", phases[0], heldout_dir, steps, s, threads, end_by=clock(deadline)
+        )
         result = pretrain(opts, log=say)
         steps1 = 0
     else:
@@ -432,8 +433,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
             f"({s.phase2_fraction:.0%} of the updates; fitted to the time left)"
         )
         # phase 1 ends its decay early enough to leave phase 2 its calibrated share
-        rate2 = _read_plan(out).get("seconds_per_update", [0.0])[-1]
-        end1 = clock(deadline - planned2 * rate2)
+        end1 = clock(deadline - planned2 * calibrated[-1]) if timed else None
         start = None
         if steps1:
             opts = _options(
