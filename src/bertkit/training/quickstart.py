@@ -332,6 +332,8 @@ def verdict(
 def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole job (see the module doc); returns what ``OUTPUT/summary.json`` holds."""
     t0 = time.perf_counter()
+    if not s.minutes > 0:
+        raise ConfigError(f"--minutes must be a positive number, got {s.minutes:g}")
     if s.phase1_seq_length and not 0 < s.phase2_fraction <= 1:
         raise ConfigError(
             f"--phase2-fraction must be in (0, 1] with two phases, got {s.phase2_fraction:g} "
