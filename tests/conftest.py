@@ -27,6 +27,49 @@ except ImportError:  # pragma: no cover - hypothesis is a dev dependency
     pass
 
 
+def pytest_configure(config):
+    """Every process a test starts runs this run's kernel paths.
+
+    Each hardware decision is made once here (forced by its environment variable, as CI's
+    forced-path runs do, else probed) and exported, so subprocesses (torchrun ranks, a killed
+    and resumed CLI run, a server) do not probe again: a probe on cores the test keeps busy can
+    choose the other path, and runs compared bit for bit then differ in the last bits (the DDP
+    RNG-restore test failed so in 6 of 8 loaded runs). Tests of the probe itself clear these
+    variables (``tests/model/test_hardware.py``)."""
+    from bertkit import hardware
+
+    for name, made in hardware.decisions().items():
+        os.environ[hardware.ENV[name]] = made.choice
+    config.bertkit_paths = {name: (d.choice, d.source) for name, d in hardware.decisions().items()}
+
+
+@pytest.fixture
+def unforced(monkeypatch, tmp_path):
+    """No decision forced (the environment's and this run's exports cleared, every decision
+    forgotten and restored afterwards) and an empty probe cache, whose folder it returns: for
+    tests of the probes themselves, marked ``probe``."""
+    from bertkit import hardware
+
+    monkeypatch.setenv("BERTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    for name in (*hardware.ENV.values(), "BERTKIT_ONEDNN"):
+        monkeypatch.delenv(name, raising=False)
+    saved = {name: hardware.force(name, None) for name in hardware.CHOICES}
+    yield tmp_path / "cache"
+    for name, previous in saved.items():
+        hardware.restore(name, previous)
+
+
+@pytest.fixture(autouse=True)
+def _probe_tests_run_unforced(request):
+    if request.node.get_closest_marker("probe"):
+        request.getfixturevalue("unforced")
+
+
+def pytest_report_header(config):
+    paths = getattr(config, "bertkit_paths", {})
+    return "bertkit kernel paths: " + ", ".join(f"{n}={c} ({s})" for n, (c, s) in paths.items())
+
+
 @pytest.fixture(autouse=True)
 def _seeded():
     """Every test starts from the same global RNG state (tests that need randomness seed their
@@ -61,6 +104,19 @@ def _auto_precision_is_fp32(monkeypatch):
     from bertkit import hardware
 
     monkeypatch.setattr(hardware, "bf16_speedup", lambda: 0.0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _process_wide_kernel_switches():
+    """A server turns oneDNN's row bucketing on for its whole process (``kernels.bound_shapes``;
+    ``avoid_onednn`` likewise): a module's in-process server must not leave it on for the
+    modules after it (test_mfu then counted the padding rows as FLOPs, under oneDNN only).
+    Module-scoped, so it wraps the module-scoped server fixtures too."""
+    from bertkit.model import kernels
+
+    saved = kernels._bounded, kernels._avoided
+    yield
+    kernels._bounded, kernels._avoided = saved
 
 
 # --- hardware paths: every kernel/precision test runs under each forced choice ----------------

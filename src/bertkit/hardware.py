@@ -19,13 +19,19 @@ bf16          ``native``, ``emulated``, ``native`` when oneDNN runs a bf16 inner
                                         a one-line notice, because emulated bf16
                                         matmuls are several times slower than fp32
                                         (the probe measures by how much)
+int8_weights  ``8bit``, ``7bit``        ``8bit`` where oneDNN has int8 dot products     ``BERTKIT_INT8_WEIGHTS``
+                                        (VNNI or AMX, not capped away by
+                                        ``ONEDNN_MAX_CPU_ISA``); else ``7bit``, whose
+                                        int16 pair sums cannot saturate
+                                        (:mod:`bertkit.model.quantize`)
 ============  ========================  ==============================================  ======================
 
 ``native`` bf16 lets bertkit call oneDNN's bf16 kernels directly (cached bf16 weights at
 inference); ``emulated`` runs bf16 autocast through ATen's own kernels only (what an AVX2 machine
 executes when forced to bf16); ``fp32`` turns bf16 requests into fp32. ``force(name, choice)`` (or
 the environment variable, read at first use) overrides a decision; forcing ``native`` where the CPU
-cannot do it is a :class:`ConfigError`, not a crash inside a kernel. The legacy
+cannot do it is a :class:`ConfigError`, not a crash inside a kernel (likewise ``8bit`` int8
+weights without VNNI/AMX, which would silently saturate). The legacy
 ``BERTKIT_ONEDNN=0`` still means ``BERTKIT_FP32_MATMUL=blas``.
 
 Probe results are cached on disk (:mod:`bertkit.probe_cache`); the machine description is
@@ -55,8 +61,13 @@ log = logging.getLogger("bertkit.hardware")
 CHOICES: dict[str, tuple[str, ...]] = {
     "fp32_matmul": ("onednn", "blas"),
     "bf16": ("native", "emulated", "fp32"),
+    "int8_weights": ("8bit", "7bit"),
 }
-ENV = {"fp32_matmul": "BERTKIT_FP32_MATMUL", "bf16": "BERTKIT_BF16"}
+ENV = {
+    "fp32_matmul": "BERTKIT_FP32_MATMUL",
+    "bf16": "BERTKIT_BF16",
+    "int8_weights": "BERTKIT_INT8_WEIGHTS",
+}
 ONEDNN_MIN_SPEEDUP = 1.10  # below this, keep ATen's BLAS: the default path, and no flip-flopping
 PROBE_MAX_OTHERS = 0.5
 """Cores other processes may keep busy during the fp32 probe for its result to be cached on
@@ -81,7 +92,7 @@ class Decision:
     reason: str
     source: str
     """``probe`` (measured now), ``cache`` (measured earlier on this machine), ``env`` or
-    ``forced`` (set by a user or a test)."""
+    ``forced`` (set by a user or a test), ``rank 0`` (taken from rank 0 of a torchrun job)."""
 
 
 _decisions: dict[str, Decision] = {}
@@ -95,7 +106,7 @@ def _set(decision: Decision, announce: bool = True) -> None:
     _decisions[decision.name] = decision
     if decision.name == "fp32_matmul":
         _fp32_onednn = decision.choice == "onednn"
-    else:
+    elif decision.name == "bf16":
         _bf16_mode = decision.choice
     if announce:
         log.info(
@@ -130,6 +141,34 @@ def force(name: str, choice: str | None) -> Decision | None:
     return previous
 
 
+def adopt(made: dict[str, dict[str, str]], source: str) -> None:
+    """Take the decisions another process made (``{name: {"choice", "reason"}}``, as
+    :func:`shared` gives them): the ranks of a job run one kernel path.
+
+    Under torchrun every rank would otherwise decide alone, and the fp32 probe of ranks that
+    share cores times each rank against its neighbours' work: measured on a 2-core AMD EPYC, 2
+    gloo ranks chose oneDNN and BLAS apart in 6 of 8 fresh jobs, so ranks (and a job and its
+    resumption) ran products that differ in the last bits. A choice this process's environment
+    sets stays; a choice this machine cannot run (a rank on another CPU class) is decided here,
+    with a warning."""
+    for name, theirs in made.items():
+        if name not in CHOICES or _env_choice(name) is not None:
+            continue
+        ok, why = available(name, theirs["choice"])
+        if not ok:
+            mine = decision(name)
+            log.warning("%s: %s cannot run %s=%s (%s); this process runs %s", name, source,
+                        name, theirs["choice"], why, mine.choice)  # fmt: skip
+            continue
+        reason = f"{source}'s choice: {theirs['reason']}"
+        _set(Decision(name, theirs["choice"], reason, source), announce=False)
+
+
+def shared() -> dict[str, dict[str, str]]:
+    """Every decision (made now where not yet), as :func:`adopt` takes them."""
+    return {n: {"choice": d.choice, "reason": d.reason} for n, d in decisions().items()}
+
+
 def restore(name: str, previous: Decision | None) -> None:
     """Put back what :func:`force` returned."""
     if previous is None:
@@ -153,7 +192,7 @@ def _forget(name: str) -> None:
     _decisions.pop(name, None)
     if name == "fp32_matmul":
         _fp32_onednn = None
-    else:
+    elif name == "bf16":
         _bf16_mode = None
 
 
@@ -162,12 +201,22 @@ def _check_choice(name: str, choice: str, where: str) -> None:
         raise ConfigError(
             f"{where}: {name} must be one of {', '.join(CHOICES[name])}, got {choice!r}"
         )
+    ok, why = available(name, choice)
+    if not ok:
+        raise ConfigError(f"{where}: {name}={choice}, but this machine cannot run it: {why}")
+
+
+def available(name: str, choice: str) -> tuple[bool, str]:
+    """(True, "") when ``choice`` of decision ``name`` can run here, else (False, why): native
+    bf16 needs oneDNN's bf16 kernels, 8-bit int8 weights need VNNI/AMX int8 dot products, the
+    oneDNN fp32 path needs torch's oneDNN linear. The other choices run everywhere."""
     if name == "fp32_matmul" and choice == "onednn" and not ONEDNN_AVAILABLE:
-        raise ConfigError(f"{where}: fp32_matmul=onednn, but this torch build has no oneDNN linear")
+        return False, "this torch build has no oneDNN linear"
     if name == "bf16" and choice == "native":
-        ok, why = bf16_native_support()
-        if not ok:
-            raise ConfigError(f"{where}: bf16=native, but this CPU cannot run it: {why}")
+        return bf16_native_support()
+    if name == "int8_weights" and choice == "8bit":
+        return int8_dot_products()
+    return True, ""
 
 
 # --- the hot paths (called on every linear) --------------------------------------------------
@@ -259,11 +308,17 @@ def _decide(name: str) -> Decision:
         return _decide_plain(name)
 
 
-def _decide_plain(name: str) -> Decision:
+def _env_choice(name: str) -> str | None:
+    """The choice this process's environment sets for ``name`` (None: unset or ``auto``)."""
     env = os.environ.get(ENV[name], "").strip().lower()
     if name == "fp32_matmul" and not env and os.environ.get("BERTKIT_ONEDNN") == "0":
         env = "blas"
-    if env and env != "auto":
+    return env if env and env != "auto" else None
+
+
+def _decide_plain(name: str) -> Decision:
+    env = _env_choice(name)
+    if env is not None:
         _check_choice(name, env, f"{ENV[name]}={env}")
         return Decision(name, env, f"{ENV[name]}={env}", "env")
     if name == "bf16":
@@ -271,7 +326,29 @@ def _decide_plain(name: str) -> Decision:
         if ok:
             return Decision(name, "native", why, "probe")
         return Decision(name, "fp32", why, "probe")
+    if name == "int8_weights":
+        ok, why = int8_dot_products()
+        return Decision(name, "8bit" if ok else "7bit", why, "probe")
     return _fp32_matmul_probe()
+
+
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) below its first level with int8 dot products (AVX2_VNNI)
+_ONEDNN_CAPS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
+
+
+def int8_dot_products() -> tuple[bool, str]:
+    """(True, why) when oneDNN multiplies uint8 by int8 with VNNI or AMX here: exact int32 sums,
+    so 8-bit weights are safe. Without them (the CPU lacks them, or ``ONEDNN_MAX_CPU_ISA`` caps
+    oneDNN below them) its AVX2 kernel adds pairs of products into saturating int16, and 8-bit
+    weights would overflow (:mod:`bertkit.model.quantize`)."""
+    f = cpu_info().features
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    have = [k for k in ("avx512_vnni", "avx_vnni", "amx_tile") if f.get(k)]
+    if not have:
+        return False, "no VNNI/AMX int8 dot products on this CPU: 7-bit weights cannot saturate"
+    if cap in _ONEDNN_CAPS_WITHOUT_VNNI:
+        return False, f"ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below its VNNI kernels"
+    return True, f"oneDNN has int8 dot products here ({', '.join(have)})"
 
 
 def bf16_native_support() -> tuple[bool, str]:
@@ -409,6 +486,31 @@ def _cache_key() -> str:
 # --- the report (``bertkit env``) -------------------------------------------------------------
 
 
+def supported_torch() -> dict[str, object]:
+    """The torch versions bertkit declares (its package metadata, i.e. pyproject.toml: the one
+    home of the range) and whether the installed torch is among them (None: not knowable, e.g.
+    bertkit run from a source tree without being installed)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, requires
+
+        spec = next(
+            (r for r in requires("bertkit") or () if r.replace(" ", "").startswith("torch")), None
+        )
+    except (ImportError, PackageNotFoundError):
+        spec = None
+    if spec is None:
+        return {"range": None, "ok": None}
+    rng = spec.replace(" ", "")[len("torch") :].split(";")[0]
+    try:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        ok = Version(torch.__version__.split("+")[0]) in SpecifierSet(rng)
+    except ImportError:
+        ok = None
+    return {"range": rng, "ok": ok}
+
+
 def report() -> dict:
     """Everything ``bertkit env`` shows: versions, CPU, threads, CUDA, and each decision."""
     import sys
@@ -435,6 +537,7 @@ def report() -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": torch.__version__,
+        "torch_supported": supported_torch(),
         "transformers": version("transformers"),
         "tokenizers": version("tokenizers"),
         "cpu": asdict(info) | {"class": info.simd_class},

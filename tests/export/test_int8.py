@@ -78,26 +78,19 @@ def test_the_cpus_weight_codes_never_saturate_the_products():
     assert torch.equal(Int8Linear(w, None)._product(x), exact)
 
 
-def test_weights_use_7_bits_without_vnni_or_amx(monkeypatch):
-    import dataclasses
-
+@pytest.mark.parametrize("choice", ["8bit", "7bit"])
+def test_weight_width_follows_the_int8_decision(choice):
+    from bertkit import hardware
     from bertkit.model import quantize
 
-    info = quantize.cpu_info()
-    plain = {name: False for name in info.features}
-    for extra, want in (({}, 63), ({"avx512_vnni": True}, 127), ({"avx_vnni": True}, 127),
-                        ({"amx_tile": True}, 127)):  # fmt: skip
-        monkeypatch.setattr(
-            quantize, "cpu_info", lambda e=extra: dataclasses.replace(info, features=plain | e)
-        )
+    ok, why = hardware.available("int8_weights", choice)
+    if not ok:
+        pytest.skip(f"int8_weights={choice} cannot run here: {why}")
+    want = 127 if choice == "8bit" else 63
+    with hardware.forced("int8_weights", choice):
         assert quantize.cpu_weight_levels() == want
         assert Int8Linear(torch.ones(2, 4), None).weight_levels == want
         assert ("7-bit weights" in quantize.describe()) == (want == 63)
-        # oneDNN capped below its VNNI kernels saturates as on a CPU without them
-        for cap, capped_want in (("avx2", 63), ("AVX512_CORE", 63), ("AVX2_VNNI", want)):
-            monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
-            assert quantize.cpu_weight_levels() == capped_want
-        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
 
 
 @pytest.mark.parametrize("fused", [True, False])

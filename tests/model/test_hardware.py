@@ -25,17 +25,7 @@ AVX2_ONLY = {
 }
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """Forget both decisions (restored afterwards) and use an empty probe cache."""
-    monkeypatch.setenv("BERTKIT_CACHE_DIR", str(tmp_path / "cache"))
-    for name in hardware.ENV.values():
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("BERTKIT_ONEDNN", raising=False)
-    saved = {name: hardware.force(name, None) for name in hardware.CHOICES}
-    yield tmp_path / "cache"
-    for name, previous in saved.items():
-        hardware.restore(name, previous)
+pytestmark = pytest.mark.probe  # the probes on this machine: no forced path, an empty cache
 
 
 def test_cpu_info_names_a_class():
@@ -61,12 +51,12 @@ def _others_busy(monkeypatch, cores: float) -> None:
     monkeypatch.setattr(hardware.cpu, "others_busy_cores", lambda fn: (fn(), cores))
 
 
-def test_probe_then_cache(fresh, monkeypatch):
+def test_probe_then_cache(unforced, monkeypatch):
     _others_busy(monkeypatch, 0.0)
     d = hardware.decision("fp32_matmul")
     if hardware.ONEDNN_AVAILABLE:
         assert d.source == "probe" and "GFLOP/s" in d.reason
-        stored = json.loads((fresh / "kernels.json").read_text())
+        stored = json.loads((unforced / "kernels.json").read_text())
         assert [e["choice"] for e in stored.values()] == [d.choice]
         hardware.force("fp32_matmul", None)
         again = hardware.decision("fp32_matmul")
@@ -74,14 +64,14 @@ def test_probe_then_cache(fresh, monkeypatch):
     assert hardware.fp32_matmul_onednn() == (d.choice == "onednn")
 
 
-def test_a_probe_on_shared_cores_is_not_cached(fresh, monkeypatch):
+def test_a_probe_on_shared_cores_is_not_cached(unforced, monkeypatch):
     if not hardware.ONEDNN_AVAILABLE:
         pytest.skip("this torch build has no oneDNN linear: there is no fp32 probe to run")
     _others_busy(monkeypatch, 1.5)
     d = hardware.decision("fp32_matmul")
     assert d.source == "probe" and "not cached: other work kept 1.5 cores busy" in d.reason
-    assert not (fresh / "kernels.json").exists() or not json.loads(
-        (fresh / "kernels.json").read_text()
+    assert not (unforced / "kernels.json").exists() or not json.loads(
+        (unforced / "kernels.json").read_text()
     )
     hardware.force("fp32_matmul", None)
     _others_busy(monkeypatch, 0.0)
@@ -108,13 +98,13 @@ def test_others_busy_cores_sees_a_busy_child():
     assert idle_own > 0.5  # the child's core (plus anything else running)
 
 
-def test_probe_cache_off(fresh, monkeypatch):
+def test_probe_cache_off(unforced, monkeypatch):
     monkeypatch.setenv("BERTKIT_PROBE_CACHE", "0")
     hardware.decision("fp32_matmul")
-    assert not fresh.exists()
+    assert not unforced.exists()
 
 
-def test_environment_forces_and_rejects(fresh, monkeypatch):
+def test_environment_forces_and_rejects(unforced, monkeypatch):
     monkeypatch.setenv("BERTKIT_FP32_MATMUL", "blas")
     monkeypatch.setenv("BERTKIT_BF16", "emulated")
     assert hardware.decision("fp32_matmul").source == "env"
@@ -129,15 +119,46 @@ def test_environment_forces_and_rejects(fresh, monkeypatch):
     assert hardware.decision("fp32_matmul").choice == "blas"
 
 
-def test_forcing_native_bf16_where_missing_is_a_config_error(fresh, monkeypatch):
+def test_forcing_native_bf16_where_missing_is_a_config_error(unforced, monkeypatch):
     hardware._bf16_native_support.cache_clear()
     monkeypatch.setattr(hardware.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
     try:
-        with pytest.raises(ConfigError, match="bf16=native, but this CPU cannot run it"):
+        with pytest.raises(ConfigError, match="bf16=native, but this machine cannot run it"):
             hardware.force("bf16", "native")
         assert hardware.decision("bf16").choice == "fp32"  # automatic: no native bf16 -> fp32
     finally:
         hardware._bf16_native_support.cache_clear()
+
+
+def test_int8_weights_follow_the_cpus_dot_products_and_refuse_8bit_without_them(
+    unforced, monkeypatch
+):
+    import dataclasses
+
+    info = hardware.cpu_info()
+    plain = {name: False for name in info.features}
+    for extra, want in (({}, "7bit"), ({"avx512_vnni": True}, "8bit"),
+                        ({"avx_vnni": True}, "8bit"), ({"amx_tile": True}, "8bit")):  # fmt: skip
+        monkeypatch.setattr(
+            hardware, "cpu_info", lambda e=extra: dataclasses.replace(info, features=plain | e)
+        )
+        hardware.force("int8_weights", None)
+        assert hardware.decision("int8_weights").choice == want
+        # oneDNN capped below its VNNI kernels saturates as on a CPU without them
+        for cap, capped_want in (("avx2", "7bit"), ("AVX512_CORE", "7bit"), ("AVX2_VNNI", want)):
+            monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+            hardware.force("int8_weights", None)
+            assert hardware.decision("int8_weights").choice == capped_want
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    # 7 bits run everywhere; 8 bits where the CPU has no dot products is refused, by name
+    monkeypatch.setattr(hardware, "cpu_info", lambda: dataclasses.replace(info, features=plain))
+    hardware.force("int8_weights", "7bit")
+    with pytest.raises(ConfigError, match="int8_weights=8bit, but this machine cannot run it"):
+        hardware.force("int8_weights", "8bit")
+    hardware.force("int8_weights", None)
+    monkeypatch.setenv("BERTKIT_INT8_WEIGHTS", "8bit")
+    with pytest.raises(ConfigError, match="BERTKIT_INT8_WEIGHTS=8bit: int8_weights=8bit"):
+        hardware.decision("int8_weights")
 
 
 def _bertkit(args: list[str], env: dict[str, str], cache: Path) -> subprocess.CompletedProcess:
@@ -154,7 +175,7 @@ def test_env_command_json_and_text(tmp_path):
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["torch"] == torch.__version__ and report["threads"]["torch"] == 1
-    assert set(report["decisions"]) == {"fp32_matmul", "bf16"}
+    assert set(report["decisions"]) == set(hardware.CHOICES)
     for d in report["decisions"].values():
         assert d["choice"] in hardware.CHOICES[d["name"]] and d["reason"]
     text = _bertkit(["env"], {}, tmp_path)
@@ -214,7 +235,7 @@ def test_cuda_flags_from_the_command_line_are_one_line_errors(tmp_path):
     assert "no CUDA device on this machine" in r.stderr.strip().splitlines()[-1]
 
 
-def test_first_use_inside_autocast_probes_in_plain_fp32(fresh):
+def test_first_use_inside_autocast_probes_in_plain_fp32(unforced):
     """The first linear of a process may run under bf16 autocast (``embed --bf16``, a bf16
     evaluation): the probes it triggers must still measure plain fp32 and not fail."""
     hardware._bf16_native_support.cache_clear()

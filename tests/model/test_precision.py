@@ -9,19 +9,8 @@ from bertkit import hardware, precision
 from bertkit.errors import ConfigError
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """Forget both decisions (restored afterwards) and use an empty probe cache."""
-    monkeypatch.setenv("BERTKIT_CACHE_DIR", str(tmp_path / "cache"))
-    for name in hardware.ENV.values():
-        monkeypatch.delenv(name, raising=False)
-    saved = {name: hardware.force(name, None) for name in hardware.CHOICES}
-    yield
-    for name, previous in saved.items():
-        hardware.restore(name, previous)
-
-
-def test_resolve(fresh, caplog):
+@pytest.mark.probe
+def test_resolve(unforced, caplog):
     precision._noticed.discard("bf16")
     assert precision.resolve("fp32") == "fp32"
     with pytest.raises(ConfigError, match="fp16 needs CUDA"):
@@ -42,7 +31,8 @@ def test_resolve(fresh, caplog):
     assert "running fp32 instead" in notices[0] and "x the time of fp32 here" in notices[0]
 
 
-def test_auto_on_cpu_follows_the_measured_bf16_speed(fresh, monkeypatch):
+@pytest.mark.probe
+def test_auto_on_cpu_follows_the_measured_bf16_speed(unforced, monkeypatch):
     monkeypatch.setattr(hardware, "bf16_speedup", lambda: 0.48)  # AVX512-BF16 without AMX
     assert precision.choose("auto", "cpu") == "fp32"
     monkeypatch.setattr(hardware, "bf16_speedup", lambda: 1.8)  # AMX class

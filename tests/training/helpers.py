@@ -215,6 +215,27 @@ def ddp_worker(
         D.shutdown(info)
 
 
+def decisions_worker(rank: int, world: int, port: int, out: str, env: list[dict]) -> None:
+    """Join a gloo group with ``env[rank]`` as this rank's only kernel settings and write the
+    decisions it runs to ``out/rank<r>.json`` (target of torch.multiprocessing.spawn)."""
+    import json
+    import os
+
+    from bertkit import hardware
+    from bertkit.training import distributed as D
+
+    for name in (*hardware.ENV.values(), "BERTKIT_ONEDNN"):
+        os.environ.pop(name, None)
+    os.environ.update(env[rank], MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # fmt: skip
+    info = D.init_from_env("cpu")
+    try:
+        made = {n: [d.choice, d.source] for n, d in hardware.decisions().items()}
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(made))
+    finally:
+        D.shutdown(info)
+
+
 def prepare_tiny_corpus(
     root: Path,
     *,

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from bertkit.training import distributed as D
 from bertkit.training import sharding as S
 
-from .helpers import ddp_worker, free_port, losses, make_trainer
+from .helpers import ddp_worker, decisions_worker, free_port, losses, make_trainer
 
 
 def _run(tmp_path, name: str, world: int, stop: int | None = None, **kw) -> tuple[list, dict]:
@@ -67,10 +67,34 @@ def test_data_order_depends_only_on_seed_and_position():
     assert S.global_batch_indices(50, 40, 20, seed=2, phase=0)[0].tolist() != a.tolist()
 
 
+def test_every_rank_runs_rank_0s_kernel_paths(tmp_path):
+    """Ranks do not probe on their own (on shared cores they chose oneDNN and BLAS apart): rank
+    1, with no setting of its own, takes rank 0's choices; a setting of its own stays."""
+    import json
+
+    rank0 = {"BERTKIT_FP32_MATMUL": "onednn", "BERTKIT_BF16": "emulated",
+             "BERTKIT_INT8_WEIGHTS": "7bit"}  # fmt: skip
+    for name, rank1 in (("adopts", {}), ("keeps", {"BERTKIT_FP32_MATMUL": "blas"})):
+        out = tmp_path / name
+        out.mkdir()
+        mp.spawn(decisions_worker, args=(2, free_port(), str(out), [rank0, rank1]), nprocs=2)
+        got = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+        assert got[0] == {"fp32_matmul": ["onednn", "env"], "bf16": ["emulated", "env"],
+                          "int8_weights": ["7bit", "env"]}  # fmt: skip
+        want_fp32 = ["blas", "env"] if rank1 else ["onednn", "rank 0"]
+        assert got[1] == {"fp32_matmul": want_fp32, "bf16": ["emulated", "rank 0"],
+                          "int8_weights": ["7bit", "rank 0"]}  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("restore_rng", [True, False])
 def test_ddp_resume_restores_every_ranks_rng(tmp_path, restore_rng):
-    """2 gloo ranks with dropout: crash after step 4 (checkpoint at 3), resume, compare."""
+    """2 gloo ranks with dropout: crash after step 4 (checkpoint at 3), resume, compare.
+
+    Bit-for-bit across four process groups, so every rank of every group must run the same fp32
+    kernels: the suite's conftest exports the run's kernel paths to the ranks (unexported, each
+    rank probed on cores the other kept busy and chose oneDNN or BLAS by chance: 6 failures in 8
+    loaded runs with an empty probe cache)."""
     ref_loss, ref_w = _run(tmp_path, "ref", 2)
     _run(tmp_path, "run", 2, stop=3, restore_rng=restore_rng)
     run_loss, run_w = _run(tmp_path, "run", 2, restore_rng=restore_rng)

@@ -28,7 +28,8 @@ def format_report(r: dict) -> str:
     lines = [
         f"bertkit       {r['bertkit']}",
         f"python        {r['python']} ({r['platform']})",
-        f"torch         {r['torch']} (BLAS: {r['blas']}; oneDNN: {'yes' if r['onednn'] else 'no'})",
+        f"torch         {r['torch']} (BLAS: {r['blas']}; oneDNN: {'yes' if r['onednn'] else 'no'}"
+        f"{_supported(r['torch_supported'])})",
         f"transformers  {r['transformers'] or '-'}; tokenizers {r['tokenizers'] or '-'}",
         f"cpu           {cpu['model']} [{cpu['class']}], {cpu['logical_cores']} logical cores, "
         f"{cpu['arch']}",
@@ -46,6 +47,14 @@ def format_report(r: dict) -> str:
         lines.append(f"int8          {r['int8']}")
     lines.append(f"probe cache   {r['probe_cache'] or 'off'}")
     return "\n".join(lines)
+
+
+def _supported(s: dict) -> str:
+    if not s["range"]:
+        return ""
+    if s["ok"] is False:
+        return f"; OUTSIDE bertkit's supported range {s['range']}"
+    return f"; bertkit supports {s['range']}"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,11 @@ are ordinary fp32 either way (max relative difference to a float64 product 9e-7,
 6e-7).
 
 ``linear`` takes the oneDNN path for fp32 CPU tensors outside autocast when the decision says so,
-and ``F.linear`` everywhere else. ``Linear`` additionally runs bf16 inference through oneDNN with
+and ``F.linear`` everywhere else. Under ``torch.compile`` every product here steps aside for
+``F.linear``: inductor lowers oneDNN's linear only when the weight is a frozen graph constant
+(``torch/_inductor/mkldnn_lowerings.py`` asserts it), so a traced call with a parameter weight
+failed to compile ("LoweringException: AssertionError"), and inductor picks its own kernels for
+``F.linear`` anyway. ``Linear`` additionally runs bf16 inference through oneDNN with
 cached bf16 weights, only where the ``bf16`` decision is ``native``.
 """
 
@@ -117,6 +121,7 @@ def on_bucketed_rows(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
 def _use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return (
         _avoided is None
+        and not torch.compiler.is_compiling()  # inductor cannot lower it (module docstring)
         and x.device.type == "cpu"
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
@@ -219,6 +224,7 @@ class Linear(nn.Linear):
             _OP is not None
             and _avoided is None
             and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()
             and x.device.type == "cpu"
             and torch.is_autocast_enabled("cpu")
             and torch.get_autocast_dtype("cpu") == torch.bfloat16

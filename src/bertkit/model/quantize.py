@@ -28,14 +28,13 @@ activations' one per call).
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.cpu import cpu_info
+from bertkit import hardware
 from bertkit.errors import ConfigError
 from bertkit.model import kernels
 
@@ -48,18 +47,11 @@ _FUSED_QUANTIZE = hasattr(torch, "quantize_per_tensor")
 ACTIVATION_LEVELS = 255  # uint8 codes 0..255
 
 
-# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) below its first level with int8 dot products (AVX2_VNNI)
-_ONEDNN_CAPS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
-
-
 def cpu_weight_levels() -> int:
     """The largest weight code: 127, or 63 where oneDNN has no VNNI/AMX int8 dot products here
-    (their int16 pair sums saturate above 32,767; 2 x 255 x 63 does not): the CPU lacks them, or
-    ``ONEDNN_MAX_CPU_ISA`` caps oneDNN below them."""
-    f = cpu_info().features
-    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ONEDNN_CAPS_WITHOUT_VNNI
-    vnni = f.get("avx512_vnni") or f.get("avx_vnni") or f.get("amx_tile")
-    return 127 if vnni and not capped else 63
+    (their int16 pair sums saturate above 32,767; 2 x 255 x 63 does not). The hardware decision
+    ``int8_weights`` (forceable with ``BERTKIT_INT8_WEIGHTS=8bit|7bit``) says which."""
+    return 127 if hardware.decision("int8_weights").choice == "8bit" else 63
 
 
 def describe() -> str:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import json
 import os
 import sys
 import threading
@@ -151,6 +152,8 @@ def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -
                 f"rank {rank} could not join the {world}-process group at {endpoint} within "
                 f"{timeout:g} s: {_first_line(e)}"
             ) from e
+        if device == "cpu":
+            _share_kernel_choices(store, rank)
         _COMM = _Comm(store, rank, world, timeout, endpoint)
         _COMM.watchdog = threading.Thread(
             target=_watch, args=(_COMM, addr, port, prefix), name="bertkit-watchdog", daemon=True
@@ -158,6 +161,17 @@ def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -
         _COMM.watchdog.start()
         mark("start-up", 0)
     return DistInfo(rank=rank, world_size=world, local_rank=local, device=device)
+
+
+def _share_kernel_choices(store: dist.Store, rank: int) -> None:
+    """Every rank runs rank 0's CPU kernel decisions (:func:`bertkit.hardware.adopt`): rank 0
+    makes them (probing while the other ranks wait) and publishes them in the job's store."""
+    from bertkit import hardware
+
+    if rank == 0:
+        store.set("hardware", json.dumps(hardware.shared()))
+    else:
+        hardware.adopt(json.loads(store.get("hardware")), "rank 0")
 
 
 def _connect(addr: str, port: int, world: int, host: bool, timeout: float) -> dist.TCPStore:

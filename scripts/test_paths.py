@@ -1,0 +1,130 @@
+"""Run the test suite once under each forced kernel path, so that no test can pass only on the
+path this machine's probe picks.
+
+bertkit makes each hardware-dependent choice once per process (:mod:`bertkit.hardware`: fp32
+products on oneDNN or BLAS, bf16 native / emulated / off, int8 weights of 8 or 7 bits), and each
+can be forced by an environment variable. ``scripts/test.sh`` runs the suite on the probe's
+picks; this script re-runs it under ``RUNS``, which between them force every choice of every
+decision (checked below against :data:`bertkit.hardware.CHOICES`, so a new decision or choice
+without a run fails here). The last run also caps oneDNN, ATen and MKL at AVX2, the instruction
+set of the AVX2-only CPUs bertkit runs on. A choice this CPU cannot run (native bf16 or 8-bit
+int8 weights without the instructions) is left to the probe in that run and named in the log.
+
+    .venv/bin/python scripts/test_paths.py              # the default suite, every run
+    .venv/bin/python scripts/test_paths.py --slow       # the slow suite on the fp32 paths
+    .venv/bin/python scripts/test_paths.py --only 1 -- tests/model   # one run, some files
+
+Tests of the probes themselves (marker ``probe``) clear every forced setting, so they run in
+``scripts/test.sh`` and are left out here. One line per run: its settings, passed, failed,
+skipped, seconds; the exit status is 1 when any run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from bertkit import hardware  # noqa: E402
+
+AVX2_CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # fmt: skip
+
+RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
+    # (forced decisions, other environment)
+    ({"fp32_matmul": "onednn", "bf16": "native", "int8_weights": "8bit"}, {}),
+    ({"fp32_matmul": "blas", "bf16": "emulated", "int8_weights": "7bit"}, {}),
+    ({"bf16": "fp32"}, AVX2_CAP),
+]
+SLOW_RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
+    ({"fp32_matmul": "onednn"}, {}),
+    ({"fp32_matmul": "blas"}, {}),
+]
+
+
+def check_coverage() -> None:
+    """Every choice of every decision is forced by some run."""
+    forced = {(n, c) for decisions, _ in RUNS for n, c in decisions.items()}
+    missing = [f"{n}={c}" for n, choices in hardware.CHOICES.items() for c in choices
+               if (n, c) not in forced]  # fmt: skip
+    if missing:
+        sys.exit(f"test_paths.py: no run forces {', '.join(missing)}; add it to RUNS")
+
+
+def environment(decisions: dict[str, str], extra: dict[str, str]) -> tuple[dict, list[str]]:
+    """The run's environment, and a note for each forced choice this machine cannot run."""
+    env = {k: v for k, v in os.environ.items() if k not in hardware.ENV.values()}
+    env.pop("BERTKIT_ONEDNN", None)
+    env.update(extra)
+    notes = []
+    for name, choice in decisions.items():
+        ok, why = available_under(name, choice, extra)
+        if ok:
+            env[hardware.ENV[name]] = choice
+        else:
+            notes.append(f"{name}={choice} not run here ({why}): left to the probe")
+    return env, notes
+
+
+def available_under(name: str, choice: str, extra: dict[str, str]) -> tuple[bool, str]:
+    """:func:`bertkit.hardware.available` in a process with ``extra`` in its environment."""
+    if not extra:
+        return hardware.available(name, choice)
+    code = (f"from bertkit import hardware; ok, why = hardware.available({name!r}, {choice!r}); "
+            "print(int(ok), why)")  # fmt: skip
+    env = {**os.environ, **extra, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    ok, _, why = out.stdout.strip().partition(" ")
+    return ok == "1", why or " ".join(out.stderr.strip().splitlines()[-1:])
+
+
+def run(index: int, total: int, decisions, extra, marker: str, args: list[str]) -> bool:
+    env, notes = environment(decisions, extra)
+    label = " ".join(f"{k}={v}" for k, v in {**extra, **{
+        hardware.ENV[n]: c for n, c in decisions.items() if hardware.ENV[n] in env}}.items())  # fmt: skip
+    print(f"== kernel paths {index}/{total}: {label}", flush=True)
+    for note in notes:
+        print(f"   {note}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        start = time.monotonic()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker,
+               f"--junitxml={report}", *args]  # fmt: skip
+        rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        seconds = time.monotonic() - start
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        if report.exists():
+            suite = ET.parse(report).getroot()
+            suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+            counts = {k: int(suite.get(k, 0)) for k in counts}
+    failed = counts["failures"] + counts["errors"]
+    passed = counts["tests"] - failed - counts["skipped"]
+    print(f"== kernel paths {index}/{total}: {label}: {passed} passed, {failed} failed, "
+          f"{counts['skipped']} skipped, {seconds:.0f} s (pytest rc {rc})", flush=True)  # fmt: skip
+    return rc == 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--slow", action="store_true", help="the slow suite, on each fp32 path")
+    ap.add_argument("--only", type=int, help="run only this run number (1-based)")
+    ap.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (files, -k, ...)")
+    a = ap.parse_args()
+    check_coverage()
+    runs = SLOW_RUNS if a.slow else RUNS
+    marker = "slow and not gpu" if a.slow else "not slow and not gpu and not probe"
+    chosen = [(i, r) for i, r in enumerate(runs, 1) if a.only in (None, i)]
+    results = [run(i, len(runs), *r, marker, a.pytest_args) for i, r in chosen]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

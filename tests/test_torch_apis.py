@@ -1,0 +1,62 @@
+"""The torch APIs bertkit calls beyond the long-stable core exist, with the arguments it passes,
+in the installed torch: the lowest supported version (2.11, the GPU machine's) runs this file
+too (README, "Supported torch versions"). The CUDA-only ones are checked by name and signature
+here, so a CPU machine catches a missing API before a GPU run does."""
+
+from __future__ import annotations
+
+import inspect
+from importlib.metadata import requires
+
+import pytest
+import torch
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+
+def _params(fn) -> set[str]:
+    return set(inspect.signature(fn).parameters)
+
+
+def test_the_installed_torch_is_in_the_declared_range():
+    spec = next(r for r in requires("bertkit") if r.replace(" ", "").startswith("torch"))
+    declared = SpecifierSet(spec.replace(" ", "")[len("torch") :].split(";")[0])
+    assert Version(torch.__version__.split("+")[0]) in declared, (torch.__version__, declared)
+
+
+def test_attention_kernels_of_the_cuda_path():
+    from torch.nn.attention.varlen import varlen_attn  # model/attention.py, packed tokens
+
+    assert {"window_size"} <= _params(varlen_attn)
+    assert {"min_seqlen", "max_seqlen"} <= _params(torch.nested.nested_tensor_from_jagged)
+
+
+def test_optimizers_and_precision_apis():
+    assert {"fused", "foreach"} <= _params(torch.optim.AdamW)
+    for name in ("_foreach_norm", "_foreach_mul_", "_foreach_add_", "_foreach_div",
+                 "_foreach_sqrt", "_foreach_addcmul_"):  # fmt: skip  # training/optim.py (LAMB)
+        assert callable(getattr(torch, name)), name
+    assert torch.get_autocast_dtype("cpu") in (torch.bfloat16, torch.float16)
+    assert torch.is_autocast_enabled("cpu") is False
+    assert torch.amp.GradScaler("cpu") is not None
+    assert callable(torch.compiler.is_compiling)
+    assert isinstance(torch.backends.cpu.get_cpu_capability(), str)
+
+
+def test_cuda_apis_exist_by_name():
+    for name in ("Event", "get_device_properties", "get_device_name", "is_bf16_supported",
+                 "get_rng_state_all", "set_rng_state_all", "set_device", "is_initialized",
+                 "device_count", "synchronize", "max_memory_allocated"):  # fmt: skip
+        assert callable(getattr(torch.cuda, name)), name
+    assert hasattr(torch.backends.cuda.matmul, "allow_tf32")
+
+
+def test_cpu_kernels_bertkit_calls_directly():
+    from bertkit import hardware
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch build has no oneDNN (bertkit then uses ATen only)")
+    assert hardware.ONEDNN_LINEAR is not None  # model/kernels.py
+    assert callable(torch.ops.mkldnn._is_mkldnn_bf16_supported)
+    assert hasattr(torch.ops.onednn, "qlinear_prepack")  # model/quantize.py
+    assert hasattr(torch.ops.onednn, "qlinear_pointwise")
