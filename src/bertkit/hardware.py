@@ -128,6 +128,11 @@ def decisions() -> dict[str, Decision]:
     return {name: decision(name) for name in CHOICES}
 
 
+def made() -> dict[str, Decision]:
+    """The decisions this process has made so far (the paths its work took), making none."""
+    return dict(_decisions)
+
+
 def force(name: str, choice: str | None) -> Decision | None:
     """Force ``name`` to ``choice`` (``None``: forget it; the next use decides again).
 

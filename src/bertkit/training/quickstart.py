@@ -489,7 +489,7 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
         "seed": s.seed,
         "threads": threads,
         "precision": s.precision,
-        "hardware": {k: d.choice for k, d in hardware.decisions().items()},
+        "hardware": {k: d.choice for k, d in hardware.made().items()},
         "cpu": hardware.cpu_info().label,
         "corpus": str(s.corpus) if s.corpus else f"built-in ({CORPUS})",
         "articles": {"train": len(train_docs), "heldout": len(held_docs)},
