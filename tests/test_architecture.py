@@ -14,7 +14,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "bertkit"
 
 FOUNDATION = {
-    "bertkit", "errors", "io", "progress", "config", "cpu", "probe_cache", "hardware", "precision"
+    "bertkit", "errors", "io", "progress", "config", "cpu", "probe_cache", "hardware", "precision",
+    "hub",
 }  # fmt: skip
 # room -> the rooms it may import (besides itself); docs/architecture.md draws the same table
 ALLOWED: dict[str, set[str]] = {
@@ -26,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "probe_cache": {"errors", "io"},
     "hardware": {"bertkit", "errors", "io", "cpu", "probe_cache"},
     "precision": {"errors", "hardware"},
+    "hub": {"errors"},
     "evaluation": set(),
     "tokenizer": FOUNDATION,
     "model": FOUNDATION,

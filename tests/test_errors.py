@@ -23,5 +23,5 @@ def test_config_and_checkpoint_errors_are_value_and_os_errors(tmp_path: Path) ->
     from bertkit.interop import load_pretrained
 
     assert issubclass(ConfigError, ValueError) and issubclass(CheckpointError, OSError)
-    with pytest.raises(OSError, match="not a directory"):
+    with pytest.raises(OSError, match="no such folder"):
         load_pretrained(tmp_path / "missing")

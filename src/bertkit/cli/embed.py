@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,18 +21,13 @@ HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        type=Path,
-        required=True,
-        help="checkpoint directory (config.json, weights, vocab.txt)",
-    )
+    options.add_model(p, "checkpoint folder (config.json, weights, vocab.txt or tokenizer.json)")
     p.add_argument(
         "--input", type=Path, default=None, help="text file, one item per line (default: stdin)"
     )
-    p.add_argument(
-        "--output", type=Path, required=True, help="vectors: .npy (float32 N x H) or .jsonl"
-    )
+    p.add_argument("--output", required=True,
+                   help="vectors: .npy (float32 N x H) or .jsonl; a folder (DIR/, an existing folder "
+                   "or a name without suffix): .npy shards + manifest.json, streamed, resumable")  # fmt: skip
     p.add_argument(
         "--pooling",
         choices=("cls", "mean", "max"),
@@ -55,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.inference.embedder import LayerSpec
 
     options.add_windows(p)
+    from bertkit.inference.sharded import StreamConfig
+
+    options.add_fields(p, StreamConfig, ("shard_size", "sort_window"))  # folder output only
     options.add_fields(p, LayerSpec, ("layers", "layer_combine"),
                        choices={"layer_combine": ("concat", "sum", "mean")})  # fmt: skip
     p.add_argument("--per-token", action="store_true",
@@ -81,28 +80,99 @@ def _read_lines(path: Path | None, errors: str) -> list[str]:
     return [line for _, line in read_text_lines(path, errors=errors)]
 
 
+def _is_folder(output: str | Path) -> bool:
+    """Folder output: a path ending in a separator, an existing folder, or a name with no suffix."""
+    text, path = str(output), Path(output)
+    return text.endswith(("/", os.sep)) or path.is_dir() or not path.suffix
+
+
+def _stream_lines(path: Path | None, errors: str):
+    """The input's lines one at a time (stdin too), so memory does not grow with the corpus."""
+    from bertkit.io import read_text_lines
+
+    if path is None:
+        return (line.rstrip("\r\n") for line in sys.stdin)
+    return (line for _, line in read_text_lines(path, errors=errors))
+
+
+def _load(args: argparse.Namespace):
+    from bertkit.inference import Embedder
+    from bertkit.inference.embedder import LayerSpec
+    from bertkit.tasks.windows import WindowConfig
+
+    return Embedder.load(args.model, pooling=args.pooling, normalize=args.normalize,
+                         max_length=args.max_length, device=args.device, precision=args.precision,
+                         batch_size=args.batch_size, allow_pickle=args.allow_pickle,
+                         split_special_tokens=args.split_special_tokens,
+                         windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
+                         layers=options.values(args, LayerSpec))  # fmt: skip
+
+
+def _resume_precision(args: argparse.Namespace) -> None:
+    """``--precision auto`` continuing a folder means the precision it was started with: auto's
+    choice rests on a timed bf16 probe, which can flip between runs on a busy machine, and a
+    resume must not be refused (or mix precisions) for that."""
+    from bertkit import precision as P
+    from bertkit.inference.sharded import MANIFEST, read_manifest
+
+    if args.precision in (None, P.DEFAULT) and (Path(args.output) / MANIFEST).is_file():
+        started = read_manifest(args.output).get("settings", {})
+        args.precision = started.get("precision", args.precision)
+
+
+def _run_folder(args: argparse.Namespace) -> int:
+    """Shards + manifest in the folder ``args.output`` (:func:`bertkit.inference.corpus.embed_to`).
+    Under torchrun every rank embeds its share of the windows (rank 0's kernel choices, one
+    barrier after the clean-up and one before the final manifest); alone, the group is a no-op."""
+    from bertkit.inference.sharded import StreamConfig, file_size
+    from bertkit.io import count_lines
+    from bertkit.training import distributed as D
+
+    info = D.init_from_env(args.device)
+    with D.reported(info):
+        _resume_precision(args)
+        path = args.input
+        source = {"path": "-" if path is None else str(path), "size": file_size(path)}
+        summary = _load(args).embed_to(
+            _stream_lines(path, args.encoding_errors), args.output,
+            config=options.values(args, StreamConfig, ("shard_size", "sort_window")), source=source,
+            settings={"encoding_errors": args.encoding_errors},
+            total=None if path is None else count_lines(path),
+            show_progress=None if info.is_main else False,
+            rank=info.rank, world=info.world_size, barrier=lambda: D.barrier(info),
+        )  # fmt: skip
+    who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
+    print(
+        f"{who}{summary.line(args.output)}; long inputs: {summary.counts.summary('lines')}",
+        file=sys.stderr,
+    )
+    if summary.mismatched:
+        print(f"note: {summary.mismatched} shard(s) already on disk were recomputed with other bytes "
+              "(kernel path or thread count changed?); the disk's were kept", file=sys.stderr)  # fmt: skip
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from bertkit.errors import InputError
-    from bertkit.inference import Embedder
-    from bertkit.inference.embedder import LayerSpec, save_token_features
+    from bertkit.inference.embedder import save_token_features
     from bertkit.io import atomic_write
-    from bertkit.tasks.windows import WindowConfig
 
+    folder = _is_folder(args.output)
+    args.output = Path(args.output)
+    if folder and args.per_token:
+        raise InputError(args.output, None, "--per-token writes one .npy file, not a folder")
     suffix = args.output.suffix.lower()
-    if suffix not in (".npy", ".jsonl"):
+    if not folder and suffix not in (".npy", ".jsonl"):
         raise InputError(args.output, None, "output must end in .npy or .jsonl")
     if args.per_token and suffix != ".npy":
         raise InputError(
             args.output, None, "--per-token writes .npy (and a .jsonl index beside it)"
         )
-    embedder = Embedder.load(args.model, pooling=args.pooling, normalize=args.normalize,
-                             max_length=args.max_length, device=args.device, precision=args.precision,
-                             batch_size=args.batch_size, allow_pickle=args.allow_pickle,
-                             split_special_tokens=args.split_special_tokens,
-                             windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
-                             layers=options.values(args, LayerSpec))  # fmt: skip
+    if folder:
+        return _run_folder(args)
+    embedder = _load(args)
     texts = _read_lines(args.input, args.encoding_errors)
     start = time.perf_counter()
     if args.per_token:

@@ -19,7 +19,7 @@ HELP = "score a fine-tuned model on a labelled file with the task's official met
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="folder written by `bertkit finetune`")
+    options.add_model(parser, "folder written by `bertkit finetune`")
     parser.add_argument(
         "--data", required=True, help="data file (GLUE: a file or the GLUE folder; any model: "
         "CSV/TSV/JSONL with the text fields and a label)"

@@ -24,9 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     onnx = formats.add_parser(
         "onnx", help="ONNX (opset 17 by default), dynamic batch and sequence axes"
     )
-    onnx.add_argument(
-        "--model", type=Path, required=True, help="model folder (bertkit or Hugging Face)"
-    )
+    options.add_model(onnx, "model folder (bertkit or Hugging Face)")
     onnx.add_argument("--output", type=Path, required=True, help="the .onnx file to write")
     options.add_fields(onnx, OnnxExportConfig, ("opset", "optimize", "quantize", "head"),
                        choices={"quantize": QUANTIZE_CHOICES, "head": HEAD_CHOICES})  # fmt: skip

@@ -13,9 +13,7 @@ HELP = "print the top-k tokens and probabilities for every [MASK] in each text"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model", type=Path, required=True, help="checkpoint directory with an MLM head"
-    )
+    options.add_model(p, "checkpoint folder with an MLM head")
     p.add_argument(
         "texts", nargs="*", help="texts containing [MASK] (default: lines of --input or stdin)"
     )

@@ -8,7 +8,7 @@ Examples::
     bertkit finetune squad --train train-v2.0.json --dev dev-v2.0.json --version-2-with-negative ...
     bertkit finetune classify --train a.csv --dev b.csv --text-column review --label-column stars ...
 
-OUTPUT receives the selected model (config.json, model.safetensors, vocab.txt,
+OUTPUT receives the selected model (config.json, model.safetensors, vocab.txt, tokenizer.json,
 bertkit_task.json) and metrics.json (every run's lr, seed and dev score, mean and spread,
 the selected run). Run options come from :class:`bertkit.training.finetune.FinetuneConfig`,
 task options from :class:`bertkit.tasks.TaskSettings` and the SQuAD window/search configs.
@@ -43,7 +43,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     from bertkit.training.finetune import FinetuneConfig
 
     g = p.add_argument_group("model and run")
-    g.add_argument("--model", required=True, help="bertkit or Hugging Face checkpoint folder")
+    options.add_model(g, "bertkit or Hugging Face checkpoint folder")
     g.add_argument("--output", required=True, help="folder for the selected model and metrics.json")
     options.add_fields(g, FinetuneConfig, _RUN_FIELDS, flags={"learning_rates": "--learning-rate"})
     g.add_argument("--max-seq-length", type=int, default=None,
@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace, config, info) -> int:
         "config": {**asdict(config), "learning_rates": list(config.learning_rates)},
         # what this machine ran: auto made concrete; bf16 without native support runs fp32
         "precision_run": P.resolve(config.precision, device),
-        "hardware": {k: d.choice for k, d in hardware.decisions().items()},
+        "hardware": {k: d.choice for k, d in hardware.made().items()},
         **result.to_dict(),
     }
     atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "fill-mask": "bertkit.cli.fill_mask",
     "serve": "bertkit.cli.serve",
     "export": "bertkit.cli.export",
+    "convert": "bertkit.cli.convert",
     "env": "bertkit.cli.env",
 }
 
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     errors.program = f"bertkit {args.command}"
     _show_hardware_log(args.command)
     try:
+        from bertkit.cli.options import resolve_model
+
+        resolve_model(args)
         return int(args._run(args) or 0)
     except BertkitError as e:
         if args.debug:

@@ -180,6 +180,27 @@ def add_split_special_tokens(
     )
 
 
+def add_model(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
+    """``--model`` (a folder or a Hugging Face Hub id) and ``--revision``, for every command that
+    loads one model; :func:`resolve_model` turns them into the folder before the command runs."""
+    parser.add_argument("--model", required=True, metavar="FOLDER|HUB_ID",
+                        help=f"{help}, or a Hub id (ORG/NAME) fetched into the Hugging Face "
+                        "cache (HF_HUB_OFFLINE=1: the cache only)")  # fmt: skip
+    parser.add_argument("--revision", default=None,
+                        help="the Hub id's branch, tag or commit (default: main)")  # fmt: skip
+
+
+def resolve_model(args: argparse.Namespace) -> None:
+    """``args.model`` becomes a local folder (:func:`bertkit.hub.resolve`) where the command took
+    :func:`add_model`'s flags."""
+    if not hasattr(args, "revision") or not hasattr(args, "model"):
+        return
+    from bertkit import hub
+
+    args.model = hub.resolve(args.model, args.revision,
+                             allow_pickle=getattr(args, "allow_pickle", False))  # fmt: skip
+
+
 def add_allow_pickle(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     parser.add_argument(
         "--allow-pickle",

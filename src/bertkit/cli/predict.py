@@ -22,7 +22,7 @@ HELP = "predict with a fine-tuned model: JSONL, or SQuAD predictions.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="folder written by `bertkit finetune`")
+    options.add_model(parser, "folder written by `bertkit finetune`")
     parser.add_argument(
         "--input",
         required=True,

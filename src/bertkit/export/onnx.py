@@ -32,12 +32,13 @@ from pathlib import Path
 
 import torch
 
-from bertkit import hardware
+from bertkit import hardware, hub
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.export.graph import ExportGraph
 from bertkit.export.heads import HEADS, INPUTS
 from bertkit.interop import load_with_report
 from bertkit.interop.pretrained import load_config
+from bertkit.interop.sentence_folder import MODULES, SENTENCE_FILES
 from bertkit.tasks import TASK_FILE, load_adapter
 from bertkit.tokenizer import BertTokenizer
 
@@ -46,8 +47,6 @@ EXTRA = "onnx"
 HEAD_CHOICES = ("auto", "encoder", "masked-lm")
 QUANTIZE_CHOICES = ("none", "int8")
 _NAMED_HEADS = {"encoder": "BertModel", "masked-lm": "BertForMaskedLM"}
-# files a sentence-transformers folder keeps its pooling, normalisation and length limit in
-_SENTENCE_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 HEAD_KEY = "bertkit_head"
 """ONNX metadata key naming the head class the graph computes."""
 
@@ -122,7 +121,7 @@ def export_onnx(directory: str | Path, output: str | Path, config: OnnxExportCon
                 allow_pickle: bool = False) -> ExportResult:  # fmt: skip
     """Export the folder's model to ``output`` (.onnx) and write its tokenizer and configs beside it."""
     require_onnxruntime()
-    directory, output = Path(directory), Path(output)
+    directory, output = hub.resolve(directory, allow_pickle=allow_pickle), Path(output)
     if output.suffix != ".onnx":
         raise ConfigError(f"--output must end in .onnx, got {output}")
     name = head_class(directory, config.head)
@@ -234,10 +233,10 @@ def _write_folder_files(source: Path, target: Path) -> None:
     shutil.copy2(source / "config.json", target / "config.json")
     if (source / TASK_FILE).is_file():
         shutil.copy2(source / TASK_FILE, target / TASK_FILE)
-    for name in _SENTENCE_FILES:
+    for name in SENTENCE_FILES:  # copied, not rewritten: other modules (Dense, ...) survive
         if (source / name).is_file():
             shutil.copy2(source / name, target / name)
-    modules = source / "modules.json"
+    modules = source / MODULES
     if modules.is_file():
         for module in json.loads(modules.read_text(encoding="utf-8")):
             sub = module.get("path", "")

@@ -4,7 +4,9 @@ Pooling and normalisation come from the folder when it is a sentence-transformer
 (``modules.json`` with a ``Pooling`` module and its ``config.json``; a ``Normalize`` module; the
 ``max_seq_length`` of ``sentence_bert_config.json``), so ``Embedder.load(minilm)`` gives the
 vectors sentence-transformers gives. Otherwise mean pooling without normalisation, up to the
-model's position limit. Explicit arguments win over the folder.
+model's position limit. Explicit arguments win over the folder. :meth:`Embedder.save` writes a
+folder that sentence-transformers loads to the same vectors (the format:
+:mod:`bertkit.interop.sentence_folder`).
 
 Long texts are read in windows (:mod:`bertkit.tasks.windows`, ``--doc-stride`` as everywhere):
 each window is pooled, and the window vectors of a text are combined by a mean weighted by the
@@ -22,7 +24,7 @@ taken from the window where that piece has the most context.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +32,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit import hardware
+from bertkit import hardware, hub
 from bertkit import precision as P
-from bertkit.errors import CheckpointError, ConfigError
-from bertkit.interop import load_with_report
+from bertkit.errors import ConfigError
+from bertkit.interop import load_with_report, save_pretrained
+from bertkit.interop.sentence_folder import (
+    PoolingSpec,
+    save_sentence_transformers_files,
+    sentence_transformers_spec,
+)
 from bertkit.io import atomic_write
+from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
 from bertkit.model.quantize import for_precision
@@ -44,15 +52,6 @@ from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.encoding import Encoding
 from bertkit.tokenizer.protocol import Tokenizer
-
-
-@dataclass(frozen=True)
-class PoolingSpec:
-    """How token vectors become one vector, and the token limit of the inputs."""
-
-    pooling: str = "mean"
-    normalize: bool = False
-    max_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,36 +100,6 @@ class TokenFeatures:
     offsets: list[tuple[int, int]]
 
 
-def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
-    """The pooling a sentence-transformers folder declares, or None for a plain BERT folder."""
-    root = Path(directory)
-    modules_file = root / "modules.json"
-    if not modules_file.is_file():
-        return None
-    try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
-        kinds = {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
-        spec: dict[str, Any] = {"normalize": "Normalize" in kinds}
-        if "Pooling" in kinds:
-            cfg = json.loads((root / kinds["Pooling"] / "config.json").read_text(encoding="utf-8"))
-            modes = [
-                m
-                for m in ("cls", "mean", "max")
-                if cfg.get(f"pooling_mode_{m}_token" if m == "cls" else f"pooling_mode_{m}_tokens")
-            ]
-            if len(modes) != 1:
-                raise CheckpointError(
-                    f"{root}: pooling {modes or 'none'} is not supported (one of {POOLINGS})"
-                )
-            spec["pooling"] = modes[0]
-        st = root / "sentence_bert_config.json"
-        if st.is_file():
-            spec["max_length"] = json.loads(st.read_text(encoding="utf-8")).get("max_seq_length")
-    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
-    return PoolingSpec(**spec)
-
-
 @dataclass
 class Embedder:
     """One vector per text. Build with :meth:`load`; call with a list of texts."""
@@ -143,6 +112,8 @@ class Embedder:
     show_progress: bool | None = None
     windows: WindowConfig = field(default_factory=WindowConfig)
     layers: LayerSpec = field(default_factory=LayerSpec)
+    source: Path | None = None
+    """The folder :meth:`load` read (the model fingerprint of :meth:`embed_to`'s manifest)."""
 
     @classmethod
     def load(cls, directory: str | Path, *, pooling: str | None = None, normalize: bool | None = None,
@@ -151,7 +122,9 @@ class Embedder:
              split_special_tokens: bool = False, model: torch.nn.Module | None = None,
              windows: WindowConfig | None = None, layers: LayerSpec | None = None) -> Embedder:  # fmt: skip
         """``model``: an encoder already loaded from ``directory`` (e.g. a fill-mask model's
-        ``bert``), used instead of loading the weights a second time."""
+        ``bert``), used instead of loading the weights a second time. ``directory``: a folder
+        or a Hub id (:func:`bertkit.hub.resolve`)."""
+        directory = hub.resolve(directory, allow_pickle=allow_pickle)
         if pooling is not None and pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         if batch_size < 1:
@@ -176,7 +149,8 @@ class Embedder:
         )
         chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
         return cls(for_precision(model, chosen), tokenizer, spec, chosen, batch_size,
-                   windows=windows or WindowConfig(), layers=layers or LayerSpec())  # fmt: skip
+                   windows=windows or WindowConfig(), layers=layers or LayerSpec(),
+                   source=Path(directory))  # fmt: skip
 
     @property
     def dim(self) -> int:
@@ -185,6 +159,32 @@ class Embedder:
     @property
     def max_length(self) -> int:
         return int(self.spec.max_length or self.model.config.max_position_embeddings)
+
+    def save(self, folder: str | Path) -> None:
+        """Write a model folder that embeds as this Embedder does: the encoder (config.json,
+        model.safetensors), the tokenizer's files (vocab.txt, tokenizer.json,
+        tokenizer_config.json) and the sentence-transformers files for this pooling,
+        normalisation and :attr:`max_length`. ``Embedder.load(folder)``,
+        ``SentenceTransformer(folder)`` and text-embeddings-inference then give these vectors
+        for texts within :attr:`max_length` tokens; longer texts they read truncated (as
+        ``truncate=True`` does), where this Embedder may read them in windows.
+
+        Raises ConfigError for what those tools cannot compute: ``layers`` other than the last
+        alone, or weights that are not a bertkit encoder in fp32/bf16 (int8, an ONNX graph).
+        """
+        if self.layers.layers and tuple(self.layers.layers) != (-1,):
+            raise ConfigError(
+                f"layers {list(self.layers.layers)} cannot be saved: sentence-transformers "
+                "pools the last layer only"
+            )
+        if self.precision == "int8" or not isinstance(self.model, BertModel):
+            raise ConfigError(
+                f"cannot save {type(self.model).__name__} weights at precision {self.precision}; "
+                "load the folder again without int8 (or the ONNX model) and save that"
+            )
+        save_pretrained(self.model, folder, self.tokenizer)
+        save_sentence_transformers_files(folder, self.spec.pooling, self.spec.normalize,
+                                         self.max_length, dimension=self.dim)  # fmt: skip
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Token ids and offsets of ``texts``, whole (:meth:`window` cuts them to the limit)."""
@@ -251,6 +251,18 @@ class Embedder:
         """(N, D) float32 vectors in the order of ``texts``, and how they were windowed."""
         windowed = self.window(self.encode(texts))
         return self.combine(self.embed_encodings(windowed.inputs), windowed), windowed.counts
+
+    def iter_batches(self, lines: Iterable[str], window: int | None = None):
+        """``(first_line, vectors)`` per window of lines, streaming: :func:`bertkit.inference.corpus.iter_batches`."""
+        from bertkit.inference import corpus
+
+        return corpus.iter_batches(self, lines, window or corpus.StreamConfig().window)
+
+    def embed_to(self, lines: Iterable[str], folder: str | Path, **kwargs: Any):
+        """Shards + manifest in ``folder``, resumable: :func:`bertkit.inference.corpus.embed_to`."""
+        from bertkit.inference import corpus
+
+        return corpus.embed_to(self, lines, folder, **kwargs)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """(N, D) float32 vectors, in the order of ``texts``."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bertkit import hardware
+from bertkit import hardware, hub
 from bertkit import precision as P
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop import load_with_report
@@ -42,6 +42,8 @@ class FillMasker:
     @classmethod
     def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
              batch_size: int = 32, allow_pickle: bool = False) -> FillMasker:  # fmt: skip
+        """``directory``: a folder or a Hub id (:func:`bertkit.hub.resolve`)."""
+        directory = hub.resolve(directory, allow_pickle=allow_pickle)
         dev = hardware.resolve_device(device)
         model, report = load_with_report(directory, BertForMaskedLM, allow_pickle=allow_pickle)
         if model.config.is_decoder:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from bertkit import hardware
+from bertkit import hardware, hub
 from bertkit import precision as P
 from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import ClassificationExample
@@ -55,7 +55,9 @@ class TaskModel:
         """Load a folder written by ``bertkit finetune`` onto ``device`` (None: CUDA if present).
 
         ``model``: a model for the folder's head that is already loaded (e.g. an exported ONNX
-        file, :class:`bertkit.export.OnnxModel`), used instead of the folder's weights."""
+        file, :class:`bertkit.export.OnnxModel`), used instead of the folder's weights.
+        ``directory``: a folder or a Hub id (:func:`bertkit.hub.resolve`)."""
+        directory = hub.resolve(directory, allow_pickle=allow_pickle)
         adapter = load_adapter(directory)
         wanted = cls.families
         if wanted and adapter.family not in wanted:

@@ -1,7 +1,8 @@
 """load_pretrained / save_pretrained: checkpoint directories in the Hugging Face layout.
 
 A directory holds config.json (BertConfig keys), model.safetensors (or a sharded
-model.safetensors.index.json) and, for the commands, vocab.txt (+ tokenizer_config.json).
+model.safetensors.index.json) and, for the commands, the tokenizer: vocab.txt and/or
+tokenizer.json (+ tokenizer_config.json).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertkit import hub
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.hf import LoadReport, hf_to_ours, ours_to_hf
 from bertkit.io import atomic_write_bytes, atomic_write_text
 from bertkit.tokenizer.protocol import Tokenizer
+from bertkit.tokenizer.tokenizer_json import TOKENIZER_JSON, tokenizer_json_size
 
 log = logging.getLogger(__name__)
 
@@ -125,16 +128,21 @@ def check_length_fits(directory: str | Path, length: int, flag: str = "--max-seq
 
 
 def check_vocab_fits(directory: Path, config: BertConfig) -> None:
-    """Refuse a vocab.txt holding more tokens than the embedding table has rows.
+    """Refuse a vocab.txt (or, without one, a tokenizer.json) holding more tokens than the
+    embedding table has rows.
 
     Its ids would index past the table (an IndexError deep inside the model otherwise). A smaller
     vocabulary is allowed: checkpoints often pad vocab_size to a multiple of 8 or 64.
     """
     path = directory / "vocab.txt"
-    if not path.is_file():
+    if path.is_file():
+        with open(path, "rb") as f:
+            n = sum(1 for _ in f)
+    elif (directory / TOKENIZER_JSON).is_file():
+        path = directory / TOKENIZER_JSON
+        n = tokenizer_json_size(path)
+    else:
         return
-    with open(path, "rb") as f:
-        n = sum(1 for _ in f)
     if n > config.vocab_size:
         raise CheckpointError(
             f"{path}: {n} tokens, but {directory / 'config.json'} has vocab_size "
@@ -164,7 +172,8 @@ def load_pretrained(
     strict: bool = False,
     **config_overrides: Any,
 ) -> nn.Module:
-    """Load a bertkit or Hugging Face BERT checkpoint directory, in eval mode, on CPU.
+    """Load a bertkit or Hugging Face BERT checkpoint directory (or a Hub id:
+    :func:`bertkit.hub.resolve`), in eval mode, on CPU.
 
     model_class: one of the bertkit model classes (or its name); None picks the class named by
         config.json ``architectures`` (falling back to BertModel).
@@ -189,9 +198,7 @@ def load_with_report(
     **config_overrides: Any,
 ) -> tuple[nn.Module, LoadReport]:
     """``load_pretrained`` that returns the LoadReport instead of logging it."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: not a directory")
+    directory = hub.resolve(directory, allow_pickle=allow_pickle)
     config = load_config(directory, **config_overrides)
     check_vocab_fits(directory, config)
     classes = _model_classes()

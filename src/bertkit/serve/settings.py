@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertkit.errors import ConfigError
+from bertkit.errors import CheckpointError, ConfigError
 
 BACKENDS = ("torch", "onnx")
 
@@ -18,7 +18,9 @@ BACKENDS = ("torch", "onnx")
 @dataclass
 class ServeSettings:
     models: list[str] = field(default_factory=list)
-    """Model folders, each DIR or NAME=DIR (the folder decides the task)."""
+    """Model folders or Hub ids, each DIR or NAME=DIR (the folder decides the task)."""
+    revision: str | None = None
+    """The branch, tag or commit of every Hub id given as a model (default: main)."""
     host: str = "127.0.0.1"
     """Address to bind (127.0.0.1 unless told otherwise)."""
     port: int = 8080
@@ -66,17 +68,27 @@ class ServeSettings:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.pooling not in (None, "mean", "cls", "max"):
             raise ConfigError(f"pooling must be mean, cls or max, got {self.pooling!r}")
-        self.named_models()  # checks the folders
+        self._named = self._resolve_models()  # checks the folders, fetches Hub ids once
 
     def named_models(self) -> dict[str, Path]:
-        """``{name: folder}``; a bare DIR is named after the folder."""
+        """``{name: folder}`` (see :meth:`_resolve_models`)."""
+        return dict(self._named)
+
+    def _resolve_models(self) -> dict[str, Path]:
+        """``{name: folder}``; a bare DIR is named after the folder, a bare Hub id after its
+        last part (``sentence-transformers/all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``)."""
+        from bertkit import hub
+
         out: dict[str, Path] = {}
         for spec in self.models:
             name, sep, directory = spec.partition("=")
-            path = Path(directory if sep else spec)
-            name = name if sep else path.resolve().name
-            if not path.is_dir():
-                raise ConfigError(f"--model {spec}: {path} is not a folder")
+            given = directory if sep else spec
+            try:
+                path = hub.resolve(given, None if Path(given).is_dir() else self.revision)
+            except (ConfigError, CheckpointError) as e:
+                raise ConfigError(f"--model {spec}: {e}") from e
+            if not sep:
+                name = path.resolve().name if Path(given).is_dir() else given.split("/")[-1]
             if name in out:
                 raise ConfigError(f"--model {spec}: the name {name!r} is used twice")
             out[name] = path

@@ -17,12 +17,14 @@ from operator import add, is_, itemgetter
 from pathlib import Path
 from typing import Any, overload
 
+from bertkit import hub
 from bertkit.errors import ConfigError
 from bertkit.tokenizer import conventions
 from bertkit.tokenizer.batch import TokenArrays
-from bertkit.tokenizer.conventions import VERY_LARGE_INTEGER, read_config, write_config
+from bertkit.tokenizer.conventions import VERY_LARGE_INTEGER, write_config
 from bertkit.tokenizer.encoding import Encoding, Segment, encode_segments
 from bertkit.tokenizer.normalize import Normalizer
+from bertkit.tokenizer.tokenizer_json import folder_arguments, write_tokenizer_json
 from bertkit.tokenizer.wordpiece import (
     PREFIX,
     SPECIAL_TOKENS,
@@ -116,21 +118,28 @@ class BertTokenizer:
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, **overrides: Any) -> BertTokenizer:
-        """Load ``vocab.txt`` (+ ``do_lower_case``, ``strip_accents``, ``tokenize_chinese_chars``
-        and ``model_max_length`` from tokenizer_config.json if present; ``overrides`` win).
+        """Load a folder's tokenizer: the vocabulary from ``vocab.txt``, or from
+        ``tokenizer.json`` when the folder has no vocab.txt (where both exist vocab.txt is the
+        source, and a tokenizer.json that disagrees is logged once); the settings from
+        tokenizer.json's normalizer, then tokenizer_config.json (``do_lower_case``,
+        ``strip_accents``, ``tokenize_chinese_chars``, ``model_max_length``), then
+        ``overrides``, each winning over the one before (see ``tokenizer_json.folder_arguments``).
 
         As in transformers, config.json (``max_position_embeddings``) is not consulted: without
         ``model_max_length`` in tokenizer_config.json there is no limit.
         """
-        directory = Path(directory)
-        kwargs = read_config(directory)
+        directory = hub.resolve(directory)  # a folder, or a Hub id
+        vocab, kwargs = folder_arguments(directory)
         kwargs.update(overrides)
-        return cls(directory / "vocab.txt", **kwargs)
+        return cls(vocab, **kwargs)
 
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write vocab.txt and tokenizer_config.json (readable by transformers too)."""
+        """Write vocab.txt, tokenizer.json and tokenizer_config.json, each atomically: what
+        bertkit, transformers (``AutoTokenizer`` gives the fast tokenizer) and
+        text-embeddings-inference read."""
         directory = Path(directory)
         self.vocab.save(directory / "vocab.txt")
+        write_tokenizer_json(self, directory)
         write_config(directory, self.do_lower_case, self.strip_accents, self.tokenize_chinese_chars,
                      self.model_max_length)  # fmt: skip
 

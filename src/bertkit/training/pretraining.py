@@ -20,8 +20,7 @@ from typing import Any
 from bertkit.config import BertConfig
 from bertkit.data.collate import make_collate
 from bertkit.errors import ConfigError, InputError
-from bertkit.io import atomic_write_bytes, atomic_write_text
-from bertkit.tokenizer.conventions import write_config
+from bertkit.io import atomic_write_text
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
 from bertkit.training.loop import Phase, TrainConfig, Trainer, TrainResult
@@ -321,13 +320,15 @@ def pretrain(
 
 
 def export_model(model: Any, directory: Path, data_dir: Path) -> None:
-    """Save the model in the Hugging Face layout with the data's vocabulary (and casing)."""
+    """Save the model in the Hugging Face layout with the data's vocabulary (and casing): the
+    tokenizer's files (vocab.txt, tokenizer.json, tokenizer_config.json) come from its
+    ``save_pretrained``, like every folder bertkit writes."""
     from bertkit.interop import save_pretrained
+    from bertkit.tokenizer import BertTokenizer
 
     model = model.cpu() if hasattr(model, "cpu") else model
-    save_pretrained(model, directory)
-    atomic_write_bytes(directory / "vocab.txt", (data_dir / "vocab.txt").read_bytes())
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
     lower = bool(manifest.get("settings", {}).get("do_lower_case", True))
-    write_config(directory, do_lower_case=lower, strip_accents=None, tokenize_chinese_chars=True,
-                 model_max_length=model.config.max_position_embeddings)  # fmt: skip
+    tokenizer = BertTokenizer(data_dir / "vocab.txt", do_lower_case=lower,
+                              model_max_length=model.config.max_position_embeddings)  # fmt: skip
+    save_pretrained(model, directory, tokenizer)

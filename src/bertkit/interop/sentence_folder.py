@@ -1,0 +1,166 @@
+"""sentence-transformers folder files: how a model folder declares pooling, normalisation and
+length, read by ``Embedder.load`` and written by ``Embedder.save`` (the one home of the format).
+
+A sentence-transformers folder is a Hugging Face BERT folder plus:
+
+- ``modules.json``: the module chain, here ``Transformer`` (the folder itself, path ``""``) ->
+  ``Pooling`` (``1_Pooling``) -> ``Normalize`` (``2_Normalize``, only when vectors are
+  L2-normalised);
+- ``1_Pooling/config.json``: the pooling, as ``pooling_mode_*`` flags (every version of
+  sentence-transformers and text-embeddings-inference reads these; sentence-transformers 6
+  writes ``"pooling_mode": "mean"`` instead, which is read too);
+- ``sentence_bert_config.json``: ``max_seq_length`` (inputs are cut there) and ``do_lower_case``
+  (false: the tokenizer lowercases);
+- ``config_sentence_transformers.json``: versions and the similarity function.
+
+The written folder uses the classic module names (``sentence_transformers.models.Pooling``),
+which sentence-transformers 2 to 6 load (6 maps them to its new ones).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit import __version__
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.io import atomic_write_text
+from bertkit.model.pooling import POOLINGS
+from bertkit.tokenizer.conventions import LARGE_INTEGER, read_config
+
+MODULES = "modules.json"
+POOLING_DIR = "1_Pooling"
+NORMALIZE_DIR = "2_Normalize"
+SENTENCE_CONFIG = "sentence_bert_config.json"
+VERSIONS = "config_sentence_transformers.json"
+SENTENCE_FILES = (MODULES, SENTENCE_CONFIG, VERSIONS)
+"""The top-level files (besides the module folders that ``modules.json`` names)."""
+# sentence-transformers' pooling flag for each bertkit pooling
+_FLAGS = {
+    "cls": "pooling_mode_cls_token",
+    "mean": "pooling_mode_mean_tokens",
+    "max": "pooling_mode_max_tokens",
+}
+_OTHER_FLAGS = (
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
+
+
+@dataclass(frozen=True)
+class PoolingSpec:
+    """How token vectors become one vector, and the token limit of the inputs."""
+
+    pooling: str = "mean"
+    normalize: bool = False
+    max_length: int | None = None
+
+
+def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
+    """The pooling a sentence-transformers folder declares, or None for a plain BERT folder.
+
+    ``max_length`` is ``sentence_bert_config.json``'s ``max_seq_length``, else (folders saved by
+    sentence-transformers 6 keep it there) tokenizer_config.json's ``model_max_length``, else
+    None. Raises CheckpointError for an unreadable file or a pooling bertkit does not compute.
+    """
+    root = Path(directory)
+    modules_file = root / MODULES
+    if not modules_file.is_file():
+        return None
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        kinds = {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
+        spec: dict[str, Any] = {"normalize": "Normalize" in kinds}
+        if "Pooling" in kinds:
+            cfg = json.loads((root / kinds["Pooling"] / "config.json").read_text(encoding="utf-8"))
+            modes = cfg.get("pooling_mode")
+            if modes is None:
+                modes = [m for m, flag in _FLAGS.items() if cfg.get(flag)]
+                modes += [f for f in _OTHER_FLAGS if cfg.get(f)]
+            elif isinstance(modes, str):
+                modes = [modes]
+            if len(modes) != 1 or modes[0] not in POOLINGS:
+                raise CheckpointError(
+                    f"{root}: pooling {modes or 'none'} is not supported (one of {POOLINGS})"
+                )
+            spec["pooling"] = modes[0]
+        st = root / SENTENCE_CONFIG
+        if st.is_file():
+            spec["max_length"] = json.loads(st.read_text(encoding="utf-8")).get("max_seq_length")
+        if spec.get("max_length") is None:
+            limit = read_config(root).get("model_max_length")
+            if limit is not None and limit <= LARGE_INTEGER:
+                spec["max_length"] = limit
+    except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
+    return PoolingSpec(**spec)
+
+
+def save_sentence_transformers_files(
+    folder: str | Path,
+    pooling: str = "mean",
+    normalize: bool = False,
+    max_seq_length: int | None = None,
+    *,
+    dimension: int | None = None,
+) -> None:
+    """Write the sentence-transformers files of a model folder (each atomically), so that
+    ``SentenceTransformer(folder)`` pools as bertkit's ``Embedder`` does.
+
+    Args:
+        folder: a model folder (config.json, weights, tokenizer files) or the folder it will be.
+        pooling: ``"mean"``, ``"cls"`` or ``"max"`` (bertkit's poolings).
+        normalize: add the ``Normalize`` module (unit-length vectors).
+        max_seq_length: the longest input in tokens, specials included; None: the model's
+            ``max_position_embeddings`` from ``folder/config.json``.
+        dimension: the vector size; None: ``hidden_size`` from ``folder/config.json``.
+
+    Raises ConfigError for another pooling, or when a value must come from a missing config.json.
+    """
+    if pooling not in _FLAGS:
+        raise ConfigError(f"pooling must be one of {', '.join(_FLAGS)}, got {pooling!r}")
+    root = Path(folder)
+    if dimension is None or max_seq_length is None:
+        config = _model_config(root)
+        dimension = dimension or int(config["hidden_size"])
+        max_seq_length = max_seq_length or int(config["max_position_embeddings"])
+    modules = [("Transformer", ""), ("Pooling", POOLING_DIR)]
+    if normalize:
+        modules.append(("Normalize", NORMALIZE_DIR))
+    chain = [
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (kind, path) in enumerate(modules)
+    ]
+    flags = {flag: mode == pooling for mode, flag in _FLAGS.items()}
+    pool_config = {"word_embedding_dimension": dimension, **flags}
+    pool_config.update(dict.fromkeys(_OTHER_FLAGS, False))
+    versions = {
+        # no "sentence_transformers" version: that key makes older releases warn that the
+        # folder comes from a newer one
+        "__version__": {"bertkit": __version__},
+        "prompts": {},
+        "default_prompt_name": None,
+        "similarity_fn_name": "cosine",
+    }
+    _write(root / POOLING_DIR / "config.json", pool_config)
+    _write(root / SENTENCE_CONFIG, {"max_seq_length": max_seq_length, "do_lower_case": False})
+    _write(root / VERSIONS, versions)
+    _write(root / MODULES, chain)  # last: a folder with modules.json has all its files
+
+
+def _model_config(root: Path) -> dict[str, Any]:
+    path = root / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(
+            f"{path}: needed for the vector size and length limit (pass dimension and "
+            f"max_seq_length, or save the model first) ({e})"
+        ) from e
+
+
+def _write(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
