@@ -35,13 +35,14 @@ from benchmarks.speed import pretraining_batch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def step_fn(model):
-    """``step(batch)``: one training step of ``model`` on a batch already on the GPU."""
-    model.cuda().train()
+def step_fn(model, device: str = "cuda"):
+    """``step(batch)``: one training step of ``model`` on a batch already on ``device`` (the
+    GPU; ``benchmarks.gpu_check --dry-run`` runs the same step on the CPU)."""
+    model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6, fused=True)
 
     def step(batch: dict) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
             out = model(**batch)
         out.loss.backward()
         opt.step()
@@ -50,10 +51,16 @@ def step_fn(model):
     return step
 
 
-def time_steps(fn, steps: int) -> float:
-    """Median seconds per step over ``steps`` steps (CUDA events, one per step)."""
+def time_steps(fn, steps: int, device: str = "cuda") -> float:
+    """Median seconds per step over ``steps`` steps (CUDA events, one per step; a CPU timer on
+    the CPU)."""
     times = []
     for _ in range(steps):
+        if torch.device(device).type != "cuda":
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+            continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

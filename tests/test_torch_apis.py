@@ -60,3 +60,26 @@ def test_cpu_kernels_bertkit_calls_directly():
     assert callable(torch.ops.mkldnn._is_mkldnn_bf16_supported)
     assert hasattr(torch.ops.onednn, "qlinear_prepack")  # model/quantize.py
     assert hasattr(torch.ops.onednn, "qlinear_pointwise")
+
+
+def test_apis_of_the_gpu_check_and_its_cuda_tests():
+    """``benchmarks/gpu_check`` and the ``gpu`` tests it runs (stage 1) on the GPU machine."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.profiler import ProfilerActivity, profile
+
+    for name in ("reset_peak_memory_stats", "memory_allocated", "max_memory_allocated",
+                 "empty_cache", "get_device_capability", "manual_seed_all"):  # fmt: skip
+        assert callable(getattr(torch.cuda, name)), name
+    assert {"enable_timing"} <= _params(torch.cuda.Event)
+    for name in ("record", "elapsed_time", "synchronize"):
+        assert callable(getattr(torch.cuda.Event, name)), name
+    assert callable(torch.cuda.nccl.version)
+    assert hasattr(ProfilerActivity, "CUDA") and {"activities"} <= _params(profile)
+    for name in ("is_nccl_available", "init_process_group", "destroy_process_group", "all_reduce"):
+        assert callable(getattr(dist, name)), name
+    assert {"store", "rank", "world_size"} <= _params(dist.init_process_group)
+    assert dist.FileStore is not None and {"device_ids"} <= _params(DistributedDataParallel)
+    assert {"dynamic"} <= _params(torch.compile)
+    with torch.device("cpu"):  # models are built on the GPU directly this way
+        assert torch.empty(1).device.type == "cpu"

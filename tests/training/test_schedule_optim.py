@@ -188,14 +188,17 @@ def test_lamb_trust_ratio_is_one_for_zero_weights():
     assert torch.allclose(w.detach(), torch.full((2, 2), -0.1), atol=1e-6)
 
 
-def test_foreach_lamb_equals_the_per_tensor_loop():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_foreach_lamb_equals_the_per_tensor_loop(device, record_property):
     """The multi-tensor LAMB against the per-tensor reference: a tiny BERT's parameter shapes,
-    both decay groups, a zero-weight tensor (trust ratio 1), six steps of random gradients."""
+    both decay groups, a zero-weight tensor (trust ratio 1), six steps of random gradients.
+    On CUDA ``_foreach_norm`` reduces in another order than ``Tensor.norm``, so the bound there
+    is 1e-5 (the difference found is recorded for the GPU check's report)."""
     from bertkit.model import BertForPreTraining
     from bertkit.training.optim import param_groups
 
     torch.manual_seed(0)
-    base = BertForPreTraining(tiny_config(0.0))
+    base = BertForPreTraining(tiny_config(0.0)).to(device)
     models = [copy.deepcopy(base) for _ in range(2)]
     opts = [
         Lamb(param_groups(m, 0.01), lr=1e-2, betas=(0.8, 0.95), eps=1e-6, foreach=f)
@@ -203,13 +206,15 @@ def test_foreach_lamb_equals_the_per_tensor_loop():
     ]
     g = torch.Generator().manual_seed(1)
     for _ in range(6):
-        grads = [torch.randn(p.shape, generator=g) for p in base.parameters()]
+        grads = [torch.randn(p.shape, generator=g).to(device) for p in base.parameters()]
         for m, opt in zip(models, opts, strict=True):
             for p, gr in zip(m.parameters(), grads, strict=True):
                 p.grad = gr.clone()
             opt.step()
     fast, loop = (dict(m.named_parameters()) for m in models)
-    assert max((fast[k] - loop[k]).abs().max().item() for k in fast) <= 1e-6
+    worst = max((fast[k] - loop[k]).abs().max().item() for k in fast)
+    record_property("max_abs_difference", worst)
+    assert worst <= (1e-6 if device == "cpu" else 1e-5)
     moved = [k for k in fast if not torch.equal(fast[k], dict(base.named_parameters())[k])]
     assert len(moved) == len(fast)  # every tensor was updated (the comparison is not vacuous)
 
