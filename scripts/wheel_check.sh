@@ -78,14 +78,16 @@ import time
 import urllib.request
 
 base = f"http://127.0.0.1:{sys.argv[1]}"
-for _ in range(240):
+for _ in range(240):  # /health answers 503 until the model has run a forward pass, then 200
     try:
-        page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
-        break
+        if urllib.request.urlopen(base + "/health", timeout=5).status == 200:
+            break
     except OSError:
-        time.sleep(0.5)
+        pass
+    time.sleep(0.5)
 else:
-    sys.exit("wheel check: the server did not answer within 120 s")
+    sys.exit("wheel check: the server was not healthy within 120 s")
+page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
 assert "<html" in page.lower(), page[:200]
 req = urllib.request.Request(base + "/embed", data=json.dumps({"inputs": "a test"}).encode(),
                              headers={"Content-Type": "application/json"})
