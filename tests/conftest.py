@@ -38,9 +38,10 @@ def pytest_configure(config):
     variables (``tests/model/test_hardware.py``)."""
     from bertkit import hardware
 
-    for name, made in hardware.decisions().items():
-        os.environ[hardware.ENV[name]] = made.choice
-    config.bertkit_paths = {name: (d.choice, d.source) for name, d in hardware.decisions().items()}
+    made = hardware.decisions()
+    for name, d in made.items():
+        os.environ[hardware.ENV[name]] = d.choice
+    config.bertkit_paths = {name: (d.choice, d.source) for name, d in made.items()}
 
 
 def pytest_collection_modifyitems(config, items):

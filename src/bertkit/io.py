@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -80,6 +81,38 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_write(path, "w") as f:
         f.write(text)
+
+
+def write_json_manifest(
+    path: str | Path, format_name: str, version: int, body: dict[str, Any]
+) -> dict:
+    """Write a manifest (``{"format", "version", **body}``, indented JSON) atomically; returns
+    what was written."""
+    manifest = {"format": format_name, "version": version, **body}
+    atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def read_json_manifest(
+    path: str | Path, format_name: str, version: int, what: str
+) -> dict[str, Any]:
+    """A manifest written by :func:`write_json_manifest`, checked to be ``format_name`` at
+    ``version``; one InputError line naming the file otherwise (``what``: the folder expected,
+    for the not-found message)."""
+    from bertkit.errors import InputError
+
+    path = Path(path)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise InputError(path, None, f"not found (expected {what})") from e
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(path, None, f"expected a JSON manifest ({e})") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != format_name:
+        raise InputError(path, None, f"expected a manifest with format {format_name!r}")
+    if manifest.get("version") != version:
+        raise InputError(path, None, f"expected format version {version}")
+    return manifest
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

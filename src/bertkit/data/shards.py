@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import io
-import json
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -39,7 +38,11 @@ import numpy as np
 from bertkit.data.masking import MaskingSpec
 from bertkit.data.pretraining import TrainingInstance
 from bertkit.errors import InputError
-from bertkit.io import atomic_write_bytes, atomic_write_text
+from bertkit.io import (
+    atomic_write_bytes,
+    read_json_manifest,
+    write_json_manifest,
+)
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "bertkit-pretraining-shards"
@@ -129,26 +132,13 @@ class ShardWriter:
 
 def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> None:
     """Write ``manifest.json`` atomically; call it after every shard is on disk."""
-    body = {"format": FORMAT_NAME, "version": FORMAT_VERSION, **manifest}
-    atomic_write_text(Path(folder) / MANIFEST, json.dumps(body, indent=2) + "\n")
+    write_json_manifest(Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION, manifest)
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """Load and check ``manifest.json``; InputError when missing or not ours."""
-    path = Path(folder) / MANIFEST
-    if not path.is_file():
-        raise InputError(
-            path, None, "not found (expected the output folder of bertkit prepare-pretraining)"
-        )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, None, f"expected a JSON manifest ({e})") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise InputError(path, None, f"expected a manifest with format {FORMAT_NAME!r}")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise InputError(path, None, f"expected format version {FORMAT_VERSION}")
-    return manifest
+    return read_json_manifest(Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION,
+                            "the output folder of bertkit prepare-pretraining")  # fmt: skip
 
 
 def load_shard(path: str | Path, expected_sha256: str | None = None) -> dict[str, np.ndarray]:

@@ -40,7 +40,7 @@ from bertkit.errors import InputError
 from bertkit.inference.sharded import (
     ShardedOutput,
     StreamConfig,
-    lines_sha256,
+    lines_bytes,
     model_fingerprint,
     read_manifest,
     shard_paths,
@@ -203,15 +203,17 @@ def embed_to(
     bar = progress(total=expected, unit="line", desc="embed", enabled=show_progress, smoothing=0.1)
     with bar:
         for w, (first, chunk) in enumerate(windows(lines, window)):
-            for line in chunk:
-                text_hash.update(line.encode("utf-8", "surrogatepass") + b"\n")
             n = first + len(chunk)
             parts = [
                 (first // size + j, chunk[a : a + size])
                 for j, a in enumerate(range(0, len(chunk), size))
             ]
             spans = [(k * size + 1, k * size + len(part)) for k, part in parts]
-            hashes = [lines_sha256(part) for _, part in parts]
+            hashes = []
+            for _, part in parts:  # each line encoded once, for its shard's hash and the input's
+                text = lines_bytes(part)
+                text_hash.update(text)
+                hashes.append(hashlib.sha256(text).hexdigest())
             for (k, _), span, h in zip(parts, spans, hashes):
                 if k < len(done):  # checked before the model runs: a changed input writes nothing
                     out.check_input(k, span, h, source.get("path"))
@@ -223,7 +225,7 @@ def embed_to(
                 bar.update(len(chunk) if world == 1 else 0)
                 continue
             vectors, c = quiet.embed(chunk)
-            counts, embedded = _add(counts, c), embedded + len(chunk)
+            counts, embedded = counts + c, embedded + len(chunk)
             for k, part in parts:
                 a = k * size - first
                 data = npy_bytes(vectors[a : a + len(part)])
@@ -261,8 +263,3 @@ def _device_type(model: Any) -> str:
     """``cpu`` or ``cuda`` of a torch module; ``cpu`` for a model without parameters (ONNX)."""
     first = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     return "cpu" if first is None else first.device.type
-
-
-def _add(a: WindowCounts, b: WindowCounts) -> WindowCounts:
-    return WindowCounts(a.inputs + b.inputs, a.windowed + b.windowed, a.windows + b.windows,
-                        a.truncated + b.truncated)  # fmt: skip

@@ -36,7 +36,6 @@ listed in the manifest (a crash between a shard's rename and the manifest's) are
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import ConfigError, InputError
-from bertkit.io import atomic_write_bytes, atomic_write_text, sha256_file
+from bertkit.io import atomic_write_bytes, read_json_manifest, sha256_file, write_json_manifest
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "bertkit-sharded-output"
@@ -101,12 +100,10 @@ class ShardRecord:
         return self.lines[1] - self.lines[0] + 1
 
 
-def lines_sha256(lines: Sequence[str]) -> str:
-    """sha256 of ``lines``, each UTF-8 encoded and followed by ``\\n`` (see the module doc)."""
-    h = hashlib.sha256()
-    for line in lines:
-        h.update(line.encode("utf-8", "surrogatepass") + b"\n")
-    return h.hexdigest()
+def lines_bytes(lines: Sequence[str]) -> bytes:
+    """``lines``, each UTF-8 encoded and followed by ``\\n``: the text whose sha256 is a shard's
+    ``input_sha256`` and (over the whole input) ``text_sha256``."""
+    return b"".join(line.encode("utf-8", "surrogatepass") + b"\n" for line in lines)
 
 
 def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
@@ -136,18 +133,8 @@ def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """The manifest of a sharded output folder; InputError when missing or not ours."""
-    path = Path(folder) / MANIFEST
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise InputError(path, None, "not found (expected a sharded output folder)") from e
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(path, None, f"expected a JSON manifest ({e})") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise InputError(path, None, f"expected a manifest with format {FORMAT_NAME!r}")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise InputError(path, None, f"expected format version {FORMAT_VERSION}")
-    return manifest
+    return read_json_manifest(Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION,
+                            "a sharded output folder")  # fmt: skip
 
 
 class ShardedOutput:
@@ -156,7 +143,8 @@ class ShardedOutput:
     ``header``: the manifest's fixed part, with ``kind``, ``inputs`` (a list of dicts with at
     least ``path`` and ``size``, None when unknown), ``model`` (:func:`model_fingerprint`) and
     ``settings`` (everything that changes the output, the shard size and window included). Call
-    :meth:`resume` once, then :meth:`add` per shard in input order, then :meth:`finish`.
+    :meth:`resume` once, then per shard :meth:`write` (its file) and :meth:`record` (listed in
+    the manifest, in input order), then :meth:`finish`.
     """
 
     def __init__(
@@ -208,10 +196,6 @@ class ShardedOutput:
             raise InputError(path, lines[0], f"input changed since {self.folder} was started: lines "
                              f"{s.lines[0]}-{s.lines[1]} (shard {s.path}) differ from the ones read "
                              "now; remove the folder or choose another --output")  # fmt: skip
-
-    def add(self, k: int, data: bytes, lines: tuple[int, int], input_sha256: str) -> ShardRecord:
-        """Write shard ``k`` (the next one) atomically, then the manifest listing it."""
-        return self.record(k, lines, self.write(k, data), input_sha256)
 
     def write(self, k: int, data: bytes) -> str:
         """Write shard ``k``'s file atomically (not yet listed: :meth:`record`); its sha256."""
@@ -269,10 +253,8 @@ class ShardedOutput:
             raise ConfigError(f"{where} {len(oi)} inputs, this run reads {len(ni)}{hint}")
 
     def _write_manifest(self, complete: bool) -> dict[str, Any]:
-        body = {"format": FORMAT_NAME, "version": FORMAT_VERSION, **self.header,
-                "complete": complete, "shards": [s.to_dict() for s in self.shards]}  # fmt: skip
-        atomic_write_text(self.folder / MANIFEST, json.dumps(body, indent=2) + "\n")
-        return body
+        body = {**self.header, "complete": complete, "shards": [s.to_dict() for s in self.shards]}
+        return write_json_manifest(self.folder / MANIFEST, FORMAT_NAME, FORMAT_VERSION, body)
 
 
 def shard_paths(folder: str | Path, verify: bool = True) -> list[tuple[ShardRecord, Path]]:

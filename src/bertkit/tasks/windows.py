@@ -171,6 +171,11 @@ class WindowCounts:
         per = np.bincount(np.asarray(owners, dtype=np.int64), minlength=inputs)
         return cls(inputs, int((per > 1).sum()), len(owners), len(set(cut)))
 
+    def __add__(self, other: WindowCounts) -> WindowCounts:
+        """The counts of two calls together (a corpus read window by window)."""
+        return WindowCounts(self.inputs + other.inputs, self.windowed + other.windowed,
+                            self.windows + other.windows, self.truncated + other.truncated)  # fmt: skip
+
     def summary(self, what: str = "inputs") -> str:
         """E.g. ``"872 inputs: 35 windowed into 118 windows (906 in all), 0 truncated"``."""
         extra = self.windows - (self.inputs - self.windowed)
