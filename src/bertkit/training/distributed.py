@@ -155,10 +155,19 @@ def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -
         if device == "cpu":
             _share_kernel_choices(store, rank)
         _COMM = _Comm(store, rank, world, timeout, endpoint)
-        _COMM.watchdog = threading.Thread(
-            target=_watch, args=(_COMM, addr, port, prefix), name="bertkit-watchdog", daemon=True
-        )
-        _COMM.watchdog.start()
+        # The watchdog's own store connection is made here, not in its thread: a job that ended
+        # while that thread was still inside TCPStore's constructor (a short job on loaded
+        # cores) left a daemon thread in C++ at exit, and the rank died of SIGABRT
+        # ("terminate called without an active exception"; once in ~15 full suites).
+        try:
+            watch_store = dist.PrefixStore(prefix, _connect(addr, port, world, False, timeout))
+        except (RuntimeError, OSError):
+            watch_store = None
+        if watch_store is not None:
+            _COMM.watchdog = threading.Thread(
+                target=_watch, args=(_COMM, watch_store), name="bertkit-watchdog", daemon=True
+            )
+            _COMM.watchdog.start()
         mark("start-up", 0)
     return DistInfo(rank=rank, world_size=world, local_rank=local, device=device)
 
@@ -339,13 +348,10 @@ def _bound_exit(comm: _Comm) -> None:
     faulthandler.dump_traceback_later(comm.grace + 10.0, exit=True)
 
 
-def _watch(comm: _Comm, addr: str, port: int, prefix: str) -> None:
+def _watch(comm: _Comm, store: dist.Store) -> None:
     """Watchdog thread: when another rank reports a failure (or the store disappears) and this
-    rank has not stopped by itself within the grace period, print one error line and exit."""
-    try:
-        store = dist.PrefixStore(prefix, _connect(addr, port, comm.world, False, comm.timeout))
-    except (RuntimeError, OSError):
-        return
+    rank has not stopped by itself within the grace period, print one error line and exit.
+    ``store``: a connection of its own to the job's store (the main thread's may be busy)."""
     lost_since: float | None = None
     while not comm.stop.wait(POLL_SECONDS):
         try:
