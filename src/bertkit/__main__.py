@@ -1,5 +1,3 @@
-import sys
+from bertkit.cli.main import entry
 
-from bertkit.cli.main import main
-
-sys.exit(main())
+entry()

@@ -31,3 +31,4 @@ if restart == 0 and rank == 1:
 D.barrier(info)
 print(f"rank {rank} restart {restart} sum {total:g}", flush=True)
 D.shutdown(info)
+D.exit_process(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -199,20 +200,20 @@ def ddp_worker(
         trainer = make_trainer(Path(run_dir), steps=steps, info=info, **kw)
         if stop is not None:
             stop_after(trainer, stop)
-            try:
+            with contextlib.suppress(Stop):
                 trainer.fit()
-            except Stop:
-                return
-        trainer.fit()
-        if info.is_main:
-            from safetensors.torch import save_file
+        else:
+            trainer.fit()
+            if info.is_main:
+                from safetensors.torch import save_file
 
-            save_file(
-                {k: v.contiguous() for k, v in trainer.core.state_dict().items()},
-                str(Path(run_dir) / "final.safetensors"),
-            )
+                save_file(
+                    {k: v.contiguous() for k, v in trainer.core.state_dict().items()},
+                    str(Path(run_dir) / "final.safetensors"),
+                )
     finally:
         D.shutdown(info)
+    D.exit_process(0)  # as the bertkit program's ranks do: no interpreter finalization
 
 
 def decisions_worker(rank: int, world: int, port: int, out: str, env: list[dict]) -> None:
@@ -234,6 +235,7 @@ def decisions_worker(rank: int, world: int, port: int, out: str, env: list[dict]
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(made))
     finally:
         D.shutdown(info)
+    D.exit_process(0)
 
 
 def prepare_tiny_corpus(

@@ -79,6 +79,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The ``bertkit`` program (console script and ``python -m bertkit``): :func:`main`, then
+    exit; a torchrun rank exits without the interpreter's finalization
+    (:func:`bertkit.training.distributed.exit_process`)."""
+    code = main()
+    if "bertkit.training.distributed" in sys.modules:  # only a command that may have joined
+        from bertkit.training.distributed import exit_process
+
+        exit_process(code)
+    sys.exit(code)
+
+
 def _show_hardware_log(command: str) -> None:
     """Kernel decisions and precision notices (logger ``bertkit.hardware``) go to stderr, one
     line each, as ``bertkit COMMAND: ...``."""
