@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -51,9 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.inference.embedder import LayerSpec
 
     options.add_windows(p)
-    from bertkit.inference.sharded import StreamConfig
-
-    options.add_fields(p, StreamConfig, ("shard_size", "sort_window"))  # folder output only
+    options.add_streaming(p)  # folder output only
     options.add_fields(p, LayerSpec, ("layers", "layer_combine"),
                        choices={"layer_combine": ("concat", "sum", "mean")})  # fmt: skip
     p.add_argument("--per-token", action="store_true",
@@ -80,12 +77,6 @@ def _read_lines(path: Path | None, errors: str) -> list[str]:
     return [line for _, line in read_text_lines(path, errors=errors)]
 
 
-def _is_folder(output: str | Path) -> bool:
-    """Folder output: a path ending in a separator, an existing folder, or a name with no suffix."""
-    text, path = str(output), Path(output)
-    return text.endswith(("/", os.sep)) or path.is_dir() or not path.suffix
-
-
 def _stream_lines(path: Path | None, errors: str):
     """The input's lines one at a time (stdin too), so memory does not grow with the corpus."""
     from bertkit.io import read_text_lines
@@ -108,34 +99,22 @@ def _load(args: argparse.Namespace):
                          layers=options.values(args, LayerSpec))  # fmt: skip
 
 
-def _resume_precision(args: argparse.Namespace) -> None:
-    """``--precision auto`` continuing a folder means the precision it was started with: auto's
-    choice rests on a timed bf16 probe, which can flip between runs on a busy machine, and a
-    resume must not be refused (or mix precisions) for that."""
-    from bertkit import precision as P
-    from bertkit.inference.sharded import MANIFEST, read_manifest
-
-    if args.precision in (None, P.DEFAULT) and (Path(args.output) / MANIFEST).is_file():
-        started = read_manifest(args.output).get("settings", {})
-        args.precision = started.get("precision", args.precision)
-
-
 def _run_folder(args: argparse.Namespace) -> int:
     """Shards + manifest in the folder ``args.output`` (:func:`bertkit.inference.corpus.embed_to`).
     Under torchrun every rank embeds its share of the windows (rank 0's kernel choices, one
     barrier after the clean-up and one before the final manifest); alone, the group is a no-op."""
-    from bertkit.inference.sharded import StreamConfig, file_size
+    from bertkit.inference.sharded import file_size
     from bertkit.io import count_lines
     from bertkit.training import distributed as D
 
     info = D.init_from_env(args.device)
     with D.reported(info):
-        _resume_precision(args)
+        options.resume_precision(args)
         path = args.input
         source = {"path": "-" if path is None else str(path), "size": file_size(path)}
         summary = _load(args).embed_to(
             _stream_lines(path, args.encoding_errors), args.output,
-            config=options.values(args, StreamConfig, ("shard_size", "sort_window")), source=source,
+            config=options.streaming_values(args), source=source,
             settings={"encoding_errors": args.encoding_errors},
             total=None if path is None else count_lines(path),
             show_progress=None if info.is_main else False,
@@ -159,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.inference.embedder import save_token_features
     from bertkit.io import atomic_write
 
-    folder = _is_folder(args.output)
+    folder = options.is_folder_output(args.output)
     args.output = Path(args.output)
     if folder and args.per_token:
         raise InputError(args.output, None, "--per-token writes one .npy file, not a folder")

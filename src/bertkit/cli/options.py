@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import inspect
 import itertools
+import os
 import textwrap
 import types
 import typing
@@ -227,3 +228,35 @@ def add_windows(
 def window_values(args: argparse.Namespace) -> dict[str, Any]:
     """The long-input flags given (None: not given)."""
     return {name: getattr(args, name, None) for name in WINDOW_FIELDS}
+
+
+def is_folder_output(output: str | Path) -> bool:
+    """Whether ``--output`` names a folder of shards (``embed``, ``predict``): a path ending in a
+    separator, an existing folder, or a name with no suffix."""
+    text, path = str(output), Path(output)
+    return text.endswith(("/", os.sep)) or path.is_dir() or not path.suffix
+
+
+def add_streaming(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--shard-size`` and ``--sort-window`` of a folder output
+    (:class:`bertkit.inference.sharded.StreamConfig`)."""
+    from bertkit.inference.sharded import StreamConfig
+
+    add_fields(parser, StreamConfig, ("shard_size", "sort_window"))
+
+
+def streaming_values(args: argparse.Namespace):
+    from bertkit.inference.sharded import StreamConfig
+
+    return values(args, StreamConfig, ("shard_size", "sort_window"))
+
+
+def resume_precision(args: argparse.Namespace) -> None:
+    """``--precision auto`` continuing a folder output means the precision it was started with:
+    auto's choice rests on a timed bf16 probe, which can flip between runs on a busy machine, and
+    a resume must not be refused (or mix precisions) for that."""
+    from bertkit.inference.sharded import MANIFEST, read_manifest
+
+    if args.precision in (None, P.DEFAULT) and (Path(args.output) / MANIFEST).is_file():
+        started = read_manifest(args.output).get("settings", {})
+        args.precision = started.get("precision", args.precision)

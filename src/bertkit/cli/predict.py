@@ -8,6 +8,11 @@ Output: JSON lines, one per example (classification: guid, label, probabilities;
 guid, score; tagging: tokens, tags; multiple choice: guid, label, probabilities). For SQuAD the
 output is the official ``predictions.json`` (``{"question id": "answer text"}``, "" = no answer
 under v2.0, decided with the null threshold saved at fine-tuning time).
+
+A folder ``--output`` (``DIR/``, an existing folder or a name without suffix) gets the same JSON
+lines as shards plus ``manifest.json``, computed one window of ``--sort-window`` examples at a
+time, resumable after a crash and shared between torchrun ranks
+(:func:`bertkit.inference.corpus.predict_to`).
 """
 
 from __future__ import annotations
@@ -28,26 +33,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="data file in the task's format, or CSV/TSV/JSONL text fields",
     )
-    parser.add_argument("--output", required=True, help="JSONL file (SQuAD: predictions.json)")
+    parser.add_argument("--output", required=True,
+                        help="JSONL file (SQuAD: predictions.json); a folder (DIR/, an existing folder "
+                        "or a name without suffix): JSONL shards + manifest.json, resumable")  # fmt: skip
     parser.add_argument(
         "--split", default="test", help="GLUE folder split when --input is a folder"
     )
     parser.add_argument("--batch-size", type=int, default=64)
     options.add_windows(parser, saved=True)
+    options.add_streaming(parser)  # folder output only
     options.add_precision(parser, inference=True)
     options.add_device(parser)
     options.add_allow_pickle(parser)
     options.add_split_special_tokens(parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def _load(args: argparse.Namespace, device: str | None):
     from bertkit.inference import TaskModel
-    from bertkit.io import atomic_write
 
-    model = TaskModel.load(args.model, device=args.device, precision=args.precision,
+    model = TaskModel.load(args.model, device=device, precision=args.precision,
                            batch_size=args.batch_size, allow_pickle=args.allow_pickle,
                            split_special_tokens=args.split_special_tokens)  # fmt: skip
-    model = model.with_windows(**options.window_values(args))
+    return model.with_windows(**options.window_values(args))
+
+
+def _run_folder(args: argparse.Namespace) -> int:
+    """Shards + manifest in the folder ``args.output``; under torchrun every rank predicts its
+    share of the windows (rank 0's kernel choices); alone, the group is a no-op."""
+    from bertkit.inference.sharded import file_size
+    from bertkit.training import distributed as D
+
+    info = D.init_from_env(args.device)
+    with D.reported(info):
+        options.resume_precision(args)
+        model = _load(args, info.device)
+        examples = model.read(args.input, args.split)
+        source = {"path": str(args.input), "size": file_size(args.input), "split": args.split}
+        summary = model.predict_to(
+            examples, args.output, config=options.streaming_values(args), source=source,
+            total=len(examples), show_progress=None if info.is_main else False,
+            rank=info.rank, world=info.world_size, barrier=lambda: D.barrier(info),
+        )  # fmt: skip
+    who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
+    print(f"{who}{summary.line(args.output, 'predicted', 'examples')}; long inputs: "
+          f"{summary.counts.summary('examples')}", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.io import atomic_write
+
+    if options.is_folder_output(args.output):
+        return _run_folder(args)
+    model = _load(args, args.device)
     scored = model.predict_file(args.input, args.split)
     if scored.windows is not None:
         print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""Corpus-scale embedding: stream lines in, write ``.npy`` shards and a manifest, resume after a
-crash, with memory bounded by the sort window rather than the corpus.
+"""Corpus-scale embedding and prediction: stream lines (or examples) in, write ``.npy`` (or
+JSONL) shards and a manifest, resume after a crash, with memory bounded by the sort window
+rather than the corpus.
 
 The input is cut into fixed windows of ``W`` lines (``StreamConfig.window``, a whole number of
 shards). Each window is embedded exactly as :meth:`Embedder.embed` embeds a list (sorted by
@@ -11,6 +12,9 @@ Two entry points, both on :class:`~bertkit.inference.Embedder` too:
 - :func:`iter_batches`: ``(first_line, vectors)`` per window (0-based ``first_line``), for a
   caller who writes vectors elsewhere (a Ray Data / Spark partition, a vector store).
 - :func:`embed_to`: the folder of :mod:`bertkit.inference.sharded` (``bertkit embed --output DIR/``).
+
+:func:`predict_to` does the same for a fine-tuned model (``bertkit predict --output DIR/``): one
+JSON line per example, as ``bertkit predict`` writes to a ``.jsonl`` file, in shards.
 
 Resume re-reads the lines already written (no model runs on them), checks each complete shard's
 ``input_sha256`` and recomputes the window holding the first missing shard, writing only the
@@ -24,11 +28,9 @@ flat over a corpus; vectors then equal :meth:`Embedder.embed`'s in a process tha
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
-import itertools
+import json
 import resource
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,22 +38,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertkit.errors import InputError
+from bertkit.errors import ConfigError
 from bertkit.inference.sharded import (
     ShardedOutput,
     StreamConfig,
-    lines_bytes,
     model_fingerprint,
     read_manifest,
     shard_paths,
 )
-from bertkit.io import sha256_file
+from bertkit.inference.streaming import windows, write_shards
 from bertkit.model import kernels
-from bertkit.progress import progress
 from bertkit.tasks.windows import WindowCounts
 
 if TYPE_CHECKING:
     from bertkit.inference.embedder import Embedder
+    from bertkit.inference.task_model import TaskModel
 
 
 @dataclass
@@ -69,21 +70,12 @@ class StreamSummary:
     peak_rss_mib: float
     counts: WindowCounts
 
-    def line(self, folder: str | Path) -> str:
+    def line(self, folder: str | Path, verb: str = "embedded", noun: str = "lines") -> str:
         rate = self.embedded / max(self.seconds, 1e-9)
         skipped = self.lines - self.embedded
-        return (f"embedded {self.embedded} lines -> {folder} ({self.shards} shards, {self.written} written "
-                f"now{f', {skipped} lines already done' if skipped else ''}; {rate:.1f} lines/s, "
+        return (f"{verb} {self.embedded} {noun} -> {folder} ({self.shards} shards, {self.written} written "
+                f"now{f', {skipped} {noun} already done' if skipped else ''}; {rate:.1f} {noun}/s, "
                 f"{self.seconds:.1f} s, peak RSS {self.peak_rss_mib:.0f} MiB)")  # fmt: skip
-
-
-def windows(lines: Iterable[str], size: int) -> Iterator[tuple[int, list[str]]]:
-    """``(first, chunk)``: consecutive chunks of at most ``size`` lines, pulled lazily, so at most
-    ``size`` lines are held at once (``first`` is the 0-based index of the chunk's first line)."""
-    it, first = iter(lines), 0
-    while chunk := list(itertools.islice(it, size)):
-        yield first, chunk
-        first += len(chunk)
 
 
 def iter_batches(
@@ -153,18 +145,12 @@ def embed_to(
     holds differ from ``lines``; nothing is written then.
 
     Many processes (``world`` > 1, e.g. under torchrun): every process reads all of ``lines``
-    and embeds the windows ``w`` with ``w % world == rank`` (a window is a whole number of
-    shards: with ``sort_window == shard_size``, shard k goes to rank k % world). Rank 0 alone
-    removes leftovers and writes the manifest, listing each shard once its file is on disk, so a
-    crash leaves a resumable folder as with one process. ``barrier`` (required then) is called
-    twice by every process: after rank 0's clean-up, and before the final manifest. Same windows
-    and kernels (torchrun ranks adopt rank 0's), so the folder equals a one-process run's.
+    and embeds its share of the windows (:func:`~bertkit.inference.sharded.write_shards`; with
+    ``sort_window == shard_size``, shard k goes to rank k % world); rank 0 writes the manifest.
+    Same windows and kernels (torchrun ranks adopt rank 0's), so the folder equals a one-process
+    run's.
     """
-    if world > 1 and barrier is None:
-        raise ValueError("world > 1 needs a barrier shared by the processes")
-    sync = barrier or (lambda: None)
     config = config or StreamConfig()
-    size, window = config.shard_size, config.window
     source = dict(source or {"path": None, "size": None})
     header = {
         "kind": "vectors",
@@ -173,82 +159,127 @@ def embed_to(
         "settings": {
             **embedder_settings(embedder),
             **(settings or {}),
-            "shard_size": size,
-            "sort_window": window,
+            "shard_size": config.shard_size,
+            "sort_window": config.window,
         },
         "dim": embedder.dim,
         "dtype": "float32",
     }
     out = ShardedOutput(folder, header, prefix="vectors", suffix=".npy")
-    done = out.resume(clean=rank == 0)
     bound_shapes()
-    sync()  # nobody writes before rank 0 has removed the leftovers
-    pending: dict[int, tuple[tuple[int, int], str]] = {}  # rank 0: lines, input sha to list
-    own: dict[int, str] = {}  # rank 0: sha256 of the shards it wrote, not listed yet
-
-    def publish(final: bool) -> None:
-        """Rank 0: list the next shards in order while their files are on disk."""
-        while (k := len(out.shards)) in pending and (final or k in own or out.written(k)):
-            if not out.written(k):
-                raise InputError(out.folder / out.shard_name(k), None, "missing: the process "
-                                 "that embeds it did not write it")  # fmt: skip
-            span, h = pending.pop(k)
-            out.record(k, span, own.pop(k, None) or sha256_file(out.folder / out.shard_name(k)), h)
-
     quiet = dataclasses.replace(embedder, show_progress=False)  # one bar, over lines
-    text_hash = hashlib.sha256()
-    counts, embedded, written, mismatched, n = WindowCounts(0, 0, 0, 0), 0, 0, 0, 0
-    start = time.perf_counter()
-    expected = None if total is None else -(-total // world)  # this process's share, about
-    bar = progress(total=expected, unit="line", desc="embed", enabled=show_progress, smoothing=0.1)
-    with bar:
-        for w, (first, chunk) in enumerate(windows(lines, window)):
-            n = first + len(chunk)
-            parts = [
-                (first // size + j, chunk[a : a + size])
-                for j, a in enumerate(range(0, len(chunk), size))
-            ]
-            spans = [(k * size + 1, k * size + len(part)) for k, part in parts]
-            hashes = []
-            for _, part in parts:  # each line encoded once, for its shard's hash and the input's
-                text = lines_bytes(part)
-                text_hash.update(text)
-                hashes.append(hashlib.sha256(text).hexdigest())
-            for (k, _), span, h in zip(parts, spans, hashes):
-                if k < len(done):  # checked before the model runs: a changed input writes nothing
-                    out.check_input(k, span, h, source.get("path"))
-                elif rank == 0:
-                    pending[k] = (span, h)
-            if parts[-1][0] < len(done) or w % world != rank:  # on disk already, or another's
-                if rank == 0:
-                    publish(False)
-                bar.update(len(chunk) if world == 1 else 0)
-                continue
-            vectors, c = quiet.embed(chunk)
-            counts, embedded = counts + c, embedded + len(chunk)
-            for k, part in parts:
-                a = k * size - first
-                data = npy_bytes(vectors[a : a + len(part)])
-                if k < len(done):
-                    mismatched += hashlib.sha256(data).hexdigest() != done[k].sha256
-                else:
-                    bar.set_postfix_str(out.shard_name(k), refresh=False)
-                    sha, written = out.write(k, data), written + 1
-                    if rank == 0:
-                        own[k] = sha
-                        publish(False)
-                bar.update(len(part))
-    held = sum(s.count for s in done)
-    if n < held:
-        raise InputError(source.get("path"), n, f"input changed since {folder} was started: it ends "
-                         f"at line {n}, the folder already holds lines up to {held}")  # fmt: skip
-    sync()  # every shard file is on disk
-    if rank == 0:
-        publish(True)
-        out.finish([{**source, "lines": n, "text_sha256": text_hash.hexdigest()}])
+    counts = WindowCounts(0, 0, 0, 0)
+
+    def compute(chunk: list[str]) -> Callable[[int, int], bytes]:
+        nonlocal counts
+        vectors, c = quiet.embed(chunk)
+        counts = counts + c
+        return lambda a, b: npy_bytes(vectors[a:b])
+
+    done = write_shards(
+        out, lines, config=config, compute=compute, source=source, total=total,
+        show_progress=show_progress, desc="embed", rank=rank, world=world, barrier=barrier,
+    )  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return StreamSummary(n, embedded, -(-n // size), written, mismatched,
-                         time.perf_counter() - start, peak, counts)  # fmt: skip
+    return StreamSummary(done.lines, done.computed, done.shards, done.written, done.mismatched,
+                         done.seconds, peak, counts)  # fmt: skip
+
+
+def examples_bytes(examples: list[Any]) -> bytes:
+    """The canonical bytes of task examples (dataclasses): one sorted-key JSON object per line,
+    hashed per shard so that a resumed prediction run refuses a changed input."""
+    return b"".join(
+        json.dumps(dataclasses.asdict(e), sort_keys=True, ensure_ascii=False).encode() + b"\n"
+        for e in examples
+    )
+
+
+def task_settings(model: TaskModel) -> dict[str, Any]:
+    """Everything of ``model`` that changes its predictions' bytes, as JSON values."""
+    windows = getattr(model.adapter, "windows", None)
+    return {
+        "task": f"{model.adapter.family}/{getattr(model.adapter, 'name', '')}",
+        "precision": model.precision,
+        "batch_size": model.batch_size,
+        "device": _device_type(model.model),
+        "windows": dataclasses.asdict(windows) if dataclasses.is_dataclass(windows) else None,
+        "split_special_tokens": bool(getattr(model.tokenizer, "split_special_tokens", False)),
+    }
+
+
+def predict_to(
+    model: TaskModel,
+    examples: Iterable[Any],
+    folder: str | Path,
+    *,
+    config: StreamConfig | None = None,
+    source: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
+    total: int | None = None,
+    show_progress: bool | None = None,
+    rank: int = 0,
+    world: int = 1,
+    barrier: Callable[[], None] | None = None,
+) -> StreamSummary:
+    """Predict ``examples`` (the task's examples, e.g. from :meth:`TaskModel.read`) into
+    ``folder``: JSONL shards ``predictions-00000.jsonl`` ... of one JSON object per example (what
+    ``bertkit predict`` writes to a ``.jsonl`` file) plus the manifest, resumable and split over
+    ``world`` processes exactly as :func:`embed_to`. Each window of ``config.window`` examples is
+    encoded and batched on its own, so memory for features and predictions is bounded by the
+    window. Not for SQuAD (one ``predictions.json`` per run) or a document-context tagger
+    (a window could cut a document): ConfigError.
+    """
+    adapter = model.adapter
+    if adapter.family == "squad":
+        raise ConfigError("a SQuAD model writes one predictions.json; give --output a .json file")
+    if getattr(adapter, "document_context", False):
+        raise ConfigError("a document-context tagger reads whole documents, which a window of "
+                          "examples could cut; give --output a .jsonl file")  # fmt: skip
+    config = config or StreamConfig()
+    source = dict(source or {"path": None, "size": None})
+    header = {
+        "kind": "predictions",
+        "inputs": [source],
+        "model": model_fingerprint(getattr(model, "source", None)),
+        "settings": {
+            **task_settings(model),
+            **(settings or {}),
+            "shard_size": config.shard_size,
+            "sort_window": config.window,
+        },
+    }
+    out = ShardedOutput(folder, header, prefix="predictions", suffix=".jsonl")
+    bound_shapes()
+    quiet = dataclasses.replace(model, show_progress=False)  # one bar, over examples
+    counts = WindowCounts(0, 0, 0, 0)
+
+    def compute(chunk: list[Any]) -> Callable[[int, int], bytes]:
+        nonlocal counts
+        scored = quiet.run(chunk)
+        if len(scored.predictions) != len(chunk):  # every family here predicts per example
+            raise ConfigError(f"{adapter.family}: {len(scored.predictions)} predictions for "
+                              f"{len(chunk)} examples; give --output a .jsonl file")  # fmt: skip
+        counts = counts + (scored.windows or WindowCounts(len(chunk), 0, len(chunk), 0))
+        rows = [json.dumps(p, ensure_ascii=False).encode() + b"\n" for p in scored.predictions]
+        return lambda a, b: b"".join(rows[a:b])
+
+    done = write_shards(
+        out, examples, config=config, compute=compute, item_bytes=examples_bytes, source=source,
+        total=total, show_progress=show_progress, desc="predict", rank=rank, world=world,
+        barrier=barrier,
+    )  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return StreamSummary(done.lines, done.computed, done.shards, done.written, done.mismatched,
+                         done.seconds, peak, counts)  # fmt: skip
+
+
+def load_predictions(folder: str | Path, verify: bool = True) -> list[dict[str, Any]]:
+    """Every prediction of a finished :func:`predict_to` folder, shards joined in input order."""
+    return [
+        json.loads(line)
+        for _, path in shard_paths(folder, verify)
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def load_vectors(folder: str | Path, verify: bool = True) -> np.ndarray:

@@ -11,7 +11,7 @@ text-level calls::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,6 +44,8 @@ class TaskModel:
     precision: str = "fp32"
     batch_size: int = 64
     show_progress: bool | None = None
+    source: Path | None = None
+    """The folder :meth:`load` read (the model fingerprint of :meth:`predict_to`'s manifest)."""
 
     families: ClassVar[tuple[str, ...]] = ()
     """The task families this class serves (empty: any)."""
@@ -72,7 +74,8 @@ class TaskModel:
         if model is None:
             model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle)
         chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
-        return cls(adapter, tokenizer, for_precision(model.to(dev), chosen), chosen, batch_size)
+        return cls(adapter, tokenizer, for_precision(model.to(dev), chosen), chosen, batch_size,
+                   source=Path(directory))  # fmt: skip
 
     @property
     def device(self) -> torch.device:
@@ -104,6 +107,12 @@ class TaskModel:
 
     def predict_file(self, path: str | Path, split: str = "test") -> Scored:
         return self.run(self.read(path, split))
+
+    def predict_to(self, examples: Iterable[Any], folder: str | Path, **kwargs: Any):
+        """JSONL shards + manifest in ``folder``, resumable: :func:`bertkit.inference.corpus.predict_to`."""
+        from bertkit.inference import corpus
+
+        return corpus.predict_to(self, examples, folder, **kwargs)
 
     def score_file(self, path: str | Path, split: str = "dev") -> Scored:
         """Read ``path`` with the saved task's reader, predict and score."""
