@@ -9,6 +9,11 @@ peak tree RSS is within ``--tolerance`` (10%) of the smaller one's.
 
     .venv/bin/python scripts/prepare_memory.py --corpus ../shared/data/pretraining_text/wikipedia \\
         --vocab MODEL_DIR/vocab.txt
+
+``--repeats 1 4 16``: throughput as the corpus grows instead: every file of the corpus repeated
+k times (links under new names, so each copy is a file of its own with its own RNG), one run per
+k, a table of input MB, seconds, MB/s, MB/s per core (per worker process), instances/s and peak
+RSS; ``--torchrun N`` runs each through ``torchrun --nproc-per-node N`` (``--workers`` per rank).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,8 +58,14 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
-def measure(files: list[Path], vocab: Path, out: Path, workers: int, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "bertkit", "prepare-pretraining", "--input", *map(str, files)]
+def measure(
+    files: list[Path], vocab: Path, out: Path, workers: int, extra: list[str], ranks: int = 0
+) -> dict:
+    launch = [sys.executable, "-m", "bertkit"]
+    if ranks:
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                  str(ranks), "-m", "bertkit"]  # fmt: skip
+    cmd = [*launch, "prepare-pretraining", "--input", *map(str, files)]
     cmd += ["--vocab", str(vocab), "--output", str(out), "--max-seq-length", "128"]
     cmd += ["--num-workers", str(workers), *extra]
     start = time.perf_counter()
@@ -111,8 +123,14 @@ def main() -> int:
         action="store_true",
         help="concatenate the files into one input (exercises the in-file memory bounds)",
     )
+    p.add_argument("--repeats", type=int, nargs="+", default=None,
+                   help="throughput table over the corpus repeated k times (e.g. 1 4 16)")  # fmt: skip
+    p.add_argument("--torchrun", type=int, default=0, metavar="N", help="ranks (with --repeats)")
+    p.add_argument("--json", type=Path, default=None, help="write the --repeats rows here")
     p.add_argument("extra", nargs="*", help="more prepare-pretraining options (after --)")
     args = p.parse_args()
+    if args.repeats:
+        return scale(args)
     files = sorted(f for f in args.corpus.iterdir() if f.is_file())
     if len(files) < args.large:
         raise SystemExit(f"{args.corpus}: need {args.large} files, found {len(files)}")
@@ -140,6 +158,47 @@ def main() -> int:
         f"(limit {args.tolerance:+.0%}): {'PASS' if ok else 'FAIL'}"
     )
     return 0 if ok else 1
+
+
+def scale(args: argparse.Namespace) -> int:
+    """The ``--repeats`` table (see the module docstring)."""
+    files = sorted(f for f in args.corpus.iterdir() if f.is_file())
+    cores = args.workers * max(1, args.torchrun)
+    how = f"{args.torchrun} torchrun ranks x " if args.torchrun else ""
+    print(f"prepare-pretraining, {how}{args.workers} worker(s): {cores} processes building; "
+          f"CPU: {_cpu_name()}, {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"{'input':>8} {'MB':>8} {'s':>8} {'MB/s':>7} {'MB/s/core':>10} {'inst/s':>8} {'RSS MB':>8}"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in args.repeats:
+            inputs = []
+            for j in range(k):
+                for f in files:
+                    link = Path(tmp) / f"in{k}" / f"copy{j:03d}-{f.name}"
+                    link.parent.mkdir(exist_ok=True)
+                    link.symlink_to(f.resolve())
+                    inputs.append(link)
+            r = measure(inputs, args.vocab, Path(tmp) / f"out{k}", args.workers, args.extra,
+                        ranks=args.torchrun)  # fmt: skip
+            r.update(repeat=k, mb_per_s=r["input_mb"] / r["seconds"], cores=cores)
+            r["mb_per_s_per_core"] = r["mb_per_s"] / cores
+            rows.append(r)
+            print(f"{f'{k}x':>8} {r['input_mb']:8.1f} {r['seconds']:8.1f} {r['mb_per_s']:7.2f} "
+                  f"{r['mb_per_s_per_core']:10.3f} {r['instances_per_s']:8.0f} "
+                  f"{r['peak_tree_rss_mb']:8.0f}")  # fmt: skip
+            shutil.rmtree(Path(tmp) / f"out{k}")
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": _cpu_name(), "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
 
 
 if __name__ == "__main__":

@@ -35,23 +35,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1), metavar="N")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--collective-timeout", type=float, default=86_400.0, metavar="SECONDS",
+                   help="under torchrun: how long a rank waits for the others at the end (the "
+                   "slowest rank's share of the files); a failing rank stops all at once")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.training import distributed as D
 
     dupe = args.dupe_factor if args.dupe_factor is not None else (1 if args.dynamic_masking else 10)
     settings = options.values(
         args, PrepareSettings, _FIELDS, dupe_factor=dupe, do_lower_case=not args.cased
     )
-    summary = prepare_pretraining(
-        args.input,
-        args.vocab,
-        args.output,
-        settings,
-        num_workers=args.num_workers,
-        overwrite=args.overwrite,
-    )
+    info = D.init_from_env("cpu", timeout=args.collective_timeout, kernels=False)  # alone: no-op
+
+    def share(obj):
+        out = D.all_gather_json(obj, info)
+        D.mark("preparing its files", 0, publish=False)  # what a failing rank was doing
+        return out
+
+    with D.reported(info):
+        summary = prepare_pretraining(
+            args.input, args.vocab, args.output, settings, num_workers=args.num_workers,
+            overwrite=args.overwrite, show_progress=None if info.is_main else False,
+            rank=info.rank, world=info.world_size, share=share,
+        )  # fmt: skip
+    if not info.is_main:
+        c = summary.splits.get("train")
+        print(f"rank {info.rank}/{info.world_size}: {summary.files} file(s), "
+              f"{c.instances if c else 0} training instances, {summary.seconds:.1f}s")  # fmt: skip
+        return 0
     rate = sum(c.instances for c in summary.splits.values()) / max(summary.seconds, 1e-9)
     print(f"prepared {summary.output} from {summary.files} file(s) in {summary.seconds:.1f}s")
     for name, c in summary.splits.items():

@@ -7,6 +7,12 @@ depend on the number of workers. Memory per worker is bounded by the instance bu
 the corpus size. Everything is written into a hidden staging folder next to the output; the
 manifest is written last and the folder renamed into place only when all files succeeded, so an
 interrupted run leaves no half-written output under the final name.
+
+Many processes, many machines (torchrun ranks, ``share`` given): the files are dealt out to the
+ranks by size (largest first, each to the rank with the fewest bytes so far), every rank writes
+its files' shards into rank 0's staging folder (on a file system all ranks see), and rank 0
+merges the counts into the manifest. A file's instances depend only on its index and the seed,
+so the folder equals a one-process run's byte for byte.
 """
 
 from __future__ import annotations
@@ -266,6 +272,18 @@ class PrepareSummary:
     output_bytes: int
 
 
+def deal_files(sizes: list[int], world: int) -> list[list[int]]:
+    """File indices per rank: largest file first, each to the rank with the fewest bytes so far
+    (ties: the lower rank), so that ranks finish at about the same time. Deterministic."""
+    shares: list[list[int]] = [[] for _ in range(world)]
+    load = [0] * world
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        r = min(range(world), key=lambda r: (load[r], r))
+        shares[r].append(i)
+        load[r] += sizes[i]
+    return [sorted(x) for x in shares]
+
+
 def prepare_pretraining(
     inputs: list[str | Path],
     vocab: str | Path,
@@ -275,8 +293,18 @@ def prepare_pretraining(
     num_workers: int = 1,
     overwrite: bool = False,
     show_progress: bool | None = None,
+    rank: int = 0,
+    world: int = 1,
+    share: Callable[[Any], list[Any]] | None = None,
 ) -> PrepareSummary:
-    """Build the shards and manifest for ``inputs`` into ``output`` (see the module docstring)."""
+    """Build the shards and manifest for ``inputs`` into ``output`` (see the module docstring).
+
+    ``rank``/``world``/``share``: one process of several (torchrun). ``share(obj)`` is a
+    collective every process calls with an object and that returns every process's, in rank
+    order (``torch.distributed.all_gather_object``). Rank 0 returns the run's summary, the
+    others the summary of their own files (``output`` is rank 0's to write)."""
+    if world > 1 and share is None:
+        raise ValueError("world > 1 needs a share function (all_gather of objects)")
     start = time.perf_counter()
     output = Path(output)
     tokens = load_vocab_tokens(vocab)
@@ -289,20 +317,26 @@ def prepare_pretraining(
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise BertkitError(f"{output}: exists and is not empty (pass --overwrite to replace it)")
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"
+    if rank == 0:
+        try:
+            staging.mkdir(parents=True, exist_ok=False)
+        except OSError as e:
+            raise BertkitError(f"{output}: cannot create the output ({e.strerror or e})") from e
+    if share is not None:
+        staging = Path(share(str(staging))[0])  # rank 0's, made before anyone writes
     try:
-        staging.mkdir(parents=True, exist_ok=False)
-    except OSError as e:
-        raise BertkitError(f"{output}: cannot create the output ({e.strerror or e})") from e
-    try:
-        tasks = [
-            _FileTask(str(p), i, str(staging), str(vocab), settings) for i, p in enumerate(paths)
-        ]
+        mine = deal_files([p.stat().st_size for p in paths], world)[rank]
+        tasks = [_FileTask(str(paths[i]), i, str(staging), str(vocab), settings) for i in mine]
         results = _run_tasks(tasks, num_workers, show_progress)
+        if share is not None:
+            every = share(results)
+            if rank != 0:
+                share(None)  # wait until rank 0 has the output in place (or failed)
+                return _summary(output, results, len(tasks), start, 0)
+            results = [r for part in every for r in part]
+            _check_shards(staging, results)
         results.sort(key=lambda r: r["index"])
-        splits: dict[str, SplitCounts] = {}
-        for r in results:
-            for name, c in r["counts"].items():
-                splits.setdefault(name, SplitCounts()).merge(SplitCounts(**c))
+        splits = _merge(results)
         train = splits.get("train", SplitCounts())
         if train.instances == 0:
             docs = sum(c.documents for c in splits.values())
@@ -336,20 +370,52 @@ def prepare_pretraining(
         write_manifest(staging, manifest)
         _swap_into_place(staging, output)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if rank == 0:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
+    if share is not None:
+        share(None)
     size = sum(f.stat().st_size for f in output.iterdir())
-    return PrepareSummary(output, len(paths), splits, time.perf_counter() - start, size)
+    return _summary(output, results, len(paths), start, size)
+
+
+def _merge(results: list[dict]) -> dict[str, SplitCounts]:
+    """The counts of every file's result, per split, in the order given."""
+    splits: dict[str, SplitCounts] = {}
+    for r in results:
+        for name, c in r["counts"].items():
+            splits.setdefault(name, SplitCounts()).merge(SplitCounts(**c))
+    return splits
+
+
+def _summary(
+    output: Path, results: list[dict], files: int, start: float, size: int
+) -> PrepareSummary:
+    return PrepareSummary(output, files, _merge(results), time.perf_counter() - start, size)
+
+
+def _check_shards(staging: Path, results: list[dict]) -> None:
+    """Rank 0: every shard another rank wrote is in the staging folder (a rank on another
+    machine writes into its own file system unless the output is on a shared one)."""
+    for r in results:
+        for c in r["counts"].values():
+            for shard in c["shards"]:
+                if not (staging / shard["file"]).is_file():
+                    raise BertkitError(
+                        f"{staging / shard['file']} (input file {r['index'] + 1}) is not there: "
+                        "with ranks on several machines, --output must be on a file system "
+                        "every machine sees"
+                    )
 
 
 def _run_tasks(tasks: list[_FileTask], num_workers: int, show_progress: bool | None) -> list[dict]:
     """Run the file tasks (inline or in a spawn pool) with a progress bar in input bytes."""
-    sizes = [Path(t.path).stat().st_size for t in tasks]
+    sizes = {t.index: Path(t.path).stat().st_size for t in tasks}
     bar = progress(
-        total=sum(sizes), desc="prepare", unit="B", unit_scale=True, enabled=show_progress
+        total=sum(sizes.values()), desc="prepare", unit="B", unit_scale=True, enabled=show_progress
     )
     results: list[dict] = []
-    done: list[int] = [0] * len(tasks)  # progress shown per file, corrected to its size at the end
+    done = dict.fromkeys(sizes, 0)  # progress shown per file, corrected to its size at the end
 
     def advance(index: int, n: int) -> None:
         n = min(n, sizes[index] - done[index])
@@ -357,7 +423,7 @@ def _run_tasks(tasks: list[_FileTask], num_workers: int, show_progress: bool | N
         bar.update(n)
 
     with bar:
-        if num_workers <= 1 or len(tasks) == 1:
+        if num_workers <= 1 or len(tasks) <= 1:
             for t in tasks:
                 results.append(_prepare_file(t, lambda n, i=t.index: advance(i, n)))
                 advance(t.index, sizes[t.index])

@@ -43,6 +43,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -112,13 +113,16 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> DistInfo:
+def init_from_env(
+    device: str | None = None, timeout: float = DEFAULT_TIMEOUT, *, kernels: bool = True
+) -> DistInfo:
     """Join the torchrun job described by the environment (or run alone when there is none).
 
     ``device`` (``auto``/None, cpu, cuda, cuda:N) is resolved by
     :func:`bertkit.hardware.resolve_device`: on CUDA always ``cuda:LOCAL_RANK`` under torchrun. The backend is NCCL
     for CUDA and gloo for CPU. ``timeout`` (seconds) bounds joining the group and every collective;
-    a rank that cannot join in time raises :class:`DistributedError`.
+    a rank that cannot join in time raises :class:`DistributedError`. ``kernels``: every CPU rank
+    runs rank 0's kernel decisions (probed by rank 0); False for a job that runs no model.
     """
     global _COMM, _JOINED
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -156,7 +160,7 @@ def init_from_env(device: str | None = None, timeout: float = DEFAULT_TIMEOUT) -
         _JOINED = True
         # a fatal signal in a rank (SIGABRT, SIGSEGV) prints every thread's Python stack
         faulthandler.enable(all_threads=True)
-        if device == "cpu":
+        if device == "cpu" and kernels:
             _share_kernel_choices(store, rank)
         _COMM = _Comm(store, rank, world, timeout, endpoint)
         # The watchdog's own store connection is made here, not in its thread: a job that ended
@@ -456,6 +460,24 @@ def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str
         for r, part in enumerate(parts):
             out[f"rank{r}.{name}"] = part.cpu()
     return out
+
+
+def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's ``obj`` (JSON values), in rank order; ``[obj]`` when alone. Sent as JSON
+    bytes, not pickles: nothing a peer sends is executed."""
+    if not info.distributed:
+        return [obj]
+    _enter("all_gather")
+    dev, world = info.device, info.world_size
+    data = torch.frombuffer(bytearray(json.dumps(obj).encode()), dtype=torch.uint8)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([data.numel()], dtype=torch.int64, device=dev))
+    lengths = [int(n) for n in sizes]
+    padded = torch.zeros(max(lengths), dtype=torch.uint8)
+    padded[: data.numel()] = data
+    parts = [torch.empty(max(lengths), dtype=torch.uint8, device=dev) for _ in range(world)]
+    dist.all_gather(parts, padded.to(dev))
+    return [json.loads(p[:n].cpu().numpy().tobytes()) for p, n in zip(parts, lengths, strict=True)]
 
 
 def broadcast_float(value: float, info: DistInfo) -> float:
