@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from bertkit.cpu import cpu_info
+
 
 def _tree_rss_kib(root: int) -> int:
     """Sum of VmRSS over ``root`` and all its descendants (KiB); 0 for processes gone."""
@@ -166,7 +168,7 @@ def scale(args: argparse.Namespace) -> int:
     cores = args.workers * max(1, args.torchrun)
     how = f"{args.torchrun} torchrun ranks x " if args.torchrun else ""
     print(f"prepare-pretraining, {how}{args.workers} worker(s): {cores} processes building; "
-          f"CPU: {_cpu_name()}, {os.cpu_count()} cores")  # fmt: skip
+          f"CPU: {cpu_info().label}, {os.cpu_count()} cores")  # fmt: skip
     print(
         f"{'input':>8} {'MB':>8} {'s':>8} {'MB/s':>7} {'MB/s/core':>10} {'inst/s':>8} {'RSS MB':>8}"
     )
@@ -190,15 +192,8 @@ def scale(args: argparse.Namespace) -> int:
                   f"{r['peak_tree_rss_mb']:8.0f}")  # fmt: skip
             shutil.rmtree(Path(tmp) / f"out{k}")
     if args.json:
-        args.json.write_text(json.dumps({"cpu": _cpu_name(), "rows": rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"cpu": cpu_info().label, "rows": rows}, indent=1) + "\n")
     return 0
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 if __name__ == "__main__":

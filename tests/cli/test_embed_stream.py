@@ -194,6 +194,49 @@ def test_interrupted_api_run_resumes_and_discards_strays(setup, full_run, tmp_pa
     assert (again.written, again.embedded) == (0, 0) and _files(out) == _files(full_run)
 
 
+_KILL_AT = """
+import os, signal, sys
+import torch
+from bertkit.inference import sharded
+from bertkit.cli.main import main
+K, WHEN = int(os.environ["KILL_SHARD"]), os.environ["KILL_WHEN"]
+write, record = sharded.ShardedOutput.write, sharded.ShardedOutput.record
+def kill():
+    os.kill(os.getpid(), signal.SIGKILL)
+def crashing_write(self, k, data):
+    if k == K and WHEN == "mid-write":  # a half-written temporary file
+        (self.folder / f".{self.shard_name(k)}.x1y2.tmp").write_bytes(data[: len(data) // 3])
+        kill()
+    return write(self, k, data)
+def crashing_record(self, k, *args):
+    if k == K and WHEN == "renamed":  # the file is in place, the manifest does not list it yet
+        kill()
+    return record(self, k, *args)
+sharded.ShardedOutput.write, sharded.ShardedOutput.record = crashing_write, crashing_record
+torch.set_num_threads(1)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_ten_sigkills_at_random_shards_resume_to_the_same_bytes(setup, full_run, tmp_path) -> None:
+    """10 trials: SIGKILL while a random shard is written (a partial temporary file) or just after
+    its rename (a file the manifest does not list), rerun: the uninterrupted folder every time."""
+    model, inp = setup
+    rng = random.Random(39)
+    for trial in range(10):
+        out = tmp_path / f"trial{trial}"
+        args = ["embed", "--model", str(model), "--input", str(inp), "--output", f"{out}/", *FLAGS]
+        k, when = rng.randrange(10), rng.choice(["mid-write", "renamed"])
+        env = {**ENV, "KILL_SHARD": str(k), "KILL_WHEN": when}
+        proc = subprocess.run([sys.executable, "-c", _KILL_AT, *args], env=env, capture_output=True)
+        assert proc.returncode == -9, (trial, k, when, proc.stderr.decode()[-2000:])
+        crashed = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
+        assert len(crashed.get("shards", [])) == k and _files(out) != _files(full_run)
+        assert main(args) == 0, (trial, k, when)
+        assert _files(out) == _files(full_run), (trial, k, when)
+
+
 @pytest.mark.parametrize("change", ["setting", "model", "input_size", "input_text"])
 def test_a_changed_run_is_refused_with_one_line(setup, full_run, tmp_path, capsys, change) -> None:
     model, inp = setup
