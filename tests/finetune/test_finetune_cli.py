@@ -186,7 +186,7 @@ def test_bf16_without_native_support_runs_fp32(tiny_model: Path, tmp_path: Path,
     assert m["runs"][0]["epochs"][0]["train_loss"] == ref["runs"][0]["epochs"][0]["train_loss"]
 
 
-def test_swag_multiple_choice_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
+def test_swag_multiple_choice_end_to_end(tiny_model: Path, tmp_path: Path, capsys) -> None:
     swag = FIXTURES / "task_swag.csv"
     out = tmp_path / "swag"
     m = finetune("swag", tiny_model, out, "--train", str(swag), "--dev", str(swag))
@@ -197,6 +197,21 @@ def test_swag_multiple_choice_end_to_end(tiny_model: Path, tmp_path: Path) -> No
     preds = predict(out, swag, tmp_path / "p.jsonl")
     assert len(preds) == 3 and all(
         p["label"] in range(4) and len(p["probabilities"]) == 4 for p in preds
+    )
+    argv = [
+        "predict",
+        "--model",
+        str(out),
+        "--input",
+        str(swag),
+        "--output",
+        str(tmp_path / "q.jsonl"),
+    ]
+    capsys.readouterr()
+    assert main([*argv, "--doc-stride", "4"]) == 1  # never silently dropped
+    assert capsys.readouterr().err.strip() == (
+        "bertkit predict: error: --doc-stride: a swag model truncates each (context, ending) pair; "
+        "no window flag applies"
     )
 
 

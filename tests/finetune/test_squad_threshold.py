@@ -4,6 +4,7 @@ model, reloaded, and used by evaluate/predict (editing the saved value changes t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,12 @@ def write_v2(path: Path) -> dict[str, str]:
     return gold
 
 
-def test_squad_v1_predictions_json(tiny_model: Path, tmp_path: Path) -> None:
+def _windows_in_all(err: str) -> int:
+    """The window count of predict's "long inputs: ... (N in all)" line."""
+    return int(re.search(r"\((\d+) in all\)", err).group(1))
+
+
+def test_squad_v1_predictions_json(tiny_model: Path, tmp_path: Path, capsys) -> None:
     v1 = FIXTURES / "task_squad_v1.json"
     out = tmp_path / "sq1"
     assert main(["finetune", "squad", "--train", str(v1), "--dev", str(v1), "--model", str(tiny_model),
@@ -57,6 +63,27 @@ def test_squad_v1_predictions_json(tiny_model: Path, tmp_path: Path) -> None:
     assert sorted(answers) == sorted(ids) and all(
         isinstance(a, str) and a for a in answers.values()
     )
+    # --doc-stride is honoured (more overlap, more windows), flags a SQuAD model cannot use are refused
+    long = tmp_path / "long.json"
+    context = " ".join(FILLER[i % len(FILLER)] for i in range(80))
+    qas = [
+        {
+            "id": "q",
+            "question": "which word is good ?",
+            "answers": [{"text": FILLER[0], "answer_start": 0}],
+        }
+    ]
+    long.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))  # fmt: skip
+    base = ["predict", "--model", str(out), "--input", str(long), "--output", str(pred)]
+    capsys.readouterr()
+    assert main(base) == 0
+    saved = _windows_in_all(capsys.readouterr().err)
+    assert main([*base, "--doc-stride", "16"]) == 0  # neighbours share 16 tokens, not 8
+    assert _windows_in_all(capsys.readouterr().err) > saved
+    assert main([*base, "--truncate"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("bertkit predict: error: --truncate: a squad model reads every window of a long "
+                   "context and keeps the best span; only --doc-stride applies")  # fmt: skip
 
 
 def test_squad_v2_threshold_tuned_saved_and_used(tiny_model: Path, tmp_path: Path) -> None:

@@ -24,11 +24,12 @@ from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.data.tasks.swag import MultipleChoiceExample
-from bertkit.errors import CheckpointError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.inference.runner import predict_rows
 from bertkit.interop import load_pretrained
 from bertkit.model.quantize import for_precision
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
+from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.protocol import Tokenizer
@@ -93,12 +94,27 @@ class TaskModel:
 
     def with_windows(self, **changes: Any) -> TaskModel:
         """This model reading long inputs with other window settings (``truncate``,
-        ``doc_stride``, ``window_pooling``; None values keep the saved ones). SQuAD keeps its own
-        window settings (``--doc-stride`` at fine-tuning) and multiple choice truncates."""
+        ``doc_stride``, ``window_pooling``; None values keep the saved ones).
+
+        A SQuAD model honours ``doc_stride`` (its context windows' overlap) and has no use for
+        the others (it reads every window and keeps the best span); a multiple-choice model
+        truncates every (context, ending) pair and honours none. A setting a model cannot honour
+        is a ConfigError naming it, never silently dropped."""
         changes = {k: v for k, v in changes.items() if v is not None}
-        windows = getattr(self.adapter, "windows", None)
-        if not changes or not isinstance(windows, WindowConfig):
+        if not changes:
             return self
+        windows = getattr(self.adapter, "windows", None)
+        if isinstance(windows, WindowConfig):
+            return replace(self, adapter=replace(self.adapter, windows=replace(windows, **changes)))
+        family = self.adapter.family
+        kept = {"doc_stride"} if isinstance(windows, SquadFeatureConfig) else set()
+        refused = sorted(set(changes) - kept)
+        if refused:
+            flags = ", ".join("--" + k.replace("_", "-") for k in refused)
+            why = ("reads every window of a long context and keeps the best span"
+                   if kept else "truncates each (context, ending) pair")  # fmt: skip
+            applies = "only --doc-stride applies" if kept else "no window flag applies"
+            raise ConfigError(f"{flags}: a {family} model {why}; {applies}")
         return replace(self, adapter=replace(self.adapter, windows=replace(windows, **changes)))
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
