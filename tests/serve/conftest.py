@@ -104,3 +104,43 @@ def serve(**settings) -> Iterator[TestClient]:
             yield client
     finally:
         kernels._bounded = bounded
+
+
+@contextmanager
+def serve_http(**settings) -> Iterator[str]:
+    """The app under a real uvicorn server on 127.0.0.1 (a free port), in a thread, ready; yields
+    its base URL (for clients that speak HTTP themselves, e.g. huggingface_hub's)."""
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from training.helpers import free_port
+
+    settings.setdefault("precision", "fp32")
+    settings.setdefault("device", "cpu")
+    from bertkit.model import kernels
+
+    bounded = kernels._bounded
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(ServeSettings(**settings)), host="127.0.0.1",
+                                           port=port, log_level="warning"))  # fmt: skip
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{base} not healthy after 60 s")
+            time.sleep(0.05)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        kernels._bounded = bounded

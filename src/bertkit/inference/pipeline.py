@@ -12,7 +12,8 @@ multiple-choice            :class:`ChoiceScorer`  ``bertkit finetune swag``
 =========================  =====================  ============================================
 
 ``task=None`` lets the folder decide: a fine-tuned folder (``bertkit_task.json``) gives its
-family's class, any other folder an :class:`Embedder`.
+family's class, a Hugging Face sequence classifier (a CrossEncoder reranker too) a
+:class:`Classifier`, any other folder an :class:`Embedder`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from bertkit.inference.task_model import (
     Tagger,
     TaskModel,
 )
-from bertkit.tasks import TASK_FILE, load_adapter
+from bertkit.tasks import load_adapter
+from bertkit.tasks.registry import has_task
 
 TASKS: dict[str, type] = {
     "feature-extraction": Embedder,
@@ -50,7 +52,7 @@ _BY_FAMILY: dict[str, type[TaskModel]] = {
 
 def task_of(model: str | Path) -> str:
     """The pipeline task a folder serves when none is named."""
-    if (Path(model) / TASK_FILE).is_file():
+    if has_task(model):
         family = load_adapter(model).family
         return next(t for t, c in TASKS.items() if c is _BY_FAMILY[family])
     return "feature-extraction"

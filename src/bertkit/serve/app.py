@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -38,6 +38,7 @@ from bertkit.serve.schemas import (
     OpenAIEmbeddingRequest,
     PredictRequest,
     QARequest,
+    RerankRequest,
     SimilarityRequest,
     TagRequest,
     TokenizeRequest,
@@ -181,6 +182,36 @@ def _all_finite(obj: Any) -> bool:
     return True
 
 
+def _cut_end_only(direction: str | None, prompt_name: str | None = None) -> None:
+    """422 for what bertkit does not do: cutting the start of a long input, prompts."""
+    if direction is not None and direction.lower() == "left":
+        raise ServeError(422, "truncation_direction: bertkit cuts the end of a long input "
+                         "(\"right\"), not its start")  # fmt: skip
+    if prompt_name is not None:
+        raise ServeError(422, f"prompt_name {prompt_name!r}: bertkit serves no named prompts; "
+                         "put the prompt's text before each input")  # fmt: skip
+
+
+def _dimensions(v: np.ndarray, dimensions: int | None) -> np.ndarray:
+    """The first ``dimensions`` values of each vector (Matryoshka); 422 past the model's."""
+    if dimensions is None:
+        return v
+    if dimensions > v.shape[1]:
+        raise ServeError(422, f"dimensions {dimensions} > the model's {v.shape[1]}")
+    return v[:, :dimensions]
+
+
+def _validated(schema: type, body: Any) -> Any:
+    """``body`` as ``schema`` (a pydantic model); a 422 naming the fields otherwise."""
+    from fastapi.exceptions import RequestValidationError
+    from pydantic import ValidationError
+
+    try:
+        return schema.model_validate(body)
+    except ValidationError as e:
+        raise RequestValidationError(e.errors()) from None
+
+
 def _texts(inputs: str | list[str]) -> list[str]:
     return [inputs] if isinstance(inputs, str) else list(inputs)
 
@@ -239,8 +270,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.post("/embed", summary="embeddings (text-embeddings-inference shapes)")
     async def embed(req: EmbedRequest) -> Response:
+        _cut_end_only(req.truncation_direction, req.prompt_name)
         engine = server.engine("embed", req.model)
         v, _ = await server.vectors(engine, _texts(req.inputs), req.truncate)
+        v = _dimensions(v, req.dimensions)
         return _json(_normalized(v) if req.normalize else v)
 
     @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
@@ -249,7 +282,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         texts = _texts(req.input)
         # OpenAI's shape has no truncate field: long inputs are read in windows, as /embed does
         v, tokens = await server.vectors(engine, texts, truncate=False)
-        v = _normalized(v)
+        v = _normalized(_dimensions(v, req.dimensions))
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row}
                 for i, row in enumerate(v)]  # fmt: skip
@@ -258,9 +291,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.post("/similarity", summary="cosine similarity of a source sentence to each sentence")
     async def similarity(req: SimilarityRequest) -> Response:
+        params = req.parameters
+        truncate = req.truncate
+        if params is not None:
+            _cut_end_only(params.truncation_direction, params.prompt_name)
+            truncate = params.truncate if params.truncate is not None else truncate
         engine = server.engine("similarity", req.model)
         texts = [req.inputs.source_sentence, *req.inputs.sentences]
-        v = _normalized((await server.vectors(engine, texts, req.truncate))[0])
+        v = _normalized((await server.vectors(engine, texts, truncate))[0])
         return _json([float(x) for x in v[1:] @ v[0]])
 
     @app.post("/tokenize", summary="word pieces with ids and character offsets")
@@ -272,8 +310,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.post("/predict", summary="sequence classification or regression (text or text pairs)")
     async def predict(req: PredictRequest) -> Response:
+        out = await classify(req)
+        return _json(out[0] if isinstance(req.inputs, str) else out)
+
+    async def classify(req: PredictRequest) -> list[list[dict]]:
+        """The ranked labels of every input of ``req`` (a list per input)."""
+        _cut_end_only(req.truncation_direction)
         engine = server.engine("predict", req.model)
-        single = isinstance(req.inputs, str)
         items: list[Any] = []
         for x in [req.inputs] if isinstance(req.inputs, str) else req.inputs:
             if isinstance(x, list):
@@ -284,7 +327,58 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 items.append(x)
         server.check_count(len(items))
         out = await server.run(engine, lambda: engine.predict(items, req.raw_scores, req.truncate))
-        return _json(out[0] if single else out)
+        top_k = req.parameters.top_k if req.parameters is not None else None
+        return out if top_k is None else [ranked[:top_k] for ranked in out]
+
+    @app.post("/rerank", summary="relevance of each text to a query (a one-output classifier)")
+    async def rerank(req: RerankRequest) -> Response:
+        _cut_end_only(req.truncation_direction)
+        engine = server.engine("rerank", req.model)
+        server.check_count(len(req.texts))
+        scores = await server.run(
+            engine, lambda: engine.rerank(req.query, req.texts, req.truncate, req.raw_scores)
+        )
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: req.top_n]
+        return _json([{"index": i, "score": scores[i], **({"text": req.texts[i]} if req.return_text else {})}
+                      for i in order])  # fmt: skip
+
+    @app.post("/", summary="TEI's default route: the served model's own task")
+    async def default_route(request: Request) -> Response:
+        """What text-embeddings-inference answers at its base URL, and where huggingface_hub's
+        InferenceClient(model=URL) sends every call: a rerank body ({query, texts}) or a
+        similarity body ({inputs: {source_sentence, sentences}}) by its shape, else the named
+        (or first) model's task: embed, predict (classifiers), ner or qa. Classification answers
+        in the Inference API's shape, a list of labels per input even for one input (what
+        InferenceClient.text_classification reads), where /predict answers one input unwrapped."""
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            raise ServeError(422, "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise ServeError(422, "the body must be a JSON object")
+        if "query" in body and "texts" in body:
+            return await rerank(_validated(RerankRequest, body))
+        inputs = body.get("inputs")
+        if isinstance(inputs, dict) and "source_sentence" in inputs:
+            return await similarity(_validated(SimilarityRequest, body))
+        name = body.get("model") if body.get("model") in server.engines else None
+        engine = server.engines[name] if name else next(iter(server.engines.values()))
+        if not engine.ready.is_set():
+            raise ServeError(
+                503, engine.error or f"model {engine.name!r} is still loading", "unhealthy"
+            )
+        caps = engine.capabilities
+        body = {**body, "model": engine.name}
+        if "embed" in caps:
+            return await embed(_validated(EmbedRequest, body))
+        if "predict" in caps:  # the Inference API's shape: a list per input, one input too
+            return _json(await classify(_validated(PredictRequest, body)))
+        if "tag" in caps:
+            return await ner(_validated(TagRequest, body))
+        if "qa" in caps:
+            return await qa(_validated(QARequest, body))
+        raise ServeError(422, f"model {engine.name!r} ({engine.task}) has no default task; "
+                         f"use one of its routes: {', '.join(caps)}")  # fmt: skip
 
     @app.post(
         "/ner", summary="token tagging: tags per word and entity spans with character offsets"

@@ -7,6 +7,8 @@ folder             capabilities
 encoder            embed, similarity, tokenize (+ fill-mask when it has masked-LM weights)
 fine-tuned         its family's: predict (glue/classify), tag (ner/tag), qa (squad),
                    choose (swag); and tokenize
+one-output         predict and rerank: a sequence classifier with one output (a CrossEncoder
+classifier        reranker, a regression model), TEI's definition of a reranker
 =================  ============================================================================
 """
 
@@ -123,8 +125,13 @@ class Engine:
     @property
     def capabilities(self) -> list[str]:
         if self.task != "feature-extraction":
-            return [_TASK_CAPS[self.task], "tokenize"]
+            one_output = self.task == "text-classification" and self._one_output()
+            return [_TASK_CAPS[self.task], *(["rerank"] if one_output else []), "tokenize"]
         return ["embed", "similarity", "tokenize", *(["fill-mask"] if self.masker else [])]
+
+    def _one_output(self) -> bool:
+        adapter = self.task_model.adapter if self.task_model is not None else None
+        return adapter is not None and not getattr(adapter, "labels", None)
 
     @property
     def max_input_length(self) -> int:
@@ -209,6 +216,19 @@ class Engine:
             ranked = sorted(zip(adapter.labels, scores), key=lambda p: -p[1])  # type: ignore[attr-defined]
             out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
         return out
+
+    def rerank(
+        self, query: str, texts: Sequence[str], truncate: bool, raw_scores: bool
+    ) -> list[float]:
+        """The relevance of each text to ``query``: the one output on the pair (query, text),
+        through a sigmoid unless ``raw_scores`` (TEI's /rerank)."""
+        tm = self.task_model
+        assert tm is not None
+        if not truncate:
+            self._check_lengths([tm.tokenizer.encode(query, t) for t in texts], "query + text")
+        got = tm.with_windows(truncate=truncate)([(query, t) for t in texts])
+        raw = np.asarray([float(r["score"]) for r in got], dtype=np.float64)
+        return (raw if raw_scores else 1.0 / (1.0 + np.exp(-raw))).tolist()
 
     def tag(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         tm = self.task_model

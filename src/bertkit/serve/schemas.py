@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Texts = str | list[str]
+# TEI writes "Right"/"Left"; bertkit cuts the end only, so "left" is refused by the route (422)
+Direction = Literal["right", "left", "Right", "Left"]
 
 
 class _Request(BaseModel):
@@ -21,6 +23,10 @@ class EmbedRequest(_Request):
     truncate: bool = False
     """False: an input over the model's limit is read in windows (over --max-input-tokens: a 413);
     True: it is cut to the model's limit."""
+    truncation_direction: Direction = "right"
+    dimensions: int | None = Field(None, ge=1)
+    """Keep the first ``dimensions`` values (then normalise): for Matryoshka-trained models."""
+    prompt_name: str | None = None
 
 
 class OpenAIEmbeddingRequest(BaseModel):
@@ -29,6 +35,7 @@ class OpenAIEmbeddingRequest(BaseModel):
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
     user: str | None = None
+    dimensions: int | None = Field(None, ge=1)
 
 
 class TokenizeRequest(_Request):
@@ -36,12 +43,35 @@ class TokenizeRequest(_Request):
     add_special_tokens: bool = True
 
 
+class PredictParameters(BaseModel):
+    """huggingface_hub's ``text_classification`` sends these (``{}`` by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+    top_k: int | None = Field(None, ge=1)
+    function_to_apply: Literal["softmax"] | None = None
+
+
 class PredictRequest(_Request):
     inputs: str | list[str | list[str]]
     """A text, or a list of texts and text pairs (``[a, b]``)."""
     raw_scores: bool = False
-    """True: logits instead of probabilities."""
+    """True: log-probabilities (logits less their log-sum-exp) instead of probabilities."""
     truncate: bool = False
+    truncation_direction: Direction = "right"
+    parameters: PredictParameters | None = None
+
+
+class RerankRequest(_Request):
+    """TEI's /rerank (plus ``top_n`` as Infinity and vLLM have it)."""
+
+    query: str
+    texts: list[str] = Field(min_length=1)
+    truncate: bool = False
+    truncation_direction: Direction = "right"
+    raw_scores: bool = False
+    """True: the model's output as it is; False: through a sigmoid."""
+    return_text: bool = False
+    top_n: int | None = Field(None, ge=1)
 
 
 class TagRequest(_Request):
@@ -71,6 +101,16 @@ class SimilarityInput(BaseModel):
     sentences: list[str] = Field(min_length=1)
 
 
+class SimilarityParameters(BaseModel):
+    """TEI's (and huggingface_hub's ``sentence_similarity``) optional ``parameters``."""
+
+    model_config = ConfigDict(extra="forbid")
+    truncate: bool | None = None
+    truncation_direction: Direction | None = None
+    prompt_name: str | None = None
+
+
 class SimilarityRequest(_Request):
     inputs: SimilarityInput
     truncate: bool = False
+    parameters: SimilarityParameters | None = None

@@ -1,0 +1,174 @@
+"""TEI's API as its clients use it: huggingface_hub's InferenceClient pointed at `bertkit serve`
+(every call of it goes to POST /), /embed's dimensions, truncation_direction and prompt_name, the
+OpenAI client's dimensions, and /rerank against sentence-transformers' CrossEncoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from .conftest import serve_http
+
+LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello",
+         "Paris is the capital and most populous city of France, with an estimated population."]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def minilm_url(minilm: Path):
+    with serve_http(models=[f"minilm={minilm}"], max_input_tokens=1024) as base:
+        yield base
+
+
+@pytest.fixture
+def local_client(monkeypatch):
+    """huggingface_hub's InferenceClient, allowed to reach 127.0.0.1: the suite runs with
+    HF_HUB_OFFLINE=1, under which this version blocks every request, local ones too (the Hub
+    itself is never contacted: the client is given the test server's URL)."""
+    import huggingface_hub.constants
+    from huggingface_hub import InferenceClient
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    return InferenceClient
+
+
+def _post(base: str, route: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{base}{route}", json=body, timeout=60)
+
+
+def test_inference_client_feature_extraction_and_similarity(minilm_url: str, local_client) -> None:
+    client = local_client(model=minilm_url)
+    got = np.asarray(client.feature_extraction(LINES[3]), dtype=np.float32)
+    want = np.asarray(_post(minilm_url, "/embed", {"inputs": [LINES[3]]}).json(), dtype=np.float32)
+    assert got.shape == want.shape == (1, 384)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    sims = client.sentence_similarity(LINES[0], [LINES[0], LINES[3], LINES[1]])
+    body = {"inputs": {"source_sentence": LINES[0], "sentences": [LINES[0], LINES[3], LINES[1]]}}
+    assert sims == pytest.approx(_post(minilm_url, "/similarity", body).json(), abs=1e-6)
+    assert sims[0] == pytest.approx(1.0, abs=1e-5) and sims[1] < 0.5
+    # TEI's similarity body carries optional parameters; truncate is honoured from there too
+    with_params = {**body, "parameters": {"truncate": True, "truncation_direction": "Right"}}
+    assert _post(minilm_url, "/similarity", with_params).json() == pytest.approx(sims, abs=1e-6)
+
+
+def test_dimensions_keep_the_first_values_then_normalise(minilm_url: str) -> None:
+    raw = np.asarray(_post(minilm_url, "/embed", {"inputs": LINES, "normalize": False}).json())
+    want = raw[:, :128] / np.linalg.norm(raw[:, :128], axis=1, keepdims=True)
+    cut = np.asarray(_post(minilm_url, "/embed", {"inputs": LINES, "dimensions": 128}).json())
+    assert cut.shape == (4, 128)
+    np.testing.assert_allclose(cut, want, atol=1e-6)
+    openai = _post(minilm_url, "/v1/embeddings", {"input": LINES, "dimensions": 128}).json()
+    got = np.asarray([d["embedding"] for d in openai["data"]])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert _post(minilm_url, "/embed", {"inputs": "x", "dimensions": 384}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"inputs": "x", "dimensions": 385}, "dimensions 385 > the model's 384"),
+        ({"inputs": "x", "dimensions": 0}, "dimensions"),
+        ({"inputs": "x", "truncation_direction": "Left"}, "cuts the end of a long input"),
+        ({"inputs": "x", "prompt_name": "query"}, "no named prompts"),
+    ],
+)
+def test_what_bertkit_cannot_do_is_a_422_with_the_reason(minilm_url: str, body, reason) -> None:
+    r = _post(minilm_url, "/embed", body)
+    assert r.status_code == 422 and reason in r.json()["error"], r.text
+
+
+QUERY = "the movie was good"
+TEXTS = ["the cat sat on the mat", "a great film , very good plot", "the dog was bad", "good"]
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(tiny_mlm: Path, tmp_path_factory):
+    """A sentence-transformers CrossEncoder folder (BertForSequenceClassification, one output,
+    no bertkit_task.json) and the CrossEncoder itself."""
+    st = pytest.importorskip("sentence_transformers")
+    torch.manual_seed(0)
+    ce = st.CrossEncoder(str(tiny_mlm), num_labels=1, device="cpu")
+    ce.model.eval()
+    with torch.no_grad():  # a head that spreads the texts below (a random one scores all alike)
+        feats = ce.tokenizer([QUERY] * len(TEXTS), TEXTS, padding=True, return_tensors="pt")
+        pooled = ce.model.bert(**feats).pooler_output
+        mean = pooled.mean(0)
+        u = torch.linalg.svd(pooled - mean).Vh[0]  # the direction they differ most along
+        scale = 4.0 / ((pooled - mean) @ u).abs().max()
+        ce.model.classifier.weight.copy_((u * scale)[None])
+        ce.model.classifier.bias.fill_(float(-(mean @ u) * scale))
+    folder = tmp_path_factory.mktemp("reranker") / "reranker"
+    ce.save(str(folder))
+    return folder, ce
+
+
+def test_rerank_equals_the_cross_encoder(cross_encoder) -> None:
+    folder, ce = cross_encoder
+    pairs = [(QUERY, t) for t in TEXTS]
+    want = ce.predict(pairs)  # sigmoid, CrossEncoder's default for one output
+    logits = ce.predict(pairs, activation_fn=torch.nn.Identity())
+    assert np.ptp(want) > 0.05  # distinct scores: the order below is not a tie-break
+    with serve_http(models=[f"rr={folder}"]) as base:
+        info = httpx.get(f"{base}/info").json()["models"][0]
+        assert "rerank" in info["capabilities"] and info["task"] == "text-classification"
+        got = _post(base, "/rerank", {"query": QUERY, "texts": TEXTS}).json()
+        assert [g["index"] for g in got] == list(np.argsort(-want, kind="stable"))
+        for g in got:
+            assert g["score"] == pytest.approx(float(want[g["index"]]), abs=1e-5)
+            assert "text" not in g
+        raw = _post(base, "/rerank", {"query": QUERY, "texts": TEXTS, "raw_scores": True,
+                                      "return_text": True, "top_n": 2}).json()  # fmt: skip
+        assert len(raw) == 2 and [r["index"] for r in raw] == [g["index"] for g in got[:2]]
+        for r in raw:
+            assert r["score"] == pytest.approx(float(logits[r["index"]]), abs=1e-4)  # logits ~4
+            assert r["text"] == TEXTS[r["index"]]
+        # TEI's base URL takes the same body
+        assert _post(base, "/", {"query": QUERY, "texts": TEXTS}).json() == got
+        bad = _post(base, "/rerank", {"query": QUERY, "texts": []})
+        assert bad.status_code == 422 and "texts" in bad.json()["error"]
+
+
+def test_base_url_answers_with_the_models_task(tiny_classifier: Path, local_client) -> None:
+    """A classifier at POST /: huggingface_hub's text_classification, as against TEI."""
+    with serve_http(models=[f"sst2={tiny_classifier}"]) as base:
+        client = local_client(model=base)
+        got = client.text_classification("the movie was good")
+        want = _post(base, "/predict", {"inputs": "the movie was good"}).json()
+        assert [(g.label, g.score) for g in got] == [
+            (w["label"], pytest.approx(w["score"])) for w in want
+        ]
+        top = client.text_classification("the movie was good", top_k=1)
+        assert len(top) == 1 and top[0].label == want[0]["label"]
+        r = _post(base, "/", {"inputs": {"source_sentence": "a", "sentences": ["b"]}})
+        assert r.status_code == 404 and "no served model can similarity" in r.json()["error"]
+
+
+def test_a_transformers_classifier_folder_is_served_as_saved(
+    tiny_mlm: Path, tmp_path: Path
+) -> None:
+    """No bertkit_task.json: labels from id2label, probabilities as transformers computes them."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(1)
+    labels = {0: "neg", 1: "neutral", 2: "pos"}
+    hf = transformers.BertForSequenceClassification.from_pretrained(
+        str(tiny_mlm), num_labels=3, id2label=labels, label2id={v: k for k, v in labels.items()}
+    ).eval()
+    folder = tmp_path / "hf-clf"
+    hf.save_pretrained(str(folder))
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        if (tiny_mlm / name).exists():
+            (folder / name).write_bytes((tiny_mlm / name).read_bytes())
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    with torch.no_grad():
+        want = hf(**tok(TEXTS, padding=True, return_tensors="pt")).logits.softmax(-1).numpy()
+    with serve_http(models=[f"clf={folder}"]) as base:
+        info = httpx.get(f"{base}/info").json()["models"][0]
+        assert info["labels"] == ["neg", "neutral", "pos"] and "rerank" not in info["capabilities"]
+        got = _post(base, "/predict", {"inputs": TEXTS}).json()
+    for ranked, probs in zip(got, want, strict=True):
+        assert {r["label"]: r["score"] for r in ranked} == pytest.approx(
+            dict(zip(labels.values(), probs.tolist())), abs=1e-5
+        )
