@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bertkit.cli.main import main
@@ -55,8 +56,11 @@ def test_classifier_call_equals_predict_on_a_file(models: dict[str, Path], tmp_p
     pairs = [("the cat sat on the mat", "a cat sat"), ("it rained all day", "the sun was out")]
     clf = pipeline("text-classification", models["rte"], device="cpu", precision="fp32")
     got = clf(pairs)
-    assert [set(g) for g in got] == [{"label", "probabilities"}] * 2
+    assert [set(g) for g in got] == [{"label", "probabilities", "logits"}] * 2
     assert all(abs(sum(g["probabilities"]) - 1) < 1e-5 for g in got)
+    for g in got:  # the probabilities are the softmax of the logits
+        e = np.exp(np.asarray(g["logits"]) - max(g["logits"]))
+        assert (e / e.sum()).tolist() == pytest.approx(g["probabilities"], abs=1e-6)
     jsonl = tmp_path / "pairs.jsonl"
     jsonl.write_text("".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b in pairs))
     out = tmp_path / "p.jsonl"

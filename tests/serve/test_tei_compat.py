@@ -163,12 +163,18 @@ def test_a_transformers_classifier_folder_is_served_as_saved(
             (folder / name).write_bytes((tiny_mlm / name).read_bytes())
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     with torch.no_grad():
-        want = hf(**tok(TEXTS, padding=True, return_tensors="pt")).logits.softmax(-1).numpy()
+        logits = hf(**tok(TEXTS, padding=True, return_tensors="pt")).logits
+    want, logits = logits.softmax(-1).numpy(), logits.numpy()
     with serve_http(models=[f"clf={folder}"]) as base:
         info = httpx.get(f"{base}/info").json()["models"][0]
         assert info["labels"] == ["neg", "neutral", "pos"] and "rerank" not in info["capabilities"]
         got = _post(base, "/predict", {"inputs": TEXTS}).json()
+        raw = _post(base, "/predict", {"inputs": TEXTS, "raw_scores": True}).json()
     for ranked, probs in zip(got, want, strict=True):
         assert {r["label"]: r["score"] for r in ranked} == pytest.approx(
             dict(zip(labels.values(), probs.tolist())), abs=1e-5
+        )
+    for ranked, row in zip(raw, logits, strict=True):  # raw_scores: the logits, as TEI gives
+        assert {r["label"]: r["score"] for r in ranked} == pytest.approx(
+            dict(zip(labels.values(), row.tolist())), abs=1e-4
         )

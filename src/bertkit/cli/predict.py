@@ -4,7 +4,7 @@ Input: the task's own format, or for classification and regression models any CS
 holding the text field(s) (``text``/``text_pair``, ``sentence1``/``sentence2``, the GLUE task's
 column names, or the columns the model was trained with), whatever format it was trained from.
 
-Output: JSON lines, one per example (classification: guid, label, probabilities; regression:
+Output: JSON lines, one per example (classification: guid, label, probabilities, logits; regression:
 guid, score; tagging: tokens, tags; multiple choice: guid, label, probabilities). For SQuAD the
 output is the official ``predictions.json`` (``{"question id": "answer text"}``, "" = no answer
 under v2.0, decided with the null threshold saved at fine-tuning time).

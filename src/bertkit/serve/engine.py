@@ -211,8 +211,7 @@ class Engine:
             if "score" in r and "probabilities" not in r:  # regression
                 out.append([{"label": "score", "score": float(r["score"])}])
                 continue
-            probs = np.asarray(r["probabilities"], dtype=np.float64)
-            scores = np.log(np.clip(probs, 1e-12, None)) if raw_scores else probs
+            scores = np.asarray(r["logits" if raw_scores else "probabilities"], dtype=np.float64)
             ranked = sorted(zip(adapter.labels, scores), key=lambda p: -p[1])  # type: ignore[attr-defined]
             out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
         return out

@@ -55,7 +55,7 @@ class PredictRequest(_Request):
     inputs: str | list[str | list[str]]
     """A text, or a list of texts and text pairs (``[a, b]``)."""
     raw_scores: bool = False
-    """True: log-probabilities (logits less their log-sum-exp) instead of probabilities."""
+    """True: the model's logits instead of probabilities (TEI's raw_scores)."""
     truncate: bool = False
     truncation_direction: Direction = "right"
     parameters: PredictParameters | None = None

@@ -171,8 +171,9 @@ class ClassificationAdapter(TaskAdapter):
             values = logits.argmax(-1)
             preds = [
                 {"guid": e.guid, "label": self.labels[int(k)],
-                 "probabilities": [round(float(x), 6) for x in p]}
-                for e, k, p in zip(examples, values, softmax(logits))
+                 "probabilities": [round(float(x), 6) for x in p],
+                 "logits": [float(x) for x in row]}
+                for e, k, p, row in zip(examples, values, softmax(logits), logits)
             ]  # fmt: skip
         gold = [e.label for e in examples]
         if any(g is None for g in gold):
