@@ -42,6 +42,7 @@ from bertkit.errors import ConfigError
 from bertkit.inference.sharded import (
     ShardedOutput,
     StreamConfig,
+    lines_bytes,
     model_fingerprint,
     read_manifest,
     shard_paths,
@@ -150,36 +151,62 @@ def embed_to(
     Same windows and kernels (torchrun ranks adopt rank 0's), so the folder equals a one-process
     run's.
     """
+    quiet = dataclasses.replace(embedder, show_progress=False)  # one bar, over lines
+
+    def compute(chunk: list[str]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
+        vectors, counts = quiet.embed(chunk)
+        return (lambda a, b: npy_bytes(vectors[a:b])), counts
+
+    return _write_stream(
+        folder, lines, kind="vectors", suffix=".npy", model_dir=getattr(embedder, "source", None),
+        settings={**embedder_settings(embedder), **(settings or {})},
+        extra={"dim": embedder.dim, "dtype": "float32"}, compute=compute, item_bytes=lines_bytes,
+        desc="embed", config=config, source=source, total=total, show_progress=show_progress,
+        rank=rank, world=world, barrier=barrier,
+    )  # fmt: skip
+
+
+def _write_stream(
+    folder: str | Path,
+    items: Iterable[Any],
+    *,
+    kind: str,
+    suffix: str,
+    model_dir: str | Path | None,
+    settings: dict[str, Any],
+    extra: dict[str, Any],
+    compute: Callable[[list[Any]], tuple[Callable[[int, int], bytes], WindowCounts]],
+    item_bytes: Callable[[Any], bytes],
+    desc: str,
+    config: StreamConfig | None,
+    source: dict[str, Any] | None,
+    **run: Any,
+) -> StreamSummary:
+    """The folder of ``kind`` shards (``{kind}-00000{suffix}`` ...) for ``items``: the manifest
+    header (model fingerprint, ``settings`` with the shard size and window, ``extra``), the
+    streaming loop (:func:`~bertkit.inference.streaming.write_shards`, ``run``: total,
+    show_progress, rank, world, barrier), the window counts summed and the summary."""
     config = config or StreamConfig()
     source = dict(source or {"path": None, "size": None})
     header = {
-        "kind": "vectors",
+        "kind": kind,
         "inputs": [source],
-        "model": model_fingerprint(getattr(embedder, "source", None)),
-        "settings": {
-            **embedder_settings(embedder),
-            **(settings or {}),
-            "shard_size": config.shard_size,
-            "sort_window": config.window,
-        },
-        "dim": embedder.dim,
-        "dtype": "float32",
+        "model": model_fingerprint(model_dir),
+        "settings": {**settings, "shard_size": config.shard_size, "sort_window": config.window},
+        **extra,
     }
-    out = ShardedOutput(folder, header, prefix="vectors", suffix=".npy")
+    out = ShardedOutput(folder, header, prefix=kind, suffix=suffix)
     bound_shapes()
-    quiet = dataclasses.replace(embedder, show_progress=False)  # one bar, over lines
     counts = WindowCounts(0, 0, 0, 0)
 
-    def compute(chunk: list[str]) -> Callable[[int, int], bytes]:
+    def counted(chunk: list[Any]) -> Callable[[int, int], bytes]:
         nonlocal counts
-        vectors, c = quiet.embed(chunk)
+        shard, c = compute(chunk)
         counts = counts + c
-        return lambda a, b: npy_bytes(vectors[a:b])
+        return shard
 
-    done = write_shards(
-        out, lines, config=config, compute=compute, source=source, total=total,
-        show_progress=show_progress, desc="embed", rank=rank, world=world, barrier=barrier,
-    )  # fmt: skip
+    done = write_shards(out, items, config=config, compute=counted, item_bytes=item_bytes,
+                        source=source, desc=desc, **run)  # fmt: skip
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return StreamSummary(done.lines, done.computed, done.shards, done.written, done.mismatched,
                          done.seconds, peak, counts)  # fmt: skip
@@ -235,42 +262,24 @@ def predict_to(
     if getattr(adapter, "document_context", False):
         raise ConfigError("a document-context tagger reads whole documents, which a window of "
                           "examples could cut; give --output a .jsonl file")  # fmt: skip
-    config = config or StreamConfig()
-    source = dict(source or {"path": None, "size": None})
-    header = {
-        "kind": "predictions",
-        "inputs": [source],
-        "model": model_fingerprint(getattr(model, "source", None)),
-        "settings": {
-            **task_settings(model),
-            **(settings or {}),
-            "shard_size": config.shard_size,
-            "sort_window": config.window,
-        },
-    }
-    out = ShardedOutput(folder, header, prefix="predictions", suffix=".jsonl")
-    bound_shapes()
     quiet = dataclasses.replace(model, show_progress=False)  # one bar, over examples
-    counts = WindowCounts(0, 0, 0, 0)
 
-    def compute(chunk: list[Any]) -> Callable[[int, int], bytes]:
-        nonlocal counts
+    def compute(chunk: list[Any]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
         scored = quiet.run(chunk)
         if len(scored.predictions) != len(chunk):  # every family here predicts per example
             raise ConfigError(f"{adapter.family}: {len(scored.predictions)} predictions for "
                               f"{len(chunk)} examples; give --output a .jsonl file")  # fmt: skip
-        counts = counts + (scored.windows or WindowCounts(len(chunk), 0, len(chunk), 0))
         rows = [json.dumps(p, ensure_ascii=False).encode() + b"\n" for p in scored.predictions]
-        return lambda a, b: b"".join(rows[a:b])
+        counts = scored.windows or WindowCounts(len(chunk), 0, len(chunk), 0)
+        return (lambda a, b: b"".join(rows[a:b])), counts
 
-    done = write_shards(
-        out, examples, config=config, compute=compute, item_bytes=examples_bytes, source=source,
-        total=total, show_progress=show_progress, desc="predict", rank=rank, world=world,
+    return _write_stream(
+        folder, examples, kind="predictions", suffix=".jsonl",
+        model_dir=getattr(model, "source", None), settings={**task_settings(model), **(settings or {})},
+        extra={}, compute=compute, item_bytes=examples_bytes, desc="predict", config=config,
+        source=source, total=total, show_progress=show_progress, rank=rank, world=world,
         barrier=barrier,
     )  # fmt: skip
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return StreamSummary(done.lines, done.computed, done.shards, done.written, done.mismatched,
-                         done.seconds, peak, counts)  # fmt: skip
 
 
 def load_predictions(folder: str | Path, verify: bool = True) -> list[dict[str, Any]]:
