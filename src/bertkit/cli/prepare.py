@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import resource
+    from pathlib import Path
+
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
     from bertkit.training import distributed as D
 
@@ -75,5 +78,11 @@ def run(args: argparse.Namespace) -> int:
             f"{c.instances} instances in {len(c.shards)} shard(s), random-next {rnd:.3f}, "
             f"{c.masked / max(c.instances, 1):.2f} masked/instance"
         )
-    print(f"  {rate:.0f} instances/s, {summary.output_bytes / 1e6:.1f} MB written")
+    peak = max(
+        resource.getrusage(who).ru_maxrss
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    print(f"  {rate:.0f} instances/s, {summary.output_bytes / 1e6:.1f} MB written, "
+          f"{sum(p.stat().st_size for p in map(Path, args.input)) / 1e6 / max(summary.seconds, 1e-9):.2f} MB/s "
+          f"of input; peak RSS {peak / 1024:.0f} MiB (largest process)")  # fmt: skip
     return 0
