@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, InputError
 from bertkit.inference import TaskModel
 from bertkit.inference.corpus import load_predictions, predict_to
 from bertkit.inference.sharded import MANIFEST, StreamConfig
@@ -151,3 +151,24 @@ def test_two_torchrun_processes_write_the_one_process_folder(setup, full_run, tm
     for rank, share in enumerate((30, 17)):  # windows 0 and 2 to rank 0, 1 and 3 to rank 1
         assert f"rank {rank}/2: predicted {share} examples" in run.stderr, run.stderr[-3000:]
     assert _files(out) == _files(full_run)
+
+
+def test_examples_are_parsed_as_windows_are_pulled(setup, full_run, tmp_path, capsys) -> None:
+    """A bad label on the last line: the first examples come out before it is reached, and the
+    folder run keeps every shard written before the error (a rerun after the fix resumes)."""
+    model, inp = setup
+    lines = inp.read_text(encoding="utf-8").splitlines()
+    bad = tmp_path / "dev.tsv"
+    bad.write_text("\n".join([*lines[:-1], lines[-1].rsplit("\t", 1)[0] + "\t7"]) + "\n")
+    it = TaskModel.load(model).iter_read(bad, "test")
+    assert [e.guid for e in (next(it), next(it))] != []  # parsed lazily: no error yet
+    with pytest.raises(InputError, match=f"{bad}:{N + 1}"):
+        list(it)
+    out = tmp_path / "preds"
+    capsys.readouterr()
+    assert _predict(model, bad, f"{out}/", *FLAGS) == 1
+    assert f"{bad}:{N + 1}" in capsys.readouterr().err
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["complete"] is False and len(manifest["shards"]) == 9  # windows 0-2 done
+    full = json.loads((full_run / MANIFEST).read_text())
+    assert manifest["shards"] == full["shards"][:9]

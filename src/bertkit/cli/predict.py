@@ -61,17 +61,20 @@ def _run_folder(args: argparse.Namespace) -> int:
     """Shards + manifest in the folder ``args.output``; under torchrun every rank predicts its
     share of the windows (rank 0's kernel choices); alone, the group is a no-op."""
     from bertkit.inference.sharded import file_size
+    from bertkit.io import count_lines
     from bertkit.training import distributed as D
 
     info = D.init_from_env(args.device)
     with D.reported(info):
         options.resume_precision(args)
         model = _load(args, info.device)
-        examples = model.read(args.input, args.split)
-        source = {"path": str(args.input), "size": file_size(args.input), "split": args.split}
+        examples = model.iter_read(args.input, args.split)  # parsed as windows are pulled
+        size = file_size(args.input)
+        source = {"path": str(args.input), "size": size, "split": args.split}
         summary = model.predict_to(
             examples, args.output, config=options.streaming_values(args), source=source,
-            total=len(examples), show_progress=None if info.is_main else False,
+            total=None if size is None else count_lines(args.input),
+            show_progress=None if info.is_main else False,
             rank=info.rank, world=info.world_size, barrier=lambda: D.barrier(info),
         )  # fmt: skip
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""

@@ -11,7 +11,7 @@ text-level calls::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -120,6 +120,11 @@ class TaskModel:
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         """Examples of ``path`` in the task's format, or plain text fields (classification)."""
         return self.adapter.read(path, split)
+
+    def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
+        """:meth:`read` one example at a time where the task's format allows (classification
+        files); the others are read whole and then iterated."""
+        return self.adapter.iter_read(path, split)
 
     def predict_file(self, path: str | Path, split: str = "test") -> Scored:
         return self.run(self.read(path, split))

@@ -16,7 +16,7 @@ from the training examples. ``state()`` is the JSON saved beside a fine-tuned mo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -69,6 +69,11 @@ class TaskAdapter:
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         raise NotImplementedError
+
+    def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
+        """The examples of :meth:`read` as an iterator; families whose files can be parsed a
+        record at a time override it to stream (a corpus-scale ``predict``)."""
+        return iter(self.read(path, split))
 
     def fit_labels(self, train: Sequence[Any]) -> None:
         """Take the label list from the training examples (families whose labels come from data)."""

@@ -15,7 +15,7 @@ A model fine-tuned on GLUE therefore also scores the user's own file: STS-B's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from bertkit.data.tasks import custom
-from bertkit.data.tasks.glue import glue_task, read_glue, read_glue_split
+from bertkit.data.tasks.glue import glue_task, iter_glue, read_glue, read_glue_split
 from bertkit.evaluation.classification import glue_metrics
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
@@ -125,9 +125,32 @@ class ClassificationAdapter(TaskAdapter):
             return self._read_fields(p, have)
         return self._read_fields(p, custom.first_record_fields(p, self.file_format))
 
+    def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
+        """:meth:`read` one example at a time where the file allows it (a GLUE TSV, any
+        CSV/TSV/JSONL with the saved model's labels); a GLUE folder is read whole."""
+        p = Path(path)
+        if self.family == "glue" and p.is_dir():
+            return iter(read_glue_split(p, self.name, split))
+        if self.family == "glue" and p.suffix.lower() == ".tsv":
+            t = glue_task(self.name)
+            if t.header is None:
+                return iter_glue(p, self.name)
+            have = custom.first_record_fields(p, "tsv")
+            if all(c in have for c in t.text_columns):
+                return iter_glue(p, self.name)
+            return custom.iter_classification(p, **self._fields(p, have))
+        have = custom.first_record_fields(p, self.file_format)
+        return custom.iter_classification(p, **self._fields(p, have))
+
     def _read_fields(self, path: Path, have: list[str]) -> list[Any]:
-        """Any CSV/TSV/JSONL (``have``: its fields): the adapter's own columns, the GLUE task's,
-        or common names."""
+        """Any CSV/TSV/JSONL (``have``: its fields): see :meth:`_fields`."""
+        fields = self._fields(path, have)
+        fields["labels"] = None if self.regression else self.labels
+        return custom.read_classification(path, **fields).examples
+
+    def _fields(self, path: Path, have: list[str]) -> dict[str, Any]:
+        """How to read a CSV/TSV/JSONL holding ``have``: the adapter's own columns, the GLUE
+        task's, or common names; the label column if there is one."""
         own = tuple(c for c in (self.columns.get("text"), self.columns.get("text_pair")) if c)
         glue = glue_task(self.name).text_columns if self.family == "glue" else ()
         common = _PAIR_FIELDS if self.is_pair else _SINGLE_FIELDS
@@ -137,12 +160,9 @@ class ClassificationAdapter(TaskAdapter):
         if self.family == "glue":
             label_names.append(glue_task(self.name).label_column)
         label = next((n for n in [*label_names, *_LABEL_FIELDS] if n in have), None)
-        data = custom.read_classification(
-            path, text=names[0], text_pair=names[1] if len(names) > 1 else None, label=label,
-            labels=None if self.regression else self.labels, regression=self.regression,
-            format=self.file_format,
-        )  # fmt: skip
-        return data.examples
+        return {"text": names[0], "text_pair": names[1] if len(names) > 1 else None,
+                "label": label, "labels": self.labels, "regression": self.regression,
+                "format": self.file_format}  # fmt: skip
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_classification(tokenizer, examples, self.max_seq_length, self.windows)

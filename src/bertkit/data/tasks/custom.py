@@ -106,35 +106,67 @@ def read_classification(
     InputError; otherwise the label list is the sorted set of labels found (JSON numbers and
     booleans are turned into strings, so ``1`` and ``"1"`` are the same label).
     """
-    fmt = detect_format(path, format)
-    fields = [f for f in (text, text_pair, label) if f is not None]
-    rows: list[tuple[int, str, str | None, str | None]] = []
-    for lineno, rec in _records(path, fmt, fields):
-        a = _text(path, lineno, rec, text)
-        b = _text(path, lineno, rec, text_pair) if text_pair else None
-        y = None if label is None else _label_str(rec[label])
-        rows.append((lineno, a, b, y))
+    rows = list(_classification_rows(path, text, text_pair, label, format))
     found = sorted({y for _, _, _, y in rows if y is not None})
     label_list = [] if regression else (list(labels) if labels is not None else found)
     index = {name: i for i, name in enumerate(label_list)}
-    examples = []
-    for lineno, a, b, y in rows:
-        value: int | float | None = None
-        if y is not None and regression:
-            try:
-                value = float(y)
-            except ValueError:
-                raise InputError(
-                    path, lineno, f"expected a numeric {label!r} value, got {y!r}"
-                ) from None
-        elif y is not None:
-            if y not in index:
-                raise InputError(
-                    path, lineno, f"expected a {label!r} in {{{', '.join(label_list)}}}, got {y!r}"
-                )
-            value = index[y]
-        examples.append(ClassificationExample(str(lineno), a, b, value, lineno))
+    examples = [_example(path, row, label, index, regression) for row in rows]
     return ClassificationData(examples, label_list)
+
+
+def iter_classification(
+    path: str | Path,
+    *,
+    text: str,
+    text_pair: str | None = None,
+    label: str | None = "label",
+    labels: Sequence[str] = (),
+    regression: bool = False,
+    format: str | None = None,
+) -> Iterator[ClassificationExample]:
+    """The examples of :func:`read_classification` one at a time, for a file whose label list
+    is known (a saved model's ``labels``): a row is parsed when it is pulled, so a corpus-scale
+    run holds one window of examples, never the file."""
+    index = {name: i for i, name in enumerate([] if regression else labels)}
+    for row in _classification_rows(path, text, text_pair, label, format):
+        yield _example(path, row, label, index, regression)
+
+
+def _classification_rows(
+    path: str | Path, text: str, text_pair: str | None, label: str | None, format: str | None
+) -> Iterator[tuple[int, str, str | None, str | None]]:
+    """``(line, text, text_pair, label as a string or None)`` per record."""
+    fields = [f for f in (text, text_pair, label) if f is not None]
+    for lineno, rec in _records(path, detect_format(path, format), fields):
+        a = _text(path, lineno, rec, text)
+        b = _text(path, lineno, rec, text_pair) if text_pair else None
+        yield lineno, a, b, None if label is None else _label_str(rec[label])
+
+
+def _example(
+    path: str | Path,
+    row: tuple[int, str, str | None, str | None],
+    label: str | None,
+    index: dict[str, int],
+    regression: bool,
+) -> ClassificationExample:
+    """A row as an example: its label an index into ``index``'s list (or a float)."""
+    lineno, a, b, y = row
+    value: int | float | None = None
+    if y is not None and regression:
+        try:
+            value = float(y)
+        except ValueError:
+            raise InputError(
+                path, lineno, f"expected a numeric {label!r} value, got {y!r}"
+            ) from None
+    elif y is not None:
+        if y not in index:
+            raise InputError(
+                path, lineno, f"expected a {label!r} in {{{', '.join(index)}}}, got {y!r}"
+            )
+        value = index[y]
+    return ClassificationExample(str(lineno), a, b, value, lineno)
 
 
 def _text(path: str | Path, lineno: int, rec: dict[str, Any], name: str) -> str:
