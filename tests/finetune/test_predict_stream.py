@@ -22,8 +22,6 @@ from .conftest import write_sentiment
 
 N = 47  # shards of 5 examples (9 full, one of 2); windows of 15 examples = 3 shards
 FLAGS = ["--shard-size", "5", "--sort-window", "15", "--batch-size", "4", "--precision", "fp32"]
-ENV = {**os.environ, "BERTKIT_FP32_MATMUL": "blas", "BERTKIT_PROGRESS": "0"}
-os.environ.setdefault("BERTKIT_FP32_MATMUL", "blas")  # the same kernel path in every process
 
 
 @pytest.fixture(scope="module")
@@ -137,20 +135,32 @@ def test_a_document_context_tagger_is_refused(setup) -> None:
 
 
 @pytest.mark.slow
-def test_two_torchrun_processes_write_the_one_process_folder(setup, full_run, tmp_path) -> None:
+def test_two_torchrun_processes_write_the_one_process_folder(setup, tmp_path) -> None:
+    """Against one process run the same way (a subprocess on 1 thread, this run's kernel
+    decisions, which conftest exports): the logits are written in full, so a different thread
+    count or kernel path would show in their last bits."""
     model, inp = setup
-    env = {**ENV, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = tmp_path / "two"
-    run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "bertkit", "predict", "--model", str(model), "--input", str(inp),
-         "--output", f"{out}/", *FLAGS, "--device", "cpu"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0",
+           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
+    args = ["-m", "bertkit", "predict", "--model", str(model), "--input", str(inp), *FLAGS,
+            "--device", "cpu"]  # fmt: skip
+    launch = {"one": [sys.executable],
+              "two": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]}  # fmt: skip
+    runs = {
+        name: subprocess.run(
+            [*cmd, *args, "--output", f"{tmp_path / name}/"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        for name, cmd in launch.items()
+    }
+    for run in runs.values():
+        assert run.returncode == 0, run.stderr[-3000:]
     for rank, share in enumerate((30, 17)):  # windows 0 and 2 to rank 0, 1 and 3 to rank 1
-        assert f"rank {rank}/2: predicted {share} examples" in run.stderr, run.stderr[-3000:]
-    assert _files(out) == _files(full_run)
+        assert f"rank {rank}/2: predicted {share} examples" in runs["two"].stderr
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
 
 
 def test_examples_are_parsed_as_windows_are_pulled(setup, full_run, tmp_path, capsys) -> None:
