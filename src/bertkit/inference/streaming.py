@@ -8,8 +8,6 @@ computes (vectors, predictions) in :mod:`bertkit.inference.corpus`.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import hashlib
 import itertools
 import time
@@ -20,29 +18,10 @@ from typing import Any, TypeVar
 from bertkit.errors import InputError
 from bertkit.inference.sharded import ShardedOutput, StreamConfig, lines_bytes
 from bertkit.io import sha256_file
+from bertkit.model.kernels import trim_heap
 from bertkit.progress import progress
 
 T = TypeVar("T")
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS)."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
-        return None
-
-
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the system after a window. glibc keeps freed memory
-    of a window's many small tensors and strings in its arenas, fragmented, so RSS crept up with
-    the corpus: measured streaming 80k and 320k lines (tiny model, 1 thread, 50k-line windows,
-    Intel Xeon with AMX), peak RSS 396 and 462 MiB (+17%) without, 395 and 419 MiB (+6%) with a
-    trim after every window, at the same speed (47.0 vs 47.9 s)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 def windows(items: Iterable[T], size: int) -> Iterator[tuple[int, list[T]]]:
@@ -147,7 +126,7 @@ def write_shards(
                 continue
             shard = compute(chunk)
             computed += len(chunk)
-            trim_heap()
+            trim_heap()  # a window's freed blocks back to the system (RSS flat over a corpus)
             for k, part in parts:
                 a = k * size - first
                 data = shard(a, a + len(part))

@@ -21,6 +21,8 @@ cached bf16 weights, only where the ``bf16`` decision is ``native``.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from collections.abc import Callable
 
 import torch
@@ -89,6 +91,30 @@ def bound_shapes(reason: str) -> None:
             "oneDNN products run on bucketed row counts in this process: %s", reason
         )
     _bounded = reason
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS, Windows)."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+
+
+def trim_heap() -> bool:
+    """Give the C heap's free pages back to the system; False where there is no glibc.
+
+    Activations and batches of ever-new shapes come from the heap and fragment it, and glibc
+    keeps the freed pages: RSS grows with the work done. The server trims between passes
+    (``serve.worker.HeapTrim``: +66% RSS in a 10-minute MiniLM soak without), a corpus job after
+    each window (``inference.streaming``: streaming 80k and 320k lines, tiny model, 1 thread,
+    Intel Xeon with AMX, peak RSS 396 and 462 MiB without, 395 and 419 MiB with, same speed)."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def bucket_rows(m: int) -> int:

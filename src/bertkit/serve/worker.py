@@ -9,8 +9,6 @@ tagging, QA, fill-mask) run one at a time; each batches its own inputs by length
 
 from __future__ import annotations
 
-import ctypes
-import sys
 import threading
 import time
 from collections import deque
@@ -20,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from bertkit.model.kernels import trim_heap
 
 
 class HeapTrim:
@@ -39,20 +39,13 @@ class HeapTrim:
     def __init__(self, every: float = 0.0, idle_every: float = 0.0) -> None:
         self.every, self.idle_every = every, idle_every
         self.last = time.monotonic()
-        self._trim = None
-        if sys.platform.startswith("linux"):
-            try:
-                self._trim = ctypes.CDLL("libc.so.6").malloc_trim
-            except (OSError, AttributeError):
-                self._trim = None
 
     def __call__(self, idle: bool) -> bool:
         """Trim if it is time (``idle``: the queue is empty); True when it trimmed."""
         now = time.monotonic()
         due = now - self.last >= (self.idle_every if idle else self.every)
-        if self._trim is None or not due:
+        if not due or not trim_heap():
             return False
-        self._trim(0)
         self.last = time.monotonic()
         return True
 

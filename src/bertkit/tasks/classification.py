@@ -144,9 +144,7 @@ class ClassificationAdapter(TaskAdapter):
 
     def _read_fields(self, path: Path, have: list[str]) -> list[Any]:
         """Any CSV/TSV/JSONL (``have``: its fields): see :meth:`_fields`."""
-        fields = self._fields(path, have)
-        fields["labels"] = None if self.regression else self.labels
-        return custom.read_classification(path, **fields).examples
+        return custom.read_classification(path, **self._fields(path, have)).examples
 
     def _fields(self, path: Path, have: list[str]) -> dict[str, Any]:
         """How to read a CSV/TSV/JSONL holding ``have``: the adapter's own columns, the GLUE
@@ -161,7 +159,8 @@ class ClassificationAdapter(TaskAdapter):
             label_names.append(glue_task(self.name).label_column)
         label = next((n for n in [*label_names, *_LABEL_FIELDS] if n in have), None)
         return {"text": names[0], "text_pair": names[1] if len(names) > 1 else None,
-                "label": label, "labels": self.labels, "regression": self.regression,
+                "label": label, "labels": None if self.regression else self.labels,
+                "regression": self.regression,
                 "format": self.file_format}  # fmt: skip
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:

@@ -120,14 +120,14 @@ def iter_classification(
     text: str,
     text_pair: str | None = None,
     label: str | None = "label",
-    labels: Sequence[str] = (),
+    labels: Sequence[str] | None = None,
     regression: bool = False,
     format: str | None = None,
 ) -> Iterator[ClassificationExample]:
     """The examples of :func:`read_classification` one at a time, for a file whose label list
     is known (a saved model's ``labels``): a row is parsed when it is pulled, so a corpus-scale
     run holds one window of examples, never the file."""
-    index = {name: i for i, name in enumerate([] if regression else labels)}
+    index = {name: i for i, name in enumerate([] if regression else labels or [])}
     for row in _classification_rows(path, text, text_pair, label, format):
         yield _example(path, row, label, index, regression)
 
