@@ -118,7 +118,14 @@ def _build_models(root: Path, steps: int = 2) -> dict[str, Path]:
         args = ["finetune", family, "--model", str(mlm), "--output", str(root / f"tiny-{family}"),
                 "--train", str(data), "--dev", str(data), *fast, *extra]  # fmt: skip
         assert main(args) == 0
-    return {"tiny-mlm": mlm, "tiny-ner": root / "tiny-ner", "tiny-qa": root / "tiny-squad"}
+    triples = root / "triples.jsonl"  # a reranker (one output), for the search panel
+    triples.write_text("".join(json.dumps({"query": q, "positive": p, "negative": n}) + "\n" for q, p, n in (
+        ("which river", "the amazon river flows", "paris is a capital"),
+        ("capital of france", "paris is the capital of france", "a man plays guitar"))), encoding="utf-8")  # fmt: skip
+    assert main(["finetune", "rerank", "--model", str(mlm), "--output", str(root / "tiny-rerank"),
+                 "--train", str(triples), "--dev", str(triples), *fast]) == 0  # fmt: skip
+    return {"tiny-mlm": mlm, "tiny-ner": root / "tiny-ner", "tiny-qa": root / "tiny-squad",
+            "tiny-rerank": root / "tiny-rerank"}  # fmt: skip
 
 
 def _minilm() -> Path | None:
@@ -366,6 +373,47 @@ def test_similarity_shows_the_cosine(page: Any, served: LiveServer) -> None:
     shown = _text(result.find_element(By.ID, "sim-score"))
     assert re.fullmatch(r"-?\d\.\d{4}", shown), shown
     assert abs(float(shown) - want[0]) <= 5e-5 + 1e-9
+
+
+def test_search_shows_the_bi_encoder_order_and_the_reranked_order(
+    page: Any, served: LiveServer
+) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    model = _model(page, "search", prefer="all-MiniLM-L6-v2")
+    Select(page.find_element(By.ID, "search-reranker")).select_by_value("tiny-rerank")
+    passages = [
+        "the amazon river flows",
+        "paris is the capital of france",
+        "a man is playing guitar",
+    ]
+    question = "which river"
+    _fill(page, "search-question", question)
+    _fill(page, "search-passages", "\n".join(passages))
+    result = _submit(page, "search")
+    assert result.get_attribute("data-state") == "done", _text(result)
+    sims = served.post(
+        "/similarity",
+        {"inputs": {"source_sentence": question, "sentences": passages}, "model": model},
+    )
+    want = sorted(range(3), key=lambda i: (-sims[i], i))
+    shown = [
+        int(li.get_attribute("data-index"))
+        for li in result.find_elements(By.CSS_SELECTOR, "#search-hits li")
+    ]
+    assert shown == want
+    ranked = served.post(
+        "/rerank", {"query": question, "texts": [passages[i] for i in want], "model": "tiny-rerank"}
+    )
+    shown = [
+        int(li.get_attribute("data-index"))
+        for li in result.find_elements(By.CSS_SELECTOR, "#search-reranked li")
+    ]
+    assert shown == [want[r["index"]] for r in ranked]
+    scores = [
+        float(x.text) for x in result.find_elements(By.CSS_SELECTOR, "#search-reranked .score")
+    ]
+    assert scores == pytest.approx([r["score"] for r in ranked], abs=5e-5)
 
 
 def test_fill_mask_again_for_the_screenshot(page: Any) -> None:

@@ -198,7 +198,15 @@ def test_health_is_503_until_a_real_forward_pass_has_run(tiny_mlm: Path, monkeyp
 def test_several_models_in_one_server(tiny_mlm: Path, tiny_classifier: Path):
     with serve(models=[f"enc={tiny_mlm}", f"sst={tiny_classifier}"]) as client:
         names = {m["name"]: m for m in client.get("/info").json()["models"]}
-        assert names["enc"]["capabilities"] == ["embed", "similarity", "tokenize", "fill-mask"]
+        assert names["enc"]["capabilities"] == [
+            "embed",
+            "embed_all",
+            "similarity",
+            "tokenize",
+            "decode",
+            "fill-mask",
+            "embed_sparse",
+        ]
         assert names["sst"]["capabilities"] == ["predict", "tokenize"] and names["sst"][
             "labels"
         ] == ["0", "1"]

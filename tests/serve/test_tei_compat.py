@@ -18,8 +18,33 @@ LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello",
 
 
 @pytest.fixture(scope="module")
+def minilm_mrl(minilm: Path, tmp_path_factory) -> Path:
+    """MiniLM's files (linked) as a folder that names Matryoshka sizes and two prompts."""
+    import json
+
+    d = tmp_path_factory.mktemp("minilm_mrl")
+    for p in minilm.iterdir():
+        if p.name != "config_sentence_transformers.json":
+            (d / p.name).symlink_to(p)
+    st = json.loads((minilm / "config_sentence_transformers.json").read_text())
+    st.update(prompts={"query": "query: ", "passage": "passage: "}, default_prompt_name=None)
+    (d / "config_sentence_transformers.json").write_text(json.dumps(st))
+    (d / "bertkit_embedding.json").write_text(json.dumps({"matryoshka_dims": [256, 128]}))
+    return d
+
+
+@pytest.fixture(scope="module")
 def minilm_url(minilm: Path):
     with serve_http(models=[f"minilm={minilm}"], max_input_tokens=1024) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def pair_url(minilm: Path, minilm_mrl: Path):
+    """MiniLM as it is, and as a Matryoshka model with prompts."""
+    with serve_http(
+        models=[f"minilm={minilm}", f"mrl={minilm_mrl}"], max_input_tokens=1024
+    ) as base:
         yield base
 
 
@@ -54,29 +79,68 @@ def test_inference_client_feature_extraction_and_similarity(minilm_url: str, loc
     assert _post(minilm_url, "/similarity", with_params).json() == pytest.approx(sims, abs=1e-6)
 
 
-def test_dimensions_keep_the_first_values_then_normalise(minilm_url: str) -> None:
-    raw = np.asarray(_post(minilm_url, "/embed", {"inputs": LINES, "normalize": False}).json())
+def test_dimensions_keep_the_first_values_then_normalise(pair_url: str) -> None:
+    mrl = {"model": "mrl"}
+    raw = np.asarray(_post(pair_url, "/embed", {"inputs": LINES, "normalize": False, **mrl}).json())
     want = raw[:, :128] / np.linalg.norm(raw[:, :128], axis=1, keepdims=True)
-    cut = np.asarray(_post(minilm_url, "/embed", {"inputs": LINES, "dimensions": 128}).json())
+    cut = np.asarray(_post(pair_url, "/embed", {"inputs": LINES, "dimensions": 128, **mrl}).json())
     assert cut.shape == (4, 128)
     np.testing.assert_allclose(cut, want, atol=1e-6)
-    openai = _post(minilm_url, "/v1/embeddings", {"input": LINES, "dimensions": 128}).json()
+    openai = _post(pair_url, "/v1/embeddings", {"input": LINES, "dimensions": 128, **mrl}).json()
     got = np.asarray([d["embedding"] for d in openai["data"]])
     np.testing.assert_allclose(got, want, atol=1e-6)
-    assert _post(minilm_url, "/embed", {"inputs": "x", "dimensions": 384}).status_code == 200
+    info = {m["name"]: m for m in httpx.get(f"{pair_url}/info").json()["models"]}
+    assert info["mrl"]["matryoshka_dims"] == [256, 128] and info["minilm"]["matryoshka_dims"] == []
+    # a model not trained with Matryoshka refuses, the OpenAI route too (and the full size is fine)
+    for route, body in (("/embed", {"inputs": "x"}), ("/v1/embeddings", {"input": "x"})):
+        r = _post(pair_url, route, {**body, "dimensions": 128, "model": "minilm"})
+        assert r.status_code == 422 and "not trained with Matryoshka" in r.json()["error"], r.text
+    assert (
+        _post(pair_url, "/embed", {"inputs": "x", "dimensions": 384, "model": "minilm"}).status_code
+        == 200
+    )
+
+
+def test_prompts_from_the_folder_as_sentence_transformers_applies_them(
+    pair_url: str, minilm_mrl: Path
+) -> None:
+    st = pytest.importorskip("sentence_transformers")
+    want = st.SentenceTransformer(str(minilm_mrl), device="cpu").encode(
+        LINES[:2], prompt_name="query"
+    )
+    got = np.asarray(
+        _post(
+            pair_url, "/embed", {"inputs": LINES[:2], "prompt_name": "query", "model": "mrl"}
+        ).json()
+    )
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    by_hand = _post(
+        pair_url, "/embed", {"inputs": ["query: " + t for t in LINES[:2]], "model": "mrl"}
+    ).json()
+    np.testing.assert_allclose(got, np.asarray(by_hand), atol=1e-6)
+    sim = {"inputs": {"source_sentence": LINES[0], "sentences": LINES[:2]}, "model": "mrl",
+           "parameters": {"prompt_name": "passage"}}  # fmt: skip
+    assert _post(pair_url, "/similarity", sim).status_code == 200
 
 
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        ({"inputs": "x", "dimensions": 385}, "dimensions 385 > the model's 384"),
+        ({"inputs": "x", "dimensions": 385, "model": "mrl"}, "dimensions 385 > the model's 384"),
         ({"inputs": "x", "dimensions": 0}, "dimensions"),
         ({"inputs": "x", "truncation_direction": "Left"}, "cuts the end of a long input"),
-        ({"inputs": "x", "prompt_name": "query"}, "no named prompts"),
+        (
+            {"inputs": "x", "prompt_name": "query", "model": "minilm"},
+            "not one of this model's prompts (none)",
+        ),
+        (
+            {"inputs": "x", "prompt_name": "doc", "model": "mrl"},
+            "not one of this model's prompts (passage, query)",
+        ),
     ],
 )
-def test_what_bertkit_cannot_do_is_a_422_with_the_reason(minilm_url: str, body, reason) -> None:
-    r = _post(minilm_url, "/embed", body)
+def test_what_bertkit_cannot_do_is_a_422_with_the_reason(pair_url: str, body, reason) -> None:
+    r = _post(pair_url, "/embed", body)
     assert r.status_code == 422 and reason in r.json()["error"], r.text
 
 

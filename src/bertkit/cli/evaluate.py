@@ -5,6 +5,13 @@ The task (reader, labels, windows, SQuAD v2.0 null threshold) comes from the mod
 
     bertkit evaluate --model out/mrpc --data glue_data            # GLUE layout, dev split
     bertkit evaluate --model out/ner --data test.txt --output test_metrics.json
+
+A BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) as ``--data`` evaluates retrieval:
+the model embeds (any encoder or sentence-transformers folder), exact search by cosine, MRR@10,
+NDCG@10, Recall/Accuracy@1/10/100; ``--reranker`` reorders each query's top ``--rerank-top-k``
+with a cross-encoder first::
+
+    bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
 """
 
 from __future__ import annotations
@@ -25,8 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "CSV/TSV/JSONL with the text fields and a label)"
     )  # fmt: skip
     parser.add_argument(
-        "--split", default="dev", help="GLUE folder split (dev, dev_mismatched, train ...)"
-    )
+        "--split", default="dev",
+        help="GLUE folder split (dev, dev_mismatched, train ...); BEIR qrels split (dev, else test)",
+    )  # fmt: skip
+    g = parser.add_argument_group("retrieval (--data a BEIR folder)")
+    g.add_argument("--reranker", default=None, help="cross-encoder folder to rerank the hits with")
+    g.add_argument("--rerank-top-k", type=int, default=50, help="hits per query to rerank")
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     parser.add_argument("--batch-size", type=int, default=64)
     options.add_windows(parser, saved=True)
@@ -37,9 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit.data.tasks.retrieval import is_beir
+
+    if is_beir(args.data):
+        return _retrieval(args)
     from bertkit.errors import InputError
     from bertkit.inference import TaskModel
-    from bertkit.io import atomic_write_text
 
     model = TaskModel.load(args.model, device=args.device, precision=args.precision,
                            batch_size=args.batch_size, allow_pickle=args.allow_pickle,
@@ -54,9 +68,41 @@ def run(args: argparse.Namespace) -> int:
             None,
             "expected labelled data to score (use `bertkit predict` for unlabelled data)",
         )
-    text = json.dumps(scored.metrics, indent=2, default=float)
+    return _report(scored.metrics, args.output)
+
+
+def _report(metrics: dict, output: str | None) -> int:
+    from bertkit.io import atomic_write_text
+
+    text = json.dumps(metrics, indent=2, default=float)
     print(text)
-    if args.output:
-        atomic_write_text(args.output, text + "\n")
-        print(f"wrote {args.output}", file=sys.stderr)
+    if output:
+        atomic_write_text(output, text + "\n")
+        print(f"wrote {output}", file=sys.stderr)
     return 0
+
+
+def _retrieval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bertkit.data.tasks.retrieval import read_beir
+    from bertkit.errors import ConfigError
+    from bertkit.inference import Classifier, Embedder
+    from bertkit.inference.retrieval import evaluate_retrieval
+    from bertkit.tasks.windows import WindowConfig
+
+    if args.rerank_top_k < 1:
+        raise ConfigError(f"--rerank-top-k must be at least 1, got {args.rerank_top_k}")
+    split = args.split
+    if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
+        split = "test"
+    data = read_beir(args.data, split)
+    common = {"device": args.device, "precision": args.precision, "batch_size": args.batch_size,
+              "allow_pickle": args.allow_pickle, "split_special_tokens": args.split_special_tokens}  # fmt: skip
+    # over-long texts are cut, as sentence-transformers reads them
+    embedder = Embedder.load(args.model, windows=WindowConfig(truncate=True), **common)
+    reranker = Classifier.load(args.reranker, **common) if args.reranker else None
+    print(f"{len(data.judged())} judged queries ({split}), {len(data.corpus)} documents",
+          file=sys.stderr)  # fmt: skip
+    metrics = evaluate_retrieval(embedder, data, reranker=reranker, top_k=args.rerank_top_k)
+    return _report(metrics, args.output)

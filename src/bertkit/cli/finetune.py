@@ -36,6 +36,17 @@ _FAMILY_FIELDS = {
     "tag": ("tokens_field", "tags_field", "format"),
     "classify": ("text_column", "text_pair_column", "label_column", "regression", "format"),
     "squad": ("version_2_with_negative",),
+    "embeddings": ("pooling", "normalize", "scale", "symmetric", "matryoshka_dims", "format"),
+    "rerank": ("format",),
+}
+
+_TRAIN_HELP = {
+    "embeddings": "pairs/triples (JSONL, CSV or TSV: query, positive[, negative ...]) or a BEIR folder (qrels/train.tsv)",
+    "rerank": "labelled pairs (query, passage, label in [0, 1]) or triples (JSONL, CSV or TSV)",
+}
+_DEV_HELP = {
+    "embeddings": "BEIR folder (qrels/dev.tsv, else test.tsv) or a pairs file: searched each epoch, MRR@10 selects",
+    "rerank": "labelled pairs or triples: each query's pairs ranked each epoch, MRR@10 selects",
 }
 
 
@@ -70,12 +81,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--data-dir", type=Path, required=True,
                            help="GLUE root (holding TASK/) or the task folder")  # fmt: skip
         else:
-            p.add_argument("--train", type=Path, required=True, help="training file")
+            p.add_argument(
+                "--train", type=Path, required=True, help=_TRAIN_HELP.get(name, "training file")
+            )
             p.add_argument("--dev", type=Path, required=True,
-                           help="dev file (scored each epoch, used for selection)")  # fmt: skip
+                           help=_DEV_HELP.get(name, "dev file (scored each epoch, used for selection)"))  # fmt: skip
         fields = _FAMILY_FIELDS.get(name, ())
         options.add_fields(p, TaskSettings, fields,
-                           choices={"format": ("csv", "tsv", "jsonl")})  # fmt: skip
+                           choices={"format": ("csv", "tsv", "jsonl"),
+                                    "pooling": ("mean", "cls", "max")})  # fmt: skip
         if name in _WINDOWED:
             options.add_windows(p)
         if name == "squad":
@@ -152,6 +166,14 @@ def _run(args: argparse.Namespace, config, info) -> int:
         )
 
     def build_model() -> torch.nn.Module:
+        if adapter.family == "embeddings":
+            from bertkit.model.contrastive import BiEncoder
+
+            encoder = load_pretrained(
+                args.model, "BertModel", allow_pickle=args.allow_pickle, **overrides
+            )
+            return BiEncoder(encoder, adapter.pooling, scale=adapter.scale, symmetric=adapter.symmetric,
+                             matryoshka_dims=adapter.matryoshka_dims)  # fmt: skip
         return load_pretrained(
             args.model, adapter.head_class, allow_pickle=args.allow_pickle, **overrides
         )

@@ -237,6 +237,17 @@ class Embedder:
             vectors[idx] = pool(hidden, mask, self.spec.pooling, False).cpu().numpy()
         return vectors
 
+    @torch.inference_mode()
+    def token_vectors(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """Each encoded input's vectors, one per token ([CLS] and [SEP] included), float32
+        (T_i, D): what text-embeddings-inference's ``/embed_all`` returns."""
+        out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(inputs)
+        for idx, hidden, _mask in self._batches(inputs):
+            rows = hidden.cpu().numpy()
+            for r, i in enumerate(idx):
+                out[i] = rows[r, : len(inputs[i].input_ids)]
+        return out
+
     def combine(self, vectors: np.ndarray, windowed: Windowed) -> np.ndarray:
         """One vector per text from its windows' vectors (see the module doc), normalised when
         the spec says so."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from bertkit import hardware, hub
@@ -30,7 +31,7 @@ from bertkit.interop import load_pretrained
 from bertkit.model.quantize import for_precision
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
 from bertkit.tasks.squad_features import SquadFeatureConfig
-from bertkit.tasks.windows import WindowConfig
+from bertkit.tasks.windows import WindowConfig, aggregate
 from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.protocol import Tokenizer
 
@@ -155,6 +156,25 @@ class Classifier(TaskModel):
             for i, t in enumerate(items)
         ]
         return [{k: v for k, v in p.items() if k != "guid"} for p in self.run(examples).predictions]
+
+    # The three steps of a call, apart, for callers that batch many calls' windows together
+    # (the server's /rerank merges concurrent requests): encode, run, combine.
+
+    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[Any]:
+        """The windows (features) of (text, text_pair) inputs, as a call reads them."""
+        examples = [ClassificationExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)]
+        return self.adapter.encode(self.tokenizer, examples, training=False)
+
+    def feature_rows(self, features: Sequence[Any]) -> np.ndarray:
+        """The model's logits (F, num_labels) for windows of :meth:`encode_pairs`, in one pass."""
+        return np.stack(predict_rows(self.model, self.adapter, features,
+                                     pad_id=self.tokenizer.pad_token_id or 0,
+                                     batch_size=max(1, len(features)), precision=self.precision))  # fmt: skip
+
+    def combine_rows(self, rows: np.ndarray, features: Sequence[Any], inputs: int) -> np.ndarray:
+        """Each input's logits (N, num_labels) from its windows' rows (the saved window pooling)."""
+        return aggregate(rows, [f.example_index for f in features], [len(f.input_ids) for f in features],
+                         inputs, self.adapter.windows.window_pooling)  # type: ignore[attr-defined]  # fmt: skip
 
 
 @dataclass

@@ -35,6 +35,7 @@ POOLING_DIR = "1_Pooling"
 NORMALIZE_DIR = "2_Normalize"
 SENTENCE_CONFIG = "sentence_bert_config.json"
 VERSIONS = "config_sentence_transformers.json"
+EMBEDDING_INFO = "bertkit_embedding.json"
 SENTENCE_FILES = (MODULES, SENTENCE_CONFIG, VERSIONS)
 """The top-level files (besides the module folders that ``modules.json`` names)."""
 # sentence-transformers' pooling flag for each bertkit pooling
@@ -149,6 +150,44 @@ def save_sentence_transformers_files(
     _write(root / SENTENCE_CONFIG, {"max_seq_length": max_seq_length, "do_lower_case": False})
     _write(root / VERSIONS, versions)
     _write(root / MODULES, chain)  # last: a folder with modules.json has all its files
+
+
+def save_embedding_info(folder: str | Path, matryoshka_dims: list[int] | tuple[int, ...]) -> None:
+    """Write ``bertkit_embedding.json``: the vector sizes (besides the full one) the model was
+    trained to embed with (Matryoshka); ``bertkit serve`` accepts ``dimensions`` for those."""
+    _write(
+        Path(folder) / EMBEDDING_INFO, {"matryoshka_dims": sorted(matryoshka_dims, reverse=True)}
+    )
+
+
+def matryoshka_dims(folder: str | Path) -> tuple[int, ...]:
+    """The Matryoshka sizes ``bertkit_embedding.json`` names (empty: none, or no such file)."""
+    path = Path(folder) / EMBEDDING_INFO
+    if not path.is_file():
+        return ()
+    try:
+        return tuple(
+            int(d) for d in json.loads(path.read_text(encoding="utf-8"))["matryoshka_dims"]
+        )
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable ({e})") from e
+
+
+def prompts_of(folder: str | Path) -> tuple[dict[str, str], str | None]:
+    """The named prompts and the default prompt name of ``config_sentence_transformers.json``
+    (empty and None without one)."""
+    path = Path(folder) / VERSIONS
+    if not path.is_file():
+        return {}, None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        prompts = {str(k): str(v) for k, v in (data.get("prompts") or {}).items()}
+        default = data.get("default_prompt_name")
+    except (OSError, AttributeError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable ({e})") from e
+    if default is not None and default not in prompts:
+        raise CheckpointError(f"{path}: default_prompt_name {default!r} is not one of its prompts")
+    return prompts, default
 
 
 def _model_config(root: Path) -> dict[str, Any]:

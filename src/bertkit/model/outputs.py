@@ -116,3 +116,12 @@ class MultipleChoiceOutput:
 
     logits: torch.Tensor
     loss: torch.Tensor | None = None
+
+
+@dataclass
+class EmbeddingOutput:
+    """embeddings (B, H) pooled, not normalised (float32); loss the contrastive loss when the
+    batch held training groups (:class:`~bertkit.model.contrastive.BiEncoder`)."""
+
+    embeddings: torch.Tensor
+    loss: torch.Tensor | None = None

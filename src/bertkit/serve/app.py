@@ -26,12 +26,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from bertkit import __version__
+from bertkit import __version__, hardware
 from bertkit.serve import errors
 from bertkit.serve.engine import Engine
 from bertkit.serve.errors import ServeError
 from bertkit.serve.limits import Limits
-from bertkit.serve.metrics import Metrics, Observe
+from bertkit.serve.metrics import Metrics, Observe, record_time
 from bertkit.serve.schemas import (
     EmbedRequest,
     FillMaskRequest,
@@ -44,6 +44,7 @@ from bertkit.serve.schemas import (
     TokenizeRequest,
 )
 from bertkit.serve.settings import ServeSettings
+from bertkit.serve.token_routes import add_token_routes
 
 log = logging.getLogger("bertkit.serve")
 SETTINGS_ENV = "BERTKIT_SERVE_SETTINGS"
@@ -136,6 +137,7 @@ class Server:
             ) from None
         finally:
             self.metrics.queue_wait.observe(time.perf_counter() - t0)
+            record_time("x-compute-time", time.perf_counter() - t0)
 
     def check_count(self, n: int) -> None:
         if n == 0:
@@ -182,23 +184,17 @@ def _all_finite(obj: Any) -> bool:
     return True
 
 
-def _cut_end_only(direction: str | None, prompt_name: str | None = None) -> None:
-    """422 for what bertkit does not do: cutting the start of a long input, prompts."""
+def _cut_end_only(direction: str | None) -> None:
+    """422 for what bertkit does not do: cutting the start of a long input."""
     if direction is not None and direction.lower() == "left":
         raise ServeError(422, "truncation_direction: bertkit cuts the end of a long input "
                          "(\"right\"), not its start")  # fmt: skip
-    if prompt_name is not None:
-        raise ServeError(422, f"prompt_name {prompt_name!r}: bertkit serves no named prompts; "
-                         "put the prompt's text before each input")  # fmt: skip
 
 
-def _dimensions(v: np.ndarray, dimensions: int | None) -> np.ndarray:
-    """The first ``dimensions`` values of each vector (Matryoshka); 422 past the model's."""
-    if dimensions is None:
-        return v
-    if dimensions > v.shape[1]:
-        raise ServeError(422, f"dimensions {dimensions} > the model's {v.shape[1]}")
-    return v[:, :dimensions]
+def _dimensions(engine: Engine, v: np.ndarray, dimensions: int | None) -> np.ndarray:
+    """The first ``dimensions`` values of each vector (Matryoshka; see Engine.check_dimensions)."""
+    engine.check_dimensions(dimensions)
+    return v if dimensions is None else v[:, :dimensions]
 
 
 def _validated(schema: type, body: Any) -> Any:
@@ -270,19 +266,22 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     @app.post("/embed", summary="embeddings (text-embeddings-inference shapes)")
     async def embed(req: EmbedRequest) -> Response:
-        _cut_end_only(req.truncation_direction, req.prompt_name)
+        _cut_end_only(req.truncation_direction)
         engine = server.engine("embed", req.model)
-        v, _ = await server.vectors(engine, _texts(req.inputs), req.truncate)
-        v = _dimensions(v, req.dimensions)
+        engine.check_dimensions(req.dimensions)
+        texts = engine.prompted(_texts(req.inputs), req.prompt_name)
+        v, _ = await server.vectors(engine, texts, req.truncate)
+        v = _dimensions(engine, v, req.dimensions)
         return _json(_normalized(v) if req.normalize else v)
 
     @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
     async def openai_embeddings(req: OpenAIEmbeddingRequest) -> Response:
         engine = server.engine("embed", req.model if req.model in server.engines else None)
-        texts = _texts(req.input)
+        engine.check_dimensions(req.dimensions)
+        texts = engine.prompted(_texts(req.input), None)
         # OpenAI's shape has no truncate field: long inputs are read in windows, as /embed does
         v, tokens = await server.vectors(engine, texts, truncate=False)
-        v = _normalized(_dimensions(v, req.dimensions))
+        v = _normalized(_dimensions(engine, v, req.dimensions))
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row}
                 for i, row in enumerate(v)]  # fmt: skip
@@ -292,12 +291,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/similarity", summary="cosine similarity of a source sentence to each sentence")
     async def similarity(req: SimilarityRequest) -> Response:
         params = req.parameters
-        truncate = req.truncate
+        truncate, prompt_name = req.truncate, None
         if params is not None:
-            _cut_end_only(params.truncation_direction, params.prompt_name)
+            _cut_end_only(params.truncation_direction)
             truncate = params.truncate if params.truncate is not None else truncate
+            prompt_name = params.prompt_name
         engine = server.engine("similarity", req.model)
-        texts = [req.inputs.source_sentence, *req.inputs.sentences]
+        texts = engine.prompted([req.inputs.source_sentence, *req.inputs.sentences], prompt_name)
         v = _normalized((await server.vectors(engine, texts, truncate))[0])
         return _json([float(x) for x in v[1:] @ v[0]])
 
@@ -335,9 +335,14 @@ def create_app(settings: ServeSettings) -> FastAPI:
         _cut_end_only(req.truncation_direction)
         engine = server.engine("rerank", req.model)
         server.check_count(len(req.texts))
-        scores = await server.run(
-            engine, lambda: engine.rerank(req.query, req.texts, req.truncate, req.raw_scores)
+        features = await asyncio.to_thread(
+            engine.rerank_features, req.query, req.texts, req.truncate
         )
+        assert engine.worker is not None
+        rows = _finite(
+            await server._wait(engine.worker.embed_later(features))
+        )  # merged with others
+        scores = engine.rerank_scores(rows, features, len(req.texts), req.raw_scores)
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: req.top_n]
         return _json([{"index": i, "score": scores[i], **({"text": req.texts[i]} if req.return_text else {})}
                       for i in order])  # fmt: skip
@@ -361,8 +366,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         inputs = body.get("inputs")
         if isinstance(inputs, dict) and "source_sentence" in inputs:
             return await similarity(_validated(SimilarityRequest, body))
-        name = body.get("model") if body.get("model") in server.engines else None
-        engine = server.engines[name] if name else next(iter(server.engines.values()))
+        name = body.get("model")
+        if name not in server.engines:
+            if len(server.engines) > 1:
+                raise ServeError(400, f"{'no model named ' + repr(name) if name else 'several models are served'}: "
+                                 f"name one in the \"model\" field ({', '.join(server.engines)})")  # fmt: skip
+            name = next(iter(server.engines))
+        engine = server.engines[name]
         if not engine.ready.is_set():
             raise ServeError(
                 503, engine.error or f"model {engine.name!r} is still loading", "unhealthy"
@@ -407,6 +417,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         out = await server.run(engine, lambda: engine.fill_mask(texts, req.top_k, req.truncate))
         return _json(out[0] if isinstance(req.inputs, str) else out)
 
+    add_token_routes(app, server, _json, _cut_end_only)
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         html = resources.files("bertkit.serve").joinpath("static/index.html")
@@ -416,7 +428,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
 
     # outermost: the requests the limits turn away are counted and timed too
     routes = frozenset(getattr(r, "path", "") for r in app.routes)
-    app.add_middleware(Observe, metrics=metrics, routes=routes)
+    device = hardware.resolve_device(settings.device) if settings.backend == "torch" else "cpu"
+    app.add_middleware(
+        Observe, metrics=metrics, routes=routes, compute_type=str(device).split(":")[0]
+    )
     return app
 
 

@@ -4,7 +4,8 @@ blocking call the routes await through the worker.
 =================  ============================================================================
 folder             capabilities
 =================  ============================================================================
-encoder            embed, similarity, tokenize (+ fill-mask when it has masked-LM weights)
+encoder            embed, embed_all, similarity, tokenize, decode (+ fill-mask and embed_sparse
+                   when it has masked-LM weights)
 fine-tuned         its family's: predict (glue/classify), tag (ner/tag), qa (squad),
                    choose (swag); and tokenize
 one-output         predict and rerank: a sequence classifier with one output (a CrossEncoder
@@ -26,8 +27,9 @@ import numpy as np
 
 from bertkit.errors import CheckpointError
 from bertkit.evaluation.chunks import tag_spans
-from bertkit.inference import TASKS, Embedder, FillMasker, TaskModel, task_of
+from bertkit.inference import TASKS, Classifier, Embedder, FillMasker, TaskModel, task_of
 from bertkit.inference.embedder import Windowed
+from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
 from bertkit.serve.settings import ServeSettings
@@ -50,6 +52,9 @@ class Engine:
         self.worker: Worker | None = None
         self.ready = threading.Event()
         self.error: str | None = None
+        self.prompts: dict[str, str] = {}
+        self.default_prompt: str | None = None
+        self.matryoshka: tuple[int, ...] = ()
 
     # ---- loading ---------------------------------------------------------------------------
 
@@ -74,11 +79,15 @@ class Engine:
             emb.spec = replace(emb.spec, normalize=False)
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
             self.embedder = emb
+            self.prompts, self.default_prompt = prompts_of(self.directory)
+            self.matryoshka = matryoshka_dims(self.directory)
         else:
             # the class pipeline() picks, called directly: ``model=`` is its own argument there
             self.task_model = TASKS[self.task].load(self.directory, **opts, **split)
             self.task_model.show_progress = False
         embed = self.embedder.embed_encodings if self.embedder is not None else None
+        if self.task == "text-classification" and self._one_output():  # /rerank merges requests
+            embed = self.task_model.feature_rows  # type: ignore[union-attr]
         self.worker = Worker(self.name, embed, s.max_batch_tokens, self.metrics.batch)
         self._warm_up()
         self.ready.set()
@@ -127,7 +136,8 @@ class Engine:
         if self.task != "feature-extraction":
             one_output = self.task == "text-classification" and self._one_output()
             return [_TASK_CAPS[self.task], *(["rerank"] if one_output else []), "tokenize"]
-        return ["embed", "similarity", "tokenize", *(["fill-mask"] if self.masker else [])]
+        masked = ["fill-mask", "embed_sparse"] if self.masker else []
+        return ["embed", "embed_all", "similarity", "tokenize", "decode", *masked]
 
     def _one_output(self) -> bool:
         adapter = self.task_model.adapter if self.task_model is not None else None
@@ -147,7 +157,8 @@ class Engine:
                                "max_input_length": self.max_input_length}  # fmt: skip
         if self.embedder is not None:
             out.update(pooling=self.embedder.spec.pooling, dimensions=self.embedder.dim,
-                       precision=self.embedder.precision)  # fmt: skip
+                       precision=self.embedder.precision, matryoshka_dims=list(self.matryoshka),
+                       prompts=sorted(self.prompts), default_prompt_name=self.default_prompt)  # fmt: skip
         if self.task_model is not None:
             out.update(family=self.task_model.adapter.family, precision=self.task_model.precision)
             labels = getattr(self.task_model.adapter, "labels", None)
@@ -183,6 +194,65 @@ class Engine:
             self.metrics.input_length.observe(len(e.input_ids))
         return emb.window(encodings, truncate)
 
+    def prompted(self, texts: Sequence[str], prompt_name: str | None) -> list[str]:
+        """``texts`` behind the named prompt of the folder (``config_sentence_transformers.json``),
+        or its default prompt when none is named, as sentence-transformers does; 422 for a name
+        the folder does not have."""
+        if prompt_name is None:
+            prompt_name = self.default_prompt
+            if prompt_name is None:
+                return list(texts)
+        if prompt_name not in self.prompts:
+            known = ", ".join(sorted(self.prompts)) or "none"
+            raise ServeError(422, f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})")  # fmt: skip
+        return [self.prompts[prompt_name] + t for t in texts]
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """422 for ``dimensions`` past the vector size, or for a model not trained with
+        Matryoshka unless the server was started with --any-dimensions."""
+        assert self.embedder is not None
+        if dimensions is None or dimensions == self.embedder.dim:
+            return
+        if dimensions > self.embedder.dim:
+            raise ServeError(422, f"dimensions {dimensions} > the model's {self.embedder.dim}")
+        if not self.matryoshka and not self.settings.any_dimensions:
+            raise ServeError(422, f"model {self.name!r} was not trained with Matryoshka (its bertkit_embedding.json "
+                             "names no sizes), so its cut vectors are not embeddings; start the server with "
+                             "--any-dimensions to cut anyway")  # fmt: skip
+
+    def fitting(self, texts: Sequence[str], truncate: bool) -> list[Any]:
+        """Each text encoded as one window of at most the model's length (cut with ``truncate``,
+        else a 413 for a longer one): the inputs of the per-token routes."""
+        emb = self.embedder
+        assert emb is not None
+        encodings = emb.encode(texts)
+        limit = emb.max_length
+        long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
+        if long is not None and not truncate:
+            raise ServeError(413, f"Input validation error: `inputs` must have at most {limit} tokens here "
+                             f"(one vector per token: no windows; send \"truncate\": true to cut). Input {long} "
+                             f"has {len(encodings[long].input_ids)}")  # fmt: skip
+        return emb.window(encodings, truncate=True).inputs
+
+    def embed_all(self, texts: Sequence[str], truncate: bool) -> list[np.ndarray]:
+        assert self.embedder is not None
+        return self.embedder.token_vectors(self.fitting(texts, truncate))
+
+    def embed_sparse(self, texts: Sequence[str], truncate: bool) -> list[list[dict[str, Any]]]:
+        assert self.masker is not None
+        found = self.masker.sparse_vectors([w.input_ids for w in self.fitting(texts, truncate)])
+        return [[{"index": int(i), "value": float(v)} for i, v in zip(idx, val, strict=True)]
+                for idx, val in found]  # fmt: skip
+
+    def decode(self, ids: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
+        tok = self.tokenizer
+        vocab = len(tok)
+        for row in ids:
+            bad = next((i for i in row if not 0 <= i < vocab), None)
+            if bad is not None:
+                raise ServeError(422, f"token id {bad} is outside the vocabulary (0..{vocab - 1})")
+        return [tok.decode(list(row), skip_special_tokens=skip_special_tokens) for row in ids]
+
     def tokenize(
         self, texts: Sequence[str], add_special_tokens: bool
     ) -> list[list[dict[str, Any]]]:
@@ -216,17 +286,23 @@ class Engine:
             out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
         return out
 
-    def rerank(
-        self, query: str, texts: Sequence[str], truncate: bool, raw_scores: bool
-    ) -> list[float]:
-        """The relevance of each text to ``query``: the one output on the pair (query, text),
-        through a sigmoid unless ``raw_scores`` (TEI's /rerank)."""
+    def rerank_features(self, query: str, texts: Sequence[str], truncate: bool) -> list[Any]:
+        """The windows of the pairs (query, text) (with ``truncate``: one each, cut; else a 413
+        for a pair over --max-input-tokens), for the worker to merge with other requests'."""
         tm = self.task_model
-        assert tm is not None
+        assert isinstance(tm, Classifier)
         if not truncate:
             self._check_lengths([tm.tokenizer.encode(query, t) for t in texts], "query + text")
-        got = tm.with_windows(truncate=truncate)([(query, t) for t in texts])
-        raw = np.asarray([float(r["score"]) for r in got], dtype=np.float64)
+        return tm.with_windows(truncate=truncate).encode_pairs([(query, t) for t in texts])  # type: ignore[attr-defined]
+
+    def rerank_scores(
+        self, rows: np.ndarray, features: Sequence[Any], texts: int, raw_scores: bool
+    ) -> list[float]:
+        """The relevance of each text: its windows' one output combined, through a sigmoid
+        unless ``raw_scores`` (TEI's /rerank)."""
+        tm = self.task_model
+        assert isinstance(tm, Classifier)
+        raw = tm.combine_rows(rows, features, texts)[:, 0].astype(np.float64)
         return (raw if raw_scores else 1.0 / (1.0 + np.exp(-raw))).tolist()
 
     def tag(self, texts: Sequence[str]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ Each app has its own registry, so several apps in one process (tests) do not col
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -50,16 +51,35 @@ class Metrics:
         self.inference.observe(seconds)
 
 
+TIMING: ContextVar[dict[str, float] | None] = ContextVar("bertkit_timing", default=None)
+"""The running request's timings (seconds by header name), filled by the routes' waits and sent
+as text-embeddings-inference's ``x-*-time`` headers (milliseconds) by :class:`Observe`."""
+
+
+def record_time(name: str, seconds: float) -> None:
+    """Add ``seconds`` to the running request's ``name`` timing (no-op outside a request)."""
+    timing = TIMING.get()
+    if timing is not None:
+        timing[name] = timing.get(name, 0.0) + seconds
+
+
 class Observe:
     """ASGI middleware: counts every request by route, its duration, and its 2xx answers.
 
     Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, whose stream wrapping took a fifth
     of the event loop's time per request at concurrency 64 (py-spy, benchmarks/serve_load.py).
     Paths that are not routes count as ``other``: a client sending random paths cannot grow the
-    metrics without bound."""
+    metrics without bound.
 
-    def __init__(self, app: Any, *, metrics: Metrics, routes: frozenset[str]) -> None:
+    Every answer carries TEI's timing headers: ``x-compute-type`` (the models' device type),
+    ``x-total-time`` (the whole request) and, where the request ran a model,
+    ``x-compute-time`` (waiting for and running it), in milliseconds."""
+
+    def __init__(
+        self, app: Any, *, metrics: Metrics, routes: frozenset[str], compute_type: str = "cpu"
+    ) -> None:
         self.app, self.metrics, self.routes = app, metrics, routes
+        self.compute_type = compute_type.encode()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -67,11 +87,17 @@ class Observe:
         route = scope["path"] if scope["path"] in self.routes else "other"
         self.metrics.requests.labels(route).inc()
         status, t0 = 500, time.perf_counter()
+        timing: dict[str, float] = {}
+        TIMING.set(timing)
 
         async def sending(message: dict) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                timing["x-total-time"] = time.perf_counter() - t0
+                extra = [(k.encode(), f"{v * 1000:.0f}".encode()) for k, v in timing.items()]
+                message = {**message, "headers": [*message.get("headers", []),
+                                                   (b"x-compute-type", self.compute_type), *extra]}  # fmt: skip
             await send(message)
 
         try:

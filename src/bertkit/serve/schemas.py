@@ -114,3 +114,20 @@ class SimilarityRequest(_Request):
     inputs: SimilarityInput
     truncate: bool = False
     parameters: SimilarityParameters | None = None
+
+
+class TokenVectorsRequest(_Request):
+    """TEI's /embed_all and /embed_sparse: one vector per token, or one sparse vector per input;
+    an input longer than the model's limit is a 413 unless ``truncate``."""
+
+    inputs: Texts
+    truncate: bool = False
+    truncation_direction: Direction = "right"
+    prompt_name: str | None = None
+
+
+class DecodeRequest(_Request):
+    """TEI's /decode: token ids (one list, or a list of lists) back to text."""
+
+    ids: list[int] | list[list[int]]
+    skip_special_tokens: bool = True

@@ -51,6 +51,9 @@ class ServeSettings:
     """Seconds a request may wait for its result; then 504."""
     threads: int | None = None
     """CPU threads for the model (None: torch's default)."""
+    any_dimensions: bool = False
+    """Accept "dimensions" for a model not trained with Matryoshka (bertkit_embedding.json names
+    no sizes): its cut vectors were never trained as embeddings, so by default that is a 422."""
     split_special_tokens: bool = True
     """Literal [CLS], [SEP], [PAD], [UNK] in request text are text (untrusted input cannot inject
     special tokens); /fill-mask still reads [MASK]."""

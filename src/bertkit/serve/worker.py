@@ -1,6 +1,7 @@
 """One worker thread per model: runs jobs in order and merges concurrent embedding requests.
 
-Requests from many connections land in one queue. An embedding job is merged with the embedding
+Requests from many connections land in one queue. An embedding job (for a reranker: a job of
+(query, text) windows, scored by the same merged path) is merged with the embedding
 jobs queued behind it while their tokens fit ``max_batch_tokens``; the merged inputs are sorted by
 length and cut into forward passes whose padded size (longest x count) fits the same budget, so
 each pass pads little and the encoder's unpadded path skips the rest. Other jobs (classification,

@@ -7,7 +7,12 @@ glue, classify   BertForSequenceClassification    the GLUE task's (mcc/accuracy/
 ner, tag         BertForTokenClassification       entity F1 (conlleval)
 squad            BertForQuestionAnswering         SQuAD F1 (v2.0: at the tuned null threshold)
 swag             BertForMultipleChoice            accuracy
+embeddings       BiEncoder (BertModel + pooling)  MRR@10 of exact search over the dev corpus
+rerank           BertForSequenceClassification    MRR@10 of each dev query's pairs
 ===============  ===============================  ======================================
+
+embeddings and rerank models are saved as sentence-transformers folders (a ``SentenceTransformer``
+and a ``CrossEncoder``), without ``bertkit_task.json``: every tool that reads those loads them.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from typing import Any
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.tasks.base import TASK_FILE, TASK_FORMAT, TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
+from bertkit.tasks.embedding import EmbeddingAdapter
 from bertkit.tasks.multiple_choice import MultipleChoiceAdapter
+from bertkit.tasks.rerank import RerankAdapter
 from bertkit.tasks.span_qa import SquadAdapter
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.squad_post import SquadPostConfig
@@ -34,6 +41,8 @@ FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
     "swag": (MultipleChoiceAdapter, "multiple choice on SWAG-format CSV"),
     "classify": (ClassificationAdapter, "text or text-pair classification (or regression) on your CSV/TSV/JSONL"),
     "tag": (TaggingAdapter, "token tagging on your CSV/TSV/JSONL (token and tag lists)"),
+    "embeddings": (EmbeddingAdapter, "a bi-encoder for retrieval, contrastive on (query, positive[, negatives]) pairs"),
+    "rerank": (RerankAdapter, "a cross-encoder reranker, binary cross-entropy on labelled (query, passage) pairs"),
 }  # fmt: skip
 
 
@@ -79,7 +88,7 @@ class TaskSettings:
     regression: bool = False
     """classify: float labels, MSE loss, Pearson/Spearman."""
     format: str | None = None
-    """classify, tag: csv, tsv or jsonl (None: from the extension)."""
+    """classify, tag, embeddings, rerank: csv, tsv or jsonl (None: from the extension)."""
     document_context: bool = False
     """ner: join the sentences of each -DOCSTART- document, window them, label and score per sentence."""
     version_2_with_negative: bool = False
@@ -90,6 +99,16 @@ class TaskSettings:
     """squad: span search settings."""
     long_inputs: WindowConfig = field(default_factory=WindowConfig)
     """glue, classify, ner, tag: windows over inputs longer than max_seq_length."""
+    pooling: str = "mean"
+    """embeddings: mean, cls or max pooling of the token vectors."""
+    normalize: bool = True
+    """embeddings: the saved model L2-normalises its vectors (a Normalize module)."""
+    scale: float = 20.0
+    """embeddings: the loss's similarity scale (1 / temperature; 20 = sentence-transformers')."""
+    symmetric: bool = False
+    """embeddings: also pick each positive's query among the batch's queries (symmetric loss)."""
+    matryoshka_dims: tuple[int, ...] = ()
+    """embeddings: also train the first d values of each vector as an embedding, for each d."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -135,6 +154,14 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         adapter = TaggingAdapter(s.family, Path(s.train).stem, msl, columns=cols,
                                  file_format=s.format, windows=s.long_inputs,
                                  document_context=s.document_context)  # fmt: skip
+        train = adapter.read(s.train, "train")
+    elif s.family == "embeddings":
+        adapter = EmbeddingAdapter("embeddings", Path(s.train).stem, msl, pooling=s.pooling,
+                                   normalize=s.normalize, scale=s.scale, symmetric=s.symmetric,
+                                   matryoshka_dims=list(s.matryoshka_dims), file_format=s.format)  # fmt: skip
+        train = adapter.read(s.train, "train")
+    elif s.family == "rerank":
+        adapter = RerankAdapter("rerank", Path(s.train).stem, msl, file_format=s.format)
         train = adapter.read(s.train, "train")
     elif s.family == "swag":
         adapter = MultipleChoiceAdapter("swag", "swag", msl)

@@ -53,7 +53,7 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
     )
 
 
-def _records(
+def records(
     path: str | Path, fmt: str, fields: Sequence[str]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line, {field: value})`` holding at least ``fields``; InputError if one is missing."""
@@ -137,7 +137,7 @@ def _classification_rows(
 ) -> Iterator[tuple[int, str, str | None, str | None]]:
     """``(line, text, text_pair, label as a string or None)`` per record."""
     fields = [f for f in (text, text_pair, label) if f is not None]
-    for lineno, rec in _records(path, detect_format(path, format), fields):
+    for lineno, rec in records(path, detect_format(path, format), fields):
         a = _text(path, lineno, rec, text)
         b = _text(path, lineno, rec, text_pair) if text_pair else None
         yield lineno, a, b, None if label is None else _label_str(rec[label])
@@ -194,7 +194,7 @@ def read_tagging(
     """
     fmt = detect_format(path, format)
     out = []
-    for lineno, rec in _records(path, fmt, [tokens, tags]):
+    for lineno, rec in records(path, fmt, [tokens, tags]):
         toks, tgs = rec[tokens], rec[tags]
         if fmt != "jsonl":
             toks, tgs = str(toks).split(), str(tgs).split()

@@ -1,0 +1,253 @@
+"""Retrieval data: BEIR folders, training pairs and triples, labelled pairs, SQuAD as retrieval.
+
+- A **BEIR folder** holds ``corpus.jsonl`` (``{"_id", "title", "text"}``; a document reads
+  ``title + " " + text``), ``queries.jsonl`` (``{"_id", "text"}``) and ``qrels/SPLIT.tsv``
+  (``query-id<TAB>corpus-id<TAB>score`` after a header line): :func:`read_beir`, :func:`write_beir`.
+- **Pairs and triples** (bi-encoder training): JSONL, CSV or TSV (with a header) holding a query
+  (``query``, ``anchor`` or ``question``), a positive (``positive``, ``pos``, ``passage``,
+  ``document``) and optionally hard negatives (``negative``, ``negative_1``, ``negative_2`` ...,
+  or in JSONL a list under ``negatives``), every record with the same number of negatives:
+  :func:`read_pairs`.
+- **Labelled pairs** (cross-encoder training): a query, a passage (``passage``, ``document``,
+  ``positive``, ``text``) and a ``label`` in [0, 1]; a triples file is read as (query,
+  positive, 1) and (query, negative, 0) for each negative: :func:`read_labelled_pairs`.
+- :func:`squad_retrieval`: SQuAD as question -> paragraph retrieval, split by article.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit.data.tasks._rows import jsonl_rows
+from bertkit.data.tasks.custom import detect_format, records
+from bertkit.data.tasks.squad import SquadExample
+from bertkit.errors import InputError, MissingFileError
+from bertkit.io import atomic_write_text
+
+QUERY_FIELDS = ("query", "anchor", "question")
+POSITIVE_FIELDS = ("positive", "pos", "passage", "document")
+PASSAGE_FIELDS = ("passage", "document", "positive", "text")
+
+
+@dataclass
+class RetrievalSet:
+    """Queries, a corpus and relevance judgements (query id -> {document id: score})."""
+
+    corpus: dict[str, str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def judged(self) -> list[str]:
+        """The ids of the queries that have a relevant document (the ones metrics count)."""
+        return [q for q in self.queries if any(v > 0 for v in self.qrels.get(q, {}).values())]
+
+
+@dataclass(frozen=True)
+class TrainingPair:
+    """A query, its positive passage and hard negatives (possibly none)."""
+
+    query: str
+    positive: str
+    negatives: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LabelledPair:
+    """A (query, passage) pair and its relevance label in [0, 1]; ``group`` ties the pairs of
+    one query together (for ranking metrics)."""
+
+    query: str
+    passage: str
+    label: float
+    group: int = 0
+
+
+def is_beir(path: str | Path) -> bool:
+    """Whether ``path`` is a BEIR folder (holds corpus.jsonl and queries.jsonl)."""
+    p = Path(path)
+    return p.is_dir() and (p / "corpus.jsonl").is_file() and (p / "queries.jsonl").is_file()
+
+
+def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
+    """Read a BEIR folder's corpus, queries and ``qrels/SPLIT.tsv`` (InputError with file and
+    line for a malformed record or a judgement naming an unknown query or document)."""
+    root = Path(folder)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        if not (root / name).is_file():
+            raise MissingFileError(root, None, f"no {name} (expected a BEIR folder)")
+    corpus = {}
+    for line, rec in jsonl_rows(root / "corpus.jsonl"):
+        doc_id = _field(root / "corpus.jsonl", line, rec, "_id")
+        corpus[doc_id] = (
+            f"{rec.get('title') or ''} {_field(root / 'corpus.jsonl', line, rec, 'text')}".strip()
+        )
+    queries = {
+        _field(root / "queries.jsonl", line, rec, "_id"): _field(root / "queries.jsonl", line, rec, "text")
+        for line, rec in jsonl_rows(root / "queries.jsonl")
+    }  # fmt: skip
+    qrels_file = root / "qrels" / f"{split}.tsv"
+    if not qrels_file.is_file():
+        found = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
+        raise MissingFileError(root, None, f"no qrels/{split}.tsv (splits here: {found or 'none'})")
+    qrels: dict[str, dict[str, int]] = {}
+    text = qrels_file.read_text(encoding="utf-8")
+    for n, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t"), start=1):
+        if not row or (n == 1 and row[0] == "query-id"):
+            continue
+        if len(row) != 3:
+            raise InputError(qrels_file, n, f"expected query-id, corpus-id, score; got {row}")
+        q, d, score = row
+        try:
+            value = int(float(score))
+        except ValueError:
+            raise InputError(qrels_file, n, f"score {score!r} is not a number") from None
+        if q not in queries:
+            raise InputError(qrels_file, n, f"query {q!r} is not in queries.jsonl")
+        if d not in corpus:
+            raise InputError(qrels_file, n, f"document {d!r} is not in corpus.jsonl")
+        qrels.setdefault(q, {})[d] = value
+    return RetrievalSet(corpus, queries, qrels)
+
+
+def write_beir(folder: str | Path, data: RetrievalSet, split: str = "test") -> None:
+    """Write ``data`` as a BEIR folder (each file atomically; queries without judgements too)."""
+    root = Path(folder)
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+
+    def lines(rows: Any) -> str:
+        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+    atomic_write_text(root / "corpus.jsonl",
+                      lines({"_id": d, "title": "", "text": t} for d, t in data.corpus.items()))  # fmt: skip
+    atomic_write_text(root / "queries.jsonl",
+                      lines({"_id": q, "text": t} for q, t in data.queries.items()))  # fmt: skip
+    rows = ["query-id\tcorpus-id\tscore\n"]
+    rows += [f"{q}\t{d}\t{s}\n" for q, docs in data.qrels.items() for d, s in docs.items()]
+    atomic_write_text(root / "qrels" / f"{split}.tsv", "".join(rows))
+
+
+def read_pairs(path: str | Path, format: str | None = None) -> list[TrainingPair]:
+    """Training pairs or triples (see the module docstring)."""
+    out: list[TrainingPair] = []
+    for line, rec in records(path, detect_format(path, format), ()):
+        query = _pick(path, line, rec, QUERY_FIELDS)
+        positive = _pick(path, line, rec, POSITIVE_FIELDS)
+        negatives = _negatives(path, line, rec)
+        if out and len(negatives) != len(out[0].negatives):
+            raise InputError(path, line, f"{len(negatives)} negatives; the first record has "
+                             f"{len(out[0].negatives)} (every record needs the same number)")  # fmt: skip
+        out.append(TrainingPair(query, positive, negatives))
+    if not out:
+        raise InputError(path, None, "no records")
+    return out
+
+
+def read_labelled_pairs(path: str | Path, format: str | None = None) -> list[LabelledPair]:
+    """Labelled (query, passage) pairs, or a triples file expanded (module docstring). Pairs of
+    the same query text share a ``group``."""
+    groups: dict[str, int] = {}
+    out: list[LabelledPair] = []
+    for line, rec in records(path, detect_format(path, format), ()):
+        query = _pick(path, line, rec, QUERY_FIELDS)
+        group = groups.setdefault(query, len(groups))
+        if "label" not in rec and "score" not in rec:  # a triples file
+            out.append(LabelledPair(query, _pick(path, line, rec, POSITIVE_FIELDS), 1.0, group))
+            out += [LabelledPair(query, n, 0.0, group) for n in _negatives(path, line, rec)]
+            continue
+        raw = rec.get("label", rec.get("score"))
+        try:
+            label = float(raw)
+        except (TypeError, ValueError):
+            raise InputError(path, line, f"label {raw!r} is not a number in [0, 1]") from None
+        if not 0.0 <= label <= 1.0:
+            raise InputError(path, line, f"label {label} is outside [0, 1]")
+        out.append(LabelledPair(query, _pick(path, line, rec, PASSAGE_FIELDS), label, group))
+    if not out:
+        raise InputError(path, None, "no records")
+    return out
+
+
+def pairs_as_retrieval(pairs: Sequence[TrainingPair]) -> RetrievalSet:
+    """A retrieval set from pairs: the corpus is every distinct positive and negative, each
+    query (by distinct text) is judged relevant to its positives."""
+    docs: dict[str, str] = {}  # text -> id
+    asked: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for p in pairs:
+        for text in (p.positive, *p.negatives):
+            docs.setdefault(text, f"d{len(docs)}")
+        q = asked.setdefault(p.query, f"q{len(asked)}")
+        qrels.setdefault(q, {})[docs[p.positive]] = 1
+    return RetrievalSet({i: t for t, i in docs.items()}, {i: t for t, i in asked.items()}, qrels)
+
+
+def squad_retrieval(
+    examples: Sequence[SquadExample], train_articles: int
+) -> tuple[RetrievalSet, RetrievalSet]:
+    """SQuAD as question -> paragraph retrieval: (the first ``train_articles`` articles, the
+    rest), in file order. Each set's corpus is its own articles' paragraphs (ids ``p0``,
+    ``p1`` ... over the whole file), each question is relevant to its own paragraph."""
+    titles: list[str] = []
+    for e in examples:
+        if not titles or titles[-1] != e.title:
+            titles.append(e.title)
+    if not 0 < train_articles < len(titles):
+        raise InputError("squad", None, f"train_articles must be in 1..{len(titles) - 1}, got {train_articles}")  # fmt: skip
+    first = set(titles[:train_articles])
+    sets = (RetrievalSet({}, {}, {}), RetrievalSet({}, {}, {}))
+    paragraph: dict[tuple[str, str], str] = {}
+    for e in examples:
+        s = sets[0] if e.title in first else sets[1]
+        key = (e.title, e.context)
+        if key not in paragraph:
+            paragraph[key] = f"p{len(paragraph)}"
+            s.corpus[paragraph[key]] = e.context
+        s.queries[e.qas_id] = e.question
+        s.qrels[e.qas_id] = {paragraph[key]: 1}
+    return sets
+
+
+def retrieval_pairs(data: RetrievalSet) -> list[TrainingPair]:
+    """One (query, relevant document) pair per judgement, in query order."""
+    return [
+        TrainingPair(data.queries[q], data.corpus[d])
+        for q in data.queries
+        for d, v in data.qrels.get(q, {}).items()
+        if v > 0
+    ]
+
+
+def _field(path: Path, line: int, rec: dict[str, Any], name: str) -> str:
+    value = rec.get(name)
+    if value is None:
+        raise InputError(path, line, f"no {name!r} field")
+    return str(value)
+
+
+def _pick(path: str | Path, line: int, rec: dict[str, Any], names: Sequence[str]) -> str:
+    for name in names:
+        value = rec.get(name)
+        if value is not None and str(value).strip():
+            return str(value)
+    raise InputError(path, line, f"expected a non-empty field named one of {', '.join(names)}; "
+                     f"found {', '.join(rec) or 'none'}")  # fmt: skip
+
+
+def _negatives(path: str | Path, line: int, rec: dict[str, Any]) -> tuple[str, ...]:
+    listed = rec.get("negatives")
+    if isinstance(listed, list):
+        values = listed
+    else:
+        names = ["negative", *sorted((k for k in rec if k.startswith("negative_")),
+                                     key=lambda k: (len(k), k))]  # fmt: skip
+        values = [rec[k] for k in names if k in rec]
+    out = tuple(str(v) for v in values if v is not None and str(v).strip())
+    if len(out) != len(values):
+        raise InputError(path, line, "an empty negative")
+    return out

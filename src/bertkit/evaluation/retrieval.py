@@ -1,0 +1,107 @@
+"""Retrieval metrics over ranked lists, and exact nearest-neighbour search.
+
+The definitions are sentence-transformers' ``InformationRetrievalEvaluator``'s, so a model
+scores the same digits here and there:
+
+- a query counts only if it has at least one relevant document (qrels score > 0);
+- relevance is binary (a graded qrels score > 0 counts as 1), as there;
+- ``MRR@k``: 1 / rank of the first relevant document within the top k, else 0;
+- ``NDCG@k``: sum over the top k of rel_i / log2(i + 2), divided by the same sum for an ideal
+  list of min(k, |relevant|) relevant documents;
+- ``Recall@k``: relevant documents in the top k / |relevant|; ``Accuracy@k``: 1 if any;
+- every metric is the mean over the counted queries.
+
+Ties in :func:`exact_search` are broken by document position (the lower first); of documents
+tied exactly at the k-th score, which ones make the cut is deterministic but not by position.
+
+Worked example: qrels ``{"q": {"d2": 1, "d9": 1}}``, ranking ``["d1", "d2", "d3"]``:
+MRR@10 = 1/2, Recall@1 = 0, Recall@10 = 1/2, NDCG@10 = (1/log2 3) / (1 + 1/log2 3) = 0.3869.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+DEFAULT_KS = (1, 10, 100)
+"""Cut-offs reported by default (MRR and NDCG at 10; Recall and Accuracy at each)."""
+
+
+def exact_search(
+    queries: np.ndarray, documents: np.ndarray, k: int, *, chunk: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` documents of each query by dot product (cosine for unit vectors).
+
+    queries (Q, H), documents (D, H) -> (indices (Q, k'), scores (Q, k')), k' = min(k, D), each
+    row best first, ties by the lower document index. Queries are scored ``chunk`` at a time,
+    so memory holds a (chunk, D) score block.
+    """
+    if queries.ndim != 2 or documents.ndim != 2 or queries.shape[1] != documents.shape[1]:
+        raise ValueError(f"shapes {queries.shape} and {documents.shape} do not match")
+    k = min(k, documents.shape[0])
+    ids = np.zeros((queries.shape[0], k), dtype=np.int64)
+    scores = np.zeros((queries.shape[0], k), dtype=np.float32)
+    d = documents.astype(np.float32, copy=False)
+    for start in range(0, queries.shape[0], chunk):
+        s = queries[start : start + chunk].astype(np.float32, copy=False) @ d.T  # (C, D)
+        for r, row in enumerate(s):
+            top = np.argpartition(-row, k - 1)[:k] if k < row.shape[0] else np.arange(k)
+            top = top[np.lexsort((top, -row[top]))]  # best first, ties by the lower index
+            ids[start + r], scores[start + r] = top, row[top]
+    return ids, scores
+
+
+def _dcg(relevances: Sequence[int], k: int) -> float:
+    return sum(rel / math.log2(i + 2) for i, rel in enumerate(relevances[:k]))
+
+
+def retrieval_metrics(
+    rankings: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    ks: Sequence[int] = DEFAULT_KS,
+    *,
+    mrr_k: int = 10,
+    ndcg_k: int = 10,
+) -> dict[str, float]:
+    """Mean metrics of ``rankings`` (query id -> document ids, best first) against ``qrels``
+    (query id -> {document id: relevance}); see the module docstring.
+
+    Returns ``{"MRR@10", "NDCG@10", "Recall@k", "Accuracy@k" for k in ks, "queries"}``. A query
+    with relevant documents but no ranking counts as a miss. Raises ValueError when no query has
+    a relevant document.
+    """
+    counted = [q for q, rel in qrels.items() if any(v > 0 for v in rel.values())]
+    if not counted:
+        raise ValueError("no query has a relevant document")
+    sums: dict[str, float] = {f"MRR@{mrr_k}": 0.0, f"NDCG@{ndcg_k}": 0.0}
+    for k in ks:
+        sums[f"Recall@{k}"] = sums[f"Accuracy@{k}"] = 0.0
+    for q in counted:
+        relevant = {d for d, v in qrels[q].items() if v > 0}
+        hits = [1 if d in relevant else 0 for d in rankings.get(q, ())]
+        first = next((i for i, h in enumerate(hits[:mrr_k]) if h), None)
+        sums[f"MRR@{mrr_k}"] += 0.0 if first is None else 1.0 / (first + 1)
+        sums[f"NDCG@{ndcg_k}"] += _dcg(hits, ndcg_k) / _dcg([1] * len(relevant), ndcg_k)
+        for k in ks:
+            found = sum(hits[:k])
+            sums[f"Recall@{k}"] += found / len(relevant)
+            sums[f"Accuracy@{k}"] += 1.0 if found else 0.0
+    out = {name: total / len(counted) for name, total in sums.items()}
+    out["queries"] = len(counted)
+    return out
+
+
+def rank_by_scores(
+    doc_ids: Sequence[str], indices: np.ndarray, query_ids: Sequence[str]
+) -> dict[str, list[str]]:
+    """Rankings (query id -> document ids) from :func:`exact_search`'s indices."""
+    return {
+        q: [doc_ids[j] for j in row] for q, row in zip(query_ids, indices.tolist(), strict=True)
+    }
+
+
+def rerank_order(scores: Sequence[float]) -> list[int]:
+    """Positions of ``scores`` best first, ties by the earlier position (the first-stage order)."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))

@@ -1,0 +1,95 @@
+"""Retrieval with a bi-encoder, optionally reranked by a cross-encoder, scored on judgements.
+
+``search``: embed the corpus and the judged queries, exact search by cosine similarity (the
+vectors are normalised here whatever the model's own setting), best ``k`` per query.
+``rerank``: score each query's top ``top_k`` hits with a cross-encoder (one output per
+(query, passage) pair, cut longest-first to its limit) and reorder them; hits below ``top_k``
+keep their order after. ``evaluate_retrieval`` runs both and returns the metrics of
+:func:`bertkit.evaluation.retrieval.retrieval_metrics` for each stage.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bertkit.data.tasks.retrieval import RetrievalSet
+from bertkit.evaluation.retrieval import (
+    DEFAULT_KS,
+    exact_search,
+    rank_by_scores,
+    rerank_order,
+    retrieval_metrics,
+)
+from bertkit.inference.embedder import Embedder
+from bertkit.inference.task_model import Classifier
+
+
+@dataclass
+class Ranked:
+    """Rankings (query id -> document ids, best first) and the seconds each part took."""
+
+    rankings: dict[str, list[str]]
+    seconds: dict[str, float]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
+    """The top ``k`` documents of each judged query by cosine similarity."""
+    doc_ids, query_ids = list(data.corpus), data.judged()
+    t0 = time.perf_counter()
+    docs = _unit(embedder([data.corpus[d] for d in doc_ids]))
+    t1 = time.perf_counter()
+    queries = _unit(embedder([data.queries[q] for q in query_ids]))
+    t2 = time.perf_counter()
+    found, _ = exact_search(queries, docs, k)
+    t3 = time.perf_counter()
+    return Ranked(rank_by_scores(doc_ids, found, query_ids),
+                  {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2})  # fmt: skip
+
+
+def rerank(reranker: Classifier, data: RetrievalSet, first: Ranked, top_k: int) -> Ranked:
+    """``first``'s rankings with each query's top ``top_k`` reordered by ``reranker``'s score
+    (ties keep the first-stage order)."""
+    queries = list(first.rankings)
+    pairs = [(data.queries[q], data.corpus[d]) for q in queries for d in first.rankings[q][:top_k]]
+    t0 = time.perf_counter()
+    scores = (
+        [float(p["score"]) for p in reranker.with_windows(truncate=True)(pairs)] if pairs else []
+    )
+    out, at = {}, 0
+    for q in queries:
+        head = first.rankings[q][:top_k]
+        order = rerank_order(scores[at : at + len(head)])
+        out[q] = [head[i] for i in order] + first.rankings[q][top_k:]
+        at += len(head)
+    return Ranked(out, {**first.seconds, "rerank": time.perf_counter() - t0, "pairs": len(pairs)})
+
+
+def evaluate_retrieval(
+    embedder: Embedder,
+    data: RetrievalSet,
+    *,
+    reranker: Classifier | None = None,
+    top_k: int = 50,
+    k: int = max(DEFAULT_KS),
+) -> dict[str, Any]:
+    """``{"retrieval": metrics, "seconds": ...}``, plus ``"reranked"`` (metrics after reranking
+    the top ``top_k``) with a reranker."""
+    first = search(embedder, data, k)
+    out: dict[str, Any] = {
+        "corpus": len(data.corpus),
+        "retrieval": retrieval_metrics(first.rankings, data.qrels),
+        "seconds": first.seconds,
+    }
+    if reranker is not None:
+        second = rerank(reranker, data, first, top_k)
+        out["reranked"] = {"top_k": top_k, **retrieval_metrics(second.rankings, data.qrels)}
+        out["seconds"] = second.seconds
+    return out

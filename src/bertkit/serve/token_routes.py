@@ -1,0 +1,47 @@
+"""The per-token routes of text-embeddings-inference: ``/embed_all`` (a vector per token),
+``/embed_sparse`` (SPLADE vectors from a masked-LM head) and ``/decode`` (ids back to text).
+
+Each input is read as one window of at most the model's length (no windows: a token's vector is
+the one its window gives); longer is a 413 unless ``truncate``. The answers are lists per input,
+for one input too, as there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Response
+
+from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest
+
+
+def add_token_routes(app: FastAPI, server: Any, to_json: Callable[[Any], Response],
+                     cut_end_only: Callable[..., None]) -> None:  # fmt: skip
+    """Register the routes on ``app`` (``server``: the app's :class:`~bertkit.serve.app.Server`)."""
+
+    async def prepared(req: TokenVectorsRequest, capability: str) -> tuple[Any, list[str]]:
+        cut_end_only(req.truncation_direction)
+        engine = server.engine(capability, req.model)
+        texts = [req.inputs] if isinstance(req.inputs, str) else list(req.inputs)
+        server.check_count(len(texts))
+        return engine, engine.prompted(texts, req.prompt_name)
+
+    @app.post("/embed_all", summary="a vector per token, [CLS] and [SEP] included (TEI)")
+    async def embed_all(req: TokenVectorsRequest) -> Response:
+        engine, texts = await prepared(req, "embed_all")
+        return to_json(await server.run(engine, lambda: engine.embed_all(texts, req.truncate)))
+
+    @app.post(
+        "/embed_sparse", summary="SPLADE vectors from the masked-LM head: [{index, value}] (TEI)"
+    )
+    async def embed_sparse(req: TokenVectorsRequest) -> Response:
+        engine, texts = await prepared(req, "embed_sparse")
+        return to_json(await server.run(engine, lambda: engine.embed_sparse(texts, req.truncate)))
+
+    @app.post("/decode", summary="token ids back to text (TEI)")
+    async def decode(req: DecodeRequest) -> Response:
+        engine = server.engine("decode", req.model)
+        ids = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids
+        server.check_count(len(ids))
+        return to_json(engine.decode(ids, req.skip_special_tokens))  # type: ignore[arg-type]

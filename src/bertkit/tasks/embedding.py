@@ -1,0 +1,156 @@
+"""Sentence embeddings for retrieval (family ``embeddings``): a bi-encoder trained contrastively.
+
+Training examples are (query, positive, hard negatives...) from a pairs/triples file or a BEIR
+folder's ``train`` judgements (:mod:`bertkit.data.tasks.retrieval`); each text is cut to
+``max_seq_length`` tokens as sentence-transformers cuts it. The model is
+:class:`bertkit.model.contrastive.BiEncoder` (the loss lives there); the selected model is saved
+as a sentence-transformers folder (pooling, ``Normalize``), which ``bertkit embed``/``serve``,
+sentence-transformers and text-embeddings-inference read.
+
+Dev: a BEIR folder (its ``dev`` judgements, else ``test``) or a pairs file (corpus: every
+distinct passage). Queries and documents are embedded, normalised and searched exactly; the
+metrics are :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 selects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.data.tasks.retrieval import (
+    RetrievalSet,
+    TrainingPair,
+    is_beir,
+    pairs_as_retrieval,
+    read_beir,
+    read_pairs,
+    retrieval_pairs,
+)
+from bertkit.errors import ConfigError
+from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics
+from bertkit.tasks.base import Scored, TaskAdapter
+from bertkit.tasks.features import EncodedInput, pad_batch
+from bertkit.tokenizer.protocol import Tokenizer
+
+POOLINGS = ("mean", "cls", "max")
+
+
+@dataclass(frozen=True)
+class RetrievalText:
+    """A dev text: a query (``relevant`` holds its judgements) or a document (``relevant`` None)."""
+
+    id: str
+    text: str
+    relevant: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class GroupFeature:
+    """One training example's rows: query, positive, then the hard negatives."""
+
+    rows: tuple[EncodedInput, ...]
+    example_index: int
+    truncated: bool
+
+
+def dev_texts(data: RetrievalSet) -> list[RetrievalText]:
+    """The judged queries, then every document."""
+    return [RetrievalText(q, data.queries[q], data.qrels[q]) for q in data.judged()] + [
+        RetrievalText(d, t) for d, t in data.corpus.items()
+    ]
+
+
+@dataclass
+class EmbeddingAdapter(TaskAdapter):
+    """Contrastive bi-encoder training (see the module docstring)."""
+
+    pooling: str = "mean"
+    normalize: bool = True
+    scale: float = 20.0
+    symmetric: bool = False
+    matryoshka_dims: list[int] = field(default_factory=list)
+    file_format: str | None = None
+
+    head_class = "BiEncoder"
+    main_metric = "MRR@10"
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if not self.scale > 0:
+            raise ConfigError(f"scale must be positive, got {self.scale}")
+        if any(d < 1 for d in self.matryoshka_dims):
+            raise ConfigError(f"Matryoshka dimensions must be positive, got {self.matryoshka_dims}")
+        self.matryoshka_dims = sorted(set(self.matryoshka_dims), reverse=True)
+
+    def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        if split == "train":
+            if is_beir(path):
+                return retrieval_pairs(read_beir(path, "train"))
+            return read_pairs(path, self.file_format)
+        if is_beir(path):
+            has_dev = (Path(path) / "qrels" / "dev.tsv").is_file()
+            return dev_texts(read_beir(path, "dev" if has_dev else "test"))
+        return dev_texts(pairs_as_retrieval(read_pairs(path, self.file_format)))
+
+    def _encode(self, tokenizer: Tokenizer, text: str, index: int) -> EncodedInput:
+        enc = tokenizer.encode(text, max_length=self.max_seq_length, truncation="longest_first")
+        cut = (
+            len(enc.input_ids) >= self.max_seq_length
+            and len(tokenizer.encode(text, max_length=None).input_ids) > self.max_seq_length
+        )
+        return EncodedInput(list(enc.input_ids), list(enc.token_type_ids),
+                            list(enc.attention_mask), None, index, cut)  # fmt: skip
+
+    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
+        if not training:
+            return [self._encode(tokenizer, e.text, i) for i, e in enumerate(examples)]
+        out = []
+        for i, e in enumerate(examples):
+            assert isinstance(e, TrainingPair)
+            rows = tuple(self._encode(tokenizer, t, i) for t in (e.query, e.positive, *e.negatives))
+            out.append(GroupFeature(rows, i, any(r.truncated for r in rows)))
+        return out
+
+    def length(self, feature: Any) -> int:
+        if isinstance(feature, GroupFeature):
+            return max(len(r.input_ids) for r in feature.rows)
+        return len(feature.input_ids)
+
+    def collate(
+        self, features: Sequence[Any], pad_id: int, training: bool
+    ) -> dict[str, np.ndarray]:
+        if not training:
+            return pad_batch(features, pad_id)
+        # column by column: the B queries, their B positives, then each column of negatives
+        rows = [f.rows[c] for c in range(len(features[0].rows)) for f in features]
+        batch = pad_batch(rows, pad_id)
+        batch["labels"] = np.arange(len(features), dtype=np.int64)
+        return batch
+
+    def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
+        return list(out.embeddings.float().cpu().numpy())
+
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        vectors = np.stack(rows).astype(np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        queries = [i for i, e in enumerate(examples) if e.relevant is not None]
+        docs = [i for i, e in enumerate(examples) if e.relevant is None]
+        found, scores = exact_search(vectors[queries], vectors[docs], 100)
+        doc_ids = [examples[i].id for i in docs]
+        query_ids = [examples[i].id for i in queries]
+        rankings = rank_by_scores(doc_ids, found, query_ids)
+        qrels = {examples[i].id: examples[i].relevant for i in queries}
+        metrics = retrieval_metrics(rankings, qrels)  # type: ignore[arg-type]
+        preds = [
+            {"query": q, "hits": [{"id": d, "score": round(float(s), 6)}
+                                  for d, s in zip(rankings[q][:10], row[:10], strict=True)]}
+            for q, row in zip(query_ids, scores.tolist(), strict=True)
+        ]  # fmt: skip
+        return Scored(metrics, float(metrics[self.main_metric]), preds)

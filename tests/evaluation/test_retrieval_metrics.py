@@ -1,0 +1,92 @@
+"""Retrieval metrics: the worked example, and the same numbers as sentence-transformers'
+InformationRetrievalEvaluator computes from the same ranked lists."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bertkit.evaluation.retrieval import (
+    exact_search,
+    rank_by_scores,
+    rerank_order,
+    retrieval_metrics,
+)
+
+
+def test_worked_example_of_the_docstring():
+    m = retrieval_metrics({"q": ["d1", "d2", "d3"]}, {"q": {"d2": 1, "d9": 1}})
+    assert m["MRR@10"] == 0.5
+    assert m["Recall@1"] == 0.0 and m["Recall@10"] == 0.5 and m["Accuracy@10"] == 1.0
+    ideal = 1 + 1 / math.log2(3)
+    assert m["NDCG@10"] == pytest.approx((1 / math.log2(3)) / ideal)
+    assert round(m["NDCG@10"], 4) == 0.3869
+    assert m["queries"] == 1
+
+
+def test_unjudged_queries_do_not_count_and_missing_rankings_are_misses():
+    qrels = {"a": {"x": 1}, "b": {"y": 0}, "c": {"z": 2}}
+    m = retrieval_metrics({"a": ["x"]}, qrels)  # c has no ranking, b no relevant document
+    assert m["queries"] == 2 and m["MRR@10"] == 0.5 and m["Recall@1"] == 0.5
+    with pytest.raises(ValueError, match="no query"):
+        retrieval_metrics({"b": ["y"]}, {"b": {"y": 0}})
+
+
+def test_mrr_stops_at_its_cut_off():
+    ranking = [f"d{i}" for i in range(20)]
+    m = retrieval_metrics({"q": ranking}, {"q": {"d10": 1}})
+    assert m["MRR@10"] == 0.0 and m["Recall@100"] == 1.0 and m["Recall@10"] == 0.0
+
+
+def test_same_numbers_as_sentence_transformers_evaluator():
+    st = pytest.importorskip("sentence_transformers.evaluation")
+    rng = np.random.default_rng(0)
+    docs = [f"d{i}" for i in range(60)]
+    qrels, rankings, results = {}, {}, []
+    for q in range(40):
+        rel = set(rng.choice(docs, size=int(rng.integers(1, 4)), replace=False).tolist())
+        order = rng.permutation(len(docs)).tolist()
+        qrels[f"q{q}"] = dict.fromkeys(rel, 1)
+        rankings[f"q{q}"] = [docs[j] for j in order]
+        results.append(
+            [{"corpus_id": docs[j], "score": float(len(docs) - r)} for r, j in enumerate(order)]
+        )
+    ev = st.InformationRetrievalEvaluator(
+        {f"q{q}": "x" for q in range(40)}, dict.fromkeys(docs, "x"),
+        {q: set(r) for q, r in qrels.items()}, mrr_at_k=[10], ndcg_at_k=[10],
+        accuracy_at_k=[1, 10, 50], precision_recall_at_k=[1, 10, 50], map_at_k=[10],
+    )  # fmt: skip
+    ref = ev.compute_metrics(results)
+    ours = retrieval_metrics(rankings, qrels, (1, 10, 50))
+    assert ours["MRR@10"] == pytest.approx(ref["mrr@k"][10], abs=1e-12)
+    assert ours["NDCG@10"] == pytest.approx(ref["ndcg@k"][10], abs=1e-12)
+    for k in (1, 10, 50):
+        assert ours[f"Recall@{k}"] == pytest.approx(ref["recall@k"][k], abs=1e-12)
+        assert ours[f"Accuracy@{k}"] == pytest.approx(ref["accuracy@k"][k], abs=1e-12)
+
+
+def test_exact_search_orders_best_first_and_breaks_ties_by_position():
+    docs = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
+    queries = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    ids, scores = exact_search(queries, docs, 3, chunk=1)
+    assert ids.tolist() == [[0, 2, 3], [1, 3, 0]]
+    assert scores[0].tolist() == pytest.approx([1.0, 1.0, 0.6])
+    assert exact_search(queries, docs, 10)[0].shape == (2, 4)  # k capped at the corpus
+    assert rank_by_scores(["a", "b", "c", "d"], ids, ["x", "y"]) == {
+        "x": ["a", "c", "d"], "y": ["b", "d", "a"]}  # fmt: skip
+
+
+def test_exact_search_matches_a_full_sort():
+    rng = np.random.default_rng(1)
+    q, d = rng.normal(size=(7, 16)), rng.normal(size=(300, 16))
+    ids, _ = exact_search(q, d, 25, chunk=3)
+    full = np.argsort(-(q.astype(np.float32) @ d.astype(np.float32).T), axis=1, kind="stable")[
+        :, :25
+    ]
+    assert ids.tolist() == full.tolist()
+
+
+def test_rerank_order_keeps_first_stage_order_on_ties():
+    assert rerank_order([0.1, 0.9, 0.9, 0.5]) == [1, 2, 3, 0]
