@@ -94,7 +94,8 @@ def test_dimensions_keep_the_first_values_then_normalise(pair_url: str) -> None:
     # a model not trained with Matryoshka refuses, the OpenAI route too (and the full size is fine)
     for route, body in (("/embed", {"inputs": "x"}), ("/v1/embeddings", {"input": "x"})):
         r = _post(pair_url, route, {**body, "dimensions": 128, "model": "minilm"})
-        assert r.status_code == 422 and "not trained with Matryoshka" in r.json()["error"], r.text
+        err = r.json()["error"]
+        assert r.status_code == 422 and "not trained with Matryoshka" in (err["message"] if isinstance(err, dict) else err), r.text
     assert (
         _post(pair_url, "/embed", {"inputs": "x", "dimensions": 384, "model": "minilm"}).status_code
         == 200
@@ -121,6 +122,27 @@ def test_prompts_from_the_folder_as_sentence_transformers_applies_them(
     sim = {"inputs": {"source_sentence": LINES[0], "sentences": LINES[:2]}, "model": "mrl",
            "parameters": {"prompt_name": "passage"}}  # fmt: skip
     assert _post(pair_url, "/similarity", sim).status_code == 200
+
+
+def test_openai_client_embeddings_and_dimensions(pair_url: str) -> None:
+    """The openai package's client (it asks for base64 and decodes it) against the pair server."""
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{pair_url}/v1", api_key="unused", max_retries=0)
+    got = client.embeddings.create(model="mrl", input=LINES[:2], dimensions=128)
+    vectors = np.asarray([d.embedding for d in got.data])
+    want = np.asarray(
+        _post(pair_url, "/embed", {"inputs": LINES[:2], "dimensions": 128, "model": "mrl"}).json()
+    )
+    assert vectors.shape == (2, 128) and got.model == "mrl" and got.usage.prompt_tokens > 0
+    np.testing.assert_allclose(vectors, want, atol=1e-6)
+    full = client.embeddings.create(model="minilm", input=LINES[0], encoding_format="float")
+    np.testing.assert_allclose(
+        full.data[0].embedding,
+        _post(pair_url, "/embed", {"inputs": LINES[0], "model": "minilm"}).json()[0],
+        atol=1e-6,
+    )
+    with pytest.raises(openai.UnprocessableEntityError, match="not trained with Matryoshka"):
+        client.embeddings.create(model="minilm", input="x", dimensions=128)
 
 
 @pytest.mark.parametrize(

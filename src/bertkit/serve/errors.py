@@ -1,5 +1,7 @@
 """Every error the server sends is JSON with a reason, in text-embeddings-inference's shape:
-``{"error": "...", "error_type": "..."}``. Bad input is a 4xx, never a 500, never a traceback."""
+``{"error": "...", "error_type": "..."}`` (under ``/v1/``, OpenAI's: ``{"error": {"message",
+"type", "param", "code"}}``, which the openai client reads into its exception's message). Bad
+input is a 4xx, never a 500, never a traceback."""
 
 from __future__ import annotations
 
@@ -29,9 +31,16 @@ class ServeError(Exception):
 
 
 def error_response(status: int, message: str, error_type: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
-    body = {"error": message, "error_type": error_type or _TYPES.get(status, "backend")}
+                   headers: dict[str, str] | None = None, *, openai: bool = False) -> JSONResponse:  # fmt: skip
+    kind = error_type or _TYPES.get(status, "backend")
+    body: dict = {"error": message, "error_type": kind}
+    if openai:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _openai(req: Request) -> bool:
+    return req.url.path.startswith("/v1/")
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -48,14 +57,16 @@ def install(app: FastAPI, on_error=None) -> None:
     count = on_error or (lambda _t: None)
 
     @app.exception_handler(ServeError)
-    async def _serve_error(_req: Request, exc: ServeError) -> JSONResponse:
+    async def _serve_error(req: Request, exc: ServeError) -> JSONResponse:
         count(exc.error_type)
-        return error_response(exc.status, exc.message, exc.error_type, exc.headers)
+        return error_response(
+            exc.status, exc.message, exc.error_type, exc.headers, openai=_openai(req)
+        )
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(req: Request, exc: RequestValidationError) -> JSONResponse:
         count("validation")
-        return error_response(422, _validation_message(exc), "validation")
+        return error_response(422, _validation_message(exc), "validation", openai=_openai(req))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -63,7 +74,9 @@ def install(app: FastAPI, on_error=None) -> None:
         return error_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
-    async def _unexpected(_req: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(req: Request, exc: Exception) -> JSONResponse:
         count("backend")
         log.error("internal error: %s: %s", type(exc).__name__, exc)
-        return error_response(500, f"internal error ({type(exc).__name__})", "backend")
+        return error_response(
+            500, f"internal error ({type(exc).__name__})", "backend", openai=_openai(req)
+        )
