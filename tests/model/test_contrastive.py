@@ -49,7 +49,9 @@ def test_bi_encoder_loss_matryoshka_and_gradients():
     out = plain(ids, mask, labels=torch.arange(3))
     v = out.embeddings
     assert v.shape == (9, 32)
-    assert float(out.loss.detach()) == pytest.approx(float(ranking_loss(v[:3], v[3:]).detach()), rel=1e-6)
+    assert float(out.loss.detach()) == pytest.approx(
+        float(ranking_loss(v[:3], v[3:]).detach()), rel=1e-6
+    )
     nested = BiEncoder(_tiny(), matryoshka_dims=(32, 8)).eval()
     got = nested(ids, mask, labels=torch.arange(3)).loss
     assert float(got.detach()) == pytest.approx(

@@ -95,7 +95,9 @@ def test_dimensions_keep_the_first_values_then_normalise(pair_url: str) -> None:
     for route, body in (("/embed", {"inputs": "x"}), ("/v1/embeddings", {"input": "x"})):
         r = _post(pair_url, route, {**body, "dimensions": 128, "model": "minilm"})
         err = r.json()["error"]
-        assert r.status_code == 422 and "not trained with Matryoshka" in (err["message"] if isinstance(err, dict) else err), r.text
+        assert r.status_code == 422 and "not trained with Matryoshka" in (
+            err["message"] if isinstance(err, dict) else err
+        ), r.text
     assert (
         _post(pair_url, "/embed", {"inputs": "x", "dimensions": 384, "model": "minilm"}).status_code
         == 200
