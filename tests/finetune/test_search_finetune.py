@@ -148,3 +148,33 @@ def test_evaluate_reranks_the_head_of_each_ranking(tiny_model: Path, tmp_path: P
         assert sorted(ranking[:5]) == sorted(head) and ranking[5:] == first.rankings[q][5:]
         scores = [scorer([(data.queries[q], data.corpus[d])])[0]["score"] for d in ranking[:5]]
         assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.slow
+def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
+    """2 gloo processes: each scores its share of the batch (in-batch negatives per rank), every
+    pair is used once per epoch, rank 0 alone saves, and the model learns."""
+    import os
+    import subprocess
+    import sys
+
+    train, beir, _ = _data(tmp_path)
+    before = _evaluate(tiny_model, beir, tmp_path / "before.json")["retrieval"]["MRR@10"]
+    out = tmp_path / "two"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "bertkit", "finetune", "embeddings", "--model", str(tiny_model), "--train", str(train),
+         "--dev", str(beir), "--output", str(out), "--device", "cpu", *RUN],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "2 process(es) on cpu" in run.stderr and run.stderr.count("wrote the selected") == 1
+    metrics = json.loads((out / "metrics.json").read_text())
+    for epoch in metrics["runs"][0]["epochs"]:
+        assert epoch["seen"]["examples"] == 8 * len(KEYS)
+        assert epoch["seen"]["index_sum"] == sum(range(8 * len(KEYS)))
+    after = _evaluate(out, beir, tmp_path / "after.json")["retrieval"]["MRR@10"]
+    assert after == pytest.approx(metrics["selected"]["score"], abs=1e-6)
+    assert after > before + 0.2, (before, after)
