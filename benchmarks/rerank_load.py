@@ -36,6 +36,8 @@ from benchmarks.serve_load import (
     drive,
     free_port,
     make_texts,
+    metrics_delta,
+    scrape,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,13 +107,18 @@ def main(argv: list[str] | None = None) -> int:
             for name, s in servers.items():
                 watch = CpuWatch([s.proc.pid])
                 level = Level(name, c)
+                before = scrape(s.url) if name == "bertkit" else None
                 asyncio.run(drive(s.url + "/rerank", bodies, k, c, args.requests, args.max_seconds, level,
                                   alive=s.alive))  # fmt: skip
                 level.others_cores, level.client_cores = watch.others_cores(), None
+                if before is not None:  # how many requests' pairs each forward pass held
+                    level.server = metrics_delta(before, scrape(s.url), level.seconds)
                 levels.append(level)
                 print(f"{name:>8} c={c:<3} {level.requests:>4} requests {level.failures} failed  "
                       f"{level.ips:7.1f} pairs/s  p50 {level.pct(50):7.0f} ms  p99 {level.pct(99):7.0f} ms  "
-                      f"(others kept {level.others_cores:.2f} cores busy)", flush=True)  # fmt: skip
+                      f"(others kept {level.others_cores:.2f} cores busy)"
+                      + (f"; {level.server['forward_passes']:.0f} forward passes of {level.server['mean_batch_size']:.1f} pairs"
+                         if level.server.get("forward_passes") else ""), flush=True)  # fmt: skip
     finally:
         for s in servers.values():
             s.stop()

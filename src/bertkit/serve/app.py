@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bertkit import __version__, hardware
+from bertkit.evaluation.retrieval import rerank_order
 from bertkit.serve import errors
 from bertkit.serve.engine import Engine
 from bertkit.serve.errors import ServeError
@@ -343,7 +344,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             await server._wait(engine.worker.embed_later(features))
         )  # merged with others
         scores = engine.rerank_scores(rows, features, len(req.texts), req.raw_scores)
-        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: req.top_n]
+        order = rerank_order(scores)[: req.top_n]
         return _json([{"index": i, "score": scores[i], **({"text": req.texts[i]} if req.return_text else {})}
                       for i in order])  # fmt: skip
 

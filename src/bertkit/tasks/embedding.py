@@ -15,12 +15,13 @@ metrics are :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.retrieval import (
     RetrievalSet,
     TrainingPair,
@@ -33,10 +34,12 @@ from bertkit.data.tasks.retrieval import (
 from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics
 from bertkit.tasks.base import Scored, TaskAdapter
-from bertkit.tasks.features import EncodedInput, pad_batch
+from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
+from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
 
 POOLINGS = ("mean", "cls", "max")
+_CUT = WindowConfig(truncate=True)  # texts are cut, as sentence-transformers cuts them
 
 
 @dataclass(frozen=True)
@@ -97,22 +100,20 @@ class EmbeddingAdapter(TaskAdapter):
             return dev_texts(read_beir(path, "dev" if has_dev else "test"))
         return dev_texts(pairs_as_retrieval(read_pairs(path, self.file_format)))
 
-    def _encode(self, tokenizer: Tokenizer, text: str, index: int) -> EncodedInput:
-        enc = tokenizer.encode(text, max_length=self.max_seq_length, truncation="longest_first")
-        cut = (
-            len(enc.input_ids) >= self.max_seq_length
-            and len(tokenizer.encode(text, max_length=None).input_ids) > self.max_seq_length
-        )
-        return EncodedInput(list(enc.input_ids), list(enc.token_type_ids),
-                            list(enc.attention_mask), None, index, cut)  # fmt: skip
+    def _encode(self, tokenizer: Tokenizer, texts: Sequence[str]) -> list[EncodedInput]:
+        """Each text cut to ``max_seq_length`` tokens (``truncated`` marks the cut ones)."""
+        examples = [ClassificationExample(str(i), t, None, None) for i, t in enumerate(texts)]
+        return encode_classification(tokenizer, examples, self.max_seq_length, _CUT)
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         if not training:
-            return [self._encode(tokenizer, e.text, i) for i, e in enumerate(examples)]
+            return [replace(f, example_index=i)
+                    for i, f in enumerate(self._encode(tokenizer, [e.text for e in examples]))]  # fmt: skip
         out = []
         for i, e in enumerate(examples):
             assert isinstance(e, TrainingPair)
-            rows = tuple(self._encode(tokenizer, t, i) for t in (e.query, e.positive, *e.negatives))
+            rows = tuple(replace(f, example_index=i)
+                         for f in self._encode(tokenizer, [e.query, e.positive, *e.negatives]))  # fmt: skip
             out.append(GroupFeature(rows, i, any(r.truncated for r in rows)))
         return out
 

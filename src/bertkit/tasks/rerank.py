@@ -27,11 +27,13 @@ from typing import Any
 import numpy as np
 
 from bertkit import __version__
+from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.retrieval import LabelledPair, read_labelled_pairs
 from bertkit.evaluation.retrieval import rerank_order, retrieval_metrics
 from bertkit.io import atomic_write_text
 from bertkit.tasks.base import Scored, TaskAdapter
-from bertkit.tasks.features import EncodedInput, pad_batch
+from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
+from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
 
 SIGMOID = "torch.nn.modules.activation.Sigmoid"
@@ -60,18 +62,11 @@ class RerankAdapter(TaskAdapter):
     def encode(
         self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool
     ) -> list[EncodedInput]:
-        out = []
-        for i, e in enumerate(examples):
-            enc = tokenizer.encode(e.query, e.passage, max_length=self.max_seq_length,
-                                   truncation="longest_first")  # fmt: skip
-            cut = (
-                len(enc.input_ids) >= self.max_seq_length
-                and len(tokenizer.encode(e.query, e.passage, max_length=None).input_ids)
-                > self.max_seq_length
-            )
-            out.append(EncodedInput(list(enc.input_ids), list(enc.token_type_ids),
-                                    list(enc.attention_mask), float(e.label), i, cut))  # fmt: skip
-        return out
+        pairs = [ClassificationExample(str(i), e.query, e.passage, float(e.label))
+                 for i, e in enumerate(examples)]  # fmt: skip
+        return encode_classification(
+            tokenizer, pairs, self.max_seq_length, WindowConfig(truncate=True)
+        )
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool
