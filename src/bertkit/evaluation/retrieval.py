@@ -53,6 +53,11 @@ def exact_search(
     return ids, scores
 
 
+def unit_rows(v: np.ndarray) -> np.ndarray:
+    """Each row divided by its L2 norm (at least 1e-12): dot products become cosines."""
+    return v / np.clip(np.linalg.norm(v, axis=1, keepdims=True), 1e-12, None)
+
+
 def _dcg(relevances: Sequence[int], k: int) -> float:
     return sum(rel / math.log2(i + 2) for i, rel in enumerate(relevances[:k]))
 

@@ -35,6 +35,7 @@ import torch
 from bertkit import hardware, hub
 from bertkit import precision as P
 from bertkit.errors import ConfigError
+from bertkit.evaluation.retrieval import unit_rows
 from bertkit.interop import load_with_report, save_pretrained
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
@@ -255,7 +256,7 @@ class Embedder:
         out = aggregate(vectors, windowed.owners, weights, windowed.counts.inputs,
                         self.windows.window_pooling)  # fmt: skip
         if self.spec.normalize:
-            out = out / np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
+            out = unit_rows(out)
         return out
 
     def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, WindowCounts]:

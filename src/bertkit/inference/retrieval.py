@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from bertkit.data.tasks.retrieval import RetrievalSet
 from bertkit.evaluation.retrieval import (
     DEFAULT_KS,
@@ -23,6 +21,7 @@ from bertkit.evaluation.retrieval import (
     rank_by_scores,
     rerank_order,
     retrieval_metrics,
+    unit_rows,
 )
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.task_model import Classifier
@@ -36,17 +35,13 @@ class Ranked:
     seconds: dict[str, float]
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
-
-
 def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
     """The top ``k`` documents of each judged query by cosine similarity."""
     doc_ids, query_ids = list(data.corpus), data.judged()
     t0 = time.perf_counter()
-    docs = _unit(embedder([data.corpus[d] for d in doc_ids]))
+    docs = unit_rows(embedder([data.corpus[d] for d in doc_ids]))
     t1 = time.perf_counter()
-    queries = _unit(embedder([data.queries[q] for q in query_ids]))
+    queries = unit_rows(embedder([data.queries[q] for q in query_ids]))
     t2 = time.perf_counter()
     found, _ = exact_search(queries, docs, k)
     t3 = time.perf_counter()

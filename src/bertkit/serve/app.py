@@ -27,7 +27,7 @@ from fastapi.responses import HTMLResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bertkit import __version__, hardware
-from bertkit.evaluation.retrieval import rerank_order
+from bertkit.evaluation.retrieval import rerank_order, unit_rows
 from bertkit.serve import errors
 from bertkit.serve.engine import Engine
 from bertkit.serve.errors import ServeError
@@ -192,9 +192,8 @@ def _cut_end_only(direction: str | None) -> None:
                          "(\"right\"), not its start")  # fmt: skip
 
 
-def _dimensions(engine: Engine, v: np.ndarray, dimensions: int | None) -> np.ndarray:
-    """The first ``dimensions`` values of each vector (Matryoshka; see Engine.check_dimensions)."""
-    engine.check_dimensions(dimensions)
+def _dimensions(v: np.ndarray, dimensions: int | None) -> np.ndarray:
+    """The first ``dimensions`` values of each vector (checked by Engine.check_dimensions)."""
     return v if dimensions is None else v[:, :dimensions]
 
 
@@ -213,8 +212,7 @@ def _texts(inputs: str | list[str]) -> list[str]:
     return [inputs] if isinstance(inputs, str) else list(inputs)
 
 
-def _normalized(v: np.ndarray) -> np.ndarray:
-    return v / np.clip(np.linalg.norm(v, axis=1, keepdims=True), 1e-12, None)
+_normalized = unit_rows
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
@@ -272,7 +270,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         engine.check_dimensions(req.dimensions)
         texts = engine.prompted(_texts(req.inputs), req.prompt_name)
         v, _ = await server.vectors(engine, texts, req.truncate)
-        v = _dimensions(engine, v, req.dimensions)
+        v = _dimensions(v, req.dimensions)
         return _json(_normalized(v) if req.normalize else v)
 
     @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
@@ -282,7 +280,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         texts = engine.prompted(_texts(req.input), None)
         # OpenAI's shape has no truncate field: long inputs are read in windows, as /embed does
         v, tokens = await server.vectors(engine, texts, truncate=False)
-        v = _normalized(_dimensions(engine, v, req.dimensions))
+        v = _normalized(_dimensions(v, req.dimensions))
         data = [{"object": "embedding", "index": i,
                  "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row}
                 for i, row in enumerate(v)]  # fmt: skip

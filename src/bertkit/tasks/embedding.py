@@ -32,7 +32,7 @@ from bertkit.data.tasks.retrieval import (
     retrieval_pairs,
 )
 from bertkit.errors import ConfigError
-from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics
+from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics, unit_rows
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
 from bertkit.tasks.windows import WindowConfig
@@ -107,8 +107,7 @@ class EmbeddingAdapter(TaskAdapter):
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         if not training:
-            return [replace(f, example_index=i)
-                    for i, f in enumerate(self._encode(tokenizer, [e.text for e in examples]))]  # fmt: skip
+            return self._encode(tokenizer, [e.text for e in examples])
         out = []
         for i, e in enumerate(examples):
             assert isinstance(e, TrainingPair)
@@ -139,8 +138,7 @@ class EmbeddingAdapter(TaskAdapter):
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
-        vectors = np.stack(rows).astype(np.float32)
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        vectors = unit_rows(np.stack(rows).astype(np.float32))
         queries = [i for i, e in enumerate(examples) if e.relevant is not None]
         docs = [i for i, e in enumerate(examples) if e.relevant is None]
         found, scores = exact_search(vectors[queries], vectors[docs], 100)

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from bertkit.io import fsync_dir
-from bertkit.tasks.base import TaskAdapter
+from bertkit.tasks.base import TASK_FILE, TaskAdapter
 from bertkit.tokenizer.protocol import Tokenizer
 
 
@@ -39,16 +39,15 @@ def save_model_dir(
     tmp = Path(tempfile.mkdtemp(prefix=".model-tmp-", dir=output))
     try:
         if isinstance(model, BiEncoder):
-            a: Any = adapter
+            a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)
             with model.whole_encoder() as encoder:
                 save_pretrained(encoder, tmp, tokenizer)
             save_sentence_transformers_files(tmp, a.pooling, a.normalize, a.max_seq_length)
             save_embedding_info(tmp, a.matryoshka_dims)
+            (output / TASK_FILE).unlink(missing_ok=True)  # a sentence-transformers folder has none
         else:
             save_pretrained(model, tmp, tokenizer)
             adapter.save(tmp)
-        for stale in (output / "bertkit_task.json",) if isinstance(model, BiEncoder) else ():
-            stale.unlink(missing_ok=True)
         for sub in (p for p in tmp.iterdir() if p.is_dir()):  # 1_Pooling/, 2_Normalize/
             (output / sub.name).mkdir(exist_ok=True)
             for f in sub.iterdir():

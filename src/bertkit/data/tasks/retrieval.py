@@ -16,15 +16,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertkit.data.tasks._rows import jsonl_rows
+from bertkit.data.tasks._rows import csv_rows, jsonl_rows
 from bertkit.data.tasks.custom import detect_format, records
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.errors import InputError, MissingFileError
@@ -96,9 +94,8 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
         found = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
         raise MissingFileError(root, None, f"no qrels/{split}.tsv (splits here: {found or 'none'})")
     qrels: dict[str, dict[str, int]] = {}
-    text = qrels_file.read_text(encoding="utf-8")
-    for n, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t"), start=1):
-        if not row or (n == 1 and row[0] == "query-id"):
+    for n, row in csv_rows(qrels_file, "\t", quoting=False):
+        if n == 1 and row[0] == "query-id":
             continue
         if len(row) != 3:
             raise InputError(qrels_file, n, f"expected query-id, corpus-id, score; got {row}")
