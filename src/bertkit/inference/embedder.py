@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit import hardware, hub
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import unit_rows
-from bertkit.interop import load_with_report, save_pretrained
+from bertkit.inference.loading import load_for_inference
+from bertkit.interop import save_pretrained
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     save_sentence_transformers_files,
@@ -46,11 +46,9 @@ from bertkit.io import atomic_write
 from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
-from bertkit.model.quantize import for_precision
 from bertkit.progress import progress
 from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
-from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.encoding import Encoding
 from bertkit.tokenizer.protocol import Tokenizer
 
@@ -125,33 +123,27 @@ class Embedder:
         """``model``: an encoder already loaded from ``directory`` (e.g. a fill-mask model's
         ``bert``), used instead of loading the weights a second time. ``directory``: a folder
         or a Hub id (:func:`bertkit.hub.resolve`)."""
-        directory = hub.resolve(directory, allow_pickle=allow_pickle)
         if pooling is not None and pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         if batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {batch_size}")
-        dev = hardware.resolve_device(device)
-        if model is None:
-            model, _ = load_with_report(directory, "BertModel", allow_pickle=allow_pickle)
-        model.to(dev)
-        limit = model.config.max_position_embeddings
+        loaded = load_for_inference(directory, "BertModel", device=device, precision=precision,
+                                    allow_pickle=allow_pickle, split_special_tokens=split_special_tokens,
+                                    model=model, warn_unused=False)
+        limit = loaded.model.config.max_position_embeddings
         if max_length is not None and not 2 <= max_length <= limit:
             raise ConfigError(
                 f"max length {max_length} is outside 2..{limit} (the model's position limit)"
             )
-        base = sentence_transformers_spec(directory) or PoolingSpec()
+        base = sentence_transformers_spec(loaded.directory) or PoolingSpec()
         spec = PoolingSpec(
             pooling if pooling is not None else base.pooling,
             normalize if normalize is not None else base.normalize,
             min(max_length or base.max_length or limit, limit),
         )
-        tokenizer = BertTokenizer.from_pretrained(
-            directory, split_special_tokens=split_special_tokens
-        )
-        chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
-        return cls(for_precision(model, chosen), tokenizer, spec, chosen, batch_size,
+        return cls(loaded.model, loaded.tokenizer, spec, loaded.placement.precision, batch_size,
                    windows=windows or WindowConfig(), layers=layers or LayerSpec(),
-                   source=Path(directory))  # fmt: skip
+                   source=loaded.directory)
 
     @property
     def dim(self) -> int:

@@ -14,15 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit import hardware, hub
 from bertkit import precision as P
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.interop import load_with_report
+from bertkit.inference.loading import load_for_inference
 from bertkit.model import BertForMaskedLM
 from bertkit.model.batching import collate, length_batches
-from bertkit.model.quantize import for_precision
 from bertkit.progress import progress
-from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.protocol import Tokenizer
 
 Candidates = list[tuple[str, float]]
@@ -44,40 +41,49 @@ class FillMasker:
     def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
              batch_size: int = 32, allow_pickle: bool = False) -> FillMasker:  # fmt: skip
         """``directory``: a folder or a Hub id (:func:`bertkit.hub.resolve`)."""
-        directory = hub.resolve(directory, allow_pickle=allow_pickle)
-        dev = hardware.resolve_device(device)
-        model, report = load_with_report(directory, BertForMaskedLM, allow_pickle=allow_pickle)
+        loaded = load_for_inference(directory, BertForMaskedLM, device=device, precision=precision,
+                                    allow_pickle=allow_pickle, warn_unused=False)
+        model, report = loaded.model, loaded.report
         if model.config.is_decoder:
             raise CheckpointError(
-                f"{directory}: a left-to-right model (is_decoder: true) predicts the next token from "
-                "the ones before it; it cannot fill a [MASK] from both sides"
+                f"{loaded.directory}: a left-to-right model (is_decoder: true) predicts the next "
+                "token from the ones before it; it cannot fill a [MASK] from both sides"
             )
-        if any(k.startswith("mlm.") for k in report.missing):
+        if report is not None and any(k.startswith("mlm.") for k in report.missing):
             raise CheckpointError(
-                f"{directory}: the checkpoint has no masked-LM head weights (cls.predictions.*)"
+                f"{loaded.directory}: the checkpoint has no masked-LM head weights (cls.predictions.*)"
             )
-        tokenizer = BertTokenizer.from_pretrained(directory)
-        chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
-        return cls(for_precision(model.to(dev), chosen), tokenizer, chosen, batch_size, None)
+        return cls(model, loaded.tokenizer, loaded.placement.precision, batch_size, None)
+
+    def __call__(self, texts: Sequence[str], top_k: int = 5) -> list[list[Candidates]]:
+        """For each text, one candidate list per ``[MASK]`` (in order; [] for a text without);
+        a text longer than the model's positions is cut at its end."""
+        return self.fill(self.encode(texts), top_k)
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """The token ids of each text, whole ([CLS] ... [SEP], not cut): check them, then
+        :meth:`fill` them."""
+        return [list(e.input_ids) for e in self.tokenizer.encode_batch(list(texts))]
 
     @torch.inference_mode()
-    def __call__(self, texts: Sequence[str], top_k: int = 5) -> list[list[Candidates]]:
-        """For each text, one candidate list per ``[MASK]`` (in order; [] for a text without)."""
+    def fill(self, ids: Sequence[Sequence[int]], top_k: int = 5) -> list[list[Candidates]]:
+        """:meth:`__call__` on token ids from :meth:`encode` (each cut to the model's positions,
+        its last token kept: the tokenizer's truncation)."""
         if top_k < 1:
             raise ConfigError(f"top-k must be >= 1, got {top_k}")
         tok, model = self.tokenizer, self.model
         model.eval()
         device = next(model.parameters()).device
         limit = model.config.max_position_embeddings
-        encodings = tok.encode_batch(list(texts), max_length=limit)
+        encodings = [list(x) if len(x) <= limit else [*x[: limit - 1], x[-1]] for x in ids]
         results: list[list[Candidates]] = [[] for _ in encodings]
         k = min(top_k, model.config.vocab_size)
-        batches = length_batches([len(e.input_ids) for e in encodings], self.batch_size)
+        batches = length_batches([len(e) for e in encodings], self.batch_size)
         with P.autocast(self.precision, device):
             for idx in progress(
                 batches, desc="fill-mask", unit="batch", enabled=self.show_progress
             ):
-                batch = collate([encodings[i].input_ids for i in idx], None, tok.pad_token_id or 0)
+                batch = collate([encodings[i] for i in idx], None, tok.pad_token_id or 0)
                 batch = {key: v.to(device) for key, v in batch.items()}
                 is_mask = batch["input_ids"] == tok.mask_token_id  # (B, T)
                 if not bool(is_mask.any()):

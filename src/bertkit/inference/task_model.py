@@ -11,6 +11,7 @@ text-level calls::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,21 +20,46 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from bertkit import hardware, hub
+from bertkit import hub
 from bertkit import precision as P
 from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.data.tasks.swag import MultipleChoiceExample
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.evaluation.chunks import tag_spans
+from bertkit.inference.loading import load_for_inference
 from bertkit.inference.runner import predict_rows
-from bertkit.interop import load_pretrained
-from bertkit.model.quantize import for_precision
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.windows import WindowConfig, aggregate
-from bertkit.tokenizer import BertTokenizer
 from bertkit.tokenizer.protocol import Tokenizer
+
+
+@dataclass
+class Prepared:
+    """Inputs ready to run (:meth:`TaskModel.prepare`): the examples, the windows (features) the
+    model reads, and each input's whole length in tokens, specials included, taken from that one
+    tokenization (a server checks its length limit on it before running)."""
+
+    examples: list[Any]
+    features: list[Any]
+    lengths: list[int]
+
+    def longest(self) -> tuple[int, int]:
+        """(index, length) of the longest input; (-1, 0) for none."""
+        return max(enumerate(self.lengths), key=lambda p: p[1], default=(-1, 0))
+
+
+def input_lengths(features: Sequence[Any], inputs: int) -> list[int]:
+    """Each input's whole length from its windows' ``input_length`` (a multiple-choice input:
+    its longest choice)."""
+    out = [0] * inputs
+    for f in features:
+        for window in f if isinstance(f, list) else (f,):
+            i = window.example_index
+            out[i] = max(out[i], window.input_length)
+    return out
 
 
 @dataclass
@@ -69,28 +95,31 @@ class TaskModel:
                 f"{directory}: a {adapter.family} model, not one for {cls.__name__} "
                 f"(expected a model fine-tuned with `bertkit finetune {'/'.join(wanted)}`)"
             )
-        dev = hardware.resolve_device(device)
-        tokenizer = BertTokenizer.from_pretrained(
-            directory, split_special_tokens=split_special_tokens
-        )
-        if model is None:
-            model = load_pretrained(directory, adapter.head_class, allow_pickle=allow_pickle)
-        chosen = P.resolve(precision, dev)  # what it runs: bf16 without native bf16 is fp32
-        return cls(adapter, tokenizer, for_precision(model.to(dev), chosen), chosen, batch_size,
-                   source=Path(directory))  # fmt: skip
+        loaded = load_for_inference(directory, adapter.head_class, device=device, precision=precision,
+                                    allow_pickle=allow_pickle, split_special_tokens=split_special_tokens,
+                                    model=model)
+        return cls(adapter, loaded.tokenizer, loaded.model, loaded.placement.precision, batch_size,
+                   source=loaded.directory)
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def run(self, examples: Sequence[Any]) -> Scored:
-        """Encode, predict and decode ``examples`` (scored when they carry gold labels)."""
-        feats = self.adapter.encode(self.tokenizer, examples, training=False)
-        rows = predict_rows(self.model, self.adapter, feats, pad_id=self.tokenizer.pad_token_id or 0,
-                            batch_size=self.batch_size, precision=self.precision,
-                            show_progress=self.show_progress)  # fmt: skip
-        scored = self.adapter.score(examples, feats, rows)
-        scored.windows = self.adapter.window_counts(examples, feats)
+    def prepare(self, examples: Sequence[Any]) -> Prepared:
+        """``examples`` encoded into the windows the model runs (each text tokenized once),
+        with each input's whole length: check limits on it, then :meth:`run` it."""
+        features = self.adapter.encode(self.tokenizer, examples, training=False)
+        return Prepared(list(examples), features, input_lengths(features, len(examples)))
+
+    def run(self, examples: Sequence[Any] | Prepared) -> Scored:
+        """Predict and decode ``examples`` (or what :meth:`prepare` made of them), scored when
+        they carry gold labels."""
+        p = examples if isinstance(examples, Prepared) else self.prepare(examples)
+        rows = predict_rows(self.model, self.adapter, p.features,
+                            pad_id=self.tokenizer.pad_token_id or 0, batch_size=self.batch_size,
+                            precision=self.precision, show_progress=self.show_progress)  # fmt: skip
+        scored = self.adapter.score(p.examples, p.features, rows)
+        scored.windows = self.adapter.window_counts(p.examples, p.features)
         return scored
 
     def with_windows(self, **changes: Any) -> TaskModel:
@@ -143,7 +172,7 @@ class TaskModel:
 
 @dataclass
 class Classifier(TaskModel):
-    """Single texts or pairs -> label and probabilities (or a score, for regression)."""
+    """Single texts or pairs -> label, probabilities and logits (or a score, for regression)."""
 
     families: ClassVar[tuple[str, ...]] = ("glue", "classify")
 
@@ -151,19 +180,27 @@ class Classifier(TaskModel):
         self, texts: str | tuple[str, str] | Sequence[str | tuple[str, str]]
     ) -> list[dict]:
         items = [texts] if isinstance(texts, (str, tuple)) else list(texts)
-        examples = [
+        return self.outputs(self.run(self.examples_of(items)))
+
+    @staticmethod
+    def examples_of(items: Sequence[str | tuple[str, str]]) -> list[ClassificationExample]:
+        """Texts and (text, text_pair) tuples as examples."""
+        return [
             ClassificationExample(str(i), *(t if isinstance(t, tuple) else (t, None)), None)
             for i, t in enumerate(items)
         ]
-        return [{k: v for k, v in p.items() if k != "guid"} for p in self.run(examples).predictions]
+
+    @staticmethod
+    def outputs(scored: Scored) -> list[dict]:
+        """Per input: ``label``, ``probabilities`` and ``logits`` (regression: ``score``)."""
+        return [{k: v for k, v in p.items() if k != "guid"} for p in scored.predictions]
 
     # The three steps of a call, apart, for callers that batch many calls' windows together
-    # (the server's /rerank merges concurrent requests): encode, run, combine.
+    # (the server's /rerank merges concurrent requests): prepare, run the rows, combine.
 
-    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[Any]:
+    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> Prepared:
         """The windows (features) of (text, text_pair) inputs, as a call reads them."""
-        examples = [ClassificationExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)]
-        return self.adapter.encode(self.tokenizer, examples, training=False)
+        return self.prepare(self.examples_of(list(pairs)))
 
     def feature_rows(self, features: Sequence[Any]) -> np.ndarray:
         """The model's logits (F, num_labels) for windows of :meth:`encode_pairs`, in one pass."""
@@ -177,17 +214,41 @@ class Classifier(TaskModel):
                          inputs, self.adapter.windows.window_pooling)  # type: ignore[attr-defined]  # fmt: skip
 
 
+_WORD = re.compile(r"\S+")
+
+
 @dataclass
 class Tagger(TaskModel):
-    """Texts (split on whitespace) or word lists -> one tag per word."""
+    """Texts (split on whitespace) or word lists -> one tag per word, and the entities.
+
+    An entity is ``{"entity", "start", "end", "text"}``: the character span of its words in the
+    text (a word list is read as its words joined by one space)."""
 
     families: ClassVar[tuple[str, ...]] = ("ner", "tag")
 
     def __call__(self, texts: str | Sequence[str] | Sequence[Sequence[str]]) -> list[dict]:
         items = [texts] if isinstance(texts, str) else list(texts)
+        return self.outputs(items, self.run(self.examples_of(items)))
+
+    @staticmethod
+    def examples_of(items: Sequence[str | Sequence[str]]) -> list[TaggedSentence]:
+        """Each text (or word list) as its own document (a document-context model reads it
+        alone)."""
         words = [tuple(t.split()) if isinstance(t, str) else tuple(t) for t in items]
-        # each text is its own document (a document-context model reads it alone)
-        return self.run([TaggedSentence(w, (), 0, i) for i, w in enumerate(words)]).predictions
+        return [TaggedSentence(w, (), 0, i) for i, w in enumerate(words)]
+
+    @staticmethod
+    def outputs(items: Sequence[str | Sequence[str]], scored: Scored) -> list[dict]:
+        """Per input: ``tokens`` (the words), ``tags`` and ``entities`` (see the class doc)."""
+        out = []
+        for item, p in zip(items, scored.predictions):
+            text = item if isinstance(item, str) else " ".join(item)
+            spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+            entities = [{"entity": kind, "start": spans[s][0], "end": spans[e - 1][1],
+                         "text": text[spans[s][0] : spans[e - 1][1]]}
+                        for kind, s, e in tag_spans(p["tags"])]  # fmt: skip
+            out.append({**p, "entities": entities})
+        return out
 
 
 @dataclass
@@ -201,9 +262,18 @@ class QuestionAnswerer(TaskModel):
         self, question: str | Sequence[tuple[str, str]], context: str | None = None
     ) -> list[dict]:
         pairs = [(question, context)] if isinstance(question, str) else list(question)
-        examples = [SquadExample(str(i), q, c or "", ()) for i, (q, c) in enumerate(pairs)]
-        preds = {p["id"]: p for p in self.run(examples).predictions}
-        return [{k: v for k, v in preds[e.qas_id].items() if k != "id"} for e in examples]
+        return self.outputs(self.run(self.examples_of(pairs)))
+
+    @staticmethod
+    def examples_of(pairs: Sequence[tuple[str, str | None]]) -> list[SquadExample]:
+        return [SquadExample(str(i), q, c or "", ()) for i, (q, c) in enumerate(pairs)]
+
+    @staticmethod
+    def outputs(scored: Scored) -> list[dict]:
+        """Per input, in input order: ``answer``, ``start``, ``end``, ``probability`` and
+        ``null_score_diff``."""
+        preds = {p["id"]: p for p in scored.predictions}
+        return [{k: v for k, v in preds[str(i)].items() if k != "id"} for i in range(len(preds))]
 
 
 @dataclass

@@ -15,7 +15,6 @@ classifier        reranker, a regression model), TEI's definition of a reranker
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -26,8 +25,16 @@ from typing import Any
 import numpy as np
 
 from bertkit.errors import CheckpointError
-from bertkit.evaluation.chunks import tag_spans
-from bertkit.inference import TASKS, Classifier, Embedder, FillMasker, TaskModel, task_of
+from bertkit.inference import (
+    TASKS,
+    Classifier,
+    Embedder,
+    FillMasker,
+    QuestionAnswerer,
+    Tagger,
+    TaskModel,
+    task_of,
+)
 from bertkit.inference.embedder import Windowed
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
 from bertkit.serve.errors import ServeError
@@ -172,15 +179,15 @@ class Engine:
 
     # ---- capabilities (blocking: call them from a thread) ----------------------------------
 
-    def _check_lengths(self, encodings: Sequence[Any], what: str = "inputs") -> None:
+    def _check_lengths(self, lengths: Sequence[int], what: str = "inputs") -> None:
         """413 for an input over ``max_input_tokens`` (shorter ones over the model's limit are
-        read in windows)."""
+        read in windows); ``lengths``: each input's tokens, from the tokenization it runs on."""
         limit = self.settings.max_input_tokens
-        for i, e in enumerate(encodings):
-            if len(e.input_ids) > limit:
+        for i, n in enumerate(lengths):
+            if n > limit:
                 raise ServeError(413, f"Input validation error: `{what}` must have at most {limit} tokens "
                                  f"(the server's --max-input-tokens; longer than the model's {self.max_input_length} "
-                                 f"they are read in windows; send \"truncate\": true to cut). Input {i} has {len(e.input_ids)}")  # fmt: skip
+                                 f"they are read in windows; send \"truncate\": true to cut). Input {i} has {n}")  # fmt: skip
 
     def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> Windowed:
         emb = self.embedder
@@ -189,7 +196,7 @@ class Engine:
         encodings = emb.encode(texts)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
         if not truncate:
-            self._check_lengths(encodings)
+            self._check_lengths([len(e.input_ids) for e in encodings])
         for e in encodings:
             self.metrics.input_length.observe(len(e.input_ids))
         return emb.window(encodings, truncate)
@@ -268,21 +275,22 @@ class Engine:
     def predict(
         self, items: Sequence[str | tuple[str, str]], raw_scores: bool, truncate: bool
     ) -> list[list[dict]]:
+        """Each input's labels ranked by probability (``raw_scores``: by logit, as logits), or
+        its score for a regression model."""
         tm = self.task_model
-        assert tm is not None
+        assert isinstance(tm, Classifier)
+        model = tm.with_windows(truncate=truncate)
+        prepared = model.prepare(model.examples_of(items))
         if not truncate:
-            a = [x if isinstance(x, str) else x[0] for x in items]
-            b = [None if isinstance(x, str) else x[1] for x in items]
-            self._check_lengths([tm.tokenizer.encode(x, y) for x, y in zip(a, b)])
-        adapter = tm.adapter
-        results = tm.with_windows(truncate=truncate)(list(items))
+            self._check_lengths(prepared.lengths)
+        labels = getattr(tm.adapter, "labels", None)
         out = []
-        for r in results:
-            if "score" in r and "probabilities" not in r:  # regression
+        for r in model.outputs(model.run(prepared)):
+            if not labels:  # regression
                 out.append([{"label": "score", "score": float(r["score"])}])
                 continue
             scores = np.asarray(r["logits" if raw_scores else "probabilities"], dtype=np.float64)
-            ranked = sorted(zip(adapter.labels, scores), key=lambda p: -p[1])  # type: ignore[attr-defined]
+            ranked = sorted(zip(labels, scores), key=lambda p: -p[1])
             out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
         return out
 
@@ -291,9 +299,11 @@ class Engine:
         for a pair over --max-input-tokens), for the worker to merge with other requests'."""
         tm = self.task_model
         assert isinstance(tm, Classifier)
+        model = tm.with_windows(truncate=truncate)
+        prepared = model.prepare(model.examples_of([(query, t) for t in texts]))
         if not truncate:
-            self._check_lengths([tm.tokenizer.encode(query, t) for t in texts], "query + text")
-        return tm.with_windows(truncate=truncate).encode_pairs([(query, t) for t in texts])  # type: ignore[attr-defined]
+            self._check_lengths(prepared.lengths, "query + text")
+        return prepared.features
 
     def rerank_scores(
         self, rows: np.ndarray, features: Sequence[Any], texts: int, raw_scores: bool
@@ -306,49 +316,37 @@ class Engine:
         return (raw if raw_scores else 1.0 / (1.0 + np.exp(-raw))).tolist()
 
     def tag(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        """Tags per word and entity spans with character offsets (:class:`Tagger`)."""
         tm = self.task_model
-        assert tm is not None
-        self._check_lengths([tm.tokenizer.encode(t) for t in texts])
-        words = [[(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", t)] for t in texts]
-        preds = (
-            tm([[w for w, _, _ in ws] for ws in words])
-            if any(words)
-            else [{"tokens": [], "tags": []} for _ in texts]
-        )
-        out = []
-        for text, ws, p in zip(texts, words, preds):
-            entities = []
-            for kind, s, e in tag_spans(p["tags"]):
-                start, end = ws[s][1], ws[e - 1][2]
-                entities.append(
-                    {"entity": kind, "start": start, "end": end, "text": text[start:end]}
-                )
-            out.append({"tokens": p["tokens"], "tags": p["tags"], "entities": entities})
-        return out
+        assert isinstance(tm, Tagger)
+        prepared = tm.prepare(tm.examples_of(texts))
+        self._check_lengths(prepared.lengths)
+        return tm.outputs(texts, tm.run(prepared))
 
     def qa(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         tm = self.task_model
-        assert tm is not None
-        self._check_lengths([tm.tokenizer.encode(c) for _, c in pairs], "context")
-        got = tm(list(pairs))
+        assert isinstance(tm, QuestionAnswerer)
+        prepared = tm.prepare(tm.examples_of(pairs))
+        self._check_lengths(prepared.lengths, "question + context")
         return [{"answer": g["answer"], "start": g["start"], "end": g["end"],
-                 "score": g["probability"], "null_score_diff": g["null_score_diff"]} for g in got]  # fmt: skip
+                 "score": g["probability"], "null_score_diff": g["null_score_diff"]}
+                for g in tm.outputs(tm.run(prepared))]  # fmt: skip
 
     def fill_mask(self, texts: Sequence[str], top_k: int, truncate: bool) -> list[list[list[dict]]]:
         m = self.masker
         assert m is not None
-        encodings = m.tokenizer.encode_batch(list(texts))  # whole: for both checks below
+        ids = m.encode(texts)  # whole: for both checks below, then run as they are
         limit = m.model.config.max_position_embeddings
-        long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
+        long = next((i for i, x in enumerate(ids) if len(x) > limit), None)
         if not truncate and long is not None:  # one prediction per [MASK]: no windows here
             raise ServeError(413, f"Input validation error: `inputs` must have at most {limit} tokens for "
                              f"fill-mask (model limit; send \"truncate\": true to cut). Input {long} has "
-                             f"{len(encodings[long].input_ids)}")  # fmt: skip
+                             f"{len(ids[long])}")  # fmt: skip
         mask = m.tokenizer.mask_token_id
-        missing = [i for i, e in enumerate(encodings) if mask not in e.input_ids]
+        missing = [i for i, x in enumerate(ids) if mask not in x]
         if missing:
             raise ServeError(422, f"input {missing[0]} has no [MASK] token")
-        found = m(list(texts), top_k)
+        found = m.fill(ids, top_k)
         return [
             [[{"token": t, "score": float(p)} for t, p in cands] for cands in per_text]
             for per_text in found

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.swag import MultipleChoiceExample
 from bertkit.tasks.windows import WindowConfig, plan_pair, slices
+from bertkit.tokenizer.encoding import truncation_lengths
 from bertkit.tokenizer.protocol import Tokenizer
 
 IGNORE_INDEX = -100
@@ -38,7 +40,9 @@ IGNORE_INDEX = -100
 @dataclass(frozen=True)
 class EncodedInput:
     """Token ids, segment ids and mask of one sequence (unpadded), with its label if any;
-    ``example_index`` is the input it is a window of, ``truncated`` whether that input was cut."""
+    ``example_index`` is the input it is a window of, ``truncated`` whether that input was cut,
+    ``input_length`` the tokens of that whole input (specials included: what a length limit on
+    inputs checks, read from the one tokenization)."""
 
     input_ids: list[int]
     token_type_ids: list[int]
@@ -46,6 +50,7 @@ class EncodedInput:
     label: int | float | None = None
     example_index: int = 0
     truncated: bool = False
+    input_length: int = 0
 
 
 def encode_classification(
@@ -55,47 +60,102 @@ def encode_classification(
     windows: WindowConfig | None = None,
 ) -> list[EncodedInput]:
     """Encode single texts or pairs (segment ids 0/1) into windows of at most ``max_length``
-    tokens (see the module doc); with ``windows.truncate`` one per example, cut longest-first."""
+    tokens (see the module doc); with ``windows.truncate`` one per example, cut longest-first.
+    Each text is tokenized once."""
     windows = windows or WindowConfig()
     out: list[EncodedInput] = []
     for i, ex in enumerate(examples):
+        a, b = _segments(tokenizer, ex.text_a, ex.text_b)
         if windows.truncate:
-            whole = tokenizer.encode(ex.text_a, ex.text_b, max_length=None)
-            enc = tokenizer.encode(ex.text_a, ex.text_b, max_length=max_length,
-                                   truncation="longest_first")  # fmt: skip
-            out.append(EncodedInput(list(enc.input_ids), list(enc.token_type_ids),
-                                    list(enc.attention_mask), ex.label, i,
-                                    len(whole.input_ids) > max_length))  # fmt: skip
-            continue
-        out.extend(_pair_windows(tokenizer, ex, i, max_length, windows))
+            out.append(_cut_pair(tokenizer, a, b, max_length, ex.label, i))
+        else:
+            out.extend(_pair_windows(tokenizer, a, b, ex.label, i, max_length, windows))
     return out
 
 
+def _segments(
+    tokenizer: Tokenizer, text_a: str, text_b: str | None
+) -> tuple[list[int], list[int] | None]:
+    """The word-piece ids of a text (and its pair), without special tokens."""
+    a = list(tokenizer.encode_ids(text_a))
+    return a, None if text_b is None else list(tokenizer.encode_ids(text_b))
+
+
+def _assembled(
+    tokenizer: Tokenizer, first: list[int], second: list[int] | None, **fields: Any
+) -> EncodedInput:
+    """``[CLS] first [SEP]`` (``second [SEP]``), segment ids 0 then 1."""
+    ids = [tokenizer.cls_token_id, *first, tokenizer.sep_token_id]
+    types = [0] * len(ids)
+    if second is not None:
+        ids += [*second, tokenizer.sep_token_id]
+        types += [1] * (len(second) + 1)
+    return EncodedInput(ids, types, [1] * len(ids), **fields)
+
+
+def _whole_length(a: list[int], b: list[int] | None) -> int:
+    return len(a) + 2 + (0 if b is None else len(b) + 1)
+
+
+def _cut_pair(
+    tokenizer: Tokenizer,
+    a: list[int],
+    b: list[int] | None,
+    max_length: int,
+    label: Any,
+    index: int,
+) -> EncodedInput:
+    """One sequence of at most ``max_length`` tokens, cut longest-first as
+    ``tokenizer.encode(a, b, max_length=..., truncation="longest_first")`` cuts it."""
+    room = max_length - (2 if b is None else 3)
+    if room < 0:
+        raise ValueError(f"max_length={max_length} leaves no room for the special tokens")
+    keep_a, keep_b = truncation_lengths(
+        len(a), None if b is None else len(b), room, "longest_first"
+    )
+    whole = _whole_length(a, b)
+    second = None if b is None else b[:keep_b]
+    return _assembled(
+        tokenizer,
+        a[:keep_a],
+        second,
+        label=label,
+        example_index=index,
+        truncated=whole > max_length,
+        input_length=whole,
+    )
+
+
 def _pair_windows(
-    tokenizer: Tokenizer, ex: ClassificationExample, index: int, max_length: int,
+    tokenizer: Tokenizer,
+    a: list[int],
+    b: list[int] | None,
+    label: Any,
+    index: int,
+    max_length: int,
     windows: WindowConfig,
-) -> list[EncodedInput]:  # fmt: skip
-    a = list(tokenizer.encode(ex.text_a, add_special_tokens=False).input_ids)
-    b = (None if ex.text_b is None
-         else list(tokenizer.encode(ex.text_b, add_special_tokens=False).input_ids))  # fmt: skip
+) -> list[EncodedInput]:
     stride = windows.stride(max_length)
     plan = plan_pair(len(a), None if b is None else len(b), max_length, stride)
-    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     slid, kept = (a, None) if b is None else (b, a) if plan.slide == "b" else (a, b)
     kept = None if kept is None else kept[: plan.keep_len]
     room = max_length - 2 - (0 if kept is None else len(kept) + 1)
-    parts: list[tuple[list[int], list[int] | None]] = []
+    whole = _whole_length(a, b)
+    out = []
     for sl in slices(len(slid), room, stride, mode=windows.stride_mode):
         piece = slid[sl.start : sl.stop]
-        parts.append((piece, kept) if kept is None or plan.slide == "a" else (kept, piece))
-    out = []
-    for first, second in parts:
-        ids = [cls_id, *first, sep_id]
-        types = [0] * len(ids)
-        if second is not None:
-            ids += [*second, sep_id]
-            types += [1] * (len(second) + 1)
-        out.append(EncodedInput(ids, types, [1] * len(ids), ex.label, index, plan.cut))
+        first, second = (piece, kept) if kept is None or plan.slide == "a" else (kept, piece)
+        out.append(
+            _assembled(
+                tokenizer,
+                first,
+                second,
+                label=label,
+                example_index=index,
+                truncated=plan.cut,
+                input_length=whole,
+            )
+        )
     return out
 
 
@@ -108,18 +168,8 @@ def encode_multiple_choice(
     for i, ex in enumerate(examples):
         choices = []
         for first, second in ex.choices():
-            enc = tokenizer.encode(first, second, max_length=max_length, truncation="longest_first")
-            whole = tokenizer.encode(first, second, max_length=None)
-            choices.append(
-                EncodedInput(
-                    list(enc.input_ids),
-                    list(enc.token_type_ids),
-                    list(enc.attention_mask),
-                    ex.label,
-                    i,
-                    len(whole.input_ids) > max_length,
-                )
-            )
+            a, b = _segments(tokenizer, first, second)
+            choices.append(_cut_pair(tokenizer, a, b, max_length, ex.label, i))
         out.append(choices)
     return out
 
@@ -178,6 +228,8 @@ class TokenWindow:
     max_context: list[bool]
     first_piece: list[bool]
     truncated: bool = False
+    input_length: int = 0
+    """Pieces of the whole sentence (or document) plus [CLS] and [SEP]."""
 
     @property
     def example_index(self) -> int:
@@ -255,9 +307,12 @@ def encode_tagged(
             # a word whose first piece lies before the window is not labelled here
             win_labels = [IGNORE_INDEX, *labels[a:b], IGNORE_INDEX]
             n = len(win_ids)
-            out.append(TokenWindow(s_index, win_ids, [0] * n, [1] * n, win_labels,
-                                   [None, *wids[a:b], None], [False, *sl.is_max, False],
-                                   [False, *firsts[a:b], False], cut))  # fmt: skip
+            out.append(
+                TokenWindow(
+                    s_index, win_ids, [0] * n, [1] * n, win_labels, [None, *wids[a:b], None],
+                    [False, *sl.is_max, False], [False, *firsts[a:b], False], cut, len(ids) + 2,
+                )
+            )
     return out
 
 

@@ -83,6 +83,8 @@ class SquadFeature:
     doc_offset: int
     truncated: bool = False
     """The question was cut to ``max_query_length`` tokens (counted in the window summary)."""
+    input_length: int = 0
+    """Tokens of the whole (question, context) pair, specials included."""
 
 
 def answer_token_span(
@@ -156,6 +158,7 @@ def convert_squad_examples(
                     end_position=e_pos,
                     doc_offset=len(head),
                     truncated=len(q_all) > len(q_ids),
+                    input_length=len(q_all) + len(ctx_ids) + 3,
                 )
             )
     return features

@@ -1,0 +1,163 @@
+"""Every route tokenizes a request's texts once: the length limits are checked on the
+tokenization the model then runs (``TaskModel.prepare``), not on a second one. And the limits
+themselves at their boundaries: exactly the limit passes, one token more is a 413 naming it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+from bertkit.tokenizer import BertTokenizer
+
+from .conftest import FIXTURES, serve
+
+FAST = ["--max-steps", "2", "--epochs", "1", "--batch-size", "4", "--seed", "3", "--max-seq-length", "64"]
+
+
+@pytest.fixture(scope="module")
+def task_models(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tagger, a question answerer and a reranker fine-tuned (2 steps) from the tiny MLM."""
+    root = tmp_path_factory.mktemp("task_models")
+    conll, squad = FIXTURES / "task_conll.txt", FIXTURES / "task_squad_v1.json"
+    qa = ["--doc-stride", "16", "--max-query-length", "16"]
+    for family, data, extra in (("ner", conll, []), ("squad", squad, qa)):
+        argv = ["finetune", family, "--model", str(tiny_mlm), "--output", str(root / family),
+                "--train", str(data), "--dev", str(data), *FAST, *extra]  # fmt: skip
+        assert main(argv) == 0
+    triples = root / "triples.jsonl"
+    rows = [("the cat", "the cat sat on the mat", "a very bad film"),
+            ("good movie", "the movie was good", "the dog sat")]  # fmt: skip
+    triples.write_text("".join(json.dumps({"query": q, "positive": p, "negative": n}) + "\n"
+                               for q, p, n in rows), encoding="utf-8")  # fmt: skip
+    argv = ["finetune", "rerank", "--model", str(tiny_mlm), "--output", str(root / "rerank"),
+            "--train", str(triples), "--dev", str(triples), *FAST]  # fmt: skip
+    assert main(argv) == 0
+    return {"ner": root / "ner", "qa": root / "squad", "rerank": root / "rerank"}
+
+
+@contextmanager
+def counted_tokens() -> Iterator[list[int]]:
+    """Counts the word pieces every entry into the tokenizer produces (specials left out), in
+    any thread; a call made inside another (``encode_ids`` inside ``encode_batch``) is not
+    counted again."""
+    produced = [0]
+    depth = threading.local()
+    originals = {name: getattr(BertTokenizer, name) for name in ("encode", "encode_ids", "encode_batch")}
+
+    def counting(name: str):
+        original = originals[name]
+
+        def wrapper(self, *args, **kwargs):
+            outer = getattr(depth, "n", 0) == 0
+            depth.n = getattr(depth, "n", 0) + 1
+            try:
+                out = original(self, *args, **kwargs)
+            finally:
+                depth.n -= 1
+            if outer:
+                results = out if name == "encode_batch" else [out]
+                for r in results:
+                    produced[0] += (len(r) if name == "encode_ids"
+                                    else sum(1 for s in r.special_tokens_mask if not s))  # fmt: skip
+            return out
+
+        return wrapper
+
+    for name in originals:
+        setattr(BertTokenizer, name, counting(name))
+    try:
+        yield produced
+    finally:
+        for name, original in originals.items():
+            setattr(BertTokenizer, name, original)
+
+
+def pieces(folder: Path, *texts: str) -> int:
+    tok = BertTokenizer.from_pretrained(folder)
+    return sum(len(tok.encode_ids(t)) for t in texts)
+
+
+def test_every_route_tokenizes_each_text_once(
+    tiny_mlm: Path, tiny_classifier: Path, task_models: dict[str, Path]
+) -> None:
+    models = [f"mlm={tiny_mlm}", f"sst={tiny_classifier}", f"ner={task_models['ner']}",
+              f"qa={task_models['qa']}", f"rr={task_models['rerank']}"]  # fmt: skip
+    texts = ["the movie was good", "a very bad film , the plot was awful"]
+    pair = ("the cat sat", "on the mat")
+    question, context = "who sat ?", "the cat sat on the mat . the dog was good ."
+    query, docs = "the cat", ["the cat sat on the mat", "a bad film", "the dog"]
+    masked = ["the cat sat on the [MASK] .", "a [MASK] film"]
+    # route, body, the texts it holds (a rerank pair reads the query once per text)
+    cases = [
+        ("/embed", {"inputs": texts, "model": "mlm"}, texts),
+        ("/embed_all", {"inputs": texts, "model": "mlm"}, texts),
+        ("/fill-mask", {"inputs": masked, "model": "mlm"}, masked),
+        ("/predict", {"inputs": [texts[0], list(pair)], "model": "sst"}, [texts[0], *pair]),
+        ("/predict", {"inputs": texts, "model": "sst", "truncate": True}, texts),
+        ("/ner", {"inputs": texts, "model": "ner"}, texts),
+        ("/qa", {"inputs": {"question": question, "context": context}, "model": "qa"},
+         [question, context]),
+        ("/rerank", {"query": query, "texts": docs, "model": "rr"}, [query] * len(docs) + docs),
+        ("/rerank", {"query": query, "texts": docs, "model": "rr", "truncate": True},
+         [query] * len(docs) + docs),
+    ]  # fmt: skip
+    with serve(models=models) as client:
+        for route, body, holds in cases:
+            want = pieces(tiny_mlm, *holds)
+            with counted_tokens() as produced:
+                r = client.post(route, json=body)
+            assert r.status_code == 200, (route, r.text)
+            assert produced[0] == want, f"{route} {body}: {produced[0]} pieces for {want} in the request"
+
+
+def test_length_limits_at_their_boundaries(tiny_mlm: Path, tiny_classifier: Path) -> None:
+    """--max-input-tokens 12: a 12-token input passes, 13 is a 413 (a pair counts both texts
+    and its three specials), ``truncate`` cuts instead; fill-mask's limit is the model's 64
+    positions, exactly 64 passes."""
+    ten = " ".join(["the"] * 10)  # 10 pieces + [CLS] [SEP] = 12
+    with serve(models=[f"mlm={tiny_mlm}", f"sst={tiny_classifier}"], max_input_tokens=12) as client:
+        assert client.post("/predict", json={"inputs": ten, "model": "sst"}).status_code == 200
+        over = client.post("/predict", json={"inputs": ten + " cat", "model": "sst"})
+        assert over.status_code == 413 and "Input 0 has 13" in over.json()["error"]
+        cut = client.post("/predict", json={"inputs": ten + " cat", "model": "sst", "truncate": True})
+        assert cut.status_code == 200
+        # each text of the pair fits alone: with [CLS] [SEP] [SEP], 5 + 4 are 12, 5 + 5 are 13
+        pair = [" ".join(["the"] * 5), " ".join(["cat"] * 4)]
+        assert client.post("/predict", json={"inputs": [pair], "model": "sst"}).status_code == 200
+        pair[1] += " dog"
+        over = client.post("/predict", json={"inputs": ["a", pair], "model": "sst"})
+        assert over.status_code == 413 and "Input 1 has 13" in over.json()["error"]
+    with serve(models=[f"mlm={tiny_mlm}"]) as client:
+        fits = " ".join(["the"] * 61 + ["[MASK]"])  # 62 pieces + 2 specials = 64 positions
+        ok = client.post("/fill-mask", json={"inputs": fits, "top_k": 2})
+        assert ok.status_code == 200 and len(ok.json()) == 1
+        over = client.post("/fill-mask", json={"inputs": "the " + fits, "top_k": 2})
+        assert over.status_code == 413 and "Input 0 has 65" in over.json()["error"]
+        cut = client.post("/fill-mask", json={"inputs": fits + " the", "top_k": 2, "truncate": True})
+        assert cut.status_code == 200  # the [MASK] is the 63rd piece: still inside
+
+
+def test_raw_scores_are_the_logits(tiny_classifier: Path) -> None:
+    """/predict's ``raw_scores`` are the model's logits (softmax of them gives the
+    probabilities), ranked the same way."""
+    import numpy as np
+
+    from bertkit.inference import Classifier
+
+    clf = Classifier.load(tiny_classifier, device="cpu", precision="fp32")
+    (want,) = clf(["the movie was good"])
+    with serve(models=[f"sst={tiny_classifier}"]) as client:
+        raw = client.post("/predict", json={"inputs": "the movie was good", "raw_scores": True}).json()
+        probs = client.post("/predict", json={"inputs": "the movie was good"}).json()
+    by_label = {x["label"]: x["score"] for x in raw}
+    logits = np.array([by_label[label] for label in ("0", "1")])
+    assert logits == pytest.approx(np.array(want["logits"]), abs=1e-5)
+    assert [x["label"] for x in raw] == [x["label"] for x in probs]
+    soft = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    assert {x["label"]: x["score"] for x in probs} == pytest.approx(dict(zip(("0", "1"), soft)), abs=1e-5)
