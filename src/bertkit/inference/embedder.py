@@ -241,15 +241,21 @@ class Embedder:
                 out[i] = rows[r, : len(inputs[i].input_ids)]
         return out
 
-    def combine(self, vectors: np.ndarray, windowed: Windowed) -> np.ndarray:
-        """One vector per text from its windows' vectors (see the module doc), normalised when
-        the spec says so."""
+    def combine(
+        self, vectors: np.ndarray, windowed: Windowed, *, normalize: bool | None = None,
+        dimensions: int | None = None,
+    ) -> np.ndarray:
+        """One float32 vector per text from its windows' vectors (see the module doc): its first
+        ``dimensions`` values (a Matryoshka size; None: all), then normalised to unit length
+        when ``normalize`` says so (None: as the spec says)."""
         weights = [len(x.input_ids) for x in windowed.inputs]
         out = aggregate(vectors, windowed.owners, weights, windowed.counts.inputs,
                         self.windows.window_pooling)  # fmt: skip
-        if self.spec.normalize:
+        if dimensions is not None:
+            out = out[:, :dimensions]
+        if self.spec.normalize if normalize is None else normalize:
             out = unit_rows(out)
-        return out
+        return out.astype(np.float32, copy=False)
 
     def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, WindowCounts]:
         """(N, D) float32 vectors in the order of ``texts``, and how they were windowed."""

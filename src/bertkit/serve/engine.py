@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +81,7 @@ class Engine:
             # with masked-LM weights, the embedder shares the fill-mask model's encoder
             shared = self.masker.model.bert if self.masker is not None else opts.pop("model", None)
             emb = Embedder.load(self.directory, pooling=s.pooling, model=shared, **opts, **split)
-            # the worker batches by tokens; normalisation is per request
-            emb.spec = replace(emb.spec, normalize=False)
+            # the worker batches by tokens; each request says whether to normalise
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
             self.embedder = emb
             self.prompts, self.default_prompt = prompts_of(self.directory)
