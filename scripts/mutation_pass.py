@@ -5,10 +5,19 @@ Mutations (AST level, one site at a time): comparison operators (< <= > >= == !=
 their neighbours), arithmetic (+ -, * /), ``min``/``max`` swapped, ``and``/``or`` swapped, a
 ``not`` dropped, integer constants +1, and slice bounds dropped. Each mutant is written over the
 module in a scratch copy of the repository, the module's tests run with ``-x``, and the mutant is
-"killed" when they fail (or time out).
+"killed" when they fail by an assertion or an error. A mutant whose tests run past ``--timeout``
+is counted apart ("timed out"): a hang is not a test that noticed.
+
+One module and its tests::
 
     .venv/bin/python scripts/mutation_pass.py --module src/bertkit/tasks/squad_post.py \\
         --tests tests/tasks/test_squad_post.py --sample 40 [--repo DIR]
+
+Every module of some rooms, ``--sample`` mutants each, each module's tests found by
+:func:`tests_of` (the default suite's test files that name the module), one table at the end::
+
+    .venv/bin/python scripts/mutation_pass.py --rooms tasks serve inference training --sample 3 \\
+        --json docs/mutation-pass.json
 """
 
 from __future__ import annotations
@@ -93,22 +102,76 @@ def mutate(source: str, index: int, kind: str) -> tuple[str, str]:
     return ast.unparse(tree), f"line {line}: {kind}"
 
 
+def tests_of(repo: Path, module: str) -> list[str]:
+    """The test files that name ``module`` (``src/bertkit/tasks/windows.py`` -> a file holding
+    ``bertkit.tasks.windows`` or ``from bertkit.tasks import windows``); none found: the room's
+    test folder."""
+    parts = Path(module).with_suffix("").parts[1:]  # ("bertkit", "tasks", "windows")
+    dotted = ".".join(p for p in parts if p != "__init__")
+    parent, stem = ".".join(parts[:-1]), parts[-1]
+    names = (dotted, f"from {parent} import {stem}")
+    found = sorted(str(t.relative_to(repo)) for t in (repo / "tests").rglob("test_*.py")
+                   if any(n in t.read_text(encoding="utf-8") for n in names))  # fmt: skip
+    room = repo / "tests" / parts[1]
+    return found or ([str(room.relative_to(repo))] if room.is_dir() else [])
+
+
+def run_module(
+    repo: Path, work: Path, module: str, tests: list[str], sample: int, seed: int, timeout: float,
+    env: dict[str, str],
+) -> dict:
+    """Mutants of one module: ``{"module", "tests", "killed", "timed_out", "survivors"}``."""
+    source = (repo / module).read_text(encoding="utf-8")
+    found = sites(ast.parse(source))
+    random.Random(seed).shuffle(found)
+    survivors: list[str] = []
+    killed = timed_out = 0
+    plain = ast.unparse(ast.parse(source))
+    chosen = found[:sample]
+    for n, (index, kind) in enumerate(chosen, start=1):
+        mutated, where = mutate(source, index, kind)
+        if mutated == plain:
+            continue
+        (work / module).write_text(mutated, encoding="utf-8")
+        try:
+            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                               cwd=work, env=env, capture_output=True, timeout=timeout)  # fmt: skip
+            verdict = "SURVIVED" if r.returncode == 0 else "killed"
+        except subprocess.TimeoutExpired:
+            verdict = "timed out"
+        (work / module).write_text(source, encoding="utf-8")
+        if verdict == "SURVIVED":
+            survivors.append(where)
+        elif verdict == "killed":
+            killed += 1
+        else:
+            timed_out += 1
+        print(f"[{n}/{len(chosen)}] {module} {where}: {verdict}", flush=True)
+    return {"module": module, "tests": tests, "killed": killed, "timed_out": timed_out,
+            "survivors": survivors}  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--module", required=True)
-    ap.add_argument("--tests", nargs="+", required=True)
-    ap.add_argument("--sample", type=int, default=40, help="mutants to try (a fixed random sample)")
+    ap.add_argument("--module", help="one module (src/bertkit/...py)")
+    ap.add_argument("--tests", nargs="+", help="its tests (with --module)")
+    ap.add_argument("--rooms", nargs="+", help="every module of these rooms (tasks serve ...)")
+    ap.add_argument("--sample", type=int, default=40, help="mutants per module (a fixed random sample)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    source = (args.repo / args.module).read_text(encoding="utf-8")
-    found = sites(ast.parse(source))
-    random.Random(args.seed).shuffle(found)
-    chosen = found[: args.sample]
+    if bool(args.module) == bool(args.rooms) or (args.module and not args.tests):
+        ap.error("give --module with --tests, or --rooms")
+    if args.module:
+        plan = [(args.module, args.tests)]
+    else:
+        modules = sorted(str(m.relative_to(args.repo)) for room in args.rooms
+                         for m in (args.repo / "src" / "bertkit" / room).glob("*.py"))  # fmt: skip
+        plan = [(m, tests_of(args.repo, m)) for m in modules]
     scratch = Path(tempfile.mkdtemp(prefix="bertkit-mutants-"))
     work = scratch / "repo"
     shutil.copytree(
@@ -116,30 +179,24 @@ def main() -> int:
     )
     env = {"PYTHONPATH": str(work / "src"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
            "HF_HUB_OFFLINE": "1", "HOME": str(scratch)}  # fmt: skip
-    survivors, killed = [], 0
-    for n, (index, kind) in enumerate(chosen, start=1):
-        mutated, where = mutate(source, index, kind)
-        if mutated == ast.unparse(ast.parse(source)):
-            continue
-        (work / args.module).write_text(mutated, encoding="utf-8")
-        try:
-            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args.tests],
-                               cwd=work, env=env, capture_output=True, timeout=args.timeout)  # fmt: skip
-            alive = r.returncode == 0
-        except subprocess.TimeoutExpired:
-            alive = False
-        (work / args.module).write_text(source, encoding="utf-8")
-        if alive:
-            survivors.append(where)
-        else:
-            killed += 1
-        print(f"[{n}/{len(chosen)}] {where}: {'SURVIVED' if alive else 'killed'}", flush=True)
-    shutil.rmtree(scratch, ignore_errors=True)
-    total = killed + len(survivors)
-    print(f"{args.module}: {killed}/{total} mutants killed, {len(survivors)} survived: {survivors}")
+    rows = []
+    try:
+        for module, tests in plan:
+            if not tests:
+                print(f"{module}: no tests name it; skipped", flush=True)
+                continue
+            rows.append(run_module(args.repo, work, module, tests, args.sample, args.seed,
+                                   args.timeout, env))  # fmt: skip
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"\n{'module':<44} {'killed':>6} {'timeout':>7} {'survived':>8}")
+    for r in rows:
+        print(f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {len(r['survivors']):>8}  {'; '.join(r['survivors'])}")
+    total = [sum(r[k] if k != "survivors" else len(r[k]) for r in rows) for k in ("killed", "timed_out", "survivors")]
+    print(f"{'all':<44} {total[0]:>6} {total[1]:>7} {total[2]:>8}")
     if args.json:
-        args.json.write_text(json.dumps({"module": args.module, "tests": args.tests, "killed": killed,
-                                         "survivors": survivors}, indent=1) + "\n")  # fmt: skip
+        args.json.write_text(json.dumps({"seed": args.seed, "sample": args.sample, "modules": rows},
+                                        indent=1) + "\n")  # fmt: skip
     return 0
 
 
