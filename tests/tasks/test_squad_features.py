@@ -12,7 +12,7 @@ from bertkit.tasks.squad_features import (
     answer_token_span,
     convert_squad_examples,
 )
-from bertkit.tasks.windows import max_context_flags, slice_starts
+from bertkit.tasks.windows import WindowConfig, max_context_flags, slice_starts
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -46,7 +46,7 @@ def test_answer_token_span():
     assert answer_token_span(offs[1:], 0, 3) is None  # starts before the window
 
 
-def _hf_windows(hf_tok, examples, cfg):
+def _hf_windows(hf_tok, examples, max_len, stride):
     """The Hugging Face run_qa.py prepare_train_features logic (reference for the test)."""
     out = []
     for ex in examples:
@@ -54,8 +54,8 @@ def _hf_windows(hf_tok, examples, cfg):
             ex.question.lstrip(),
             ex.context,
             truncation="only_second",
-            max_length=cfg.max_seq_length,
-            stride=cfg.doc_stride,
+            max_length=max_len,
+            stride=stride,
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
         )
@@ -85,9 +85,9 @@ def _hf_windows(hf_tok, examples, cfg):
 @pytest.mark.parametrize(("max_len", "stride"), [(384, 128), (32, 8), (24, 4)])
 def test_windows_and_positions_match_hf(bk_tok, hf_tok, max_len, stride):
     examples = read_squad(FIXTURES / "task_squad_v1.json")
-    cfg = SquadFeatureConfig(max_seq_length=max_len, doc_stride=stride, max_query_length=16)
-    ours = convert_squad_examples(bk_tok, examples, cfg, is_training=True)
-    ref = _hf_windows(hf_tok, examples, cfg)
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=stride), max_query_length=16)
+    ours = convert_squad_examples(bk_tok, examples, max_len, cfg, is_training=True)
+    ref = _hf_windows(hf_tok, examples, max_len, stride)
     assert len(ours) == len(ref)
     assert [(f.input_ids, f.token_type_ids, f.start_position, f.end_position) for f in ours] == ref
     if max_len < 384:
@@ -100,7 +100,8 @@ def test_positions_point_at_the_answer_and_offsets_map_back(bk_tok):
     feats = convert_squad_examples(
         bk_tok,
         examples,
-        SquadFeatureConfig(max_seq_length=24, doc_stride=4, max_query_length=12),
+        24,
+        SquadFeatureConfig(WindowConfig(doc_stride=4), max_query_length=12),
         is_training=True,
     )
     for f in feats:
@@ -129,7 +130,7 @@ def test_question_cut_to_max_query_length_and_impossible_gets_cls(bk_tok):
         plausible_answers=(SquadAnswer("rained", 11),),
     )
     (f,) = convert_squad_examples(
-        bk_tok, [ex], SquadFeatureConfig(max_query_length=10), is_training=True
+        bk_tok, [ex], 384, SquadFeatureConfig(max_query_length=10), is_training=True
     )
     assert f.input_ids[11] == bk_tok.sep_token_id and f.doc_offset == 12
     assert (f.start_position, f.end_position) == (0, 0)
@@ -138,11 +139,18 @@ def test_question_cut_to_max_query_length_and_impossible_gets_cls(bk_tok):
 
 def test_config_validation():
     from bertkit.errors import ConfigError  # a one-line CLI error, not a traceback
+    from bertkit.tasks.span_qa import SquadAdapter
 
     with pytest.raises(ConfigError, match="stride_mode"):
-        SquadFeatureConfig(stride_mode="jump")
+        SquadFeatureConfig(WindowConfig(stride_mode="jump"))
     with pytest.raises(ConfigError, match="max_query_length"):
-        SquadFeatureConfig(max_seq_length=64, max_query_length=64)
+        SquadFeatureConfig(max_query_length=64).check_fits(64)
+    with pytest.raises(ConfigError, match="max_query_length"):
+        SquadAdapter("squad", "squad1", 64, windows=SquadFeatureConfig(max_query_length=64))
+    with pytest.raises(ConfigError, match=r"^truncate, window_pooling: SQuAD reads every window"):
+        SquadFeatureConfig(WindowConfig(truncate=True))
+    with pytest.raises(ConfigError, match=r"^truncate, window_pooling"):
+        SquadFeatureConfig(WindowConfig(window_pooling="max"))
 
 
 def test_a_question_cut_to_max_query_length_is_counted(bk_tok):
@@ -154,7 +162,7 @@ def test_a_question_cut_to_max_query_length_is_counted(bk_tok):
         SquadExample("b", "Why?", "It rained.", ()),
     ]
     feats = convert_squad_examples(
-        bk_tok, examples, SquadFeatureConfig(max_seq_length=128, doc_stride=32)
+        bk_tok, examples, 128, SquadFeatureConfig(WindowConfig(doc_stride=32))
     )
     assert [f.truncated for f in feats] == [True, False]
     assert SquadAdapter("squad", "squad1", 128).window_counts(examples, feats).truncated == 1

@@ -22,6 +22,7 @@ from bertkit.tasks.squad_post import (
     find_best_null_threshold,
     postprocess_squad,
 )
+from bertkit.tasks.windows import WindowConfig
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -46,8 +47,8 @@ def _oracle_logits(
 
 def test_oracle_logits_recover_gold_text_from_original_context(bk_tok):
     examples = read_squad(FIXTURES / "task_squad_v1.json")
-    cfg = SquadFeatureConfig(max_seq_length=24, doc_stride=4, max_query_length=12)
-    feats = convert_squad_examples(bk_tok, examples, cfg, is_training=True)
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=4), max_query_length=12)
+    feats = convert_squad_examples(bk_tok, examples, 24, cfg, is_training=True)
     s, e = _oracle_logits(feats)
     preds = postprocess_squad(examples, feats, s, e)
     answers = final_answers(preds, version_2=False)
@@ -155,8 +156,8 @@ def test_threshold_all_null_and_ties():
 
 def test_v2_end_to_end_threshold_tuned_then_used(bk_tok):
     examples = read_squad(FIXTURES / "task_squad_v2.json")
-    cfg = SquadFeatureConfig(max_seq_length=32, doc_stride=8, max_query_length=16)
-    feats = convert_squad_examples(bk_tok, examples, cfg, is_training=True)
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=8), max_query_length=16)
+    feats = convert_squad_examples(bk_tok, examples, 32, cfg, is_training=True)
     impossible = {e.qas_id for e in examples if e.is_impossible}
     s, e = _oracle_logits(feats, null_for=impossible, null_boost=1.0)
     preds = postprocess_squad(examples, feats, s, e)
@@ -172,8 +173,8 @@ def test_v2_end_to_end_threshold_tuned_then_used(bk_tok):
 def _windows_of_one_example(bk_tok):
     """The first fixture question in windows of 24 tokens with stride 4 (several per context)."""
     examples = read_squad(FIXTURES / "task_squad_v1.json")[:1]
-    cfg = SquadFeatureConfig(max_seq_length=24, doc_stride=4, max_query_length=12)
-    feats = convert_squad_examples(bk_tok, examples, cfg, is_training=False)
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=4), max_query_length=12)
+    feats = convert_squad_examples(bk_tok, examples, 24, cfg, is_training=False)
     assert len(feats) >= 2, "the test needs several windows per context"
     return examples, feats
 

@@ -20,6 +20,9 @@ HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.io import ENCODING_ERRORS
+    from bertkit.model.pooling import LAYER_COMBINES, POOLINGS
+
     options.add_model(p, "checkpoint folder (config.json, weights, vocab.txt or tokenizer.json)")
     p.add_argument(
         "--input", type=Path, default=None, help="text file, one item per line (default: stdin)"
@@ -29,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "or a name without suffix): .npy shards + manifest.json, streamed, resumable")  # fmt: skip
     p.add_argument(
         "--pooling",
-        choices=("cls", "mean", "max"),
+        choices=POOLINGS,
         default=None,
         help="token vectors -> one vector (default: the folder's sentence-transformers pooling, else mean)",
     )
@@ -52,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_windows(p)
     options.add_streaming(p)  # folder output only
     options.add_fields(p, LayerSpec, ("layers", "layer_combine"),
-                       choices={"layer_combine": ("concat", "sum", "mean")})  # fmt: skip
+                       choices={"layer_combine": LAYER_COMBINES})  # fmt: skip
     p.add_argument("--per-token", action="store_true",
                    help="one vector per word piece (.npy) and a .jsonl index of pieces and offsets")  # fmt: skip
     options.add_precision(p, inference=True)
@@ -66,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_device(p)
     options.add_allow_pickle(p)
     options.add_split_special_tokens(p)
-    p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict")
+    p.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default="strict")
 
 
 def _read_lines(path: Path | None, errors: str) -> list[str]:

@@ -51,6 +51,8 @@ _DEV_HELP = {
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from bertkit.tasks.squad_features import SQUAD_MAX_SEQ_LENGTH
+    from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH
     from bertkit.training.finetune import FinetuneConfig
 
     g = p.add_argument_group("model and run")
@@ -58,7 +60,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output", required=True, help="folder for the selected model and metrics.json")
     options.add_fields(g, FinetuneConfig, _RUN_FIELDS, flags={"learning_rates": "--learning-rate"})
     g.add_argument("--max-seq-length", type=int, default=None,
-                   help="tokens per input (default 128; 384 for squad)")  # fmt: skip
+                   help=f"tokens per input (default {DEFAULT_MAX_SEQ_LENGTH}; {SQUAD_MAX_SEQ_LENGTH} for squad)")  # fmt: skip
     options.add_precision(g)
     g.add_argument("--max-train-examples", type=int, default=None,
                    help="use only the first N training examples")  # fmt: skip
@@ -68,16 +70,21 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bertkit.data.tasks.custom import FORMATS
+    from bertkit.data.tasks.glue import GLUE_TASKS
     from bertkit.tasks import FAMILIES, TaskSettings
-    from bertkit.tasks.squad_features import SquadFeatureConfig
+    from bertkit.tasks.embedding import POOLINGS
+    from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
     from bertkit.tasks.squad_post import SquadPostConfig
+    from bertkit.tasks.windows import WindowConfig
 
+    glue_names = list(GLUE_TASKS)
     sub = parser.add_subparsers(dest="family", metavar="FAMILY", required=True)
     for name, (_cls, text) in FAMILIES.items():
         p = sub.add_parser(name, help=text, description=text)
         if name == "glue":
             p.add_argument("--task", required=True,
-                           help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI")  # fmt: skip
+                           help=f"{', '.join(glue_names[:-1])} or {glue_names[-1]}")  # fmt: skip
             p.add_argument("--data-dir", type=Path, required=True,
                            help="GLUE root (holding TASK/) or the task folder")  # fmt: skip
         else:
@@ -88,12 +95,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help=_DEV_HELP.get(name, "dev file (scored each epoch, used for selection)"))  # fmt: skip
         fields = _FAMILY_FIELDS.get(name, ())
         options.add_fields(p, TaskSettings, fields,
-                           choices={"format": ("csv", "tsv", "jsonl"),
-                                    "pooling": ("mean", "cls", "max")})  # fmt: skip
+                           choices={"format": FORMATS, "pooling": POOLINGS})  # fmt: skip
         if name in _WINDOWED:
             options.add_windows(p)
         if name == "squad":
-            options.add_fields(p, SquadFeatureConfig, ("doc_stride", "max_query_length"))
+            stride_help = f"Context tokens shared by neighbouring windows of a long context. (default {SQUAD_DOC_STRIDE})"
+            options.add_fields(p, WindowConfig, ("doc_stride",), help={"doc_stride": stride_help})
+            options.add_fields(p, SquadFeatureConfig, ("max_query_length",))
             options.add_fields(p, SquadPostConfig, ("n_best_size", "max_answer_length"))
         _common(p)
 
@@ -109,8 +117,10 @@ def settings_from_args(args: argparse.Namespace):
     if args.family in _WINDOWED:
         extra = {"long_inputs": options.values(args, WindowConfig, options.WINDOW_FIELDS)}
     if args.family == "squad":
-        extra = {"windows": options.values(args, SquadFeatureConfig, ("doc_stride", "max_query_length")),
-                 "search": options.values(args, SquadPostConfig, ("n_best_size", "max_answer_length"))}  # fmt: skip
+        window = options.values(args, WindowConfig, ("doc_stride",))
+        windows = options.values(args, SquadFeatureConfig, ("max_query_length",), window=window)
+        search = options.values(args, SquadPostConfig, ("n_best_size", "max_answer_length"))
+        extra = {"windows": windows, "search": search}
     return options.values(args, TaskSettings, **extra)
 
 

@@ -19,19 +19,21 @@ _FIELDS = ("max_seq_length", "format", "text_field", "short_seq_prob", "masked_l
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.data.corpus import FORMATS
     from bertkit.data.prepare import PrepareSettings
+    from bertkit.io import ENCODING_ERRORS
 
     p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="corpus files")
     p.add_argument("--vocab", required=True, help="vocab.txt (WordPiece, one token a line)")
     p.add_argument("--output", required=True, metavar="DIR", help="output folder")
     options.add_fields(p, PrepareSettings, _FIELDS,
-                       choices={"format": FORMATS, "encoding_errors": ("strict", "replace")},
+                       choices={"format": FORMATS, "encoding_errors": ENCODING_ERRORS},
                        metavars={"mask_ratios": ("MASK", "SAME", "RANDOM")})  # fmt: skip
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument(
         "--dupe-factor",
         type=int,
         default=None,
-        help="uses of each document, fresh masks each time (default: 10, or 1 with --dynamic-masking)",
+        help="uses of each document, fresh masks each time "
+        f"(default: {PrepareSettings.dupe_factor}, or 1 with --dynamic-masking)",
     )
     p.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1), metavar="N")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
     from bertkit.training import distributed as D
 
-    dupe = args.dupe_factor if args.dupe_factor is not None else (1 if args.dynamic_masking else 10)
+    default_dupe = 1 if args.dynamic_masking else PrepareSettings.dupe_factor
+    dupe = args.dupe_factor if args.dupe_factor is not None else default_dupe
     settings = options.values(
         args, PrepareSettings, _FIELDS, dupe_factor=dupe, do_lower_case=not args.cased
     )

@@ -17,6 +17,7 @@ HELP = "serve models over HTTP (embeddings in TEI and OpenAI shapes, classify, N
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.model.pooling import POOLINGS
     from bertkit.serve.settings import BACKENDS, ServeSettings
 
     p.add_argument("--model", dest="models", action="append", required=True, metavar="[NAME=]DIR",
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     names = [f.name for f in dataclasses.fields(ServeSettings)
              if f.name not in ("models", "precision", "device")]  # fmt: skip
     options.add_fields(p, ServeSettings, names,
-                       choices={"pooling": ("mean", "cls", "max"), "backend": BACKENDS})  # fmt: skip
+                       choices={"pooling": POOLINGS, "backend": BACKENDS})  # fmt: skip
     options.add_precision(p, inference=True)
     options.add_device(p)
 

@@ -16,6 +16,8 @@ _CHUNK = 512
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.io import ENCODING_ERRORS
+
     p.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
     p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
     p.add_argument("--pair", action="store_true", help="each line holds two tab-separated texts")
@@ -41,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1, help="worker processes")
     p.add_argument(
         "--encoding-errors",
-        choices=("strict", "replace"),
+        choices=ENCODING_ERRORS,
         default="strict",
         help="invalid UTF-8: stop with an error naming file and line, or use U+FFFD",
     )

@@ -13,6 +13,8 @@ HELP = "train a WordPiece vocabulary (vocab.txt) from text files"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.io import ENCODING_ERRORS
+
     p.add_argument(
         "--input",
         nargs="+",
@@ -34,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--encoding-errors",
-        choices=("strict", "replace"),
+        choices=ENCODING_ERRORS,
         default="strict",
         help="invalid UTF-8: stop with an error naming file and line, or use U+FFFD",
     )

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.errors import InputError, MissingFileError
-from bertkit.io import read_text_lines
+from bertkit.io import ENCODING_ERRORS, read_text_lines
 
 FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
 PARQUET_MAGIC = b"PAR1"
@@ -146,7 +146,7 @@ class CorpusOptions:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
-        if self.encoding_errors not in ("strict", "replace"):
+        if self.encoding_errors not in ENCODING_ERRORS:
             raise ValueError("encoding_errors must be 'strict' or 'replace'")
 
 

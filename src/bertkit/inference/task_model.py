@@ -145,7 +145,8 @@ class TaskModel:
                    if kept else "truncates each (context, ending) pair")  # fmt: skip
             applies = "only --doc-stride applies" if kept else "no window flag applies"
             raise ConfigError(f"{flags}: a {family} model {why}; {applies}")
-        return replace(self, adapter=replace(self.adapter, windows=replace(windows, **changes)))
+        squad = replace(windows, window=replace(windows.window, **changes))  # type: ignore[union-attr]
+        return replace(self, adapter=replace(self.adapter, windows=squad))
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         """Examples of ``path`` in the task's format, or plain text fields (classification)."""

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bertkit.io import atomic_write_text
-from bertkit.tasks.windows import WindowCounts
+from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowCounts
 from bertkit.tokenizer.protocol import Tokenizer
 
 TASK_FILE = "bertkit_task.json"
@@ -54,7 +54,7 @@ class TaskAdapter:
 
     family: str
     name: str
-    max_seq_length: int = 128
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
 
     head_class: ClassVar[str] = "BertModel"
     main_metric: ClassVar[str] = ""

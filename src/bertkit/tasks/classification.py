@@ -27,7 +27,7 @@ from bertkit.data.tasks.glue import glue_task, iter_glue, read_glue, read_glue_s
 from bertkit.evaluation.classification import glue_metrics
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
-from bertkit.tasks.windows import WindowConfig, aggregate
+from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer
 
 # text fields tried, in order, in a file that is not in the task's own format
@@ -64,7 +64,7 @@ class ClassificationAdapter(TaskAdapter):
         self.windows = WindowConfig.of(self.windows)  # a dict from bertkit_task.json
 
     @classmethod
-    def for_glue(cls, task: str, max_seq_length: int = 128,
+    def for_glue(cls, task: str, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
                  windows: WindowConfig | None = None) -> ClassificationAdapter:  # fmt: skip
         t = glue_task(task)
         return cls("glue", t.name, max_seq_length, labels=list(t.labels or []), metric=t.metric,
@@ -73,7 +73,7 @@ class ClassificationAdapter(TaskAdapter):
     @classmethod
     def for_files(
         cls, train: str | Path, columns: dict[str, str | None], *, regression: bool = False,
-        file_format: str | None = None, max_seq_length: int = 128,
+        file_format: str | None = None, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
         windows: WindowConfig | None = None,
     ) -> tuple[ClassificationAdapter, list[Any]]:  # fmt: skip
         """The adapter for the user's own files, with its label list (the sorted set of the

@@ -39,6 +39,8 @@ from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
 
 POOLINGS = ("mean", "cls", "max")
+"""The poolings of :mod:`bertkit.model.pooling` (named here so that ``bertkit.tasks`` imports
+without torch; a test keeps the two equal)."""
 _CUT = WindowConfig(truncate=True)  # texts are cut, as sentence-transformers cuts them
 
 

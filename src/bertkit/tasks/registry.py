@@ -47,8 +47,10 @@ FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
 
 
 def default_max_seq_length(family: str) -> int:
-    """128 tokens, 384 for SQuAD (the paper's settings)."""
-    return SquadFeatureConfig.max_seq_length if family == "squad" else 128
+    """The family adapter's ``max_seq_length`` default: 128 tokens, 384 for SQuAD (the paper's
+    settings; :data:`~bertkit.tasks.windows.DEFAULT_MAX_SEQ_LENGTH`,
+    :data:`~bertkit.tasks.squad_features.SQUAD_MAX_SEQ_LENGTH`)."""
+    return FAMILIES[family][0].max_seq_length
 
 
 @dataclass
@@ -70,7 +72,7 @@ class TaskSettings:
     data_dir: Path | None = None
     """GLUE root (holding TASK/) or the task folder."""
     max_seq_length: int | None = None
-    """Tokens per input (None: 128, 384 for squad)."""
+    """Tokens per input (None: the family's :func:`default_max_seq_length`)."""
     tag_column: int = -1
     """ner: column of the tag (-1: the last)."""
     scheme: str = "auto"

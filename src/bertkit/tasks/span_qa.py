@@ -1,9 +1,10 @@
 """Extractive question answering (squad): sliding windows, n-best span search, v2.0 null threshold.
 
 Head: ``BertForQuestionAnswering``; metric: SQuAD F1 (and exact match), as the official script
-computes them. Window settings are a :class:`~bertkit.tasks.squad_features.SquadFeatureConfig`,
-span search settings a :class:`~bertkit.tasks.squad_post.SquadPostConfig`: their defaults are
-the only definition of the paper's values (stride 128, query 64, n-best 20, answer 30).
+computes them. Window settings are a :class:`~bertkit.tasks.squad_features.SquadFeatureConfig`
+(the shared :class:`~bertkit.tasks.windows.WindowConfig` plus the question's length), span search
+settings a :class:`~bertkit.tasks.squad_post.SquadPostConfig`: their defaults are the only
+definition of the paper's values (length 384, stride 128, query 64, n-best 20, answer 30).
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from bertkit.data.tasks.squad import load_gold, read_squad
 from bertkit.evaluation.squad import squad_scores
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, unscored
-from bertkit.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
+from bertkit.tasks.squad_features import (
+    SQUAD_MAX_SEQ_LENGTH,
+    SquadFeatureConfig,
+    convert_squad_examples,
+)
 from bertkit.tasks.squad_post import (
     SquadPostConfig,
     final_answers,
@@ -28,8 +33,6 @@ from bertkit.tasks.squad_post import (
 )
 from bertkit.tokenizer.protocol import Tokenizer
 
-DEFAULT_MAX_SEQ_LENGTH = SquadFeatureConfig.max_seq_length
-
 
 @dataclass
 class SquadAdapter(TaskAdapter):
@@ -37,10 +40,9 @@ class SquadAdapter(TaskAdapter):
 
     ``null_threshold`` is tuned on dev by :meth:`fit_dev` (the value that maximises dev F1) and
     saved with the model; :meth:`score` uses the saved value (evaluate, predict).
-    ``windows.max_seq_length`` always equals ``max_seq_length``.
     """
 
-    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    max_seq_length: int = SQUAD_MAX_SEQ_LENGTH
     version_2: bool = False
     windows: SquadFeatureConfig = field(default_factory=SquadFeatureConfig)
     search: SquadPostConfig = field(default_factory=SquadPostConfig)
@@ -50,16 +52,15 @@ class SquadAdapter(TaskAdapter):
     main_metric = "f1"
 
     def __post_init__(self) -> None:
-        if isinstance(self.windows, dict):  # from bertkit_task.json
-            self.windows = SquadFeatureConfig(**self.windows)
+        self.windows = SquadFeatureConfig.of(self.windows)  # a dict from bertkit_task.json
         if isinstance(self.search, dict):
             self.search = SquadPostConfig(**self.search)
-        if self.windows.max_seq_length != self.max_seq_length:
-            self.windows = replace(self.windows, max_seq_length=self.max_seq_length)
+        self.windows.check_fits(self.max_seq_length)
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SquadAdapter:
-        """Also reads the flat keys of models saved before the settings were grouped."""
+        """Also reads the flat keys of models saved before the settings were grouped (the
+        older ``windows`` layouts are :meth:`SquadFeatureConfig.of`'s)."""
         s = dict(state)
         flat_windows = {k: s.pop(k) for k in ("doc_stride", "max_query_length") if k in s}
         flat_search = {k: s.pop(k) for k in ("n_best_size", "max_answer_length") if k in s}
@@ -73,7 +74,9 @@ class SquadAdapter(TaskAdapter):
         return read_squad(path)
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
-        return convert_squad_examples(tokenizer, examples, self.windows, is_training=training)
+        return convert_squad_examples(
+            tokenizer, examples, self.max_seq_length, self.windows, is_training=training
+        )
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool

@@ -1,19 +1,25 @@
 """SQuAD feature conversion: question + context windows with answer token positions.
 
 Each example becomes one or more windows ``[CLS] question [SEP] context-slice [SEP]`` of at most
-``max_seq_length`` tokens. The question is cut to ``max_query_length`` tokens. The context is
-tokenized once (offsets give each token's characters in the ORIGINAL context) and cut into
-slices of ``max_seq_length - len(question) - 3`` tokens.
+``max_seq_length`` tokens (the adapter's, 384 by default: :data:`SQUAD_MAX_SEQ_LENGTH`). The
+question is cut to ``max_query_length`` tokens. The context is tokenized once (offsets give each
+token's characters in the ORIGINAL context) and cut into slices of
+``max_seq_length - len(question) - 3`` tokens.
 
-The slicing and the max-context rule are :mod:`bertkit.tasks.windows`'s, shared by every family.
-``doc_stride`` semantics differ between the two reference implementations, so both are offered:
+The windows are :func:`bertkit.tasks.windows.slices` over the context, with the
+:class:`~bertkit.tasks.windows.WindowConfig` every family shares (``doc_stride``, ``stride_mode``),
+so ``--doc-stride`` means the same thing everywhere:
 
 * ``stride_mode="overlap"`` (default; Hugging Face's ``stride`` in ``run_qa.py``): consecutive
   slices share ``doc_stride`` tokens, i.e. the next slice starts ``slice_len - doc_stride`` later.
   These are exactly the windows of ``tokenizer(question, context, truncation="only_second",
   stride=doc_stride, return_overflowing_tokens=True)`` (checked by scripts/squad_features_parity.py).
+  A stride at least as long as the slice is lowered to ``slice_len - 1``, as for every family.
 * ``stride_mode="step"`` (google-research/bert ``run_squad.py``): the next slice starts
   ``doc_stride`` tokens later (more, more overlapping windows).
+
+SQuAD's default stride is the references' fixed 128 (:data:`SQUAD_DOC_STRIDE`), not the other
+families' third of ``max_seq_length`` (the two agree at 384).
 
 Answer positions follow the offsets: the start token is the last context token starting at or
 before the answer's first character, the end token the first one ending at or after its last
@@ -28,37 +34,69 @@ A token seen by several windows is "max context" only in the window where
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.errors import ConfigError
-from bertkit.tasks.windows import max_context_flags, slice_starts
+from bertkit.tasks.windows import WindowConfig, slices
 from bertkit.tokenizer.protocol import Tokenizer
+
+SQUAD_MAX_SEQ_LENGTH = 384
+"""Tokens per SQuAD window, question and specials included (the BERT paper's SQuAD setting)."""
+SQUAD_DOC_STRIDE = 128
+"""SQuAD's default ``doc_stride`` (google's ``run_squad.py`` and Hugging Face's ``run_qa.py``)."""
+_LEGACY_WINDOW_KEYS = ("doc_stride", "stride_mode")
+"""Keys of the context windows in the flat layout saved before SQuAD shared WindowConfig."""
 
 
 @dataclass(frozen=True)
 class SquadFeatureConfig:
-    """Windowing settings (defaults: the BERT paper's SQuAD settings)."""
+    """SQuAD's window settings: the :class:`WindowConfig` every family shares, plus the question's
+    length (defaults: the BERT paper's SQuAD settings). ``max_seq_length`` is the adapter's."""
 
-    max_seq_length: int = 384
-    """Tokens per window, question and specials included."""
-    doc_stride: int = 128
-    """Context tokens shared by neighbouring windows of a long context."""
+    window: WindowConfig = field(default_factory=WindowConfig)
+    """How the context is cut: ``doc_stride`` (None: SQuAD's 128) and ``stride_mode``; ``truncate``
+    and ``window_pooling`` do not apply (every window is read, the best span kept)."""
     max_query_length: int = 64
     """Question tokens kept (longer questions are cut to this many)."""
-    stride_mode: Literal["overlap", "step"] = "overlap"
 
     def __post_init__(self) -> None:
-        if self.stride_mode not in ("overlap", "step"):
-            raise ConfigError(f"stride_mode must be 'overlap' or 'step', got {self.stride_mode!r}")
-        if self.max_query_length + 3 >= self.max_seq_length:
+        window = WindowConfig.of(self.window)  # a dict from bertkit_task.json
+        if window.doc_stride is None:
+            window = replace(window, doc_stride=SQUAD_DOC_STRIDE)
+        if window.truncate or window.window_pooling != WindowConfig.window_pooling:
+            raise ConfigError(
+                "truncate, window_pooling: SQuAD reads every window of a long context and keeps "
+                "the best span; only doc_stride and stride_mode apply"
+            )
+        object.__setattr__(self, "window", window)
+
+    def check_fits(self, max_seq_length: int) -> None:
+        """ConfigError unless a window of ``max_seq_length`` leaves room for context tokens."""
+        if self.max_query_length + 3 >= max_seq_length:
             raise ConfigError(
                 f"max_query_length + 3 ({self.max_query_length + 3}) must be below "
-                f"max_seq_length ({self.max_seq_length}): room for the context"
+                f"max_seq_length ({max_seq_length}): room for the context"
             )
-        if self.doc_stride < 1:
-            raise ConfigError(f"doc_stride must be at least 1, got {self.doc_stride}")
+
+    @classmethod
+    def of(cls, value: SquadFeatureConfig | dict[str, Any] | None) -> SquadFeatureConfig:
+        """From a saved state (``bertkit_task.json`` holds a dict), None meaning the defaults.
+
+        Also reads the layout saved before SQuAD shared :class:`WindowConfig`:
+        ``{"max_seq_length", "doc_stride", "max_query_length", "stride_mode"}`` (the length was
+        always the adapter's own, so it is dropped here).
+        """
+        if isinstance(value, SquadFeatureConfig):
+            return value
+        state = dict(value or {})
+        state.pop("max_seq_length", None)
+        legacy = {k: state.pop(k) for k in _LEGACY_WINDOW_KEYS if k in state}
+        window = state.pop("window", None)
+        if legacy:
+            window = {**asdict(WindowConfig.of(window)), **legacy}
+        return cls(window=WindowConfig.of(window), **state)
 
 
 @dataclass(frozen=True)
@@ -105,16 +143,20 @@ def answer_token_span(
 def convert_squad_examples(
     tokenizer: Tokenizer,
     examples: Sequence[SquadExample],
+    max_seq_length: int,
     config: SquadFeatureConfig | None = None,
     *,
     is_training: bool = False,
 ) -> list[SquadFeature]:
-    """Turn examples into windows (see the module doc); ``is_training`` fills answer positions.
+    """Turn examples into windows of at most ``max_seq_length`` tokens (see the module doc);
+    ``is_training`` fills answer positions.
 
     ``tokenizer`` is a :class:`bertkit.tokenizer.BertTokenizer` (``encode`` with offsets).
     The context of consecutive examples that share it is tokenized once.
     """
     config = config or SquadFeatureConfig()
+    config.check_fits(max_seq_length)
+    window = config.window
     features: list[SquadFeature] = []
     cache_key, ctx_ids, ctx_offsets = None, [], []
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
@@ -128,13 +170,12 @@ def convert_squad_examples(
             )
         q_all = list(tokenizer.encode(ex.question, add_special_tokens=False).input_ids)
         q_ids = q_all[: config.max_query_length]
-        slice_len = config.max_seq_length - len(q_ids) - 3
-        starts = slice_starts(len(ctx_ids), slice_len, config.doc_stride, config.stride_mode)
-        flags = max_context_flags(starts, len(ctx_ids), slice_len)
+        slice_len = max_seq_length - len(q_ids) - 3
+        stride = window.stride(max_seq_length)
         answer = ex.answers[0] if (is_training and ex.answers and not ex.is_impossible) else None
         head = [cls_id, *q_ids, sep_id]
-        for start, is_max in zip(starts, flags):
-            stop = min(start + slice_len, len(ctx_ids))
+        for sl in slices(len(ctx_ids), slice_len, stride, mode=window.stride_mode):
+            start, stop = sl.start, sl.stop
             ids = head + ctx_ids[start:stop] + [sep_id]
             n_ctx = stop - start
             offsets: list[tuple[int, int] | None] = (
@@ -153,7 +194,7 @@ def convert_squad_examples(
                     token_type_ids=[0] * len(head) + [1] * (n_ctx + 1),
                     attention_mask=[1] * len(ids),
                     offsets=offsets,
-                    token_is_max_context=[False] * len(head) + is_max + [False],
+                    token_is_max_context=[False] * len(head) + sl.is_max + [False],
                     start_position=s_pos,
                     end_position=e_pos,
                     doc_offset=len(head),

@@ -35,6 +35,8 @@ import numpy as np
 from bertkit.errors import ConfigError
 
 POOLINGS = ("mean", "max")
+DEFAULT_MAX_SEQ_LENGTH = 128
+"""``--max-seq-length`` of every family but SQuAD (384: :data:`~bertkit.tasks.squad_features.SQUAD_MAX_SEQ_LENGTH`)."""
 
 
 @dataclass(frozen=True)

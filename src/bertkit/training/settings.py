@@ -45,7 +45,7 @@ class TrainConfig:
     """Micro-batches per update on each rank."""
     seed: int = 0
     """Seeds the data order (with phase and epoch), masking and the dropout RNG."""
-    precision: str = "auto"
+    precision: str = P.DEFAULT
     """One of :data:`bertkit.precision.CHOICES`: auto, fp32, bf16 (autocast on CPU or CUDA) or
     fp16 (CUDA only, with a GradScaler)."""
     clip_norm: float = 1.0

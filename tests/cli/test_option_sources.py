@@ -1,0 +1,78 @@
+"""Flags read their defaults and choices from the one home of each (registries, config fields)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from bertkit import precision as P
+from bertkit.cli.main import build_parser
+
+
+def _sub(parser: argparse.ArgumentParser, *path: str) -> argparse.ArgumentParser:
+    for name in path:
+        (action,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = action.choices[name]
+    return parser
+
+
+def _option(parser: argparse.ArgumentParser, flag: str) -> argparse.Action:
+    (action,) = (a for a in parser._actions if flag in a.option_strings)
+    return action
+
+
+@pytest.fixture(scope="module")
+def parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
+def test_poolings_come_from_the_registry(parser):
+    from bertkit.model.pooling import LAYER_COMBINES, POOLINGS
+    from bertkit.tasks.embedding import POOLINGS as FAMILY_POOLINGS
+
+    assert set(FAMILY_POOLINGS) == set(POOLINGS)  # the torch-free copy of bertkit.tasks
+    assert _option(_sub(parser, "finetune", "embeddings"), "--pooling").choices == list(
+        FAMILY_POOLINGS
+    )
+    assert _option(_sub(parser, "serve"), "--pooling").choices == list(POOLINGS)
+    assert _option(_sub(parser, "embed"), "--pooling").choices == POOLINGS
+    assert _option(_sub(parser, "embed"), "--layer-combine").choices == list(LAYER_COMBINES)
+
+
+def test_encoding_errors_and_formats_come_from_the_registries(parser):
+    from bertkit.data.tasks.custom import FORMATS
+    from bertkit.io import ENCODING_ERRORS
+
+    for command in ("train-vocab", "tokenize", "prepare-pretraining", "embed"):
+        assert tuple(_option(_sub(parser, command), "--encoding-errors").choices) == ENCODING_ERRORS
+    for family in ("classify", "tag", "embeddings", "rerank"):
+        assert _option(_sub(parser, "finetune", family), "--format").choices == list(FORMATS)
+
+
+def test_precision_defaults_are_precision_default(parser):
+    from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.settings import TrainConfig
+
+    assert FinetuneConfig().precision == TrainConfig().precision == P.DEFAULT
+    for path in (("finetune", "glue"), ("embed",), ("predict",), ("pretrain",)):
+        assert _option(_sub(parser, *path), "--precision").default == P.DEFAULT
+
+
+def test_max_seq_length_help_and_squad_windows_from_their_homes(parser):
+    from bertkit.cli.finetune import settings_from_args
+    from bertkit.tasks.squad_features import SquadFeatureConfig
+    from bertkit.tasks.windows import WindowConfig
+
+    glue = _sub(parser, "finetune", "glue")
+    assert _option(glue, "--max-seq-length").help == "tokens per input (default 128; 384 for squad)"
+    assert "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI" in _option(glue, "--task").help
+    squad = _sub(parser, "finetune", "squad")
+    assert _option(squad, "--doc-stride").help.endswith("(default 128)")
+    base = ["finetune", "squad", "--train", "t.json", "--dev", "d.json", "--model", "m"]
+    args = parser.parse_args([*base, "--output", "o"])
+    assert settings_from_args(args).windows == SquadFeatureConfig()
+    args = parser.parse_args(
+        [*base, "--output", "o", "--doc-stride", "64", "--max-query-length", "32"]
+    )
+    assert settings_from_args(args).windows == SquadFeatureConfig(WindowConfig(doc_stride=64), 32)
