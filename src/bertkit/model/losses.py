@@ -21,6 +21,9 @@ import torch.nn.functional as F
 
 from bertkit.model.kernels import linear, matmul_nt
 
+IGNORE = -100
+"""The label every loss ignores (a position or example without a target)."""
+
 
 def softmax_dtype(device_type: str) -> torch.dtype | None:
     """The log-softmax dtype of the fused loss under bf16 autocast: fp32 on CUDA, None (the
