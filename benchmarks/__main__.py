@@ -47,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     reps = 3 if args.quick else 5
     precisions = args.precisions.split(",")
 
-    from bertkit import hardware
+    from bertkit import __version__, env_report, hardware
     from bertkit.cli.env import format_report
 
-    env = hardware.report()  # the machine and each kernel decision, first: every figure needs it
+    # the machine and each kernel decision, first: every figure needs it
+    env = env_report.report(__version__)
     print(format_report(env), flush=True)
 
     # only the precisions asked for: without native bf16, a 2048^3 bf16 matmul takes minutes

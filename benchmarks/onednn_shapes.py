@@ -79,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         out = _child(args.child, args.passes, args.seed, args.precision, args.threads)
         print(json.dumps(out))
         return 0
-    from bertkit import hardware
+    from bertkit import __version__, env_report
     from bertkit.cli.env import format_report
 
-    env = hardware.report()
+    env = env_report.report(__version__)
     print(format_report(env), flush=True)
     modes = args.modes.split(",")
     results: dict[str, list[dict]] = {m: [] for m in modes}

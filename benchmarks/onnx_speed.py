@@ -183,11 +183,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time bertkit fp32 with the GELU outside the up-projection")  # fmt: skip
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    from bertkit import hardware
+    from bertkit import __version__, env_report, hardware
     from bertkit.cli.env import format_report
     from bertkit.export import OnnxExportConfig, export_onnx
 
-    print(format_report(hardware.report()), flush=True)
+    print(format_report(env_report.report(__version__)), flush=True)
     rng = random.Random(0)
     mixed = [rng.randint(8, 128) for _ in range(32)]
     stream = [rng.randint(8, 128) for _ in range(256)]

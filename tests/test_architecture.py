@@ -14,8 +14,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "bertkit"
 
 FOUNDATION = {
-    "bertkit", "errors", "io", "progress", "config", "cpu", "probe_cache", "hardware", "precision",
-    "hub",
+    "bertkit", "errors", "io", "progress", "config", "cpu", "probe_cache", "probes", "hardware",
+    "env_report", "precision", "hub",
 }  # fmt: skip
 # room -> the rooms it may import (besides itself); docs/architecture.md draws the same table
 ALLOWED: dict[str, set[str]] = {
@@ -25,7 +25,9 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"errors"},
     "cpu": set(),
     "probe_cache": {"errors", "io"},
-    "hardware": {"bertkit", "errors", "io", "cpu", "probe_cache"},
+    "probes": {"cpu", "probe_cache"},
+    "hardware": {"errors", "io", "cpu", "probe_cache", "probes"},
+    "env_report": {"cpu", "probe_cache", "probes", "hardware"},
     "precision": {"errors", "hardware"},
     "hub": {"errors"},
     "evaluation": set(),

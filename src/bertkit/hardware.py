@@ -34,8 +34,10 @@ cannot do it is a :class:`ConfigError`, not a crash inside a kernel (likewise ``
 weights without VNNI/AMX, which would silently saturate). The legacy
 ``BERTKIT_ONEDNN=0`` still means ``BERTKIT_FP32_MATMUL=blas``.
 
-Probe results are cached on disk (:mod:`bertkit.probe_cache`); the machine description is
-:mod:`bertkit.cpu`; precision requests are turned into what runs by :mod:`bertkit.precision`.
+The measurements are :mod:`bertkit.probes` (their results cached on disk by
+:mod:`bertkit.probe_cache`); the machine description is :mod:`bertkit.cpu`; precision requests
+are turned into what runs by :mod:`bertkit.precision`; ``bertkit env``'s report is
+:mod:`bertkit.env_report`. This module also resolves ``--device`` (:func:`resolve_device`).
 """
 
 from __future__ import annotations
@@ -43,23 +45,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import platform
-import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
-from functools import cache
+from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from bertkit import cpu, probe_cache
+from bertkit import probes
 from bertkit.cpu import CpuInfo, cpu_info, idle_threads  # noqa: F401 (the machine description)
 from bertkit.errors import ConfigError
+
+# the probes' names callers read from here (kernels, tests, benchmarks)
+from bertkit.probes import (  # noqa: F401
+    ONEDNN_AVAILABLE,
+    ONEDNN_LINEAR,
+    bf16_native_support,
+    int8_dot_products,
+)
 
 log = logging.getLogger("bertkit.hardware")
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "fp32_matmul": ("onednn", "blas"),
+    "fp32_matmul": probes.FP32_MATMUL_CHOICES,
     "bf16": ("native", "emulated", "fp32"),
     "int8_weights": ("8bit", "7bit"),
 }
@@ -68,19 +74,6 @@ ENV = {
     "bf16": "BERTKIT_BF16",
     "int8_weights": "BERTKIT_INT8_WEIGHTS",
 }
-ONEDNN_MIN_SPEEDUP = 1.10  # below this, keep ATen's BLAS: the default path, and no flip-flopping
-PROBE_MAX_OTHERS = 0.5
-"""Cores other processes may keep busy during the fp32 probe for its result to be cached on
-disk: a probe on shared cores measured oneDNN 63 and BLAS 53 GFLOP/s here (against ~250 on idle
-cores), picked oneDNN, and left the quickstart 1.4x slower per update in every later run."""
-PROBE_SHAPE = (512, 384, 1536)  # (M, K, N): a MiniLM-sized feed-forward product
-CACHE_VERSION = 1
-
-# torch's bundled oneDNN linear; absent in builds without mkldnn
-ONEDNN_LINEAR = (
-    getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
-)
-ONEDNN_AVAILABLE = ONEDNN_LINEAR is not None and torch.backends.mkldnn.is_available()
 
 
 @dataclass(frozen=True)
@@ -303,9 +296,7 @@ def resolve_device(
     return torch.device("cuda", index)
 
 
-# --- precision --------------------------------------------------------------------------------
-
-# --- the probes -------------------------------------------------------------------------------
+# --- deciding (the measurements are in probes.py) ---------------------------------------------
 
 
 def _decide(name: str) -> Decision:
@@ -334,61 +325,12 @@ def _decide_plain(name: str) -> Decision:
     if name == "int8_weights":
         ok, why = int8_dot_products()
         return Decision(name, "8bit" if ok else "7bit", why, "probe")
-    return _fp32_matmul_probe()
-
-
-# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) below its first level with int8 dot products (AVX2_VNNI)
-_ONEDNN_CAPS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
-
-
-def int8_dot_products() -> tuple[bool, str]:
-    """(True, why) when oneDNN multiplies uint8 by int8 with VNNI or AMX here: exact int32 sums,
-    so 8-bit weights are safe. Without them (the CPU lacks them, or ``ONEDNN_MAX_CPU_ISA`` caps
-    oneDNN below them) its AVX2 kernel adds pairs of products into saturating int16, and 8-bit
-    weights would overflow (:mod:`bertkit.model.quantize`)."""
-    f = cpu_info().features
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
-    have = [k for k in ("avx512_vnni", "avx_vnni", "amx_tile") if f.get(k)]
-    if not have:
-        return False, "no VNNI/AMX int8 dot products on this CPU: 7-bit weights cannot saturate"
-    if cap in _ONEDNN_CAPS_WITHOUT_VNNI:
-        return False, f"ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below its VNNI kernels"
-    return True, f"oneDNN has int8 dot products here ({', '.join(have)})"
-
-
-def bf16_native_support() -> tuple[bool, str]:
-    """(True, why) when oneDNN builds and runs a bf16 inner product here that matches fp32.
-
-    Probes run as plain fp32 code whatever the caller's context: a first use inside an autocast
-    region or with grad on must not change what is measured."""
-    with torch.no_grad(), torch.autocast("cpu", enabled=False):
-        return _bf16_native_support()
-
-
-@cache
-def _bf16_native_support() -> tuple[bool, str]:
-    if not ONEDNN_AVAILABLE:
-        return False, "this torch build has no oneDNN"
-    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        flags = cpu_info().features
-        have = ", ".join(k for k, v in flags.items() if v) or "none"
-        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
-        limit = f", capped by ONEDNN_MAX_CPU_ISA={cap}" if cap else ""
-        return False, f"oneDNN reports no native bf16 on this CPU (features: {have}{limit})"
-    g = torch.Generator().manual_seed(0)
-    x, w = torch.randn(16, 64, generator=g), torch.randn(32, 64, generator=g)
-    try:
-        got = ONEDNN_LINEAR(x.bfloat16(), w.bfloat16(), None, "none", [], "").float()
-    except RuntimeError as e:
-        return False, f"oneDNN could not run a bf16 inner product ({str(e).splitlines()[0]})"
-    want = x @ w.t()
-    if not torch.allclose(got, want, rtol=5e-2, atol=0.3):
-        return False, "oneDNN's bf16 inner product disagreed with fp32"
-    return True, f"oneDNN runs bf16 natively ({cpu_info().simd_class})"
+    found = probes.fp32_matmul()
+    return Decision(name, found.choice, found.reason, found.source)
 
 
 def emulation_cost() -> str:
-    ratio = _bf16_time_ratio()
+    ratio = probes.bf16_time_ratio()
     return f"an emulated bf16 matmul measured {ratio:.1f}x the time of fp32 here"
 
 
@@ -397,160 +339,4 @@ def bf16_speedup() -> float:
     on this CPU at the current thread count (fp32 time / bf16 time). Native bf16 is not always
     faster: without AMX, AVX512-BF16 CPUs were measured at half the fp32 rate. 0.0 when bf16
     is not native here."""
-    return 1.0 / _bf16_time_ratio() if bf16_mode() == "native" else 0.0
-
-
-@cache
-def _bf16_time_ratio() -> float:
-    """bf16-autocast time / fp32 time of one small linear (256 x 256 -> 1024), measured once per
-    process (~0.1 s) outside any caller's autocast or grad, on its own RNG (a model's init must
-    not move)."""
-    g = torch.Generator().manual_seed(0)
-    x, w = torch.randn(256, 256, generator=g), torch.randn(1024, 256, generator=g)
-
-    def bf16() -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            F.linear(x, w)
-
-    with torch.no_grad(), torch.autocast("cpu", enabled=False):
-        return _best_time(bf16, 3) / _best_time(lambda: F.linear(x, w), 5)
-
-
-def _best_time(fn, repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
-def _fp32_matmul_probe() -> Decision:
-    name = "fp32_matmul"
-    if not ONEDNN_AVAILABLE:
-        return Decision(name, "blas", "this torch build has no oneDNN linear", "probe")
-    key = _cache_key()
-    with probe_cache.locked() as cache_file:
-        cached = probe_cache.read(cache_file).get(key)
-        if cached and cached.get("choice") in CHOICES[name]:
-            return Decision(name, cached["choice"], cached["reason"], "cache")
-        made, others = cpu.others_busy_cores(_time_fp32_backends)
-        if others > PROBE_MAX_OTHERS:  # a measurement on shared cores: this process only
-            return replace(made, reason=f"{made.reason}; not cached: other work kept "
-                                        f"{others:.1f} cores busy during the probe")  # fmt: skip
-        if cache_file is not None:
-            entries = probe_cache.read(cache_file)
-            entries[key] = {"choice": made.choice, "reason": made.reason, "at": time.time()}
-            probe_cache.write(cache_file, entries)
-        return made
-
-
-def _time_fp32_backends() -> Decision:
-    m, k, n = PROBE_SHAPE
-    g = torch.Generator().manual_seed(0)
-    x, w, grad = (torch.randn(*s, generator=g) for s in ((m, k), (n, k), (m, n)))
-
-    def onednn() -> None:  # forward, then the weight gradient from strided operands
-        ONEDNN_LINEAR(x, w, None, "none", [], "")
-        ONEDNN_LINEAR(grad.t(), x.t(), None, "none", [], "")
-
-    def blas() -> None:
-        F.linear(x, w)
-        grad.t() @ x
-
-    onednn(), blas()  # warm both (oneDNN builds its primitive on first call)
-    times = {"onednn": float("inf"), "blas": float("inf")}
-    for _ in range(5):  # interleaved, best of 5: robust to a busy neighbour
-        for label, fn in (("onednn", onednn), ("blas", blas)):
-            t = time.perf_counter()
-            fn()
-            times[label] = min(times[label], time.perf_counter() - t)
-    gflops = {label: 2 * 2 * m * k * n / t / 1e9 for label, t in times.items()}
-    ratio = times["blas"] / times["onednn"]
-    choice = "onednn" if ratio >= ONEDNN_MIN_SPEEDUP else "blas"
-    threads = torch.get_num_threads()
-    reason = (
-        f"at {threads} thread{'s' if threads > 1 else ''}: oneDNN {gflops['onednn']:.0f} "
-        f"GFLOP/s, BLAS {gflops['blas']:.0f} ({ratio:.2f}x; oneDNN needs {ONEDNN_MIN_SPEEDUP:.2f}x)"
-    )
-    return Decision("fp32_matmul", choice, reason, "probe")
-
-
-def _cache_key() -> str:
-    info = cpu_info()
-    flags = ",".join(k for k, v in sorted(info.features.items()) if v)
-    isa = (
-        os.environ.get("ONEDNN_MAX_CPU_ISA", "")
-        + "|"
-        + os.environ.get("MKL_ENABLE_INSTRUCTIONS", "")
-    )
-    return f"v{CACHE_VERSION}|{info.model}|{flags}|{info.torch_capability}|{isa}|torch {torch.__version__}|threads {torch.get_num_threads()}"
-
-
-# --- the report (``bertkit env``) -------------------------------------------------------------
-
-
-def supported_torch() -> dict[str, object]:
-    """The torch versions bertkit declares (its package metadata, i.e. pyproject.toml: the one
-    home of the range) and whether the installed torch is among them (None: not knowable, e.g.
-    bertkit run from a source tree without being installed)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, requires
-
-        spec = next(
-            (r for r in requires("bertkit") or () if r.replace(" ", "").startswith("torch")), None
-        )
-    except (ImportError, PackageNotFoundError):
-        spec = None
-    if spec is None:
-        return {"range": None, "ok": None}
-    rng = spec.replace(" ", "")[len("torch") :].split(";")[0]
-    try:
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
-
-        ok = Version(torch.__version__.split("+")[0]) in SpecifierSet(rng)
-    except ImportError:
-        ok = None
-    return {"range": rng, "ok": ok}
-
-
-def report() -> dict:
-    """Everything ``bertkit env`` shows: versions, CPU, threads, CUDA, and each decision."""
-    import sys
-
-    from bertkit import __version__
-
-    def version(module: str) -> str | None:
-        try:
-            from importlib.metadata import version as v
-
-            return v(module)
-        except Exception:
-            return None
-
-    cuda = []
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            cuda.append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 1),
-                         "capability": f"{p.major}.{p.minor}"})  # fmt: skip
-    info = cpu_info()
-    return {
-        "bertkit": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "torch_supported": supported_torch(),
-        "transformers": version("transformers"),
-        "tokenizers": version("tokenizers"),
-        "cpu": asdict(info) | {"class": info.simd_class},
-        "threads": {"torch": torch.get_num_threads(), "interop": torch.get_num_interop_threads()},
-        "blas": "MKL" if torch.backends.mkl.is_available() else "ATen default (OpenBLAS/other)",
-        "onednn": ONEDNN_AVAILABLE,
-        "cuda": cuda,
-        "decisions": {name: asdict(d) for name, d in decisions().items()},
-        "bf16_speedup": round(bf16_speedup(), 2),
-        "probe_cache": str(probe_cache.cache_dir()) if probe_cache.cache_dir() else None,
-    }
+    return 1.0 / probes.bf16_time_ratio() if bf16_mode() == "native" else 0.0

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -136,8 +136,6 @@ def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[
     ``errors="replace"`` the bad bytes become U+FFFD. A corrupt or truncated compressed file is
     an InputError naming the line reached.
     """
-    import lzma
-
     from bertkit.errors import InputError, MissingFileError
 
     path = Path(path)
@@ -147,27 +145,46 @@ def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[
         raise MissingFileError(path, None, "file not found") from e
     except OSError as e:
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
-    n = 0
     with f:
-        lines = iter(f)
-        while True:
-            try:
-                raw = next(lines)
-            except StopIteration:
-                return
-            except (EOFError, OSError, lzma.LZMAError) as e:
-                raise InputError(path, n + 1, f"cannot decompress ({e})") from e
-            n += 1
-            try:
-                line = raw.decode("utf-8", errors=errors)
-            except UnicodeDecodeError as e:
-                raise InputError(
-                    path,
-                    n,
-                    f"invalid UTF-8 at byte {e.start} of the line (expected UTF-8 text; "
-                    "pass --encoding-errors replace to substitute U+FFFD)",
-                ) from e
-            yield n, line.rstrip("\r\n")
+        yield from _decoded_lines(f, path, errors)
+
+
+def read_input_lines(path: str | Path | None, errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """The lines of ``path`` (:func:`read_text_lines`), or of standard input when ``path`` is
+    None, read as bytes and decoded by the same rules, ``<stdin>`` naming it in errors: the
+    one reader of the CLI's "lines from a file or stdin" inputs."""
+    import sys
+
+    if path is not None:
+        return read_text_lines(path, errors)
+    return _decoded_lines(sys.stdin.buffer, "<stdin>", errors)
+
+
+def _decoded_lines(f: Iterable[bytes], where: str | Path, errors: str) -> Iterator[tuple[int, str]]:
+    import lzma
+
+    from bertkit.errors import InputError
+
+    n = 0
+    lines = iter(f)
+    while True:
+        try:
+            raw = next(lines)
+        except StopIteration:
+            return
+        except (EOFError, OSError, lzma.LZMAError) as e:
+            raise InputError(where, n + 1, f"cannot decompress ({e})") from e
+        n += 1
+        try:
+            line = raw.decode("utf-8", errors=errors)
+        except UnicodeDecodeError as e:
+            raise InputError(
+                where,
+                n,
+                f"invalid UTF-8 at byte {e.start} of the line (expected UTF-8 text; "
+                "pass --encoding-errors replace to substitute U+FFFD)",
+            ) from e
+        yield n, line.rstrip("\r\n")
 
 
 def count_lines(path: str | Path, chunk: int = 1 << 20) -> int | None:

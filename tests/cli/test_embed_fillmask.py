@@ -106,6 +106,32 @@ def test_fill_mask_text_output_and_missing_head_error(tmp_path, capsys) -> None:
     assert "no masked-LM head" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["fill-mask", "embed", "tokenize"])
+def test_invalid_utf8_on_stdin_is_one_line_naming_the_line(tmp_path, command) -> None:
+    """The three readers of "lines from stdin or a file" are one (``io.read_input_lines``): an
+    invalid byte on stdin is refused with ``<stdin>:LINE``, exit 1 and no traceback (fill-mask
+    used to replace it silently)."""
+    import subprocess
+    import sys
+
+    directory = _tiny_mlm_dir(tmp_path)
+    args = {
+        "fill-mask": ["--model", str(directory)],
+        "embed": ["--model", str(directory), "--output", str(tmp_path / "v.npy")],
+        "tokenize": ["--vocab", str(directory / "vocab.txt")],
+    }[command]
+    r = subprocess.run(
+        [sys.executable, "-m", "bertkit", command, *args],
+        input=b"the [MASK] ran .\nthe \xff [MASK] .\n",
+        capture_output=True,
+        timeout=300,
+    )
+    err = r.stderr.decode("utf-8", "replace").strip().splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr.decode("utf-8", "replace"), err
+    assert err[-1].startswith(f"bertkit {command}: error: <stdin>:2: invalid UTF-8 at byte 4")
+    assert not (tmp_path / "v.npy").exists()
+
+
 class _Payload:
     def __init__(self, canary: str) -> None:
         self.canary = canary

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit import hardware
+from bertkit import hardware, probes
 from bertkit.errors import ConfigError
 
 # fp32 products pinned to BLAS: each subprocess would otherwise probe oneDNN against BLAS on its
@@ -48,7 +48,7 @@ def test_cpu_info_names_a_class():
 
 def _others_busy(monkeypatch, cores: float) -> None:
     """The probe's view of other work on the machine, fixed (the test must not depend on it)."""
-    monkeypatch.setattr(hardware.cpu, "others_busy_cores", lambda fn: (fn(), cores))
+    monkeypatch.setattr(probes.cpu, "others_busy_cores", lambda fn: (fn(), cores))
 
 
 def test_probe_then_cache(unforced, monkeypatch):
@@ -92,7 +92,7 @@ def test_others_busy_cores_sees_a_busy_child():
         import time
 
         time.sleep(0.5)  # the child is running
-        _, idle_own = hardware.cpu.others_busy_cores(lambda: sum(i * i for i in range(3_000_000)))
+        _, idle_own = probes.cpu.others_busy_cores(lambda: sum(i * i for i in range(3_000_000)))
     finally:
         child.wait()
     assert idle_own > 0.5  # the child's core (plus anything else running)
@@ -120,14 +120,14 @@ def test_environment_forces_and_rejects(unforced, monkeypatch):
 
 
 def test_forcing_native_bf16_where_missing_is_a_config_error(unforced, monkeypatch):
-    hardware._bf16_native_support.cache_clear()
-    monkeypatch.setattr(hardware.torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    probes._bf16_native_support.cache_clear()
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
     try:
         with pytest.raises(ConfigError, match="bf16=native, but this machine cannot run it"):
             hardware.force("bf16", "native")
         assert hardware.decision("bf16").choice == "fp32"  # automatic: no native bf16 -> fp32
     finally:
-        hardware._bf16_native_support.cache_clear()
+        probes._bf16_native_support.cache_clear()
 
 
 def test_int8_weights_follow_the_cpus_dot_products_and_refuse_8bit_without_them(
@@ -140,7 +140,7 @@ def test_int8_weights_follow_the_cpus_dot_products_and_refuse_8bit_without_them(
     for extra, want in (({}, "7bit"), ({"avx512_vnni": True}, "8bit"),
                         ({"avx_vnni": True}, "8bit"), ({"amx_tile": True}, "8bit")):  # fmt: skip
         monkeypatch.setattr(
-            hardware, "cpu_info", lambda e=extra: dataclasses.replace(info, features=plain | e)
+            probes, "cpu_info", lambda e=extra: dataclasses.replace(info, features=plain | e)
         )
         hardware.force("int8_weights", None)
         assert hardware.decision("int8_weights").choice == want
@@ -151,7 +151,7 @@ def test_int8_weights_follow_the_cpus_dot_products_and_refuse_8bit_without_them(
             assert hardware.decision("int8_weights").choice == capped_want
         monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     # 7 bits run everywhere; 8 bits where the CPU has no dot products is refused, by name
-    monkeypatch.setattr(hardware, "cpu_info", lambda: dataclasses.replace(info, features=plain))
+    monkeypatch.setattr(probes, "cpu_info", lambda: dataclasses.replace(info, features=plain))
     hardware.force("int8_weights", "7bit")
     with pytest.raises(ConfigError, match="int8_weights=8bit, but this machine cannot run it"):
         hardware.force("int8_weights", "8bit")
@@ -238,7 +238,7 @@ def test_cuda_flags_from_the_command_line_are_one_line_errors(tmp_path):
 def test_first_use_inside_autocast_probes_in_plain_fp32(unforced):
     """The first linear of a process may run under bf16 autocast (``embed --bf16``, a bf16
     evaluation): the probes it triggers must still measure plain fp32 and not fail."""
-    hardware._bf16_native_support.cache_clear()
+    probes._bf16_native_support.cache_clear()
     layer = torch.nn.Linear(8, 4)
     from bertkit.model.kernels import Linear
 

@@ -227,3 +227,26 @@ def test_int8_linear_on_bucketed_rows_gives_the_same_values(monkeypatch):
     plain = layer(x)
     kernels.bound_shapes("test")
     torch.testing.assert_close(layer(x), plain, rtol=0, atol=1e-6)
+
+
+def test_importing_the_model_registers_no_global_hook():
+    """Importing bertkit.model (and the library's entry points) leaves torch's global optimizer
+    hooks empty; the bf16 cache registers its step counter when it first caches, once."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from torch.optim.optimizer import _global_optimizer_post_hooks as hooks\n"
+        "import bertkit.model, bertkit.model.kernels as k, bertkit.inference, bertkit.training\n"
+        "print(len(hooks))\n"
+        "layer = k.Linear(4, 2)\n"
+        "layer._low_precision(torch.bfloat16); layer._low_precision(torch.bfloat16)\n"
+        "k.follow_optimizer_steps()\n"
+        "print(len(hooks))\n"
+        "opt = torch.optim.SGD(layer.parameters(), lr=0.1)\n"
+        "layer(torch.ones(1, 4)).sum().backward(); opt.step()\n"
+        "print(k._steps)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "1", "1"]

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertkit.data.tasks.squad import load_gold, read_squad
+from bertkit.data.tasks.squad import SquadAnswer, SquadExample, load_gold, read_squad
 from bertkit.evaluation.squad import squad_scores
+from bertkit.tasks.span_qa import SquadAdapter
 from bertkit.tasks.squad_features import (
     SquadFeature,
     SquadFeatureConfig,
@@ -20,6 +21,7 @@ from bertkit.tasks.squad_post import (
     SquadPrediction,
     final_answers,
     find_best_null_threshold,
+    null_answers,
     postprocess_squad,
 )
 from bertkit.tasks.windows import WindowConfig
@@ -152,6 +154,36 @@ def test_threshold_all_null_and_ties():
     gold2 = {"n1": [], "n2": []}
     preds2 = {"n1": _pred("n1", "a", 0.5), "n2": _pred("n2", "b", 2.0)}
     assert find_best_null_threshold(preds2, gold2).threshold == -0.5
+
+
+def test_null_answer_on_a_question_whose_answers_normalise_to_nothing_scores_0():
+    """The official v2.0 script at a threshold: a question with answers (raw list non-empty)
+    whose null answer was chosen scores 0 (``apply_no_ans_threshold``), even when every answer
+    normalises to "" (its raw "" vs [""] would score 1). The score reported at the tuned
+    threshold is the one the tuning found."""
+    gold = {"h": ["The", "."], "n": []}
+    preds = {"h": _pred("h", "Paris", 1.0), "n": _pred("n", "Lyon", 2.0)}
+    best = find_best_null_threshold(preds, gold)  # all null: h 0, n 1 -> 50
+    assert best.threshold == 0.0 and best.f1 == pytest.approx(50.0)
+    answers = final_answers(preds, True, best.threshold)
+    assert answers == {"h": "", "n": ""} and null_answers(preds, True, best.threshold) == {"h", "n"}
+    at = squad_scores(gold, answers, "2.0", no_answer=null_answers(preds, True, best.threshold))
+    assert (at["exact"], at["f1"], at["HasAns_exact"], at["NoAns_exact"]) == (
+        50.0,
+        50.0,
+        0.0,
+        100.0,
+    )
+    assert squad_scores(gold, answers, "2.0")["HasAns_exact"] == 100.0  # raw, no threshold
+    # the adapter's dev score at that threshold (what fine-tuning reports and keeps)
+    examples = [
+        SquadExample("h", "q?", "The.", (SquadAnswer("The", 0), SquadAnswer(".", 3))),
+        SquadExample("n", "q?", "Lyon", (), is_impossible=True),
+    ]
+    scored = SquadAdapter("squad", "squad2", 128, version_2=True)._scored(
+        examples, preds, best.threshold
+    )
+    assert scored.metrics["f1"] == pytest.approx(best.f1) and scored.metrics["HasAns_f1"] == 0.0
 
 
 def test_v2_end_to_end_threshold_tuned_then_used(bk_tok):

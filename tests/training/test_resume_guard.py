@@ -1,13 +1,16 @@
-"""What a resume refuses (a changed batch size, seed, step count or objective) and what it warns
-about (a different world size), each with a negative control that resumes fine."""
+"""What a resume refuses (a changed batch size, seed, step count, objective, model: every key of
+``PretrainOptions.fingerprint``) and what it warns about (a different world size), each with a
+negative control that resumes fine."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bertkit.errors import CheckpointError
+from bertkit.training.checkpoint import Checkpoint, check_resume_settings
 
 from .helpers import Stop, make_trainer, stop_after
 
@@ -61,3 +64,46 @@ def test_resume_on_another_world_size_warns(tmp_path: Path) -> None:
     same.settings, same._log = dict(SETTINGS), quiet.append
     same.fit()
     assert not any("processes" in m for m in quiet) and any("resumed from" in m for m in quiet)
+
+
+def _base_options():
+    from bertkit.training.pretraining import PretrainOptions
+
+    return PretrainOptions(data=Path("data"), output=Path("run"))
+
+
+# each key of PretrainOptions.fingerprint() and an option change that moves it
+_CHANGES = {
+    "batch_size": lambda o: replace(o, train=replace(o.train, batch_size=o.train.batch_size + 1)),
+    "phase2_batch_size": lambda o: replace(o, phase2_batch_size=64),
+    "seed": lambda o: replace(o, train=replace(o.train, seed=o.train.seed + 1)),
+    "max_steps": lambda o: replace(o, max_steps=o.max_steps + 1),
+    "model_size": lambda o: replace(o, model_size="mini"),
+    "num_attention_heads": lambda o: replace(o, num_attention_heads=4),
+    "objective": lambda o: replace(o, objective="mlm"),
+    "nsp_weight": lambda o: replace(o, nsp_weight=0.5),
+}
+
+
+def _checkpoint_of(settings: dict) -> Checkpoint:
+    return Checkpoint(Path("run/checkpoint-3"), 3, {}, {}, {}, {"settings": dict(settings)})
+
+
+def test_every_listed_setting_refuses_a_resume_and_no_other_does() -> None:
+    """The keys a resume must match have one home (``PretrainOptions.fingerprint``), which the
+    checkpoint's check compares in full: changing any of them refuses, changing another option
+    (a moved data folder, the learning rate, threads, device) resumes."""
+    base = _base_options()
+    saved = _checkpoint_of(base.fingerprint())
+    assert set(_CHANGES) == set(base.fingerprint())  # each listed key is tried below
+    for key, change in _CHANGES.items():
+        changed = change(base).fingerprint()
+        assert [k for k in changed if changed[k] != saved.state["settings"][k]] == [key]
+        with pytest.raises(CheckpointError, match=f"was written with {key}=.*this run has {key}="):
+            check_resume_settings(saved, changed)
+    for other in (
+        replace(base, data=Path("moved/data"), phase2_data=Path("moved/p2")),
+        replace(base, learning_rate=5e-4, threads=3, device="cpu", warmup_steps=7),
+    ):
+        check_resume_settings(saved, other.fingerprint())  # no refusal
+    check_resume_settings(_checkpoint_of({"data": "old/path"}), base.fingerprint())  # unlisted

@@ -73,20 +73,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _read_lines(path: Path | None, errors: str) -> list[str]:
-    from bertkit.io import read_text_lines
-
-    if path is None:
-        return [line.rstrip("\r\n") for line in sys.stdin]
-    return [line for _, line in read_text_lines(path, errors=errors)]
+    return list(_stream_lines(path, errors))
 
 
 def _stream_lines(path: Path | None, errors: str):
     """The input's lines one at a time (stdin too), so memory does not grow with the corpus."""
-    from bertkit.io import read_text_lines
+    from bertkit.io import read_input_lines
 
-    if path is None:
-        return (line.rstrip("\r\n") for line in sys.stdin)
-    return (line for _, line in read_text_lines(path, errors=errors))
+    return (line for _, line in read_input_lines(path, errors=errors))
 
 
 def _load(args: argparse.Namespace):

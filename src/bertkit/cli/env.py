@@ -1,5 +1,6 @@
 """``bertkit env``: versions, the CPU and its SIMD features, threads, CUDA devices, and every
-hardware decision (:mod:`bertkit.hardware`) with its reason."""
+hardware decision (:mod:`bertkit.hardware`) with its reason, as :mod:`bertkit.env_report`
+gathers them."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from bertkit import hardware
+    from bertkit import __version__, env_report
 
     logging.getLogger("bertkit.hardware").setLevel(logging.WARNING)  # the report says it all
     from bertkit.errors import ConfigError
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     from bertkit.model.quantize import describe
 
-    r = hardware.report()
+    r = env_report.report(__version__)
     r["int8"] = describe()  # --precision int8's kernel
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0

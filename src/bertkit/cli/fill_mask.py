@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.errors import InputError
     from bertkit.inference import FillMasker
-    from bertkit.io import read_text_lines
+    from bertkit.io import read_input_lines
 
     if args.top_k < 1:
         raise InputError(None, None, "--top-k must be >= 1")
@@ -37,10 +37,8 @@ def run(args: argparse.Namespace) -> int:
                              batch_size=args.batch_size, allow_pickle=args.allow_pickle)  # fmt: skip
     if args.texts:
         texts = list(args.texts)
-    elif args.input is not None:
-        texts = [line for _, line in read_text_lines(args.input)]
     else:
-        texts = [line.rstrip("\r\n") for line in sys.stdin]
+        texts = [line for _, line in read_input_lines(args.input)]
     results = masker(texts, args.top_k)
     missing = sum(1 for r in results if not r)
     for text, masks in zip(texts, results):

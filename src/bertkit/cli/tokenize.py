@@ -75,23 +75,9 @@ def _check_utf8(path: Path) -> None:
 
 
 def _raw_lines(args: argparse.Namespace) -> Iterator[tuple[int, str]]:
-    from bertkit.errors import InputError
-    from bertkit.io import read_text_lines
+    from bertkit.io import read_input_lines
 
-    if args.input is not None:
-        yield from read_text_lines(args.input, errors=args.encoding_errors)
-        return
-    for n, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            line = raw.decode("utf-8", errors=args.encoding_errors)
-        except UnicodeDecodeError as e:
-            raise InputError(
-                "<stdin>",
-                n,
-                f"invalid UTF-8 at byte {e.start} of the line "
-                "(expected UTF-8 text; pass --encoding-errors replace)",
-            ) from e
-        yield n, line.rstrip("\r\n")
+    return read_input_lines(args.input, errors=args.encoding_errors)
 
 
 def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple[list, dict]]:

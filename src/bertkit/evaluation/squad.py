@@ -5,6 +5,10 @@ articles a/an/the, collapse whitespace. A prediction scores the max over the gol
 v2.0 an unanswerable question has the single gold answer "" and the prediction "" means "no
 answer"; an empty-vs-empty comparison scores 1 for both EM and F1, and the result carries the
 HasAns/NoAns breakdown. Questions with no prediction score 0 (v1.1 script behaviour).
+
+At a no-answer threshold (``squad_scores(..., no_answer=...)``) a question whose null answer was
+chosen scores as the official v2.0 script's ``apply_no_ans_threshold``: 1 when it has no answer,
+0 when it has one, "has one" read from the raw answer list (:func:`has_answer`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 _PUNCT = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -58,21 +62,40 @@ def gold_answers(answers: Sequence[str], version: str = "2.0") -> list[str]:
     return kept or [""]
 
 
+def has_answer(answers: Sequence[str]) -> bool:
+    """The official v2.0 script's has-answer test, ``bool(qa["answers"])``: the raw list, so a
+    question whose every answer normalises to "" has one (its raw scores still compare against
+    [""], see :func:`gold_answers`)."""
+    return len(answers) > 0
+
+
+def null_answer_score(answers: Sequence[str]) -> float:
+    """EM and F1 of a question whose null answer was chosen at a no-answer threshold: the
+    official ``apply_no_ans_threshold``'s ``float(not qid_to_has_ans[qid])``."""
+    return float(not has_answer(answers))
+
+
 def squad_scores(
-    gold: Mapping[str, Sequence[str]], predictions: Mapping[str, str], version: str = "1.1"
+    gold: Mapping[str, Sequence[str]],
+    predictions: Mapping[str, str],
+    version: str = "1.1",
+    no_answer: Collection[str] = (),
 ) -> dict[str, float]:
     """EM/F1 (percent) of ``predictions`` (qas_id -> text, "" = no answer) against ``gold``.
 
-    ``gold`` maps every question id to its gold texts (empty for unanswerable). Returns
-    ``exact``, ``f1``, ``total`` and, for version "2.0", ``HasAns_*``/``NoAns_*`` entries with the
-    official names (each present only when that group is non-empty).
+    ``gold`` maps every question id to its gold texts (empty for unanswerable). ``no_answer``
+    (v2.0) names the questions whose null answer a no-answer threshold chose (the official
+    script's ``na_prob > thresh``): each scores :func:`null_answer_score`, not its text's score.
+    Returns ``exact``, ``f1``, ``total`` and, for version "2.0", ``HasAns_*``/``NoAns_*``
+    entries with the official names (each present only when that group is non-empty).
     """
     em_raw, f1_raw = raw_scores(gold, predictions, version)
+    for q in no_answer:
+        if q in gold:
+            em_raw[q] = f1_raw[q] = null_answer_score(gold[q])
     out = _summary(list(gold), em_raw, f1_raw)
     if version.startswith("2"):
-        # the official script decides has-answer from the raw answer list (``bool(qa["answers"])``),
-        # even when every answer normalises to "" (then scored against [""] all the same)
-        has = [q for q, a in gold.items() if len(a) > 0]
+        has = [q for q, a in gold.items() if has_answer(a)]
         no = [q for q in gold if q not in set(has)]
         for name, ids in (("HasAns", has), ("NoAns", no)):
             if ids:

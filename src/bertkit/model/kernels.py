@@ -35,7 +35,9 @@ from bertkit import hardware
 _OP = hardware.ONEDNN_LINEAR
 _avoided: str | None = None
 _steps = 0
-"""Optimizer steps taken in this process, part of the bf16 weight cache's key."""
+"""Optimizer steps taken in this process since :func:`follow_optimizer_steps`, part of the bf16
+weight cache's key."""
+_following = False
 
 
 def _count_step(_optimizer: torch.optim.Optimizer, _args: object, _kwargs: object) -> None:
@@ -43,11 +45,21 @@ def _count_step(_optimizer: torch.optim.Optimizer, _args: object, _kwargs: objec
     _steps += 1
 
 
-# torch's fused AdamW (training.optim's default) writes the parameters without bumping their
-# version counters, so a cache keyed on ``_version`` alone kept the weights of the first bf16
-# evaluation for the rest of a run. Every optimizer's step (any torch.optim.Optimizer, the
-# caller's own included) now invalidates the cached copies.
-register_optimizer_step_post_hook(_count_step)
+def follow_optimizer_steps() -> None:
+    """Count every torch optimizer's steps from now on (idempotent), so that :class:`Linear`'s
+    cached bf16 weights follow them.
+
+    torch's fused AdamW (training.optim's default) writes the parameters without bumping their
+    version counters, so a cache keyed on ``_version`` alone kept the weights of the first bf16
+    evaluation for the rest of a run. ``Linear`` calls this when it caches weights, before it
+    reads the count: steps taken before any cache existed cannot make one stale, and every step
+    after it (any torch.optim.Optimizer, the caller's own included) invalidates the copies.
+    Importing this module registers no global hook.
+    """
+    global _following
+    if not _following:
+        register_optimizer_step_post_hook(_count_step)
+        _following = True
 
 
 def avoid_onednn(reason: str) -> None:
@@ -265,6 +277,7 @@ class Linear(nn.Linear):
 
     def _low_precision(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
         params = [self.weight] + ([self.bias] if self.bias is not None else [])
+        follow_optimizer_steps()
         key = (dtype, _steps, *((p.data_ptr(), p._version) for p in params))
         if self._low is None or self._low[0] != key:
             low = [p.detach().to(dtype) for p in params]

@@ -29,6 +29,7 @@ from bertkit.tasks.squad_post import (
     SquadPostConfig,
     final_answers,
     find_best_null_threshold,
+    null_answers,
     postprocess_squad,
 )
 from bertkit.tokenizer.protocol import Tokenizer
@@ -109,7 +110,8 @@ class SquadAdapter(TaskAdapter):
         if not all(e.answers or e.is_impossible for e in examples):
             return unscored(preds)
         version = "2.0" if self.version_2 else "1.1"
-        scores = squad_scores(load_gold(list(examples)), answers, version)
+        null = null_answers(found, self.version_2, threshold)
+        scores = squad_scores(load_gold(list(examples)), answers, version, no_answer=null)
         if self.version_2:
             scores["null_threshold"] = threshold
         return Scored(scores, float(scores["f1"]), preds)

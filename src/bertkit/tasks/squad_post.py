@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertkit.data.tasks.squad import SquadExample
-from bertkit.evaluation.squad import raw_scores
+from bertkit.evaluation.squad import null_answer_score, raw_scores
 from bertkit.tasks.squad_features import SquadFeature
 
 
@@ -71,11 +71,13 @@ class SquadPrediction:
     null_score_diff: float
     nbest: list[SpanCandidate]
 
+    def chooses_null(self, version_2: bool, threshold: float = 0.0) -> bool:
+        """Whether the null answer wins: under v2.0, ``null_score_diff > threshold``."""
+        return version_2 and self.null_score_diff > threshold
+
     def answer(self, version_2: bool, threshold: float = 0.0) -> str:
-        """The final answer: "" under v2.0 when ``null_score_diff > threshold``."""
-        if version_2 and self.null_score_diff > threshold:
-            return ""
-        return self.best_text
+        """The final answer: "" when the null answer wins (:meth:`chooses_null`)."""
+        return "" if self.chooses_null(version_2, threshold) else self.best_text
 
 
 def _top(x: np.ndarray, k: int) -> np.ndarray:
@@ -166,6 +168,13 @@ def final_answers(
     return {q: p.answer(version_2, threshold) for q, p in predictions.items()}
 
 
+def null_answers(
+    predictions: Mapping[str, SquadPrediction], version_2: bool, threshold: float = 0.0
+) -> frozenset[str]:
+    """The questions whose null answer wins at ``threshold``: ``squad_scores``'s ``no_answer``."""
+    return frozenset(q for q, p in predictions.items() if p.chooses_null(version_2, threshold))
+
+
 @dataclass(frozen=True)
 class NullThreshold:
     """The tuned threshold and the dev scores (percent) it gives."""
@@ -190,10 +199,9 @@ def find_best_null_threshold(
     if not qids:
         raise ValueError("no prediction matches a gold question")
     span_em, span_f1 = raw_scores(gold, {q: predictions[q].best_text for q in qids}, "2.0")
-    null_em, null_f1 = raw_scores(gold, dict.fromkeys(qids, ""), "2.0")
-    for q in qids:  # the official find_best_thresh: the null answer scores 0 on a has-answer
-        if gold[q]:  # question (raw list non-empty), even one whose answers normalise to ""
-            null_em[q] = null_f1[q] = 0.0
+    # the official find_best_thresh: the null answer scores 0 on a has-answer question (raw
+    # list non-empty), even one whose answers normalise to ""
+    null_em = null_f1 = {q: null_answer_score(gold[q]) for q in qids}
     n = len(gold)  # questions without a prediction count as 0, as in squad_scores
     f1_now, em_now = sum(null_f1[q] for q in qids), sum(null_em[q] for q in qids)
     finite = sorted(

@@ -1,9 +1,10 @@
 """BertTokenizer: BERT's WordPiece tokenization with offsets, pairs, truncation and batching.
 
 Speed comes from working word by word: one precompiled regex finds the words of the original
-text (see normalize.py), and a per-tokenizer cache maps each distinct word string to its
-wordpiece ids and relative offsets, so the per-character work (normalization, greedy matching)
-runs once per distinct word, not once per occurrence. The cache is bounded (cleared when full).
+text (see normalize.py), and a per-tokenizer word cache (words.py) maps each distinct word
+string to its wordpiece ids and relative offsets, so the per-character work (normalization,
+greedy matching) runs once per distinct word, not once per occurrence. transformers' calling
+conventions (``tok(...)``, ``decode``) come from :class:`conventions.TransformersConventions`.
 """
 
 from __future__ import annotations
@@ -12,36 +13,27 @@ import logging
 import re
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import add, is_, itemgetter
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, overload
 
 from bertkit import hub
 from bertkit.errors import ConfigError
-from bertkit.tokenizer import conventions
 from bertkit.tokenizer.batch import TokenArrays
-from bertkit.tokenizer.conventions import VERY_LARGE_INTEGER, write_config
+from bertkit.tokenizer.conventions import VERY_LARGE_INTEGER, TransformersConventions, write_config
 from bertkit.tokenizer.encoding import Encoding, Segment, encode_segments
 from bertkit.tokenizer.normalize import Normalizer
 from bertkit.tokenizer.tokenizer_json import folder_arguments, write_tokenizer_json
-from bertkit.tokenizer.wordpiece import (
-    PREFIX,
-    SPECIAL_TOKENS,
-    Vocab,
-    continuation_table,
-    wordpiece,
-)
+from bertkit.tokenizer.wordpiece import SPECIAL_TOKENS, Vocab
+from bertkit.tokenizer.words import WordCache
 
 log = logging.getLogger(__name__)
 
-# cache entry: (ids, offsets relative to the word, flattened (s0, e0, s1, e1, ...))
-_Entry = tuple[tuple[int, ...], tuple[int, ...]]
-_CACHEABLE_CHARS = 64
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST = itemgetter(0)
 
 
-class BertTokenizer:
+class BertTokenizer(TransformersConventions):
     """BERT tokenizer with Hugging Face BertTokenizerFast semantics (ids, types, offsets).
 
     Args:
@@ -105,14 +97,9 @@ class BertTokenizer:
         # special tokens are matched in the raw text, case-sensitively, longest first
         alternatives = "|".join(re.escape(t) for t in sorted(specials, key=len, reverse=True))
         self._special_re = re.compile(alternatives) if specials else None
-        self._max_token_chars = max(
-            (len(t) - len(PREFIX) if t.startswith(PREFIX) else len(t)) for t in v.id_to_token
+        self.words = WordCache(
+            v, self.normalizer, unk, max_input_chars_per_word, cache_size, self.all_special_ids
         )
-        self._continuations = continuation_table(v.token_to_id)
-        self._cache: dict[str, _Entry] = {}
-        # words that are one token spanning the whole match: word -> id (the fast path)
-        self._single: dict[str, int] = {}
-        self._prefill()
 
     # --- construction -------------------------------------------------------------------------
 
@@ -146,67 +133,7 @@ class BertTokenizer:
     def __len__(self) -> int:
         return len(self.vocab)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_cache"] = {}  # worker processes rebuild their own cache
-        state["_single"] = {}
-
-        return state
-
-    def _prefill(self) -> None:
-        """Seed the cache with the vocabulary's whole-word tokens that text can contain as is
-        (one regex word that normalizes to itself): the most frequent words never miss."""
-        fullmatch = self.normalizer.word_re.fullmatch
-        normalize = self.normalizer.normalize_word
-        for tok, i in self.vocab.token_to_id.items():
-            too_long = len(tok) > min(_CACHEABLE_CHARS, self.max_input_chars_per_word)
-            if too_long or tok.startswith(PREFIX) or i in self.all_special_ids:
-                continue
-            if fullmatch(tok) and normalize(tok) == (tok, None):
-                self._cache[tok] = ((i,), (0, len(tok)))
-                self._single[tok] = i
-
     # --- words --------------------------------------------------------------------------------
-
-    def _word_entry(self, word: str) -> _Entry:
-        """Wordpiece ids and offsets (relative to the word) of one regex match; cached."""
-        if self.normalizer.lowercase and word.isascii():
-            lower = word.lower()
-            if lower != word:
-                # same entry as the lowercased word (ASCII lowercasing keeps every position):
-                # "The", "Anarchism" reuse "the", "anarchism"
-                entry = self._cache.get(lower) or self._word_entry(lower)
-                self._remember(word, entry)
-                return entry
-        norm, align = self.normalizer.normalize_word(word)
-        if not norm:
-            entry: _Entry = ((), ())
-        else:
-            pieces = None
-            if len(norm) <= self.max_input_chars_per_word:
-                pieces = wordpiece(
-                    norm, self.vocab.token_to_id, self._max_token_chars, self._continuations
-                )
-            if pieces is None:
-                pieces = [(self.unk_token_id, 0, len(norm))]
-            if align is None:
-                flat = tuple(chain.from_iterable(p[1:] for p in pieces))
-            else:
-                flat = tuple(
-                    chain.from_iterable((align[s], align[e - 1] + 1) for _, s, e in pieces)
-                )
-            entry = (tuple(map(_FIRST, pieces)), flat)
-        self._remember(word, entry)
-        return entry
-
-    def _remember(self, word: str, entry: _Entry) -> None:
-        if len(word) <= _CACHEABLE_CHARS:
-            if len(self._cache) >= self.cache_size:
-                self._cache.clear()
-                self._single.clear()
-            self._cache[word] = entry
-            if len(entry[0]) == 1 and entry[1] == (0, len(word)):
-                self._single[word] = entry[0][0]
 
     def _pieces(self, text: str) -> list[tuple[int, int, bool]]:
         """(start, end, is_special) ranges of ``text``: special tokens and the text between.
@@ -242,73 +169,8 @@ class BertTokenizer:
                 words.append(k)
                 k += 1
             else:
-                k = self._scan(text, start, end, k, ids, offsets, words)
+                k = self.words.scan(text, start, end, k, ids, offsets, words)
         return Segment(ids, array("I", offsets), words)
-
-    def _scan(
-        self,
-        text: str,
-        start: int,
-        end: int,
-        k: int,
-        ids: list[int],
-        offsets: list[int],
-        words: list[int],
-    ) -> int:
-        """Append the tokens of ``text[start:end]`` (no specials inside) to ``ids``, the flat
-        ``offsets`` (s0, e0, s1, e1, ...) and ``words``; returns the next word index. The
-        common case (every word one cached token) runs in C-level builtins only: the
-        cumulative lengths of the (spaces, word) matches ARE the flat word offsets.
-        """
-        found = self.normalizer.gap_word_re(text).findall(text, start, end)
-        if not found:
-            return k
-        # cum = [start, s0, e0, s1, e1, ...]: word i spans cum[2i+1]..cum[2i+2]
-        cum = list(accumulate(map(len, chain.from_iterable(found)), initial=start))
-        single = self._single.get
-        word_ids = list(map(single, map(_SECOND, found)))
-        n = len(word_ids)
-        if None not in word_ids:
-            ids += word_ids
-            offsets += islice(cum, 1, None)
-            words += range(k, k + n)
-            return k + n
-        get = self._cache.get
-        miss = self._word_entry
-        prev = 0
-        # only the words that are not a single cached token take the Python-level path (this
-        # beats handling every word's cache entry with chained C-level iterators: ~1.7x)
-        for i in compress(range(n), map(is_, word_ids, repeat(None))):
-            if i > prev:
-                ids += word_ids[prev:i]
-                offsets += cum[2 * prev + 1 : 2 * i + 1]
-                words += range(k, k + i - prev)
-                k += i - prev
-            prev = i + 1
-            w = found[i][1]
-            entry = get(w) or miss(w)
-            pieces = entry[0]
-            if not pieces:
-                continue  # only dropped characters: no word
-            ids += pieces
-            offsets += map(add, entry[1], repeat(cum[2 * i + 1]))
-            words += repeat(k, len(pieces))
-            k += 1
-        if n > prev:
-            ids += word_ids[prev:]
-            offsets += islice(cum, 2 * prev + 1, None)
-            words += range(k, k + n - prev)
-            k += n - prev
-        return k
-
-    def _word_entries(self, text: str) -> list[_Entry]:
-        """Cache entries of the words of ``text`` (no specials inside), misses filled in."""
-        entries = list(map(self._cache.get, self.normalizer.words_re(text).findall(text)))
-        if None in entries:
-            words = self.normalizer.words_re(text).findall(text)
-            for i in compress(range(len(entries)), map(is_, entries, repeat(None))):
-                entries[i] = self._word_entry(words[i])
-        return entries  # type: ignore[return-value]
 
     def encode_words(self, text: str) -> list[list[int]]:
         """Wordpiece ids grouped by basic-tokenizer word (for whole-word masking); no specials."""
@@ -318,14 +180,14 @@ class BertTokenizer:
                 out.append([self.vocab.token_to_id[text[start:end]]])
             else:
                 sub = text if (start, end) == (0, len(text)) else text[start:end]
-                out += [list(e[0]) for e in self._word_entries(sub) if e[0]]
+                out += [list(e[0]) for e in self.words.entries(sub) if e[0]]
         return out
 
     def encode_ids(self, text: str) -> list[int]:
         """Wordpiece ids of ``text`` without special tokens or offsets (the fastest path)."""
         pieces = self._pieces(text)
         if len(pieces) == 1 and not pieces[0][2]:
-            return list(chain.from_iterable(map(_FIRST, self._word_entries(text))))
+            return list(chain.from_iterable(map(_FIRST, self.words.entries(text))))
         return [i for word in self.encode_words(text) for i in word]
 
     def tokenize(self, text: str) -> list[str]:
@@ -430,6 +292,3 @@ class BertTokenizer:
         from bertkit.tokenizer.parallel import encode_arrays
 
         return encode_arrays(self, texts, text_pairs, num_workers, chunk_size, kwargs)
-
-    __call__ = conventions.call
-    decode = conventions.decode

@@ -319,9 +319,6 @@ def load_latest(root: str | Path, warn: Callable[[str], None] | None = None) -> 
 
 # ---- the training loop's state, and the checks a resume makes ---------------------------------
 
-RESUME_KEYS = ("batch_size", "seed", "max_steps", "objective", "nsp_weight", "num_attention_heads")
-"""Run settings a resume must share with the run it continues."""
-
 
 @dataclass
 class LoopState:
@@ -383,13 +380,18 @@ class LoopState:
 
 
 def check_resume_settings(c: Checkpoint, settings: dict[str, Any]) -> None:
-    """A checkpoint written with other :data:`RESUME_KEYS` values cannot be continued."""
+    """A checkpoint written with other ``settings`` values cannot be continued.
+
+    ``settings`` are the run's settings that a resume must share, the keys and their values
+    chosen by the caller (``PretrainOptions.fingerprint``, their one home) and saved in every
+    checkpoint; a key the checkpoint does not hold (written before the key was listed) is not
+    compared."""
     saved = c.state.get("settings", {})
-    for key in RESUME_KEYS:
-        if key in saved and key in settings and saved[key] != settings[key]:
+    for key, value in settings.items():
+        if key in saved and saved[key] != value:
             raise CheckpointError(
                 f"{c.path}: was written with {key}={saved[key]}, this run has "
-                f"{key}={settings[key]}; use a new --output folder"
+                f"{key}={value}; use a new --output folder"
             )
 
 

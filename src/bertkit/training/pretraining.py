@@ -90,18 +90,27 @@ class PretrainOptions:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
 
     def fingerprint(self) -> dict[str, Any]:
-        """Settings a resume must share with the run it continues."""
+        """The settings a resume must share with the run it continues: the one list of them,
+        recorded in every checkpoint and compared key by key on resume
+        (``checkpoint.check_resume_settings``).
+
+        A key belongs when changing it changes what the saved optimizer state or data position
+        means: the batch sizes and the seed fix which examples the saved position has consumed
+        (and in what order); ``max_steps`` fixes the schedule the optimizer state was built on;
+        the model size, the heads, the objective and the NSP weight fix the model and the loss
+        the moments were accumulated for. Left out: the data paths (a moved folder holds the same
+        data, and a path cannot tell other data under the same name), and settings that a resume
+        may change on purpose (learning rate, threads, device, evaluation).
+        """
         return {
             "batch_size": self.train.batch_size,
+            "phase2_batch_size": self.phase2_batch_size,
             "seed": self.train.seed,
             "max_steps": self.max_steps,
             "model_size": self.model_size,
-            "data": str(self.data),
-            "phase2_data": str(self.phase2_data or ""),
-            "phase2_batch_size": self.phase2_batch_size,
+            "num_attention_heads": self.num_attention_heads,
             "objective": self.objective,
             "nsp_weight": self.nsp_weight,
-            "num_attention_heads": self.num_attention_heads,
         }
 
 

@@ -1,0 +1,187 @@
+"""The measurements behind :mod:`bertkit.hardware`'s decisions: what oneDNN runs on this CPU
+(native bf16, int8 dot products) and how fast (oneDNN's fp32 linear against ATen's BLAS, bf16
+against fp32).
+
+Each probe runs as plain fp32 code whatever the caller's context (autocast, grad), on its own RNG
+(a model's initialisation must not move). The fp32 timing is cached on disk (:mod:`bertkit.probe_cache`,
+keyed by CPU, flags, torch and threads) unless other work shared the cores while it ran. The
+probes only measure; :mod:`bertkit.hardware` turns what they find into decisions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+from functools import cache
+
+import torch
+import torch.nn.functional as F
+
+from bertkit import cpu, probe_cache
+from bertkit.cpu import cpu_info
+
+FP32_MATMUL_CHOICES = ("onednn", "blas")
+ONEDNN_MIN_SPEEDUP = 1.10  # below this, keep ATen's BLAS: the default path, and no flip-flopping
+PROBE_MAX_OTHERS = 0.5
+"""Cores other processes may keep busy during the fp32 probe for its result to be cached on
+disk: a probe on shared cores measured oneDNN 63 and BLAS 53 GFLOP/s here (against ~250 on idle
+cores), picked oneDNN, and left the quickstart 1.4x slower per update in every later run."""
+PROBE_SHAPE = (512, 384, 1536)  # (M, K, N): a MiniLM-sized feed-forward product
+CACHE_VERSION = 1
+
+# torch's bundled oneDNN linear; absent in builds without mkldnn
+ONEDNN_LINEAR = (
+    getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
+)
+ONEDNN_AVAILABLE = ONEDNN_LINEAR is not None and torch.backends.mkldnn.is_available()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the fp32 probe found: the faster path, why, and whether it was measured now
+    (``probe``) or read from the disk cache (``cache``)."""
+
+    choice: str
+    reason: str
+    source: str = "probe"
+
+
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) below its first level with int8 dot products (AVX2_VNNI)
+_ONEDNN_CAPS_WITHOUT_VNNI = frozenset({"SSE41", "AVX", "AVX2", "AVX512_CORE"})
+
+
+def int8_dot_products() -> tuple[bool, str]:
+    """(True, why) when oneDNN multiplies uint8 by int8 with VNNI or AMX here: exact int32 sums,
+    so 8-bit weights are safe. Without them (the CPU lacks them, or ``ONEDNN_MAX_CPU_ISA`` caps
+    oneDNN below them) its AVX2 kernel adds pairs of products into saturating int16, and 8-bit
+    weights would overflow (:mod:`bertkit.model.quantize`)."""
+    f = cpu_info().features
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    have = [k for k in ("avx512_vnni", "avx_vnni", "amx_tile") if f.get(k)]
+    if not have:
+        return False, "no VNNI/AMX int8 dot products on this CPU: 7-bit weights cannot saturate"
+    if cap in _ONEDNN_CAPS_WITHOUT_VNNI:
+        return False, f"ONEDNN_MAX_CPU_ISA={cap} caps oneDNN below its VNNI kernels"
+    return True, f"oneDNN has int8 dot products here ({', '.join(have)})"
+
+
+def bf16_native_support() -> tuple[bool, str]:
+    """(True, why) when oneDNN builds and runs a bf16 inner product here that matches fp32.
+
+    Probes run as plain fp32 code whatever the caller's context: a first use inside an autocast
+    region or with grad on must not change what is measured."""
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        return _bf16_native_support()
+
+
+@cache
+def _bf16_native_support() -> tuple[bool, str]:
+    if not ONEDNN_AVAILABLE:
+        return False, "this torch build has no oneDNN"
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        flags = cpu_info().features
+        have = ", ".join(k for k, v in flags.items() if v) or "none"
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+        limit = f", capped by ONEDNN_MAX_CPU_ISA={cap}" if cap else ""
+        return False, f"oneDNN reports no native bf16 on this CPU (features: {have}{limit})"
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(16, 64, generator=g), torch.randn(32, 64, generator=g)
+    try:
+        got = ONEDNN_LINEAR(x.bfloat16(), w.bfloat16(), None, "none", [], "").float()
+    except RuntimeError as e:
+        return False, f"oneDNN could not run a bf16 inner product ({str(e).splitlines()[0]})"
+    want = x @ w.t()
+    if not torch.allclose(got, want, rtol=5e-2, atol=0.3):
+        return False, "oneDNN's bf16 inner product disagreed with fp32"
+    return True, f"oneDNN runs bf16 natively ({cpu_info().simd_class})"
+
+
+@cache
+def bf16_time_ratio() -> float:
+    """bf16-autocast time / fp32 time of one small linear (256 x 256 -> 1024), measured once per
+    process (~0.1 s) outside any caller's autocast or grad, on its own RNG (a model's init must
+    not move)."""
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(256, 256, generator=g), torch.randn(1024, 256, generator=g)
+
+    def bf16() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            F.linear(x, w)
+
+    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        return _best_time(bf16, 3) / _best_time(lambda: F.linear(x, w), 5)
+
+
+def _best_time(fn, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def fp32_matmul() -> Measured:
+    """oneDNN's fp32 linear against ATen's BLAS at the current thread count: ``onednn`` only
+    when it is at least :data:`ONEDNN_MIN_SPEEDUP` faster (read from the disk cache where this
+    machine measured it before)."""
+    if not ONEDNN_AVAILABLE:
+        return Measured("blas", "this torch build has no oneDNN linear")
+    key = _cache_key()
+    with probe_cache.locked() as cache_file:
+        cached = probe_cache.read(cache_file).get(key)
+        if cached and cached.get("choice") in FP32_MATMUL_CHOICES:
+            return Measured(cached["choice"], cached["reason"], "cache")
+        made, others = cpu.others_busy_cores(_time_fp32_backends)
+        if others > PROBE_MAX_OTHERS:  # a measurement on shared cores: this process only
+            why = f"not cached: other work kept {others:.1f} cores busy during the probe"
+            return replace(made, reason=f"{made.reason}; {why}")
+        if cache_file is not None:
+            entries = probe_cache.read(cache_file)
+            entries[key] = {"choice": made.choice, "reason": made.reason, "at": time.time()}
+            probe_cache.write(cache_file, entries)
+        return made
+
+
+def _time_fp32_backends() -> Measured:
+    m, k, n = PROBE_SHAPE
+    g = torch.Generator().manual_seed(0)
+    x, w, grad = (torch.randn(*s, generator=g) for s in ((m, k), (n, k), (m, n)))
+
+    def onednn() -> None:  # forward, then the weight gradient from strided operands
+        ONEDNN_LINEAR(x, w, None, "none", [], "")
+        ONEDNN_LINEAR(grad.t(), x.t(), None, "none", [], "")
+
+    def blas() -> None:
+        F.linear(x, w)
+        grad.t() @ x
+
+    onednn(), blas()  # warm both (oneDNN builds its primitive on first call)
+    times = {"onednn": float("inf"), "blas": float("inf")}
+    for _ in range(5):  # interleaved, best of 5: robust to a busy neighbour
+        for label, fn in (("onednn", onednn), ("blas", blas)):
+            t = time.perf_counter()
+            fn()
+            times[label] = min(times[label], time.perf_counter() - t)
+    gflops = {label: 2 * 2 * m * k * n / t / 1e9 for label, t in times.items()}
+    ratio = times["blas"] / times["onednn"]
+    choice = "onednn" if ratio >= ONEDNN_MIN_SPEEDUP else "blas"
+    threads = torch.get_num_threads()
+    reason = (
+        f"at {threads} thread{'s' if threads > 1 else ''}: oneDNN {gflops['onednn']:.0f} "
+        f"GFLOP/s, BLAS {gflops['blas']:.0f} ({ratio:.2f}x; oneDNN needs {ONEDNN_MIN_SPEEDUP:.2f}x)"
+    )
+    return Measured(choice, reason)
+
+
+def _cache_key() -> str:
+    info = cpu_info()
+    flags = ",".join(k for k, v in sorted(info.features.items()) if v)
+    isa = (
+        os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+        + "|"
+        + os.environ.get("MKL_ENABLE_INSTRUCTIONS", "")
+    )
+    return f"v{CACHE_VERSION}|{info.model}|{flags}|{info.torch_capability}|{isa}|torch {torch.__version__}|threads {torch.get_num_threads()}"
