@@ -5,7 +5,7 @@
 
 Each worker runs batches of 10^5 strings with its own seed (seed, seed+1, ...) through four
 tokenizer settings (uncased, cased, max 3 characters per word, no accent stripping / CJK
-splitting), checking the invariants of tests/reliability/fuzz.py: no exception, ids in range,
+splitting), checking the invariants of tests/scenarios/fuzz.py: no exception, ids in range,
 valid offsets, the fast path agreeing with the full encoding. Stops after ``--strings`` strings or
 ``--seconds`` seconds; a failure prints the seed, the index and the string (which reproduce it)
 and exits 1.
@@ -27,7 +27,7 @@ BATCH = 100_000
 
 def _worker(vocab: str, seeds: list[int], deadline: float) -> tuple[int, str | None]:
     from bertkit.tokenizer import BertTokenizer
-    from reliability.fuzz import fuzz
+    from scenarios.fuzz import fuzz
 
     toks = [
         BertTokenizer(vocab),

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0"}
 
-# checkpoint-folder inspection shared with the in-suite harness (tests/reliability/killharness.py)
-from reliability.killharness import newest_checkpoint, steps_after, temp_folders, writing  # noqa: E402
+# checkpoint-folder inspection shared with the in-suite harness (tests/scenarios/killharness.py)
+from scenarios.killharness import newest_checkpoint, steps_after, temp_folders, writing  # noqa: E402
 
 
 def command(data: Path, out: Path, steps: int, extra: list[str]) -> list[str]:

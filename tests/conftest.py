@@ -1,13 +1,22 @@
-"""Suite-wide settings: torch on one thread, and no hub access.
+"""Suite-wide settings: torch on one thread, no hub access, and (under CI) no silent skips.
 
 Tiny test models are faster on one intra-op thread, and on a shared 2-core machine oversubscribed
 threads made them several times slower; no result depends on the thread count. Nothing may be
 downloaded at test time (transformers and sentence-transformers load local folders only).
+
+``BERTKIT_REQUIRE_REFERENCES=1`` (set by ``scripts/test.sh``, whose set-up installs every
+reference): a test that would skip because a reference package is missing (``pytest.importorskip``)
+or the browser is (a skip reason starting ``browser:``) fails instead, so a parity test cannot
+vanish from CI unnoticed. Only those skips change: "no GPU", "needs AVX-512" and the like stay
+skips. The browser stays optional where ``scripts/setup.sh`` could not install it and left its
+reason in ``.venv/.bertkit-browser-missing`` (not root, no apt-get).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +169,52 @@ def bf16_path(request):
             pytest.skip(f"no native bf16 path to test on this machine: {why}")
     with hardware.forced("bf16", request.param):
         yield request.param
+
+
+# --- BERTKIT_REQUIRE_REFERENCES: a missing reference package or browser fails -----------------
+
+REQUIRE_ENV = "BERTKIT_REQUIRE_REFERENCES"
+BROWSER_SKIP = "browser: "
+"""The start of the reason of every skip for want of the browser (tests marked ``browser``)."""
+BROWSER_NOTE = Path(__file__).resolve().parents[1] / ".venv" / ".bertkit-browser-missing"
+# pytest.importorskip's reasons: the module is missing, or older than asked
+_MISSING_MODULE = re.compile(r"could not import '[\w.]+'|module '[\w.]+' has __version__ ")
+
+
+def required_missing(reason: str, browser_note: Path = BROWSER_NOTE) -> bool:
+    """Whether a skip with this ``reason`` is for want of something CI must have: a module
+    (``pytest.importorskip``), or the browser where the set-up left no note that it could not
+    install it."""
+    reason = reason.removeprefix("Skipped: ")
+    if reason.startswith(BROWSER_SKIP):
+        return not browser_note.is_file()
+    return _MISSING_MODULE.match(reason) is not None
+
+
+def _fail_if_required(report) -> None:
+    if not (os.environ.get(REQUIRE_ENV) == "1" and report.skipped):
+        return
+    if hasattr(report, "wasxfail") or not isinstance(report.longrepr, tuple):
+        return
+    reason = report.longrepr[2]
+    if required_missing(reason):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{reason.removeprefix('Skipped: ')}\n{REQUIRE_ENV}=1: the set-up "
+            "installs every reference, so this skip is a failure"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    _fail_if_required(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A module-level ``importorskip`` (or browser skip) skips at collection."""
+    report = yield
+    _fail_if_required(report)
+    return report

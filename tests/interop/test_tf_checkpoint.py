@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tf_bundle import HEADER, field, write_bundle
 
 from bertkit.errors import CheckpointError
 from bertkit.interop.tf_checkpoint import (
@@ -26,6 +25,8 @@ from bertkit.interop.tf_checkpoint import (
     read_tf_checkpoint,
     snappy_decompress,
 )
+
+from .tf_bundle import HEADER, field, write_bundle
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BERT = FIXTURES / "tf_bert"

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tf_bundle import write_bundle
 
 from bertkit.cli.main import main
 from bertkit.errors import BertkitError, CheckpointError
@@ -24,6 +23,8 @@ from bertkit.interop import tf_convert as tfc
 from bertkit.interop.tf_checkpoint import read_tf_checkpoint
 from bertkit.interop.tf_convert import TfConvertSettings, convert_tf_checkpoint, tf_to_hf_name
 from bertkit.tokenizer import BertTokenizer
+
+from .tf_bundle import write_bundle
 
 transformers = pytest.importorskip("transformers")
 

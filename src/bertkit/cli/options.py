@@ -101,9 +101,9 @@ def add_fields(
         if typing.get_origin(kind) is tuple:
             parts = typing.get_args(kind)
             fixed = Ellipsis not in parts
-            kw.update(
-                type=parts[0], nargs=len(parts) if fixed else "+", default=list(default or ())
-            )
+            kw.update(type=parts[0], nargs=len(parts) if fixed else "+")
+            if not saved:
+                kw["default"] = list(default or ())
         elif kind is bool:
             kw["action"] = argparse.BooleanOptionalAction
         else:

@@ -7,8 +7,8 @@ waits for torchrun to end. It records whether torchrun ended within ``timeout`` 
 process group is killed), its exit code, the time, and whether the per-step (step, loss, lr) log
 equals an uninterrupted run's.
 
-Run directly to reproduce or measure (``python -m reliability.restartharness N`` with
-``tests`` on PYTHONPATH); tests/reliability/test_torchrun_restarts.py runs it in the suite.
+Run directly to reproduce or measure (``python -m scenarios.restartharness N`` with
+``tests`` on PYTHONPATH); tests/scenarios/test_torchrun_restarts.py runs it in the suite.
 """
 
 from __future__ import annotations
