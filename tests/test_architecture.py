@@ -40,6 +40,18 @@ ALLOWED: dict[str, set[str]] = {
     | {"tokenizer", "evaluation", "data", "tasks", "model", "interop", "inference"},
     "serve": FOUNDATION
     | {"tokenizer", "evaluation", "data", "tasks", "model", "interop", "inference", "export"},
+    "recipes": FOUNDATION
+    | {
+        "tokenizer",
+        "evaluation",
+        "data",
+        "tasks",
+        "model",
+        "interop",
+        "inference",
+        "export",
+        "training",
+    },
     "cli": FOUNDATION
     | {
         "tokenizer",
@@ -52,6 +64,7 @@ ALLOWED: dict[str, set[str]] = {
         "export",
         "training",
         "serve",
+        "recipes",
     },
     "__main__": {"cli"},
 }
