@@ -7,14 +7,14 @@ Each variant of the table is pre-trained on the shared Wikipedia text (WikiExtra
 last file is held out) with the learning benchmark's data preparation
 (``benchmarks.pretrain_learning``: a WordPiece vocabulary trained on the first files, dynamic
 masking, 5 copies of the corpus, two phases: 32-token instances first, then 128-token ones) and
-the quickstart's measured small-CPU recipe (``bertkit.training.quickstart``: 4,096-piece
+the quickstart's measured small-CPU recipe (``bertkit.recipes.quickstart_settings``: 4,096-piece
 vocabulary, batches of 64 at peak lr 1.5e-3, 2% warmup, initializer_range 0.06, no dropout, 25%
 of the updates at 128 tokens), autocast precision ``auto`` (bf16 only where this CPU runs it
 faster). Every variant gets the same updates x batch x sequence length, so the same token budget.
 Then each pre-trained model is fine-tuned on every task for every seed (one learning rate, the
-best epoch on dev, as ``benchmarks.finetune_quality.bertkit_run`` does) and the dev scores are
-printed as mean ± sd over the seeds beside the paper's BERT-Base numbers, with a verdict for
-each pair of rows the paper orders.
+best epoch on dev: ``bertkit.recipes.finetune.run_finetune``, what ``bertkit finetune`` runs)
+and the dev scores are printed as mean ± sd over the seeds beside the paper's BERT-Base
+numbers, with a verdict for each pair of rows the paper orders.
 
 Table 5 rows: BERT (MLM + NSP), No NSP (MLM only, a BertForMaskedLM; the prepared random-next
 pairs are kept as plain input unless ``--random-next drop``), LTR & No NSP (left-to-right LM,
@@ -45,7 +45,6 @@ fine-tuning score), so a rerun with more seeds or tasks only does the new part. 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
@@ -54,7 +53,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,29 +295,15 @@ def pretrain_variant(args: argparse.Namespace, variant: Variant) -> dict[str, An
 # ---- fine-tuning -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _model_dir(path: str) -> Iterator[None]:
-    """``finetune_quality.bertkit_run`` fine-tunes ``finetune_quality.model_dir()`` (the
-    MiniLM checkpoint); point it at our pre-trained model for the duration."""
+def load_task(task: str, args: argparse.Namespace) -> Any:
+    """``task`` with the subsets, as a :class:`bertkit.recipes.finetune.TaskExamples` (adapter,
+    training examples, {dev name: examples})."""
     import benchmarks.finetune_quality as fq
-
-    saved = fq.model_dir
-    fq.model_dir = lambda: path
-    try:
-        yield
-    finally:
-        fq.model_dir = saved
-
-
-def load_task(task: str, args: argparse.Namespace) -> tuple[Any, list[Any], dict[str, list[Any]]]:
-    """(adapter, training examples, {dev name: examples}) for ``task`` with the subsets."""
-    import benchmarks.finetune_quality as fq
+    from bertkit.recipes.finetune import TaskExamples
 
     n_train, n_dev = args.max_train_by_task[task], args.max_dev_by_task[task]
     if task in ("mrpc", "sst2"):
-        ns = argparse.Namespace(data=args.data, max_train=n_train, max_dev=n_dev)
-        adapter, train, dev, _ = fq._glue({"mrpc": "MRPC", "sst2": "SST-2"}[task], ns)
-        return adapter, train, {"dev": dev}
+        return fq.glue_examples({"mrpc": "MRPC", "sst2": "SST-2"}[task], args.data, n_train, n_dev)
     if task == "conll":
         from bertkit.data.tasks.conll import read_conll
         from bertkit.tasks import TaggingAdapter, tag_label_list
@@ -326,7 +311,7 @@ def load_task(task: str, args: argparse.Namespace) -> tuple[Any, list[Any], dict
         root = Path(args.data) / "conll2003"
         train = read_conll(root / "train.txt")[:n_train]
         valid = read_conll(root / "valid.txt")[:n_dev]
-        return (
+        return TaskExamples(
             TaggingAdapter("ner", "conll2003", 128, labels=tag_label_list(train)),
             train,
             {"valid": valid},
@@ -345,12 +330,14 @@ def load_task(task: str, args: argparse.Namespace) -> tuple[Any, list[Any], dict
         # the paper's 384 / 128 / 64 scaled down: a quarter of the window shared, questions cut
         # to a quarter of it
         windows = SquadFeatureConfig(WindowConfig(doc_stride=n // 4), max_query_length=n // 4)
-        return SquadAdapter("squad", "squad1", n, windows=windows), train, {"dev": dev}
+        return TaskExamples(
+            SquadAdapter("squad", "squad1", n, windows=windows), train, {"dev": dev}
+        )
     raise ValueError(task)
 
 
 def score_of(task: str, metrics: dict[str, Any]) -> dict[str, float]:
-    """Dev figures in percent from ``bertkit_run``'s metrics (the best epoch; also the last)."""
+    """Dev figures in percent from a fine-tuning's metrics.json (the best epoch; also the last)."""
     name = "valid" if task == "conll" else "dev"
     best = metrics["selected"]["dev"][name]
     last = metrics["runs"][0]["epochs"][-1]["dev"][name]
@@ -367,13 +354,16 @@ def finetune_variant(
     args: argparse.Namespace, variant: Variant, record: dict[str, Any], tasks_data: dict[str, Any]
 ) -> dict[str, list[dict[str, Any]]]:
     """{task: [per-seed result]} for one pre-trained model (each result cached)."""
-    import benchmarks.finetune_quality as fq
+    import tempfile
+
+    from bertkit.recipes.finetune import FinetuneJob, run_finetune
+    from bertkit.training.finetune import FinetuneConfig
 
     results: dict[str, list[dict[str, Any]]] = {}
     for task in args.tasks:
-        adapter, train, dev = tasks_data[task]
+        examples = tasks_data[task]
+        train, dev = examples.train, examples.dev
         lr, epochs = args.lr[task], args.epochs[task]
-        ns = argparse.Namespace(epochs=epochs, max_steps=None, progress=False, bucket_batches=1)
         for seed in args.seeds:
             fkey = _key([record["model"], task, lr, seed, epochs, len(train),
                          {k: len(v) for k, v in dev.items()}, args.squad_length, "stride/4"])  # fmt: skip
@@ -383,8 +373,19 @@ def finetune_variant(
                 r["cached"] = True
             else:
                 t = time.perf_counter()
-                with _model_dir(record["model"]):
-                    metrics, out = fq.bertkit_run(adapter, train, dev, [lr], 1, seed, ns)
+                # the recipe of benchmarks.finetune_quality: batches of 32, one lr, the best epoch
+                config = FinetuneConfig(
+                    learning_rates=(lr,),
+                    epochs=epochs,
+                    batch_size=32,
+                    seed=seed,
+                    show_progress=False,
+                )
+                out = Path(tempfile.mkdtemp(prefix="ftq-"))
+                job = FinetuneJob(examples, record["model"], out, config, device="cpu")
+                metrics = run_finetune(
+                    job, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True)
+                )
                 shutil.rmtree(out, ignore_errors=True)
                 r = {"seed": seed, "lr": lr, "epochs": epochs, "wall_s": time.perf_counter() - t,
                      **score_of(task, metrics)}  # fmt: skip
@@ -581,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{args.threads} thread(s), CPU {cpu}, pre-training precision {args.precision} -> "
          f"{P.resolve(args.precision, 'cpu')}")  # fmt: skip
     tasks_data = {t: load_task(t, args) for t in args.tasks}
-    sizes = {t: {"train": len(d[1]), **{k: len(v) for k, v in d[2].items()}}
+    sizes = {t: {"train": len(d.train), **{k: len(v) for k, v in d.dev.items()}}
              for t, d in tasks_data.items()}  # fmt: skip
     _log(f"task sizes: {sizes}")
     rows = []

@@ -49,6 +49,9 @@ from benchmarks.hf_finetune_ref import (
     question_answering,
     token_classification,
 )
+from bertkit.recipes.finetune import FinetuneJob, TaskExamples, run_finetune
+from bertkit.tasks import TaskSettings, build_task
+from bertkit.training.finetune import FinetuneConfig
 
 ROWS = ("sst2", "mrpc", "mrpc-select", "conll", "squad")
 SELECT_LRS = (1e-4, 5e-5, 3e-5, 2e-5)
@@ -70,41 +73,21 @@ def reference_head_init(num_labels: int, seed: int) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.classifier.state_dict().items()}
 
 
-def bertkit_run(adapter: Any, train: Sequence[Any], dev: dict[str, Sequence[Any]], lrs: Sequence[float],
-                restarts: int, seed: int, args: argparse.Namespace,
+def bertkit_run(task: TaskExamples, lrs: Sequence[float], restarts: int, seed: int, args: argparse.Namespace,
                 head_init: dict[str, torch.Tensor] | None = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
-    """Fine-tune with the bertkit library; returns (metrics.json content, model folder).
+    """Fine-tune ``model_dir()`` on ``task`` with the recipe ``bertkit finetune`` runs
+    (:func:`bertkit.recipes.finetune.run_finetune`); returns (metrics.json content, model folder).
 
     ``head_init``: classifier weights to start from instead of bertkit's own draw (pairing)."""
-    from bertkit.interop import load_pretrained
-    from bertkit.tokenizer import BertTokenizer
-    from bertkit.training.finetune import FinetuneConfig, TaskData, finetune
 
-    m = model_dir()
-    tok = BertTokenizer.from_pretrained(m)
     cfg = FinetuneConfig(learning_rates=tuple(lrs), restarts=restarts, epochs=args.epochs, batch_size=32,
                          seed=seed, max_steps=args.max_steps, show_progress=args.progress,
                          bucket_batches=args.bucket_batches)  # fmt: skip
-    data = TaskData(
-        adapter.encode(tok, train, True),
-        {k: (v, adapter.encode(tok, v, False)) for k, v in dev.items()},
-    )
-    overrides = {
-        **adapter.config_overrides(),
-        "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1,
-    }
     out = Path(tempfile.mkdtemp(prefix="ftq-"))
-
-    def build() -> torch.nn.Module:
-        model = load_pretrained(m, adapter.head_class, **overrides)
-        if head_init is not None:
-            model.classifier.load_state_dict(head_init)
-        return model
-
-    result = finetune(build, adapter, data, tok, out, cfg,
-                      log=lambda s: print(f"  {s}", file=sys.stderr, flush=True))  # fmt: skip
-    return result.to_dict(), out
+    job = FinetuneJob(task, model_dir(), out, cfg, device="cpu", head_init=head_init)
+    metrics = run_finetune(job, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True))
+    assert metrics is not None  # one process: rank 0
+    return metrics, out
 
 
 def _stat(values: Sequence[float], scale: float = 100.0) -> str:
@@ -136,25 +119,26 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def _glue(task_name: str, args: argparse.Namespace) -> tuple[Any, list[Any], list[Any], Any]:
-    from bertkit.data.tasks.glue import glue_task, read_glue_split
-    from bertkit.tasks import ClassificationAdapter
+def glue_examples(
+    task_name: str, data: str | Path, max_train: int | None, max_dev: int | None
+) -> TaskExamples:
+    """GLUE ``task_name`` read from DATA/glue as ``bertkit finetune glue`` reads it, the first
+    ``max_train`` training and ``max_dev`` dev examples (None: all)."""
 
-    task = glue_task(task_name)
-    root = Path(args.data) / "glue"
-    train = read_glue_split(root, task, "train")[: args.max_train]
-    dev = read_glue_split(root, task, "dev")[: args.max_dev]
-    adapter = ClassificationAdapter(
-        "glue", task.name, 128, labels=list(task.labels or []), metric=task.metric
-    )
-    return adapter, train, dev, task
+    settings = TaskSettings(family="glue", task=task_name, data_dir=Path(data) / "glue")
+    adapter, train, dev = build_task(settings)
+    return TaskExamples(adapter, train[:max_train], {k: v[:max_dev] for k, v in dev.items()})
 
 
 def row_glue(
     name: str, task_name: str, keys: Sequence[str], args: argparse.Namespace, table: Table
 ) -> None:
     """Same hyperparameters and seeds on both sides, one run per seed."""
-    adapter, train, dev, task = _glue(task_name, args)
+    from bertkit.data.tasks.glue import glue_task
+
+    task = glue_task(task_name)
+    examples = glue_examples(task_name, args.data, args.max_train, args.max_dev)
+    train, dev = examples.train, examples.dev["dev"]
     hp = RefHParams(lr=args.lr, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
                     adam_eps=1e-6, max_seq_length=128, max_steps=args.max_steps)  # fmt: skip
     best: dict[str, list[float]] = {k: [] for k in keys}
@@ -165,9 +149,7 @@ def row_glue(
         if "bertkit" in args.sides:
             head = reference_head_init(task.num_labels, seed) if args.paired else None
             (m, _), t = timed(
-                lambda s=seed, h=head: bertkit_run(
-                    adapter, train, {"dev": dev}, [args.lr], 1, s, args, h
-                )
+                lambda s=seed, h=head: bertkit_run(examples, [args.lr], 1, s, args, h)
             )
             t_bk += t
             final = m["runs"][0]["epochs"][-1]["dev"]["dev"]
@@ -194,12 +176,11 @@ def row_glue(
 
 
 def row_mrpc_select(args: argparse.Namespace, table: Table) -> None:
-    adapter, train, dev, _ = _glue("MRPC", args)
+    examples = glue_examples("MRPC", args.data, args.max_train, args.max_dev)
+    train, dev = examples.train, examples.dev["dev"]
     label = f"MRPC selection (n={len(train)})"
     if "bertkit" in args.sides:
-        (m, _), t = timed(
-            lambda: bertkit_run(adapter, train, {"dev": dev}, SELECT_LRS, 2, args.seeds[0], args)
-        )
+        (m, _), t = timed(lambda: bertkit_run(examples, SELECT_LRS, 2, args.seeds[0], args))
         sel = m["selected"]
         value = f"F1 {sel['dev']['dev']['f1'] * 100:.2f} / acc {sel['dev']['dev']['accuracy'] * 100:.2f} (lr {sel['lr']:g}, seed {sel['seed']})"
         table.add(label, "bertkit selection 4 lr x 2", "dev F1 / acc", value, t)
@@ -230,7 +211,8 @@ def row_conll(args: argparse.Namespace, table: Table) -> None:
         adapter = TaggingAdapter("ner", "conll2003", 128, labels=labels)
 
         def bk() -> dict[str, float]:
-            m, out = bertkit_run(adapter, train, {"valid": valid}, [args.lr_ner], 1, seed, args)
+            task = TaskExamples(adapter, train, {"valid": valid})
+            m, out = bertkit_run(task, [args.lr_ner], 1, seed, args)
             # score test with the saved model, through the same path as `bertkit evaluate`
             tmp = Path(tempfile.mkdtemp()) / "test.txt"
             from bertkit.data.tasks.conll import write_conll
@@ -287,10 +269,8 @@ def row_squad(args: argparse.Namespace, table: Table) -> None:
     label = f"SQuAD v1.1 (train {len(train)} q / eval {len(dev)} q, lr {args.lr_squad:g})"
     seed = args.seeds[0]
     if "bertkit" in args.sides:
-        adapter = SquadAdapter("squad", "squad1", 384)
-        (m, _), t = timed(
-            lambda: bertkit_run(adapter, train, {"dev": dev}, [args.lr_squad], 1, seed, args)
-        )
+        task = TaskExamples(SquadAdapter("squad", "squad1", 384), train, {"dev": dev})
+        (m, _), t = timed(lambda: bertkit_run(task, [args.lr_squad], 1, seed, args))
         d = m["selected"]["dev"]["dev"]
         table.add(label, "bertkit", "EM / F1", f"{d['exact']:.2f} / {d['f1']:.2f}", t)
     if "reference" in args.sides:

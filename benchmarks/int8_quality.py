@@ -29,7 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from benchmarks.finetune_quality import _glue, bertkit_run, squad_split
+from benchmarks.finetune_quality import bertkit_run, glue_examples, squad_split
+from bertkit.recipes.finetune import TaskExamples
 
 ROWS = ("sst2", "mrpc", "conll", "squad")
 # (train subset, dev subset, lr, epochs) per row: sized for ~2-5 minutes of fine-tuning each on 2 cores
@@ -45,9 +46,8 @@ METRIC = {"sst2": "accuracy", "mrpc": "f1", "conll": "f1", "squad": "f1"}
 def _data(row: str, root: Path, train_n: int | None, dev_n: int | None):
     """(adapter, train examples, dev examples, description)."""
     if row in ("sst2", "mrpc"):
-        ns = argparse.Namespace(data=str(root), max_train=train_n, max_dev=dev_n)
-        adapter, train, dev, _ = _glue("SST-2" if row == "sst2" else "MRPC", ns)
-        return adapter, train, dev, f"{row.upper()} dev"
+        task = glue_examples("SST-2" if row == "sst2" else "MRPC", root, train_n, dev_n)
+        return task.adapter, task.train, task.dev["dev"], f"{row.upper()} dev"
     if row == "conll":
         from bertkit.data.tasks.conll import read_conll
         from bertkit.tasks import TaggingAdapter, tag_label_list
@@ -100,7 +100,7 @@ def run_row(row: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     if row in args.folder:  # already fine-tuned on the same subset: score only
         folder = Path(args.folder[row])
     else:
-        _, folder = bertkit_run(adapter, train, {"dev": dev}, [lr], 1, 42, ns)
+        _, folder = bertkit_run(TaskExamples(adapter, train, {"dev": dev}), [lr], 1, 42, ns)
     t_train = time.perf_counter() - t0
     scores: dict[str, float] = {}
     key = METRIC[row]

@@ -27,7 +27,7 @@ def builtin_corpus() -> Path:
     """The built-in corpus file (the quickstart's)."""
     import importlib.resources
 
-    from bertkit.training.quickstart import CORPUS
+    from bertkit.recipes.quickstart_settings import CORPUS
 
     return Path(str(importlib.resources.files("bertkit") / "resources" / CORPUS))
 

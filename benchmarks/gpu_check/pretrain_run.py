@@ -111,7 +111,7 @@ def calibrate(ctx, data: Path, size: str, batch: int, lr: float) -> dict[str, An
     """A short run of ``calibration_steps`` updates: seconds per update (the median logged
     window, as the quickstart measures it) and the fixed cost of a run (start-up, the final
     evaluation and save: its wall time less its updates)."""
-    from bertkit.training.quickstart import measured_rate
+    from bertkit.recipes.quickstart_plan import measured_rate
 
     n = ctx.sizes.calibration_steps
     run = ctx.work / f"calibration-{ctx.stage.name}"

@@ -11,15 +11,13 @@ Examples::
 OUTPUT receives the selected model (config.json, model.safetensors, vocab.txt, tokenizer.json,
 bertkit_task.json) and metrics.json (every run's lr, seed and dev score, mean and spread,
 the selected run). Run options come from :class:`bertkit.training.finetune.FinetuneConfig`,
-task options from :class:`bertkit.tasks.TaskSettings` and the SQuAD window/search configs.
+task options from :class:`bertkit.tasks.TaskSettings` and the SQuAD window/search configs; the
+job is :func:`bertkit.recipes.finetune.run_finetune`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from bertkit.cli import options
@@ -125,88 +123,20 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fine-tune alone or, under torchrun, as one rank of a DDP job (rank 0 selects and saves)."""
-    from bertkit.training import distributed as D
+    """Fine-tune alone or, under torchrun, as one rank of a DDP job (rank 0 selects and saves):
+    :func:`bertkit.recipes.finetune.run_finetune` on the job the arguments describe."""
+    from bertkit.recipes.finetune import FinetuneJob, run_finetune
     from bertkit.training.finetune import FinetuneConfig
 
-    config = options.values(args, FinetuneConfig)
-    info = D.init_from_env(args.device)  # alone, or one rank of torchrun (gloo / NCCL)
-    with D.reported(info):
-        return _run(args, config, info)
-
-
-def _run(args: argparse.Namespace, config, info) -> int:
-    import torch
-
-    from bertkit import hardware
-    from bertkit import precision as P
-    from bertkit.interop import check_length_fits, load_pretrained
-    from bertkit.io import atomic_write_text
-    from bertkit.tasks import build_task
-    from bertkit.tokenizer import BertTokenizer
-    from bertkit.training.finetune import TaskData, finetune
-
-    device = torch.device(info.device)
-    adapter, train, dev = build_task(settings_from_args(args))
-    check_length_fits(args.model, adapter.max_seq_length)
-    if args.max_train_examples is not None:
-        train = train[: args.max_train_examples]
-    tokenizer = BertTokenizer.from_pretrained(
-        args.model, split_special_tokens=args.split_special_tokens
+    job = FinetuneJob(
+        task=settings_from_args(args),
+        model=args.model,
+        output=Path(args.output),
+        config=options.values(args, FinetuneConfig),
+        max_train_examples=args.max_train_examples,
+        allow_pickle=args.allow_pickle,
+        split_special_tokens=args.split_special_tokens,
+        device=args.device,
     )
-
-    def log(msg: str) -> None:
-        if info.is_main:
-            print(msg, file=sys.stderr, flush=True)
-
-    log(f"{info.world_size} process(es) on {device}, precision "
-        f"{P.resolve(config.precision, device)} (--precision {config.precision})")  # fmt: skip
-    train_features = adapter.encode(tokenizer, train, training=True)
-    dev_sets = {
-        name: (ex, adapter.encode(tokenizer, ex, training=False)) for name, ex in dev.items()
-    }
-    log(f"{args.family} {adapter.name}: {len(train)} training examples ({len(train_features)} features), "
-        + ", ".join(f"{k} {len(v[0])}" for k, v in dev_sets.items()))  # fmt: skip
-    log(f"long inputs: train {adapter.window_counts(train, train_features).summary()}; "
-        + "; ".join(f"{k} {adapter.window_counts(*v).summary()}" for k, v in dev_sets.items()))  # fmt: skip
-    overrides = dict(adapter.config_overrides())
-    if config.dropout is not None:
-        overrides.update(
-            hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
-        )
-
-    def build_model() -> torch.nn.Module:
-        if adapter.family == "embeddings":
-            from bertkit.model.contrastive import BiEncoder
-
-            encoder = load_pretrained(
-                args.model, "BertModel", allow_pickle=args.allow_pickle, **overrides
-            )
-            return BiEncoder(encoder, adapter.pooling, scale=adapter.scale, symmetric=adapter.symmetric,
-                             matryoshka_dims=adapter.matryoshka_dims)  # fmt: skip
-        return load_pretrained(
-            args.model, adapter.head_class, allow_pickle=args.allow_pickle, **overrides
-        )
-
-    output = Path(args.output)
-    result = finetune(build_model, adapter, TaskData(train_features, dev_sets), tokenizer, output, config,
-                      log=log, device=device, info=info)  # fmt: skip
-    if not info.is_main:
-        return 0
-    metrics = {
-        "task": {"family": args.family, "name": adapter.name},
-        "model": str(args.model),
-        "train_examples": len(train),
-        "windows": {
-            "train": adapter.window_counts(train, train_features).to_dict(),
-            **{k: adapter.window_counts(*v).to_dict() for k, v in dev_sets.items()},
-        },
-        "config": {**asdict(config), "learning_rates": list(config.learning_rates)},
-        # what this machine ran: auto made concrete; bf16 without native support runs fp32
-        "precision_run": P.resolve(config.precision, device),
-        "hardware": {k: d.choice for k, d in hardware.made().items()},
-        **result.to_dict(),
-    }
-    atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
-    log(f"wrote the selected model and metrics.json to {output}")
+    run_finetune(job)
     return 0

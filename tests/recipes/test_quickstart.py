@@ -10,7 +10,7 @@ import pytest
 from bertkit import hardware
 from bertkit.cli.main import main
 from bertkit.data.corpus import detect_format, read_documents
-from bertkit.training.quickstart import read_corpus
+from bertkit.recipes.quickstart import read_corpus
 
 WIKITEXT = (
     "\n".join(
@@ -145,7 +145,7 @@ def test_quickstart_records_the_precision_it_ran(tmp_path, capsys, path, runs):
 
 
 def test_phase2_updates_follow_the_machines_drift():
-    from bertkit.training.quickstart import phase2_updates
+    from bertkit.recipes.quickstart_plan import phase2_updates
 
     assert phase2_updates(100.0, [0.1, 0.4], None) == 250
     assert phase2_updates(100.0, [0.1, 0.4], 0.125) == 200  # phase 1 ran 25% slower than measured
@@ -159,7 +159,8 @@ def test_quickstart_runs_keep_the_jobs_deadline(tmp_path, monkeypatch, timed):
     # with --max-steps none: the count asked for is the count run
     import time
 
-    import bertkit.training.quickstart as qs
+    import bertkit.recipes.quickstart as qs
+    import bertkit.recipes.quickstart_plan as plan_module
 
     seen, real = [], qs.pretrain
 
@@ -172,7 +173,7 @@ def test_quickstart_runs_keep_the_jobs_deadline(tmp_path, monkeypatch, timed):
     t0 = time.time()
     extra = ["--minutes", "0.2"] if timed else []
     if timed:
-        monkeypatch.setattr(qs, "CALIBRATION_STEPS", 8)
+        monkeypatch.setattr(plan_module, "CALIBRATION_STEPS", 8)
         rc = main(["quickstart", *_small_args(tmp_path), *extra])
     else:
         rc = _small_quickstart(tmp_path)
@@ -183,5 +184,6 @@ def test_quickstart_runs_keep_the_jobs_deadline(tmp_path, monkeypatch, timed):
         assert [end for _, end, _ in seen] == [None, None] and "phase2_steps" not in plan
         return
     (_, end1, _), (_, end2, _) = seen
-    assert t0 + 0.2 * 60 - qs.FINAL_SECONDS - 1 < end2 < t0 + 0.2 * 60 - qs.FINAL_SECONDS + 1
+    deadline = t0 + 0.2 * 60 - plan_module.FINAL_SECONDS
+    assert deadline - 1 < end2 < deadline + 1
     assert end1 < end2 and plan["phase2_steps"] >= 1 and len(plan["seconds_per_update"]) == 2

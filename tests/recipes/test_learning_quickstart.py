@@ -82,7 +82,8 @@ def test_the_budget_is_the_whole_job_so_data_preparation_comes_out_of_training(
     data preparation) and the calibration; a stubbed calibration reports 0.01 s per update."""
     from pathlib import Path
 
-    from bertkit.training import quickstart as Q
+    from bertkit.recipes import quickstart_plan as Q
+    from bertkit.recipes.quickstart_settings import QuickstartSettings
 
     def calibrate(opts, log):
         rows = [{"type": "train", "seconds_per_step": 0.01}] * 3
@@ -94,7 +95,7 @@ def test_the_budget_is_the_whole_job_so_data_preparation_comes_out_of_training(
     monkeypatch.setattr(Q, "pretrain", calibrate)
 
     def steps(spent: float, out: str) -> int:
-        s = Q.QuickstartSettings(output=tmp_path / out, minutes=1.0)
+        s = QuickstartSettings(output=tmp_path / out, minutes=1.0)
         return Q.plan_steps(s, s.output, [tmp_path / "a", tmp_path / "b"], 1, lambda m: None, spent)
 
     fresh, late = steps(0.0, "fresh"), steps(30.0, "late")
@@ -110,9 +111,10 @@ def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path):
     share."""
     import time
 
-    from bertkit.training import quickstart as Q
+    from bertkit.recipes import quickstart_plan as Q
+    from bertkit.recipes.quickstart_settings import QuickstartSettings
 
-    s = Q.QuickstartSettings(output=tmp_path)
+    s = QuickstartSettings(output=tmp_path)
     plan = tmp_path / "plan.json"
     windows = tmp_path / "run-phase1" / "metrics.jsonl"
 
@@ -134,7 +136,7 @@ def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path):
     assert 1995 <= fit(100.0) <= 2000  # phase 1 ran at 0.0125 (median), 25% slower
     fresh_plan()
     assert fit(-3.0) == 1  # over budget already
-    fixed = Q.QuickstartSettings(output=tmp_path, max_steps=4000)
+    fixed = QuickstartSettings(output=tmp_path, max_steps=4000)
     assert fit(100.0, fixed) == 1000
 
 

@@ -1,0 +1,179 @@
+"""Fine-tune a checkpoint on a task, the whole job: what ``bertkit finetune`` runs, and what the
+fine-tuning benchmarks (``benchmarks/finetune_quality.py``, ``benchmarks/ablations.py``) run.
+
+Join the torchrun job (or run alone), read the task, encode it, run the selection over learning
+rates x restarts (:func:`bertkit.training.finetune.finetune`: the selected model is left in the
+output folder) and write ``metrics.json`` beside it: every run's lr, seed and dev score, mean
+and spread, the selected run, the long-input counts, the precision this machine ran and the
+hardware choices. Under torchrun every rank trains its share; rank 0 logs, selects and writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit import hardware
+from bertkit import precision as P
+from bertkit.interop import check_length_fits, load_pretrained
+from bertkit.io import atomic_write_text
+from bertkit.tasks import TaskSettings, build_task
+from bertkit.tasks.base import TaskAdapter
+from bertkit.tokenizer import BertTokenizer
+from bertkit.training import distributed as D
+from bertkit.training.finetune import FinetuneConfig, TaskData, finetune
+
+
+@dataclass(frozen=True)
+class TaskExamples:
+    """A task already read: its adapter, the training examples and the dev sets by name (the
+    first one selects), for callers that read or subsample the data themselves."""
+
+    adapter: TaskAdapter
+    train: list[Any]
+    dev: dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class FinetuneJob:
+    """One fine-tuning job (``bertkit finetune``'s flags): the task, the checkpoint, the output
+    folder and the run options."""
+
+    task: TaskSettings | TaskExamples
+    """The task to read (the CLI's task flags), or one already read."""
+    model: str | Path
+    """bertkit or Hugging Face checkpoint folder."""
+    output: Path
+    """Folder for the selected model and metrics.json."""
+    config: FinetuneConfig = field(default_factory=FinetuneConfig)
+    """Run options: learning rates, restarts, epochs, batch size, seed, precision ..."""
+    max_train_examples: int | None = None
+    """Use only the first N training examples."""
+    allow_pickle: bool = False
+    """Permit pytorch_model.bin checkpoints (read with torch.load weights_only)."""
+    split_special_tokens: bool | None = None
+    """Treat literal [CLS]/[SEP]/... in the input as text (None: the checkpoint's
+    tokenizer_config.json says, else no)."""
+    device: str = "auto"
+    """auto, cpu, cuda or cuda:N (see :func:`bertkit.hardware.resolve_device`)."""
+    head_init: dict[str, torch.Tensor] | None = None
+    """State of the head's ``classifier`` to start every run from instead of the seed's draw
+    (classification heads; the benchmarks pair runs with a reference implementation's)."""
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_finetune(job: FinetuneJob, log: Callable[[str], None] = _stderr) -> dict[str, Any] | None:
+    """Run ``job`` alone or, under torchrun, as one rank of a DDP job; returns what
+    ``OUTPUT/metrics.json`` holds (None on the ranks other than 0, which write nothing)."""
+    info = D.init_from_env(job.device)  # alone, or one rank of torchrun (gloo / NCCL)
+    with D.reported(info):
+        return _run(job, info, log)
+
+
+def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict[str, Any] | None:
+    config, device = job.config, torch.device(info.device)
+    if isinstance(job.task, TaskSettings):
+        adapter, train, dev = build_task(job.task)
+    else:
+        adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
+    check_length_fits(job.model, adapter.max_seq_length)
+    if job.max_train_examples is not None:
+        train = train[: job.max_train_examples]
+    split = job.split_special_tokens
+    tokens = {} if split is None else {"split_special_tokens": split}
+    tokenizer = BertTokenizer.from_pretrained(job.model, **tokens)
+
+    def say(msg: str) -> None:
+        if info.is_main:
+            log(msg)
+
+    say(
+        f"{info.world_size} process(es) on {device}, precision "
+        f"{P.resolve(config.precision, device)} (--precision {config.precision})"
+    )
+    train_features = adapter.encode(tokenizer, train, training=True)
+    dev_sets = {
+        name: (ex, adapter.encode(tokenizer, ex, training=False)) for name, ex in dev.items()
+    }
+    say(
+        f"{adapter.family} {adapter.name}: {len(train)} training examples ({len(train_features)} features), "
+        + ", ".join(f"{k} {len(v[0])}" for k, v in dev_sets.items())
+    )
+    say(
+        f"long inputs: train {adapter.window_counts(train, train_features).summary()}; "
+        + "; ".join(f"{k} {adapter.window_counts(*v).summary()}" for k, v in dev_sets.items())
+    )
+    build_model = _model_builder(job, adapter)
+    output = Path(job.output)
+    result = finetune(
+        build_model,
+        adapter,
+        TaskData(train_features, dev_sets),
+        tokenizer,
+        output,
+        config,
+        log=say,
+        device=device,
+        info=info,
+    )
+    if not info.is_main:
+        return None
+    metrics = {
+        "task": {"family": adapter.family, "name": adapter.name},
+        "model": str(job.model),
+        "train_examples": len(train),
+        "windows": {
+            "train": adapter.window_counts(train, train_features).to_dict(),
+            **{k: adapter.window_counts(*v).to_dict() for k, v in dev_sets.items()},
+        },
+        "config": {**asdict(config), "learning_rates": list(config.learning_rates)},
+        # what this machine ran: auto made concrete; bf16 without native support runs fp32
+        "precision_run": P.resolve(config.precision, device),
+        "hardware": {k: d.choice for k, d in hardware.made().items()},
+        **result.to_dict(),
+    }
+    atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
+    say(f"wrote the selected model and metrics.json to {output}")
+    return metrics
+
+
+def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch.nn.Module]:
+    """A fresh model per run: the checkpoint's encoder and a new head (the task's config
+    overrides and the run's dropout), for embeddings a bi-encoder over it."""
+    overrides = dict(adapter.config_overrides())
+    if job.config.dropout is not None:
+        overrides.update(
+            hidden_dropout_prob=job.config.dropout, attention_probs_dropout_prob=job.config.dropout
+        )
+
+    def build_model() -> torch.nn.Module:
+        if adapter.family == "embeddings":
+            from bertkit.model.contrastive import BiEncoder
+
+            encoder = load_pretrained(
+                job.model, "BertModel", allow_pickle=job.allow_pickle, **overrides
+            )
+            return BiEncoder(
+                encoder,
+                adapter.pooling,
+                scale=adapter.scale,
+                symmetric=adapter.symmetric,
+                matryoshka_dims=adapter.matryoshka_dims,
+            )
+        model = load_pretrained(
+            job.model, adapter.head_class, allow_pickle=job.allow_pickle, **overrides
+        )
+        if job.head_init is not None:
+            model.classifier.load_state_dict(job.head_init)
+        return model
+
+    return build_model
