@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertkit import precision as P
 from bertkit.training.loop import TrainConfig
 from bertkit.training.pretraining import PretrainOptions
 
@@ -84,7 +85,7 @@ class QuickstartSettings:
     """Weight of the NSP loss (BERT: 1)."""
     seed: int = 0
     """Model initialisation and data order."""
-    precision: str = "auto"
+    precision: str = P.DEFAULT
     """See bertkit.precision."""
     threads: int | None = None
     """CPU threads (None: 2, or 1 when other work keeps the cores busy)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit import precision as P
 from bertkit.errors import CheckpointError, ConfigError
 
 BACKENDS = ("torch", "onnx")
@@ -27,12 +28,12 @@ class ServeSettings:
     """TCP port."""
     pooling: str | None = None
     """Embedding pooling: mean, cls or max (None: the folder's sentence-transformers config, else mean)."""
-    precision: str = "auto"
+    precision: str = P.DEFAULT
     """See bertkit.precision."""
     backend: str = "torch"
     """torch (each folder's weights), or onnx (each folder's .onnx file from `bertkit export onnx`, run by ONNX Runtime; --precision does not apply: the file is what it was exported as)."""
-    device: str | None = None
-    """cpu, cuda or cuda:N (None: CUDA when available)."""
+    device: str = "auto"
+    """cpu, cuda or cuda:N (auto: CUDA when available)."""
     max_batch_tokens: int = 16384
     """Tokens (padded) in one forward pass across concurrent requests."""
     max_client_batch_size: int = 32
