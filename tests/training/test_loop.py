@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertkit.training.checkpoint import list_checkpoints
-from bertkit.training.loop import TrainingError
+from bertkit.training.update import TrainingError
 
 from .helpers import losses, make_trainer
 

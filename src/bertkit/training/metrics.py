@@ -89,6 +89,32 @@ def pretraining_flops(
     )
 
 
+def train_record(
+    step: int,
+    window: dict[str, float],
+    figures: dict[str, float],
+    lr: float,
+    skipped: int,
+    seconds: float,
+    peak: float | None,
+) -> dict[str, Any]:
+    """The ``train`` line of a log window ending at update ``step``: ``window`` holds its updates'
+    summed statistics (``loss``, ``grad_norm``, ``tokens``, ``flops``, ``steps``), ``figures`` the
+    objective's, ``seconds`` its training time, ``peak`` the FLOP/s of all processes together."""
+    w = window
+    rec: dict[str, Any] = {"type": "train", "step": step, "loss": w["loss"] / w["steps"]}
+    rec.update(figures)
+    rec["lr"] = lr
+    rec["grad_norm"] = w["grad_norm"] / w["steps"]
+    rec["skipped"] = skipped
+    if seconds > 0:
+        rec["seconds_per_step"] = seconds / w["steps"]
+        rec["tokens_per_s"] = w["tokens"] / seconds
+        if peak and w.get("flops"):
+            rec["mfu"] = w["flops"] / seconds / peak
+    return rec
+
+
 @dataclass(frozen=True)
 class Peak:
     """The FLOP/s counted as 100% MFU and where the figure comes from."""

@@ -36,6 +36,30 @@ class TrainingError(BertkitError):
     """Training cannot continue (e.g. too many non-finite updates in a row)."""
 
 
+MAX_CONSECUTIVE_SKIPS = 100
+"""The skip policy of every loop (pre-training and fine-tuning): an update whose loss or gradient
+is not finite is skipped, its batch consumed, and this many in a row abort the run (the default
+of both configs' ``max_consecutive_skips``)."""
+
+
+def skip_warning(step: int, in_a_row: int, where: str = "") -> str:
+    """The warning line for an update skipped at ``step``, ``in_a_row`` in a row (``where``
+    names the run, e.g. ``"lr 1e-05 seed 1: "``)."""
+    return (
+        f"warning: {where}non-finite loss or gradient at step {step}; update skipped "
+        f"({in_a_row} in a row)"
+    )
+
+
+def check_skips(step: int, in_a_row: int, limit: int, where: str = "") -> None:
+    """Raise :class:`TrainingError` when ``in_a_row`` skipped updates reach ``limit``."""
+    if in_a_row >= limit:
+        raise TrainingError(
+            f"{in_a_row} consecutive updates had a non-finite loss or gradient ({where}at step "
+            f"{step}); lower the learning rate or check the data"
+        )
+
+
 @dataclass
 class MicroBatch:
     """A micro-batch ready for the device: the model's inputs (tensors, and the ``layout`` of
