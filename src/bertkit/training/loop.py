@@ -36,6 +36,7 @@ from torch import nn
 
 from bertkit import precision as P
 from bertkit.errors import ConfigError
+from bertkit.model.batching import Layout
 from bertkit.progress import progress
 from bertkit.training import distributed as D
 from bertkit.training import resume as R
@@ -63,8 +64,8 @@ class Trainer:
     What one update computes is the ``objective``'s (default: BERT's MLM + NSP); the update itself
     (accumulation, precision, clipping, non-finite skipping) is :class:`UpdateStep`'s.
     ``model`` is the bare module (wrapped in DDP here when distributed); ``optimizer`` is built over
-    its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(batch)`` (optional)
-    gives the model FLOPs of a training step on ``batch`` for MFU.
+    its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(layout)`` (optional)
+    gives the model FLOPs of a training step on a micro-batch of that :class:`Layout` for MFU.
     """
 
     def __init__(
@@ -79,7 +80,7 @@ class Trainer:
         info: D.DistInfo | None = None,
         eval_dataset: Sequence[Any] | None = None,
         eval_collate: Collate | None = None,
-        flops_fn: Callable[[dict[str, torch.Tensor]], float] | None = None,
+        flops_fn: Callable[[Layout], float] | None = None,
         settings: dict[str, Any] | None = None,
         log: Callable[[str], None] | None = None,
         objective: Objective | None = None,
@@ -140,9 +141,6 @@ class Trainer:
     def phase_at(self, step: int) -> tuple[int, Phase]:
         i = S.phase_of([p.steps for p in self.phases], step)
         return i, self.phases[i]
-
-    def _autocast(self):
-        return P.autocast(self.precision, self.info.device)
 
     def _make_micro_batches(self, phase_index: int, position: int) -> list[MicroBatch]:
         """This rank's micro-batches of the update at ``position`` of phase ``phase_index``,
@@ -225,7 +223,7 @@ class Trainer:
             # always epoch 0: dynamic masking gives the same masks at every evaluation
             b = self.eval_collate(items, [0] * len(items))
             b = {k: v.to(self.info.device) for k, v in b.items()}
-            with self._autocast():
+            with P.autocast(self.precision, self.info.device):
                 out = self.core(**b)
             part = np.asarray(self.objective.eval_sums(out, b))
             sums = part if sums is None else sums + part

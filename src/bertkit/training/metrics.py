@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from bertkit.io import atomic_write_text
+from bertkit.model.batching import Layout
 
 DEFINITIONS = ("real", "padded")
 
@@ -113,6 +114,18 @@ def train_record(
         if peak and w.get("flops"):
             rec["mfu"] = w["flops"] / seconds / peak
     return rec
+
+
+def layout_flops(config: Any, layout: Layout, definition: str = "real") -> float:
+    """:func:`pretraining_flops` of a collated batch, counted from its :class:`Layout` (real
+    lengths, padded length, labelled positions): the trainer's count and the benchmarks'."""
+    return pretraining_flops(
+        config,
+        lengths=layout.lengths,
+        seq_len=layout.length,
+        masked=layout.masked,
+        definition=definition,
+    )
 
 
 @dataclass(frozen=True)
