@@ -91,13 +91,20 @@ def real_batches(data: str, batch_size: int, count: int, seed: int = 0) -> list[
     return out
 
 
-def batch_flops(config, batch: dict, definition: str) -> float:
-    """The trainer's FLOP count of one step on ``batch`` (CPU tensors)."""
-    from bertkit.training.metrics import pretraining_flops
+def batch_layout(batch: dict):
+    """The batch's Layout (real_batches attaches it; the all-ones batch is laid out here)."""
+    from bertkit.model.batching import layout
 
-    mask = batch["attention_mask"]
-    return pretraining_flops(config, lengths=mask.sum(1).tolist(), seq_len=mask.shape[1],
-                             masked=int((batch["labels"] != -100).sum()), definition=definition)  # fmt: skip
+    return (
+        batch["layout"] if "layout" in batch else layout(batch["attention_mask"], batch["labels"])
+    )
+
+
+def batch_flops(config, batch: dict, definition: str) -> float:
+    """The trainer's FLOP count of one step on ``batch``, from its Layout."""
+    from bertkit.training.metrics import layout_flops
+
+    return layout_flops(config, batch_layout(batch), definition)
 
 
 def cycle_fn(fn_of_batch, batches: list[dict]):
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples[name].append(time_steps(fn, args.steps))
         real = statistics.fmean(batch_flops(cfg, b, "real") for b in cpu_batches)
         padded = statistics.fmean(batch_flops(cfg, b, "padded") for b in cpu_batches)
-        tokens = statistics.fmean(float(b["attention_mask"].sum()) for b in cpu_batches)
+        tokens = statistics.fmean(batch_layout(b).tokens for b in cpu_batches)
         ref = statistics.median(samples["hf-sdpa"])
         for name, s in samples.items():
             sec = statistics.median(s)

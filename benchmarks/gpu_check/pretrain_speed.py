@@ -103,7 +103,7 @@ def rows_for(cfg, label: str, length: int, case: str, cpu: list[dict], seconds, 
     """The table rows of one (model, length, case): one per implementation."""
     real = statistics.fmean(batch_flops(cfg, b, "real") for b in cpu)
     padded = statistics.fmean(batch_flops(cfg, b, "padded") for b in cpu)
-    tokens = statistics.fmean(float(b["attention_mask"].sum()) for b in cpu)
+    tokens = statistics.fmean(b["layout"].tokens for b in cpu)
     B = cpu[0]["input_ids"].shape[0]
     ref = seconds.get("hf-sdpa")
     out = []

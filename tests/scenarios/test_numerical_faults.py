@@ -18,7 +18,7 @@ import torch
 from bertkit.cli.main import main
 from bertkit.errors import ConfigError
 from bertkit.training.distributed import DistInfo
-from bertkit.training.loop import TrainingError
+from bertkit.training.update import TrainingError
 from training.helpers import make_trainer, prepare_tiny_corpus
 
 K = 2  # the faulty update attempt (0-based): the batch of step 3

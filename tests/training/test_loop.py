@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertkit.training.checkpoint import list_checkpoints
-from bertkit.training.loop import TrainingError
+from bertkit.training.update import TrainingError
 
 from .helpers import losses, make_trainer
 
@@ -330,3 +330,23 @@ def test_deadline_already_past_ends_at_the_next_update_not_inside_warmup(tmp_pat
     # next update, 4, is the end (warmup is 2 updates, so the floor alone would allow 3)
     assert box[0].fit().step == 4
     assert [r["total_steps"] for r in _records(tmp_path / "past", "deadline")] == [4]
+
+
+def test_one_skip_policy_for_pretraining_and_finetuning():
+    from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.settings import TrainConfig
+    from bertkit.training.update import MAX_CONSECUTIVE_SKIPS, check_skips, skip_warning
+
+    assert TrainConfig().max_consecutive_skips == MAX_CONSECUTIVE_SKIPS == 100
+    assert FinetuneConfig().max_consecutive_skips == MAX_CONSECUTIVE_SKIPS
+    assert skip_warning(7, 2, "lr 1e-05 seed 1: ") == (
+        "warning: lr 1e-05 seed 1: non-finite loss or gradient at step 7; update skipped "
+        "(2 in a row)"
+    )
+    check_skips(7, 2, 3)  # below the limit: nothing
+    with pytest.raises(TrainingError) as stopped:
+        check_skips(7, 3, 3)
+    assert str(stopped.value) == (
+        "3 consecutive updates had a non-finite loss or gradient (at step 7); lower the "
+        "learning rate or check the data"
+    )

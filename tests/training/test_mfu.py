@@ -115,3 +115,33 @@ def test_the_gpu_benchmark_times_padded_real_batches_with_the_trainer_s_count(tm
         assert b["layout"].lengths == tuple(mask.sum(1).tolist())
         assert bool((mask == 0).any())  # real data is padded: not the all-ones case
         assert batch_flops(CONFIG, b, "real") < batch_flops(CONFIG, b, "padded")
+
+
+def test_a_micro_batch_is_counted_once_from_its_layout():
+    """UpdateStep.prepare lays the batch out once: its tokens, and the FLOPs (what the
+    pre-training run and benchmarks/gpu_pretrain.py count) read the Layout's lengths and
+    labelled positions."""
+    from bertkit.training.metrics import layout_flops
+    from bertkit.training.objectives import MlmNsp
+    from bertkit.training.update import UpdateStep
+
+    lengths = [7, 3, 5]
+    batch = _batch(lengths)  # labels at positions 1..3 of each row: 3 + 2 + 3
+    laid = layout(batch["attention_mask"], batch["labels"])
+    assert (laid.tokens, laid.masked) == (15, 8)
+    assert layout(batch["attention_mask"]).masked == 0
+    want = pretraining_flops(CONFIG, lengths=lengths, seq_len=7, masked=8)
+    assert layout_flops(CONFIG, laid) == want
+    seen = []
+
+    def flops(lay):
+        seen.append(lay)
+        return layout_flops(CONFIG, lay)
+
+    update = UpdateStep(None, MlmNsp(), [], "fp32", "cpu", flops_fn=flops)
+    ready = update.prepare(batch)
+    assert (ready.tokens, ready.flops, ready.counts) == (15.0, want, [8.0, 3.0])
+    assert seen == [ready.inputs["layout"]]
+    no_mask = update.prepare({k: v for k, v in batch.items() if k != "attention_mask"})
+    assert "layout" not in no_mask.inputs and no_mask.tokens == 21.0  # 3 x 7, no padding known
+    assert no_mask.flops == pretraining_flops(CONFIG, lengths=[7, 7, 7], seq_len=7, masked=8)

@@ -39,19 +39,21 @@ def test_resume_with_a_changed_setting_is_refused(tmp_path: Path, key: str, valu
     assert again.fit().step == 6
 
 
-def test_resume_on_another_world_size_warns(tmp_path: Path) -> None:
+def test_resume_on_another_world_size_warns(tmp_path: Path, monkeypatch) -> None:
+    from bertkit.training import resume
+
     t = make_trainer(tmp_path / "run", steps=6, dropout=0.0)
     t.settings = dict(SETTINGS)
-    original = t._loop_state
+    original = resume.loop_state
 
-    def written_by_two():  # as if the checkpoint came from a 2-process job
-        state = original()
+    def written_by_two(trainer):  # as if the checkpoint came from a 2-process job
+        state = original(trainer)
         state.world_size = 2
         return state
 
-    t._loop_state = written_by_two
     stop_after(t, 3)
-    with pytest.raises(Stop):
+    with monkeypatch.context() as m, pytest.raises(Stop):
+        m.setattr(resume, "loop_state", written_by_two)
         t.fit()
     messages: list[str] = []
     resumed = make_trainer(tmp_path / "run", steps=6, dropout=0.0)

@@ -68,7 +68,13 @@ class Layout:
 
     @property
     def tokens(self) -> int:
+        """Real (non-pad) tokens."""
         return sum(self.lengths)
+
+    @property
+    def masked(self) -> int:
+        """Labelled (predicted) positions; 0 for a batch laid out without labels."""
+        return 0 if self.labelled is None else int(self.labelled.numel())
 
     def _map(self, fn) -> Layout:
         moved = {

@@ -24,12 +24,9 @@ Restarts and failures:
   here is therefore built on that store under a prefix of its own per restart round
   (``TORCHELASTIC_RUN_ID`` and ``TORCHELASTIC_RESTART_COUNT``), and joining it is bounded by
   ``timeout``.
-* Every collective (ours, DDP's) is bounded by the same timeout. When a rank fails, it writes one
-  line naming itself and the cause under the store key ``abort`` before it exits; a rank whose
-  collective then fails or times out reads it (or names the ranks that fell behind) and stops
-  with a :class:`DistributedError`; a watchdog thread on every rank ends a rank that is stuck
-  when another has reported a failure. So every rank exits, non-zero, within about the timeout
-  plus a few seconds, and torchrun can restart the group.
+* Every collective (ours, DDP's) is bounded by the same timeout; a rank that fails tells the
+  others, and every rank stops within about that timeout naming the rank that failed and why
+  (:mod:`bertkit.training.abort`), so torchrun can restart the group.
 """
 
 from __future__ import annotations
@@ -40,16 +37,15 @@ import json
 import os
 import sys
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from bertkit import errors
 from bertkit.errors import BertkitError
+from bertkit.training import abort as A
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -77,40 +73,8 @@ class DistInfo:
         return self.world_size > 1
 
 
-@dataclass
-class _Comm:
-    """This process's link to the others beyond the process group: the (prefixed) store, where
-    it is in the loop, and the watchdog."""
-
-    store: dist.Store
-    rank: int
-    world: int
-    timeout: float
-    endpoint: str
-    seq: int = 0
-    what: str = "start-up"
-    step: int = 0
-    reported: str | None = None
-    """The failure another rank reported, once the watchdog has read it."""
-    handled: threading.Event = field(default_factory=threading.Event)
-    stop: threading.Event = field(default_factory=threading.Event)
-    watchdog: threading.Thread | None = None
-
-    @property
-    def grace(self) -> float:
-        """How long a rank that learnt of a failure waits for itself to stop cleanly."""
-        return min(5.0, max(1.0, self.timeout))
-
-
-_COMM: _Comm | None = None
+_COMM: A.Comm | None = None
 _JOINED = False  # this process joined a process group (see exit_process)
-ABORT_KEY = "abort"
-POLL_SECONDS = 0.25
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def init_from_env(
@@ -155,14 +119,14 @@ def init_from_env(
         except (RuntimeError, ValueError, OSError) as e:
             raise DistributedError(
                 f"rank {rank} could not join the {world}-process group at {endpoint} within "
-                f"{timeout:g} s: {_first_line(e)}"
+                f"{timeout:g} s: {A.first_line(e)}"
             ) from e
         _JOINED = True
         # a fatal signal in a rank (SIGABRT, SIGSEGV) prints every thread's Python stack
         faulthandler.enable(all_threads=True)
         if device == "cpu" and kernels:
             _share_kernel_choices(store, rank)
-        _COMM = _Comm(store, rank, world, timeout, endpoint)
+        _COMM = A.Comm(store, rank, world, timeout, endpoint)
         # The watchdog's own store connection is made here, not in its thread: a job that ended
         # while that thread was still inside TCPStore's constructor (a short job on loaded
         # cores) left a daemon thread in C++ at exit, and the rank died of SIGABRT
@@ -173,7 +137,7 @@ def init_from_env(
             watch_store = None
         if watch_store is not None:
             _COMM.watchdog = threading.Thread(
-                target=_watch, args=(_COMM, watch_store), name="bertkit-watchdog", daemon=True
+                target=A.watch, args=(_COMM, watch_store), name="bertkit-watchdog", daemon=True
             )
             _COMM.watchdog.start()
         mark("start-up", 0)
@@ -205,7 +169,7 @@ def shutdown(info: DistInfo) -> None:
     if comm is not None:
         comm.stop.set()
         if comm.watchdog is not None:
-            comm.watchdog.join(timeout=2 * POLL_SECONDS + 1)
+            comm.watchdog.join(timeout=2 * A.POLL_SECONDS + 1)
     if info.distributed and dist.is_initialized():
         dist.destroy_process_group()
 
@@ -230,7 +194,7 @@ def exit_process(code: int) -> None:
     os._exit(code)
 
 
-# ---- failures: report, detect, stop --------------------------------------------------------
+# ---- failures: where this rank is, the error it stops with --------------------------------------------------------
 
 
 def mark(what: str, step: int, *, publish: bool = True) -> None:
@@ -248,96 +212,19 @@ def mark(what: str, step: int, *, publish: bool = True) -> None:
         comm.store.set(f"progress/{comm.rank}", f"{comm.seq} {step} {what}")
 
 
-def _is_comm_error(exc: BaseException) -> bool:
-    if isinstance(exc, dist.DistError):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and any(
-        s in text
-        for s in ("gloo", "Gloo", "NCCL", "Connection", "connection", "Timed out", "timed out")
-    )
-
-
-def _progress(comm: _Comm) -> dict[int, tuple[int, int, str]]:
-    """(seq, step, what) of every other rank that reported any (none when the store is gone)."""
-    out: dict[int, tuple[int, int, str]] = {}
-    for r in range(comm.world):
-        if r == comm.rank:
-            continue
-        try:
-            if comm.store.check([f"progress/{r}"]):
-                seq, step, what = comm.store.get(f"progress/{r}").decode().split(" ", 2)
-                out[r] = (int(seq), int(step), what)
-        except (RuntimeError, OSError, ValueError):
-            return {}
-    return out
-
-
-def _read_abort(store: dist.Store) -> str | None:
-    try:
-        if store.check([ABORT_KEY]):
-            return store.get(ABORT_KEY).decode()
-    except (RuntimeError, OSError):
-        pass
-    return None
-
-
-def _publish_abort(comm: _Comm, message: str) -> str:
-    """Record ``message`` as the job's failure unless another rank's came first; returns the one
-    that counts."""
-    try:
-        return comm.store.compare_set(ABORT_KEY, "", message).decode()
-    except (RuntimeError, OSError):
-        return message
-
-
 def failure(exc: BaseException) -> BaseException:
     """The error this rank stops with after ``exc`` (call in an ``except`` around the work).
 
     A local failure is reported to the others (the store's ``abort`` key) and comes back as a
     :class:`DistributedError` naming this rank, where it was and the cause. A collective that
     failed or timed out comes back naming the rank that failed (from its report) or the ranks
-    that fell behind. Any clean-up after this is bounded: the process is ended if it has not
-    exited within the grace period.
+    that fell behind (:mod:`bertkit.training.abort`). Any clean-up after this is bounded: the
+    process is ended if it has not exited within the grace period.
     """
     comm = _COMM
     if comm is None or isinstance(exc, KeyboardInterrupt):
         return exc
-    comm.handled.set()
-    me, here = comm.rank, f"{comm.what} at step {comm.step}"
-    if not _is_comm_error(exc):
-        cause = str(exc) if isinstance(exc, BertkitError) else f"{type(exc).__name__}: {exc}"
-        message = f"rank {me} failed in {here}: {cause}"
-        _publish_abort(comm, message)
-        _linger(comm)
-        _bound_exit(comm)
-        return DistributedError(message)
-    reported = _read_abort(comm.store) or comm.reported
-    if reported is None:  # the peer may still be writing its report: give it a moment
-        time.sleep(min(0.5, comm.grace))
-        reported = _read_abort(comm.store) or comm.reported
-    if reported is not None:
-        message = f"stopping rank {me} ({here}): {reported}"
-    else:
-        others = _progress(comm)
-        behind = sorted(
-            r for r in range(comm.world) if r != me and others.get(r, (0,))[0] < comm.seq
-        )
-        if not behind and comm.world == 2:
-            behind = [1 - me]
-        who = ", ".join(str(r) for r in behind) or "?"
-        noun = "rank" if len(behind) <= 1 else "ranks"
-        text = str(exc)
-        if "imed out" in text or "imeout" in text:
-            message = f"{noun} {who} did not answer within {comm.timeout:g} s ({here} on rank {me})"
-        else:
-            message = (
-                f"lost the connection to {noun} {who} ({here} on rank {me}): {_first_line(exc)}"
-            )
-        _publish_abort(comm, message)
-        _linger(comm)
-    _bound_exit(comm)
-    return DistributedError(message)
+    return DistributedError(A.stop_message(comm, exc))
 
 
 @contextlib.contextmanager
@@ -352,61 +239,6 @@ def reported(info: DistInfo):
         raise
     finally:
         shutdown(info)
-
-
-def _linger(comm: _Comm) -> None:
-    """On the rank that hosts the store (rank 0 outside torchrun), wait briefly until the others
-    have seen the abort, so that the report outlives this process long enough to be read."""
-    if comm.rank != 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true":
-        return
-    deadline = time.monotonic() + comm.grace
-    keys = [f"abort-seen/{r}" for r in range(1, comm.world)]
-    while time.monotonic() < deadline:
-        try:
-            if all(comm.store.check([k]) for k in keys):
-                return
-        except (RuntimeError, OSError):
-            return
-        time.sleep(0.05)
-
-
-def _bound_exit(comm: _Comm) -> None:
-    """End the process (exit status 1, with a stack dump) should its clean-up hang."""
-    comm.stop.set()
-    faulthandler.dump_traceback_later(comm.grace + 10.0, exit=True)
-
-
-def _watch(comm: _Comm, store: dist.Store) -> None:
-    """Watchdog thread: when another rank reports a failure (or the store disappears) and this
-    rank has not stopped by itself within the grace period, print one error line and exit.
-    ``store``: a connection of its own to the job's store (the main thread's may be busy)."""
-    lost_since: float | None = None
-    while not comm.stop.wait(POLL_SECONDS):
-        try:
-            reported = store.get(ABORT_KEY).decode() if store.check([ABORT_KEY]) else None
-            lost_since = None
-        except (RuntimeError, OSError):
-            reported = None
-            lost_since = lost_since or time.monotonic()
-            if time.monotonic() - lost_since < comm.grace:
-                continue
-            reported = f"the store at {comm.endpoint} is gone (rank 0 or the torchrun agent exited)"
-        if reported is None:
-            continue
-        comm.reported = reported
-        with contextlib.suppress(RuntimeError, OSError):
-            store.set(f"abort-seen/{comm.rank}", "1")
-        if comm.handled.wait(comm.grace) or comm.stop.is_set():
-            return
-        # the main thread is stuck (in a collective, or a hang of its own): stop it from here
-        faulthandler.dump_traceback_later(10.0, exit=True)
-        print(
-            f"{errors.program}: error: stopping rank {comm.rank} ({comm.what} at step "
-            f"{comm.step}, not responding): {reported}",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(1)
 
 
 # ---- collectives ---------------------------------------------------------------------------

@@ -46,7 +46,13 @@ from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.prefetch import Prefetcher, default_depth
 from bertkit.training.schedule import ScheduleConfig, set_lr
-from bertkit.training.update import MicroBatch, TrainingError, UpdateStep
+from bertkit.training.update import (
+    MAX_CONSECUTIVE_SKIPS,
+    MicroBatch,
+    UpdateStep,
+    check_skips,
+    skip_warning,
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class FinetuneConfig:
     """One of :data:`bertkit.precision.CHOICES` (autocast; master weights stay fp32)."""
     eval_batch_size: int = 64
     """Examples per forward pass when scoring dev."""
-    max_consecutive_skips: int = 20
+    max_consecutive_skips: int = MAX_CONSECUTIVE_SKIPS
     """Non-finite updates in a row that abort a run (each is skipped, its batch consumed)."""
     bucket_batches: int = 1
     """Batches per length-sorting chunk (1 = random batches, no length bucketing)."""
@@ -275,14 +281,9 @@ def train_one(
                     stats = update(model, [batch.to(device, non_blocking=True)])
                     if stats is None:  # non-finite loss or gradient: skipped, the batch consumed
                         result.skipped, in_a_row = result.skipped + 1, in_a_row + 1
-                        log(f"warning: lr {lr:g} seed {seed}: non-finite loss or gradient at "
-                            f"step {step}; update skipped ({in_a_row} in a row)")  # fmt: skip
-                        if in_a_row >= config.max_consecutive_skips:
-                            raise TrainingError(
-                                f"{in_a_row} consecutive updates had a non-finite loss or "
-                                f"gradient (lr {lr:g}, seed {seed}, step {step}); lower the "
-                                "learning rate"
-                            )
+                        run = f"lr {lr:g} seed {seed}: "
+                        log(skip_warning(step, in_a_row, run))
+                        check_skips(step, in_a_row, config.max_consecutive_skips, run)
                         continue
                     step, in_a_row = step + 1, 0
                     loss_sum, n = loss_sum + stats.loss, n + 1

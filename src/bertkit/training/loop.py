@@ -17,16 +17,13 @@ An update whose loss or gradient norm is not finite is skipped: gradients are dr
 counter and schedule do not advance (its batch is consumed), and ``max_consecutive_skips`` skips in a
 row abort the run.
 
-With ``TrainConfig.end_by`` the run keeps a wall-clock deadline: at each log line the rate since
-the first one (evaluations and checkpoints included) says how many updates still fit, and when
-fewer than the schedule's do, the total shrinks (see ``_meet_deadline``), so the decay still ends
-at zero, on time.
+With ``TrainConfig.end_by`` the run keeps a wall-clock deadline (:mod:`bertkit.training.deadline`):
+at each log line, when fewer updates fit than the schedule's, its total shrinks. What a checkpoint
+holds of the run and how it is resumed is :mod:`bertkit.training.resume`'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -39,22 +36,26 @@ from torch import nn
 
 from bertkit import precision as P
 from bertkit.errors import ConfigError
+from bertkit.model.batching import Layout
 from bertkit.progress import progress
-from bertkit.training import checkpoint as ckpt
 from bertkit.training import distributed as D
+from bertkit.training import resume as R
 from bertkit.training import sharding as S
+from bertkit.training.deadline import DeadlineSchedule, Shrink, shrink
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
-from bertkit.training.metrics import MetricsLog, SpikeDetector, peak_flops, plot_curves
+from bertkit.training.metrics import (
+    MetricsLog,
+    SpikeDetector,
+    peak_flops,
+    plot_curves,
+    train_record,
+)
 from bertkit.training.objectives import MlmNsp, Objective
-from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
 from bertkit.training.prefetch import Prefetcher, default_depth
 from bertkit.training.schedule import ScheduleConfig, set_lr
 from bertkit.training.settings import Collate, Phase, TrainConfig, TrainResult
-from bertkit.training.update import MicroBatch, StepStats, TrainingError, UpdateStep
-
-DEADLINE_SLACK = 0.02
-"""The share of the updates that still fit which a deadline's shrink gives up (see _meet_deadline)."""
+from bertkit.training.update import MicroBatch, StepStats, UpdateStep, check_skips, skip_warning
 
 
 class Trainer:
@@ -63,8 +64,8 @@ class Trainer:
     What one update computes is the ``objective``'s (default: BERT's MLM + NSP); the update itself
     (accumulation, precision, clipping, non-finite skipping) is :class:`UpdateStep`'s.
     ``model`` is the bare module (wrapped in DDP here when distributed); ``optimizer`` is built over
-    its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(batch)`` (optional)
-    gives the model FLOPs of a training step on ``batch`` for MFU.
+    its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(layout)`` (optional)
+    gives the model FLOPs of a training step on a micro-batch of that :class:`Layout` for MFU.
     """
 
     def __init__(
@@ -79,7 +80,7 @@ class Trainer:
         info: D.DistInfo | None = None,
         eval_dataset: Sequence[Any] | None = None,
         eval_collate: Collate | None = None,
-        flops_fn: Callable[[dict[str, torch.Tensor]], float] | None = None,
+        flops_fn: Callable[[Layout], float] | None = None,
         settings: dict[str, Any] | None = None,
         log: Callable[[str], None] | None = None,
         objective: Objective | None = None,
@@ -123,11 +124,11 @@ class Trainer:
         self.pending: StepStats | None = None
         """Statistics since the last fold into ``window``, still on the device."""
         self._prefetch: Prefetcher | None = None
-        self._clock: tuple[float, int] | None = None
-        """(time.time(), step) at this process's first log line: the deadline's rate is measured
-        from there, so the first window's start-up (kernel creation, prefetch) does not count."""
-        self._pause = 0.0
-        """The longest evaluation-and-checkpoint pause so far: kept back for the final one."""
+        self.deadline = (
+            DeadlineSchedule(config.end_by, config.log_every, clock=time.time)
+            if config.end_by is not None
+            else None
+        )
 
     # ---- messages --------------------------------------------------------------------------
 
@@ -135,95 +136,11 @@ class Trainer:
         if self.info.is_main:
             self._log(msg)
 
-    # ---- state ------------------------------------------------------------------------------
-
-    def _loop_state(self) -> ckpt.LoopState:
-        return ckpt.LoopState(
-            step=self.step, phase=self.phase_index, position=self.position, seed=self.cfg.seed,
-            total_steps=self.schedule.total_steps, warmup_steps=self.schedule.warmup_steps,
-            peak_lrs=self.peak_lrs, scaler=self.scaler.state_dict() if self.scaler else None,
-            attempts=self.attempts, skipped=self.skipped,
-            consecutive_skips=self.consecutive_skips, window=self.window,
-            spike_history=self.spikes.state(), world_size=self.info.world_size,
-            settings=self.settings,
-        )  # fmt: skip
-
-    def save(self) -> None:
-        """Checkpoint the current step (collective: every rank calls it; rank 0 writes)."""
-        D.mark("checkpoint", self.step)
-        rng = D.gather_tensors(ckpt.capture_rng(), self.info)
-        if self.info.is_main:
-            D.mark("checkpoint write", self.step, publish=False)
-            opt_tensors, opt_meta = optimizer_state_to_tensors(self.optimizer)
-            state = self._loop_state()
-            state.optimizer = opt_meta
-            path = ckpt.save_checkpoint(
-                self.run_dir / "checkpoints",
-                self.step,
-                model=self.core.state_dict(),
-                optimizer=opt_tensors,
-                rng=rng,
-                state=state.to_json(),
-                keep_last=self.cfg.keep_last,
-                write_delay=self.faults.checkpoint_write_delay,
-                fail=self.step in self.faults.fail_checkpoint_at,
-            )
-            self.metrics.append({"type": "checkpoint", "step": self.step, "path": path.name})
-        D.barrier(self.info)
-
-    def resume(self) -> bool:
-        """Load the newest valid checkpoint of ``run_dir`` if any; returns whether one was loaded."""
-        root = self.run_dir / "checkpoints"
-        if self.info.is_main:
-            ckpt.clean_stale(root)
-        D.barrier(self.info)
-        c = ckpt.load_latest(root, warn=self.log if self.info.is_main else lambda _m: None)
-        if c is None:
-            return False
-        ckpt.check_resume_settings(c, self.settings)
-        ckpt.load_model_weights(c, self.core)
-        s = ckpt.LoopState.from_json(c.state)
-        self.optimizer.load_state_dict(optimizer_state_from_tensors(c.optimizer, s.optimizer))
-        self.peak_lrs = list(s.peak_lrs or self.peak_lrs)
-        self.step = s.step
-        if self.scaler is not None and s.scaler:
-            self.scaler.load_state_dict(s.scaler)
-        self.attempts, self.skipped = s.attempts, s.skipped
-        self.consecutive_skips = s.consecutive_skips
-        self.window = dict(s.window or {})
-        self.spikes.load(s.spike_history or [])
-        if self.faults.restore_cursor:
-            self.phase_index, self.position = s.phase, s.position
-        else:  # negative control: the data order restarts
-            self.phase_index = self._phase_at(self.step)[0]
-        if self.faults.restore_rng:
-            if s.world_size != self.info.world_size:
-                self.log(
-                    f"warning: {c.path.name} was written by {s.world_size} processes, "
-                    f"this run has {self.info.world_size}; RNG streams are not continued exactly"
-                )
-            mine = ckpt.rank_rng(c, self.info.rank)
-            if mine:
-                ckpt.restore_rng(mine)
-        if self.info.is_main:
-            self.metrics.truncate_after(self.step)
-        if self.cfg.end_by is not None and s.total_steps < self.schedule.total_steps:
-            self._shrink(s.total_steps)  # the deadline had already shortened this run
-        self.log(f"resumed from {c.path} (step {self.step})")
-        return True
-
     # ---- one update -----------------------------------------------------------------------------
 
-    def _phase_at(self, step: int) -> tuple[int, Phase]:
-        end = 0
-        for i, p in enumerate(self.phases):
-            end += p.steps
-            if step < end:
-                return i, p
-        return len(self.phases) - 1, self.phases[-1]
-
-    def _autocast(self):
-        return P.autocast(self.precision, self.info.device)
+    def phase_at(self, step: int) -> tuple[int, Phase]:
+        i = S.phase_of([p.steps for p in self.phases], step)
+        return i, self.phases[i]
 
     def _make_micro_batches(self, phase_index: int, position: int) -> list[MicroBatch]:
         """This rank's micro-batches of the update at ``position`` of phase ``phase_index``,
@@ -246,17 +163,10 @@ class Trainer:
 
     def _upcoming(self) -> list[tuple[int, int]]:
         """The (phase, position) keys of the next updates, should this one succeed."""
-        phase = self.phase_index
-        keys, position = [], self.position + self._batch_size(phase)
-        for step in range(
-            self.step + 1, min(self.step + 1 + self._depth(), self.schedule.total_steps)
-        ):
-            nxt = self._phase_at(step)[0]
-            if nxt != phase:
-                phase, position = nxt, 0
-            keys.append((phase, position))
-            position += self._batch_size(phase)
-        return keys
+        count = min(self._depth(), self.schedule.total_steps - self.step - 1)
+        sizes = [self._batch_size(i) for i in range(len(self.phases))]
+        steps = [p.steps for p in self.phases]
+        return S.upcoming(steps, sizes, self.step, self.phase_index, self.position, count)
 
     def _batch_size(self, phase_index: int) -> int:
         return self.phases[phase_index].batch_size or self.cfg.batch_size
@@ -313,7 +223,7 @@ class Trainer:
             # always epoch 0: dynamic masking gives the same masks at every evaluation
             b = self.eval_collate(items, [0] * len(items))
             b = {k: v.to(self.info.device) for k, v in b.items()}
-            with self._autocast():
+            with P.autocast(self.precision, self.info.device):
                 out = self.core(**b)
             part = np.asarray(self.objective.eval_sums(out, b))
             sums = part if sums is None else sums + part
@@ -322,35 +232,11 @@ class Trainer:
 
     # ---- the loop -------------------------------------------------------------------------------
 
-    def _record(
-        self, window: dict[str, float], seconds: float, peak: float | None
-    ) -> dict[str, Any]:
-        w = window
-        rec: dict[str, Any] = {"type": "train", "step": self.step, "loss": w["loss"] / w["steps"]}
-        rec.update(self.objective.figures(w))
-        rec["lr"] = self.optimizer.param_groups[0]["lr"]
-        rec["grad_norm"] = w["grad_norm"] / w["steps"]
-        rec["skipped"] = self.skipped
-        if seconds > 0:
-            rec["seconds_per_step"] = seconds / w["steps"]
-            rec["tokens_per_s"] = w["tokens"] / seconds
-            if peak and w.get("flops"):
-                rec["mfu"] = w["flops"] / seconds / (peak * self.info.world_size)
-        return rec
-
     def fit(self) -> TrainResult:
         """Train until ``schedule.total_steps`` updates, resuming from ``run_dir`` when possible."""
         cfg, info = self.cfg, self.info
         t_start = time.perf_counter()
-        if not self.resume():
-            # Seed every global RNG, so that two fresh runs (and so a resumed one) have identical
-            # RNG states throughout; dropout streams differ per rank, as on separate machines.
-            rank_seed = cfg.seed * 1_000_003 + info.rank + 1
-            torch.manual_seed(rank_seed)
-            random.seed(rank_seed)
-            np.random.seed(rank_seed % 2**32)
-            if info.is_main:
-                self.metrics.truncate_after(0)
+        R.start(self)
         model: nn.Module = self.core
         if info.distributed:
             from torch.nn.parallel import DistributedDataParallel as DDP
@@ -398,7 +284,7 @@ class Trainer:
         cfg, info, total = self.cfg, self.info, self.schedule.total_steps
         t_window = time.perf_counter()
         while self.step < total:
-            phase_index, phase = self._phase_at(self.step)
+            phase_index, phase = self.phase_at(self.step)
             if phase_index != self.phase_index:
                 self.phase_index, self.position = phase_index, 0
                 self.log(f"step {self.step}: starting {phase.name}")
@@ -427,69 +313,45 @@ class Trainer:
             if self.step % cfg.log_every == 0 or self.step == total:
                 self._fold()
                 now = time.perf_counter()
-                rec = self._record(self.window, now - t_window, peak)
+                lr = self.optimizer.param_groups[0]["lr"]
+                figures, peaks = (
+                    self.objective.figures(self.window),
+                    peak and peak * info.world_size,
+                )
+                rec = train_record(
+                    self.step, self.window, figures, lr, self.skipped, now - t_window, peaks
+                )
                 t_window, self.window = now, {}
                 if info.is_main:
                     self.metrics.append(rec)
                     bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}")
-                if self._clock is None:
-                    self._clock = (time.time(), self.step)
-                elif cfg.end_by is not None and self.step < total:
-                    self._meet_deadline(cfg.end_by)
+                if self.deadline is not None and self.step < total:
+                    self._meet_deadline()
                     total = self.schedule.total_steps
                     if hasattr(bar, "total"):
                         bar.total = total
-            t_pause = (
-                time.perf_counter()
-            )  # evaluation and checkpoints do not count as training time
+            t_pause = time.perf_counter()  # evaluations and checkpoints are not training time
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < total:
                 self._eval_and_log()
             if saving:
-                self.save()
+                R.save(self)
             paused = time.perf_counter() - t_pause
-            self._pause = max(self._pause, paused)
+            if self.deadline is not None:
+                self.deadline.paused(paused)
             t_window += paused
 
-    def _meet_deadline(self, end_by: float) -> None:
-        """Shrink the schedule when the updates left would end past ``end_by``: at the rate of
-        this process since its first log line (two windows at least; evaluations and checkpoints
-        included), keeping back the longest pause for the final evaluation. Rank 0 decides for
-        all ranks. The decay is linear, so the learning rate steps down once (to what the
-        shorter schedule has at this update) and still reaches zero at the last update. Never
-        below the last phase's first update, nor into a warmup."""
-        assert self._clock is not None
-        start, first = self._clock
-        sch = self.schedule
-        new = -1.0
-        if self.info.is_main and self.step - first >= 2 * self.cfg.log_every:
-            now = time.time()
-            rate = (now - start) / (self.step - first)
-            more = max(end_by - now - self._pause, 0.0) / rate
-            restart = sch.restart_at + sch.restart_warmup_steps if sch.restart_at else 0
-            floor = 1 + max(sch.warmup_steps, restart, sch.total_steps - self.phases[-1].steps)
-            if self.step + int(more) < sch.total_steps:
-                # DEADLINE_SLACK of the updates that fit is given up, so that a rate a little
-                # slower at the next line does not shorten the schedule again by an update or two
-                fits = self.step + int(more * (1 - DEADLINE_SLACK))
-                new = float(max(fits, floor, self.step + 1))
-        new = D.broadcast_float(new, self.info)
-        if new > 0 and int(new) < sch.total_steps:
-            was, total = sch.total_steps, int(new)
-            self._shrink(total)
-            self.log(
-                f"step {self.step}: the time left fits {total - self.step} more updates, not "
-                f"{was - self.step}: the schedule now ends at update {total}"
-            )
+    def _meet_deadline(self) -> None:
+        """Shrink the run to what fits before the deadline (rank 0 decides for all ranks)."""
+        assert self.deadline is not None
+        last = self.phases[-1].steps
+        total = self.deadline.check(self.step, self.schedule, last) if self.info.is_main else None
+        new = int(D.broadcast_float(float(total or 0), self.info))
+        if new:
+            done = Shrink(self.step, new, self.schedule.total_steps)
+            self.schedule, self.phases = shrink(self.schedule, self.phases, new)
+            self.log(done.message)
             if self.info.is_main:
-                rec = {"type": "deadline", "step": self.step, "total_steps": total, "was": was}
-                self.metrics.append(rec)
-
-    def _shrink(self, total: int) -> None:
-        """End the run (the last phase and the schedule's decay) at update ``total``."""
-        cut = self.schedule.total_steps - total
-        last = self.phases[-1]
-        self.phases = [*self.phases[:-1], dataclasses.replace(last, steps=last.steps - cut)]
-        self.schedule = dataclasses.replace(self.schedule, total_steps=total)
+                self.metrics.append(done.record)
 
     def _finish(self, t_start: float) -> TrainResult:
         info, total = self.info, self.schedule.total_steps
@@ -528,16 +390,8 @@ class Trainer:
         self.skipped += 1
         self.consecutive_skips += 1
         if self.info.is_main:
-            self.log(
-                f"warning: non-finite loss or gradient at step {self.step}; update skipped "
-                f"({self.consecutive_skips} in a row)"
-            )
+            self.log(skip_warning(self.step, self.consecutive_skips))
             self.metrics.append(
                 {"type": "skip", "step": self.step + 1, "attempt": self.attempts - 1}
             )
-        if self.consecutive_skips >= self.cfg.max_consecutive_skips:
-            raise TrainingError(
-                f"{self.consecutive_skips} consecutive updates had a non-finite loss "
-                f"or gradient (at step {self.step}); lower the learning rate or check "
-                "the data"
-            )
+        check_skips(self.step, self.consecutive_skips, self.cfg.max_consecutive_skips)

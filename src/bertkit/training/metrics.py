@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from bertkit.io import atomic_write_text
+from bertkit.model.batching import Layout
 
 DEFINITIONS = ("real", "padded")
 
@@ -86,6 +87,44 @@ def pretraining_flops(
         + 6 * selected * block
         + 12 * L * H * sum(n * n for n in lengths)
         + heads
+    )
+
+
+def train_record(
+    step: int,
+    window: dict[str, float],
+    figures: dict[str, float],
+    lr: float,
+    skipped: int,
+    seconds: float,
+    peak: float | None,
+) -> dict[str, Any]:
+    """The ``train`` line of a log window ending at update ``step``: ``window`` holds its updates'
+    summed statistics (``loss``, ``grad_norm``, ``tokens``, ``flops``, ``steps``), ``figures`` the
+    objective's, ``seconds`` its training time, ``peak`` the FLOP/s of all processes together."""
+    w = window
+    rec: dict[str, Any] = {"type": "train", "step": step, "loss": w["loss"] / w["steps"]}
+    rec.update(figures)
+    rec["lr"] = lr
+    rec["grad_norm"] = w["grad_norm"] / w["steps"]
+    rec["skipped"] = skipped
+    if seconds > 0:
+        rec["seconds_per_step"] = seconds / w["steps"]
+        rec["tokens_per_s"] = w["tokens"] / seconds
+        if peak and w.get("flops"):
+            rec["mfu"] = w["flops"] / seconds / peak
+    return rec
+
+
+def layout_flops(config: Any, layout: Layout, definition: str = "real") -> float:
+    """:func:`pretraining_flops` of a collated batch, counted from its :class:`Layout` (real
+    lengths, padded length, labelled positions): the trainer's count and the benchmarks'."""
+    return pretraining_flops(
+        config,
+        lengths=layout.lengths,
+        seq_len=layout.length,
+        masked=layout.masked,
+        definition=definition,
     )
 
 

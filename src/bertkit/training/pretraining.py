@@ -207,7 +207,7 @@ def pretrain(
 
     from bertkit.model import HEAD_CLASSES
     from bertkit.training import distributed as D
-    from bertkit.training.metrics import pretraining_flops
+    from bertkit.training.metrics import layout_flops
     from bertkit.training.objectives import OBJECTIVES, MlmNsp
     from bertkit.training.optim import build_optimizer
 
@@ -286,13 +286,6 @@ def pretrain(
             p.collate = adapted(p.dataset, opts.train.seed + i, opts.dynamic_masking)
         eval_collate = adapted(eval_ds, opts.train.seed) if eval_ds is not None else None
 
-        def flops(batch: dict) -> float:  # on the CPU batch, at collation (no device read)
-            ids = batch["input_ids"]
-            mask = batch.get("attention_mask")
-            lengths = mask.sum(1).tolist() if mask is not None else [ids.shape[1]] * ids.shape[0]
-            masked = int((batch["labels"] != -100).sum()) if "labels" in batch else 0
-            return pretraining_flops(config, lengths=lengths, seq_len=ids.shape[1], masked=masked)
-
         trainer = Trainer(
             model,
             optimizer,
@@ -304,7 +297,7 @@ def pretrain(
             info=info,
             eval_dataset=eval_ds,
             eval_collate=eval_collate,
-            flops_fn=flops,
+            flops_fn=lambda laid: layout_flops(config, laid),  # at collation, on the CPU
             settings=opts.fingerprint(),
             log=quiet,
             faults=faults,

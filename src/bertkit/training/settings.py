@@ -14,6 +14,7 @@ import torch
 
 from bertkit import precision as P
 from bertkit.errors import ConfigError
+from bertkit.training.update import MAX_CONSECUTIVE_SKIPS
 
 Collate = Callable[[list[Any], list[int]], dict[str, torch.Tensor]]
 
@@ -60,8 +61,8 @@ class TrainConfig:
     """A checkpoint every N updates."""
     keep_last: int = 3
     """Checkpoints to keep."""
-    max_consecutive_skips: int = 100
-    """Non-finite updates in a row that abort the run."""
+    max_consecutive_skips: int = MAX_CONSECUTIVE_SKIPS
+    """Non-finite updates in a row that abort the run (each is skipped, its batch consumed)."""
     collective_timeout: float = 300.0
     """Seconds a process waits for the others (joining the group, each collective) before every
     process stops with an error naming the rank that did not answer (distributed runs only)."""

@@ -86,6 +86,40 @@ def global_batch_indices(
     return np.asarray(idx, dtype=np.int64), epochs
 
 
+def phase_of(steps: Sequence[int], step: int) -> int:
+    """The phase of update ``step`` for phases of ``steps`` updates each (past the end: the last).
+
+    >>> [phase_of([2, 3], s) for s in range(6)]
+    [0, 0, 1, 1, 1, 1]
+    """
+    end = 0
+    for i, n in enumerate(steps):
+        end += n
+        if step < end:
+            return i
+    return len(steps) - 1
+
+
+def upcoming(
+    steps: Sequence[int], sizes: Sequence[int], step: int, phase: int, position: int, count: int
+) -> list[tuple[int, int]]:
+    """The (phase, position) keys of the ``count`` updates after update ``step``, which starts
+    at example ``position`` of ``phase``'s stream (``sizes``: each phase's examples per update;
+    a new phase's stream starts at 0).
+
+    >>> upcoming([2, 3], [8, 4], 0, 0, 0, 3)
+    [(0, 8), (1, 0), (1, 4)]
+    """
+    keys, position = [], position + sizes[phase]
+    for s in range(step + 1, step + 1 + count):
+        nxt = phase_of(steps, s)
+        if nxt != phase:
+            phase, position = nxt, 0
+        keys.append((phase, position))
+        position += sizes[phase]
+    return keys
+
+
 def micro_batch(batch: np.ndarray, micro: int, accum: int, info: DistInfo) -> np.ndarray:
     """This rank's share of micro-step ``micro`` (0-based, < accum) of a global batch.
 

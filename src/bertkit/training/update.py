@@ -27,13 +27,37 @@ from torch import nn
 
 from bertkit import precision as P
 from bertkit.errors import BertkitError
-from bertkit.model.batching import layout
+from bertkit.model.batching import Layout, layout
 from bertkit.training import distributed as D
 from bertkit.training.objectives import Objective
 
 
 class TrainingError(BertkitError):
     """Training cannot continue (e.g. too many non-finite updates in a row)."""
+
+
+MAX_CONSECUTIVE_SKIPS = 100
+"""The skip policy of every loop (pre-training and fine-tuning): an update whose loss or gradient
+is not finite is skipped, its batch consumed, and this many in a row abort the run (the default
+of both configs' ``max_consecutive_skips``)."""
+
+
+def skip_warning(step: int, in_a_row: int, where: str = "") -> str:
+    """The warning line for an update skipped at ``step``, ``in_a_row`` in a row (``where``
+    names the run, e.g. ``"lr 1e-05 seed 1: "``)."""
+    return (
+        f"warning: {where}non-finite loss or gradient at step {step}; update skipped "
+        f"({in_a_row} in a row)"
+    )
+
+
+def check_skips(step: int, in_a_row: int, limit: int, where: str = "") -> None:
+    """Raise :class:`TrainingError` when ``in_a_row`` skipped updates reach ``limit``."""
+    if in_a_row >= limit:
+        raise TrainingError(
+            f"{in_a_row} consecutive updates had a non-finite loss or gradient ({where}at step "
+            f"{step}); lower the learning rate or check the data"
+        )
 
 
 @dataclass
@@ -85,7 +109,8 @@ class UpdateStep:
     device: str | torch.device
     clip_norm: float = 1.0
     info: D.DistInfo | None = None
-    flops_fn: Callable[[dict[str, torch.Tensor]], float] | None = None
+    flops_fn: Callable[[Layout], float] | None = None
+    """A micro-batch's training FLOPs from its :class:`Layout` (MFU)."""
 
     def __post_init__(self) -> None:
         self.info = self.info or D.DistInfo()
@@ -96,16 +121,16 @@ class UpdateStep:
         """A collated CPU batch as a :class:`MicroBatch` (call it where the batch is collated)."""
         counts = [float(c) for c in self.objective.counts(batch)]
         mask = batch.get("attention_mask")
-        tokens = float(mask.sum()) if mask is not None else float(batch["input_ids"].numel())
-        flops = float(self.flops_fn(batch)) if self.flops_fn is not None else 0.0
+        full = mask if mask is not None else torch.ones_like(batch["input_ids"])
+        labels = batch.get("labels")
+        per_token = labels is not None and labels.shape == full.shape and full.dim() == 2
+        # the one count of the batch's tokens and labelled positions (the FLOPs read it too)
+        laid = layout(full.reshape(-1, full.shape[-1]), labels if per_token else None)
+        flops = float(self.flops_fn(laid)) if self.flops_fn is not None else 0.0
         inputs: dict[str, Any] = dict(batch)
         if mask is not None:
-            labels = batch.get("labels")
-            per_token = labels is not None and labels.shape == mask.shape and mask.dim() == 2
-            inputs["layout"] = layout(
-                mask.reshape(-1, mask.shape[-1]), labels if per_token else None
-            )
-        return MicroBatch(inputs, counts, tokens, flops)
+            inputs["layout"] = laid
+        return MicroBatch(inputs, counts, float(laid.tokens), flops)
 
     def __call__(
         self,
