@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from bertkit.data.tasks.glue import ClassificationExample
+from bertkit.errors import ConfigError
 from bertkit.tasks.features import encode_classification
-from bertkit.tasks.windows import WindowConfig, plan_pair, slices
+from bertkit.tasks.windows import WindowConfig, WindowCounts, plan_pair, slice_starts, slices
 
 
 def _owners(wins) -> list[int]:
@@ -104,3 +105,37 @@ def test_pair_that_fits_exactly_is_one_whole_window_and_one_over_slides_the_firs
         [cls_id, *[ids["a"]] * 6, *tail],  # a's tokens 2-7: they share 5 with the first
     ]
     assert not any(w.truncated for w in over)
+
+
+def test_a_one_token_room_still_slides_one_token_at_a_time():
+    """Room 1 (e.g. a pair whose kept segment leaves one token): the stride drops to 0 and every
+    token is its own window; no room at all is an error."""
+    for mode, stride in (("overlap", 2), ("step", 1)):
+        wins = slices(3, 1, stride, mode=mode)
+        assert [(w.start, w.stop, w.is_max) for w in wins] == [
+            (0, 1, [True]),
+            (1, 2, [True]),
+            (2, 3, [True]),
+        ], mode
+    with pytest.raises(ValueError, match="no room for context tokens"):
+        slice_starts(3, 0, 1, "step")
+
+
+def test_a_stride_of_one_is_accepted_zero_is_not():
+    assert WindowConfig(doc_stride=1).stride(384) == 1
+    assert WindowConfig().stride(384) == 128 and WindowConfig().stride(2) == 1
+    with pytest.raises(ConfigError, match="doc_stride must be at least 1, got 0"):
+        WindowConfig(doc_stride=0)
+
+
+def test_window_counts_summary_and_sum():
+    """35 of 872 inputs windowed, 906 windows in all: the 837 others take one window each, so the
+    35 were cut into 69."""
+    counts = WindowCounts(872, 35, 906, 0)
+    assert counts.summary() == "872 inputs: 35 windowed into 69 windows (906 in all), 0 truncated"
+    both = counts + WindowCounts(3, 1, 4, 2)
+    assert both == WindowCounts(875, 36, 910, 2)
+    assert both.summary("lines") == (
+        "875 lines: 36 windowed into 71 windows (910 in all), 2 truncated"
+    )
+    assert WindowCounts.of([0, 1, 1, 1, 2], cut=[2, 2], inputs=4) == WindowCounts(4, 1, 5, 1)
