@@ -139,3 +139,16 @@ def test_window_counts_summary_and_sum():
         "875 lines: 36 windowed into 71 windows (910 in all), 2 truncated"
     )
     assert WindowCounts.of([0, 1, 1, 1, 2], cut=[2, 2], inputs=4) == WindowCounts(4, 1, 5, 1)
+
+
+def test_a_single_input_slides_itself_and_keeps_nothing():
+    p = plan_pair(30, None, 16, 5)
+    assert (p.slide, p.keep_len, p.cut) == ("a", 0, False)
+
+
+def test_window_config_from_a_saved_state():
+    saved = {"doc_stride": 5, "truncate": True, "window_pooling": "max"}
+    assert WindowConfig.of(saved) == WindowConfig(doc_stride=5, truncate=True, window_pooling="max")
+    assert WindowConfig.of(None) == WindowConfig() == WindowConfig.of({})
+    config = WindowConfig(stride_mode="step")
+    assert WindowConfig.of(config) is config
