@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bertkit.cli.main import main
+from bertkit.inference import Classifier
 from bertkit.serve.worker import HeapTrim, token_budget_batches
 from bertkit.tasks.windows import WindowConfig
 
@@ -210,13 +211,27 @@ def test_several_models_in_one_server(tiny_mlm: Path, tiny_classifier: Path):
         assert names["sst"]["capabilities"] == ["predict", "tokenize"] and names["sst"][
             "labels"
         ] == ["0", "1"]
+        offline = Classifier.load(tiny_classifier, device="cpu", precision="fp32")
+
+        def ranked(text: str | tuple[str, str]) -> list[tuple[str, float]]:
+            """The labels by the model's own probability, highest first (the API's order)."""
+            p0, p1 = offline(text)[0]["probabilities"]
+            assert p0 != p1, "a tie would leave the order unchecked"
+            return [("0", p0), ("1", p1)] if p0 > p1 else [("1", p1), ("0", p0)]
+
+        def labels_scores(answer: list[dict]) -> list[tuple[str, float]]:
+            return [(x["label"], pytest.approx(x["score"], abs=1e-5)) for x in answer]
+
         one = client.post("/predict", json={"inputs": "the movie was good"}).json()
-        assert [x["label"] for x in one] in (["0", "1"], ["1", "0"])
+        assert labels_scores(one) == ranked("the movie was good")
         assert sum(x["score"] for x in one) == pytest.approx(1.0, abs=1e-5)
         many = client.post(
             "/predict", json={"inputs": [["the movie", "was good"], ["a", "b"]]}
         ).json()
-        assert len(many) == 2 and all(len(x) == 2 for x in many)
+        assert [labels_scores(x) for x in many] == [
+            ranked(("the movie", "was good")),
+            ranked(("a", "b")),
+        ]
         assert client.post("/embed", json={"inputs": "the cat", "model": "enc"}).status_code == 200
         bad = client.post("/embed", json={"inputs": "the cat", "model": "sst"})
         assert bad.status_code == 422 and "cannot embed" in bad.json()["error"]

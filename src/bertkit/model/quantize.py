@@ -133,8 +133,8 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type != "cpu":
             raise ConfigError("int8 linear layers run on the CPU only")
-        if x.numel() == 0:
-            return x.new_zeros(*x.shape[:-1], self.out_features)
+        if x.numel() == 0:  # no row to take a range over (aminmax refuses an empty tensor)
+            return x.new_zeros(*x.shape[:-1], self.out_features, dtype=torch.float32)
         return kernels.on_bucketed_rows(self._product, x.float())
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:

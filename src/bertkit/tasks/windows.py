@@ -179,7 +179,8 @@ class WindowCounts:
                             self.windows + other.windows, self.truncated + other.truncated)  # fmt: skip
 
     def summary(self, what: str = "inputs") -> str:
-        """E.g. ``"872 inputs: 35 windowed into 118 windows (906 in all), 0 truncated"``."""
+        """E.g. ``"872 inputs: 35 windowed into 69 windows (906 in all), 0 truncated"``: the 837
+        inputs that fit take one window each."""
         extra = self.windows - (self.inputs - self.windowed)
         return (
             f"{self.inputs} {what}: {self.windowed} windowed into {extra} windows "
