@@ -77,18 +77,28 @@ class Variant:
 
 # BERT paper (Devlin et al. 2019), BERT-Base, dev sets.
 TABLE5 = [
-    Variant("BERT (MLM + NSP)", "mlm+nsp",
-            paper={"mrpc": 86.7, "sst2": 92.7, "squad": 88.5, "conll": None},
-            paper_other={"MNLI-m": 84.4, "QNLI": 88.4}),
-    Variant("No NSP (MLM)", "mlm",
-            paper={"mrpc": 86.5, "sst2": 92.6, "squad": 87.9, "conll": None},
-            paper_other={"MNLI-m": 83.9, "QNLI": 84.9}),
-    Variant("LTR & No NSP", "ltr",
-            paper={"mrpc": 77.5, "sst2": 92.1, "squad": 77.8, "conll": None},
-            paper_other={"MNLI-m": 82.1, "QNLI": 84.3}),
-]  # fmt: skip
-TABLE5_NOT_BUILT = {"+ BiLSTM": {"MNLI-m": 82.1, "QNLI": 84.1, "MRPC": 75.7, "SST-2": 91.6,
-                                 "SQuAD": 84.9}}  # fmt: skip
+    Variant(
+        "BERT (MLM + NSP)",
+        "mlm+nsp",
+        paper={"mrpc": 86.7, "sst2": 92.7, "squad": 88.5, "conll": None},
+        paper_other={"MNLI-m": 84.4, "QNLI": 88.4},
+    ),
+    Variant(
+        "No NSP (MLM)",
+        "mlm",
+        paper={"mrpc": 86.5, "sst2": 92.6, "squad": 87.9, "conll": None},
+        paper_other={"MNLI-m": 83.9, "QNLI": 84.9},
+    ),
+    Variant(
+        "LTR & No NSP",
+        "ltr",
+        paper={"mrpc": 77.5, "sst2": 92.1, "squad": 77.8, "conll": None},
+        paper_other={"MNLI-m": 82.1, "QNLI": 84.3},
+    ),
+]
+TABLE5_NOT_BUILT = {
+    "+ BiLSTM": {"MNLI-m": 82.1, "QNLI": 84.1, "MRPC": 75.7, "SST-2": 91.6, "SQuAD": 84.9}
+}
 
 
 def _t8(mask: float, same: float, rnd: float, mnli: float, ner_ft: float, ner_fb: float) -> Variant:
@@ -189,18 +199,29 @@ def prepare_data(args: argparse.Namespace, variant: Variant) -> dict[str, Path]:
         "heldout": (held, False, args.seq_length, 1, (0.8, 0.1, 0.1)),
     }
     if args.phase1_seq_length:
-        builds["phase1"] = (train, True, args.phase1_seq_length, args.dupe_factor,
-                            variant.mask_ratios)  # fmt: skip
+        builds["phase1"] = (
+            train,
+            True,
+            args.phase1_seq_length,
+            args.dupe_factor,
+            variant.mask_ratios,
+        )
     for name, (inputs, dynamic, length, dupe, ratios) in builds.items():
-        settings = PrepareSettings(max_seq_length=length, dupe_factor=dupe, seed=12345,
-                                   dynamic_masking=dynamic, mask_ratios=ratios,
-                                   balanced_next=args.balanced_next and dynamic)  # fmt: skip
+        settings = PrepareSettings(
+            max_seq_length=length,
+            dupe_factor=dupe,
+            seed=12345,
+            dynamic_masking=dynamic,
+            mask_ratios=ratios,
+            balanced_next=args.balanced_next and dynamic,
+        )
         key = _key([[f.name for f in inputs], vkey, repr(settings)])
         folder = args.workdir / "data" / f"{name}-{key}"
         if not (folder / "manifest.json").exists():
             t = time.perf_counter()
-            prepare_pretraining(inputs, vocab, folder, settings, num_workers=1, overwrite=True,
-                                show_progress=False)  # fmt: skip
+            prepare_pretraining(
+                inputs, vocab, folder, settings, num_workers=1, overwrite=True, show_progress=False
+            )
             _log(f"prepared {folder.name} ({time.perf_counter() - t:.0f} s)")
         out[name] = folder
     return out
@@ -236,8 +257,10 @@ def pretrain_variant(args: argparse.Namespace, variant: Variant) -> dict[str, An
     if record_file.exists() and (run / "model" / "config.json").exists():
         record = json.loads(record_file.read_text())
         record["cached"] = True
-        _log(f"{variant.name}: pre-trained model cached in {run} "
-             f"({record['pretrain_s']:.0f} s when built)")  # fmt: skip
+        _log(
+            f"{variant.name}: pre-trained model cached in {run} "
+            f"({record['pretrain_s']:.0f} s when built)"
+        )
         return record
     shutil.rmtree(run, ignore_errors=True)
     opts = PretrainOptions(
@@ -269,8 +292,10 @@ def pretrain_variant(args: argparse.Namespace, variant: Variant) -> dict[str, An
             show_progress=False,
         ),
     )
-    _log(f"{variant.name}: pre-training {args.pretrain_steps} steps x {args.batch_size} "
-         f"({variant.objective}, mask/same/random {variant.mask_ratios}) -> {run}")  # fmt: skip
+    _log(
+        f"{variant.name}: pre-training {args.pretrain_steps} steps x {args.batch_size} "
+        f"({variant.objective}, mask/same/random {variant.mask_ratios}) -> {run}"
+    )
     t = time.perf_counter()
     result = pretrain(opts, log=lambda m: print(f"    {m}", file=sys.stderr, flush=True))
     wall = time.perf_counter() - t
@@ -365,8 +390,19 @@ def finetune_variant(
         train, dev = examples.train, examples.dev
         lr, epochs = args.lr[task], args.epochs[task]
         for seed in args.seeds:
-            fkey = _key([record["model"], task, lr, seed, epochs, len(train),
-                         {k: len(v) for k, v in dev.items()}, args.squad_length, "stride/4"])  # fmt: skip
+            fkey = _key(
+                [
+                    record["model"],
+                    task,
+                    lr,
+                    seed,
+                    epochs,
+                    len(train),
+                    {k: len(v) for k, v in dev.items()},
+                    args.squad_length,
+                    "stride/4",
+                ]
+            )
             cache = args.workdir / "finetune" / f"{fkey}.json"
             if cache.exists():
                 r = json.loads(cache.read_text())
@@ -387,14 +423,21 @@ def finetune_variant(
                     job, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True)
                 )
                 shutil.rmtree(out, ignore_errors=True)
-                r = {"seed": seed, "lr": lr, "epochs": epochs, "wall_s": time.perf_counter() - t,
-                     **score_of(task, metrics)}  # fmt: skip
+                r = {
+                    "seed": seed,
+                    "lr": lr,
+                    "epochs": epochs,
+                    "wall_s": time.perf_counter() - t,
+                    **score_of(task, metrics),
+                }
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.write_text(json.dumps(r) + "\n")
                 r["cached"] = False
             results.setdefault(task, []).append(r)
-            _log(f"{variant.name} | {task} seed {seed}: {r['score']:.2f} "
-                 f"({r['wall_s']:.0f} s{', cached' if r['cached'] else ''})")  # fmt: skip
+            _log(
+                f"{variant.name} | {task} seed {seed}: {r['score']:.2f} "
+                f"({r['wall_s']:.0f} s{', cached' if r['cached'] else ''})"
+            )
     return results
 
 
@@ -414,8 +457,14 @@ def _cell(values: Sequence[float]) -> str:
     return f"{m:.1f} ± {sd:.1f} ({len(values)})" if sd is not None else f"{m:.1f} (1)"
 
 
-def verdict(ours_a: Sequence[float], ours_b: Sequence[float], paper_a: float, paper_b: float,
-            noise_sds: float, min_sd: float = 0.0) -> tuple[str, str]:  # fmt: skip
+def verdict(
+    ours_a: Sequence[float],
+    ours_b: Sequence[float],
+    paper_a: float,
+    paper_b: float,
+    noise_sds: float,
+    min_sd: float = 0.0,
+) -> tuple[str, str]:
     """(verdict, detail) for rows a, b: does our ordering of the means match the paper's?"""
     ma, sa = _mean_sd(ours_a)
     mb, sb = _mean_sd(ours_b)
@@ -428,7 +477,9 @@ def verdict(ours_a: Sequence[float], ours_b: Sequence[float], paper_a: float, pa
     detail = f"ours {d:+.2f} (pooled sd {pooled:.2f}), paper {dp:+.1f}"
     beyond = abs(d) > noise_sds * pooled
     if dp == 0:
-        return ("paper tie; ours differs beyond noise" if beyond else "paper tie; ours within noise"), detail  # fmt: skip
+        return (
+            "paper tie; ours differs beyond noise" if beyond else "paper tie; ours within noise"
+        ), detail
     if not beyond:
         return "within noise", detail
     return ("reproduces" if (d > 0) == (dp > 0) else "reversed"), detail
@@ -445,19 +496,25 @@ def render(args: argparse.Namespace, variants: list[Variant], rows: list[dict[st
         cells = [v.name]
         for t in args.tasks:
             p = v.paper.get(t)
-            cells += [_cell([r["score"] for r in row["scores"].get(t, [])]),
-                      "-" if p is None else f"{p:.1f}"]  # fmt: skip
+            cells += [
+                _cell([r["score"] for r in row["scores"].get(t, [])]),
+                "-" if p is None else f"{p:.1f}",
+            ]
         pre = row["pretrain"]
         h = pre.get("heldout") or {}
-        held = (f"next-token acc {h['lm_acc']:.3f}" if "lm_acc" in h else
-                f"MLM acc {h.get('mlm_acc', math.nan):.3f}"
-                + (f", NSP {h['nsp_acc']:.3f}" if "nsp_acc" in h else ""))  # fmt: skip
+        held = (
+            f"next-token acc {h['lm_acc']:.3f}"
+            if "lm_acc" in h
+            else f"MLM acc {h.get('mlm_acc', math.nan):.3f}"
+            + (f", NSP {h['nsp_acc']:.3f}" if "nsp_acc" in h else "")
+        )
         cells += [f"{pre['pretrain_s']:.0f}", held]
         lines.append("| " + " | ".join(cells) + " |")
     if args.table == "5":
         for name in TABLE5_NOT_BUILT:
-            lines.append(f"| {name} (not built) | "
-                         + " | ".join("-" for _ in range(len(head) - 1)) + " |")  # fmt: skip
+            lines.append(
+                f"| {name} (not built) | " + " | ".join("-" for _ in range(len(head) - 1)) + " |"
+            )
     return "\n".join(lines)
 
 
@@ -468,7 +525,9 @@ def pairs(args: argparse.Namespace, n: int) -> list[tuple[int, int]]:
     return out
 
 
-def verdicts(args: argparse.Namespace, variants: list[Variant], rows: list[dict[str, Any]]) -> list[dict[str, str]]:  # fmt: skip
+def verdicts(
+    args: argparse.Namespace, variants: list[Variant], rows: list[dict[str, Any]]
+) -> list[dict[str, str]]:
     out = []
     for i, j in pairs(args, len(variants)):
         for t in args.tasks:
@@ -481,9 +540,16 @@ def verdicts(args: argparse.Namespace, variants: list[Variant], rows: list[dict[
                 continue
             v, detail = verdict(a, b, pa, pb, args.noise_sds, args.min_sd)
             proxy = " (paper column: MNLI)" if args.table == "8" and t in ("mrpc", "sst2") else ""
-            out.append({"a": variants[i].name, "b": variants[j].name, "task": t, "verdict": v,
-                        "line": f"{variants[i].name} vs {variants[j].name}, {TASK_TITLES[t]}"
-                                f"{proxy}: {v} ({detail})"})  # fmt: skip
+            out.append(
+                {
+                    "a": variants[i].name,
+                    "b": variants[j].name,
+                    "task": t,
+                    "verdict": v,
+                    "line": f"{variants[i].name} vs {variants[j].name}, {TASK_TITLES[t]}"
+                    f"{proxy}: {v} ({detail})",
+                }
+            )
     return out
 
 
@@ -496,10 +562,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--table", choices=("5", "8"), required=True)
     ap.add_argument("--workdir", type=Path, required=True)
-    ap.add_argument("--quick", action="store_true",
-                    help=f"smoke run: {QUICK['pretrain_steps']} pre-training steps on "
-                    f"{QUICK['train_files']} Wikipedia files, small subsets, 1 epoch, 2 seeds "
-                    "(explicit options still win)")  # fmt: skip
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: {QUICK['pretrain_steps']} pre-training steps on "
+        f"{QUICK['train_files']} Wikipedia files, small subsets, 1 epoch, 2 seeds "
+        "(explicit options still win)",
+    )
     ap.add_argument(
         "--seeds", type=int, nargs="+", default=None, help="fine-tuning seeds (42 43 44)"
     )
@@ -508,8 +577,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-size", default="tiny")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--wiki-dir", type=Path, default=None,
-                    help="WikiExtractor files (default DATA/pretraining_text/wikipedia)")  # fmt: skip
+    ap.add_argument(
+        "--wiki-dir",
+        type=Path,
+        default=None,
+        help="WikiExtractor files (default DATA/pretraining_text/wikipedia)",
+    )
     ap.add_argument(
         "--train-files", type=int, default=None, help="Wikipedia files to train on (24)"
     )
@@ -527,35 +600,67 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--precision", default="auto", help="pre-training autocast (auto: bf16 where faster)"
     )
-    ap.add_argument("--random-next", choices=("keep", "drop"), default="keep",
-                    help="No NSP / LTR rows: keep the random-next pairs as plain input, or drop them")  # fmt: skip
+    ap.add_argument(
+        "--random-next",
+        choices=("keep", "drop"),
+        default="keep",
+        help="No NSP / LTR rows: keep the random-next pairs as plain input, or drop them",
+    )
     ap.add_argument("--balanced-next", action="store_true")
     ap.add_argument(
         "--eval-examples", type=int, default=None, help="held-out pre-training eval (2000)"
     )
-    ap.add_argument("--max-train", nargs="+", default=None, metavar="TASK=N",
-                    help="first N training examples per task (N or TASK=N; 0: all)")  # fmt: skip
+    ap.add_argument(
+        "--max-train",
+        nargs="+",
+        default=None,
+        metavar="TASK=N",
+        help="first N training examples per task (N or TASK=N; 0: all)",
+    )
     ap.add_argument("--max-dev", nargs="+", default=None, metavar="TASK=N")
-    ap.add_argument("--epochs", nargs="+", default=None, metavar="TASK=N",
-                    help="fine-tuning epochs (N or TASK=N; default 3, squad 1; --quick 1)")  # fmt: skip
-    ap.add_argument("--lr", nargs="+", default=None, metavar="TASK=LR",
-                    help="fine-tuning learning rate (LR or TASK=LR; default 1e-4 for every task)")  # fmt: skip
+    ap.add_argument(
+        "--epochs",
+        nargs="+",
+        default=None,
+        metavar="TASK=N",
+        help="fine-tuning epochs (N or TASK=N; default 3, squad 1; --quick 1)",
+    )
+    ap.add_argument(
+        "--lr",
+        nargs="+",
+        default=None,
+        metavar="TASK=LR",
+        help="fine-tuning learning rate (LR or TASK=LR; default 1e-4 for every task)",
+    )
     ap.add_argument("--squad-length", type=int, default=128)
     ap.add_argument("--noise-sds", type=float, default=2.0)
-    ap.add_argument("--min-sd", type=float, default=0.5,
-                    help="floor of the pooled sd in the verdicts (points)")  # fmt: skip
+    ap.add_argument(
+        "--min-sd", type=float, default=0.5, help="floor of the pooled sd in the verdicts (points)"
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
 
     # about 40 minutes for Table 5 at 1 thread on the shared 2-core Xeon (docs/ablations.md)
-    defaults = {"pretrain_steps": 1000, "train_files": 24, "dupe_factor": 5, "vocab_size": 4096,
-                "max_train": {"mrpc": 0, "sst2": 2000, "squad": 2000, "conll": 1500},
-                "max_dev": {"mrpc": 0, "sst2": 0, "squad": 600, "conll": 800},
-                "epochs": {"mrpc": 3, "sst2": 3, "squad": 1, "conll": 3}, "seeds": [42, 43, 44],
-                "eval_examples": 2000}  # fmt: skip
+    defaults = {
+        "pretrain_steps": 1000,
+        "train_files": 24,
+        "dupe_factor": 5,
+        "vocab_size": 4096,
+        "max_train": {"mrpc": 0, "sst2": 2000, "squad": 2000, "conll": 1500},
+        "max_dev": {"mrpc": 0, "sst2": 0, "squad": 600, "conll": 800},
+        "epochs": {"mrpc": 3, "sst2": 3, "squad": 1, "conll": 3},
+        "seeds": [42, 43, 44],
+        "eval_examples": 2000,
+    }
     base = QUICK if args.quick else defaults
-    for k in ("pretrain_steps", "train_files", "dupe_factor", "vocab_size", "seeds",
-              "eval_examples"):  # fmt: skip
+    for k in (
+        "pretrain_steps",
+        "train_files",
+        "dupe_factor",
+        "vocab_size",
+        "seeds",
+        "eval_examples",
+    ):
         if getattr(args, k) is None:
             setattr(args, k, base[k])
     args.max_train_by_task = _task_sizes(args.max_train, base["max_train"])
@@ -577,47 +682,70 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()  # the machine is shared: how busy it was
     variants = TABLE5 if args.table == "5" else TABLE8
     t0 = time.perf_counter()
-    _log(f"Table {args.table}: {len(variants)} variants, tasks {args.tasks}, seeds {args.seeds}, "
-         f"{args.pretrain_steps} pre-training steps x {args.batch_size} ({args.model_size}), "
-         f"{args.threads} thread(s), CPU {cpu}, pre-training precision {args.precision} -> "
-         f"{P.resolve(args.precision, 'cpu')}")  # fmt: skip
+    _log(
+        f"Table {args.table}: {len(variants)} variants, tasks {args.tasks}, seeds {args.seeds}, "
+        f"{args.pretrain_steps} pre-training steps x {args.batch_size} ({args.model_size}), "
+        f"{args.threads} thread(s), CPU {cpu}, pre-training precision {args.precision} -> "
+        f"{P.resolve(args.precision, 'cpu')}"
+    )
     tasks_data = {t: load_task(t, args) for t in args.tasks}
-    sizes = {t: {"train": len(d.train), **{k: len(v) for k, v in d.dev.items()}}
-             for t, d in tasks_data.items()}  # fmt: skip
+    sizes = {
+        t: {"train": len(d.train), **{k: len(v) for k, v in d.dev.items()}}
+        for t, d in tasks_data.items()
+    }
     _log(f"task sizes: {sizes}")
     rows = []
     for v in variants:
         t = time.perf_counter()
         record = pretrain_variant(args, v)
         scores = finetune_variant(args, v, record, tasks_data)
-        rows.append({"variant": v.name, "pretrain": record, "scores": scores,
-                     "wall_s": time.perf_counter() - t})  # fmt: skip
+        rows.append(
+            {
+                "variant": v.name,
+                "pretrain": record,
+                "scores": scores,
+                "wall_s": time.perf_counter() - t,
+            }
+        )
     wall = time.perf_counter() - t0
     table = render(args, variants, rows)
     vs = verdicts(args, variants, rows)
-    print(f"\n## Table {args.table} at small scale ({args.model_size}, {args.pretrain_steps} steps x "
-          f"{args.batch_size}, fine-tuning mean ± sd over seeds {args.seeds}; paper: BERT-Base dev)\n")  # fmt: skip
+    print(
+        f"\n## Table {args.table} at small scale ({args.model_size}, {args.pretrain_steps} steps x "
+        f"{args.batch_size}, fine-tuning mean ± sd over seeds {args.seeds}; paper: BERT-Base dev)\n"
+    )
     print(table)
     if args.table == "5":
-        print("\npaper columns not measured (MNLI, QNLI not in the shared data): "
-              + "; ".join(f"{v.name}: " + ", ".join(f"{k} {x}" for k, x in v.paper_other.items())
-                          for v in variants)
-              + "; + BiLSTM (not built): "
-              + ", ".join(f"{k} {x}" for k, x in TABLE5_NOT_BUILT["+ BiLSTM"].items()))  # fmt: skip
+        print(
+            "\npaper columns not measured (MNLI, QNLI not in the shared data): "
+            + "; ".join(
+                f"{v.name}: " + ", ".join(f"{k} {x}" for k, x in v.paper_other.items())
+                for v in variants
+            )
+            + "; + BiLSTM (not built): "
+            + ", ".join(f"{k} {x}" for k, x in TABLE5_NOT_BUILT["+ BiLSTM"].items())
+        )
     else:
-        print("\nGLUE columns: MRPC and SST-2 stand in for the paper's MNLI (not in the shared "
-              "data). NER feature-based column not run (needs long-input support, not landed); "
-              "paper: " + ", ".join(f"{v.name} {v.paper_other['NER feature-based']}"
-                                    for v in variants))  # fmt: skip
-    print(f"\nverdicts (> {args.noise_sds:g} pooled sd over fine-tuning seeds; pre-training noise "
-          "not included):")  # fmt: skip
+        print(
+            "\nGLUE columns: MRPC and SST-2 stand in for the paper's MNLI (not in the shared "
+            "data). NER feature-based column not run (needs long-input support, not landed); "
+            "paper: "
+            + ", ".join(f"{v.name} {v.paper_other['NER feature-based']}" for v in variants)
+        )
+    print(
+        f"\nverdicts (> {args.noise_sds:g} pooled sd over fine-tuning seeds; pre-training noise "
+        "not included):"
+    )
     for x in vs:
         print(f"  {x['line']}")
-    counts = {k: sum(1 for x in vs if x["verdict"] == k) for k in
-              sorted({x["verdict"] for x in vs})}  # fmt: skip
+    counts = {
+        k: sum(1 for x in vs if x["verdict"] == k) for k in sorted({x["verdict"] for x in vs})
+    }
     print(f"  summary: {counts}")
-    print(f"\ntotal wall time {wall / 60:.1f} min ({args.threads} thread(s); load average "
-          f"{load_start[1]:.1f} at the start, {os.getloadavg()[1]:.1f} at the end, 5-min)")  # fmt: skip
+    print(
+        f"\ntotal wall time {wall / 60:.1f} min ({args.threads} thread(s); load average "
+        f"{load_start[1]:.1f} at the start, {os.getloadavg()[1]:.1f} at the end, 5-min)"
+    )
     result = {
         "command": [
             "python",

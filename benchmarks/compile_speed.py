@@ -29,9 +29,13 @@ def batch(config: BertConfig, b: int, t: int, seed: int = 0) -> dict[str, torch.
     labels = torch.full((b, t), -100)
     pick = torch.rand(b, t, generator=g) < 0.15
     labels[pick] = ids[pick]
-    return {"input_ids": ids, "attention_mask": torch.ones(b, t, dtype=torch.long),
-            "token_type_ids": torch.zeros(b, t, dtype=torch.long), "labels": labels,
-            "next_sentence_label": torch.zeros(b, dtype=torch.long)}  # fmt: skip
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones(b, t, dtype=torch.long),
+        "token_type_ids": torch.zeros(b, t, dtype=torch.long),
+        "labels": labels,
+        "next_sentence_label": torch.zeros(b, dtype=torch.long),
+    }
 
 
 def main() -> None:
@@ -64,19 +68,27 @@ def main() -> None:
 
         return step
 
-    print(f"# {hardware.cpu_info().label}, torch {torch.__version__}, {a.threads} threads, "
-          f"{platform.machine()}; BERT-{a.size}, batch {a.batch} x {a.length}")  # fmt: skip
+    print(
+        f"# {hardware.cpu_info().label}, torch {torch.__version__}, {a.threads} threads, "
+        f"{platform.machine()}; BERT-{a.size}, batch {a.batch} x {a.length}"
+    )
     print("| pass | eager oneDNN (s) | eager BLAS (s) | compiled (s) | compiled / best eager |")
     print("|---|---:|---:|---:|---:|")
     for name, make in (("train update", train), ("inference", infer)):
-        fns = {"onednn": make(model, "onednn"), "blas": make(model, "blas"),
-               "compiled": make(compiled, "onednn")}  # fmt: skip
+        fns = {
+            "onednn": make(model, "onednn"),
+            "blas": make(model, "blas"),
+            "compiled": make(compiled, "onednn"),
+        }
         t = interleaved_seconds(fns, a.repeats, warmup=2)
         best = min(t["onednn"], t["blas"])
-        print(f"| {name} | {t['onednn']:.3f} | {t['blas']:.3f} | {t['compiled']:.3f} | "
-              f"{best / t['compiled']:.2f}x faster |" if t["compiled"] < best else
-              f"| {name} | {t['onednn']:.3f} | {t['blas']:.3f} | {t['compiled']:.3f} | "
-              f"{t['compiled'] / best:.2f}x slower |")  # fmt: skip
+        print(
+            f"| {name} | {t['onednn']:.3f} | {t['blas']:.3f} | {t['compiled']:.3f} | "
+            f"{best / t['compiled']:.2f}x faster |"
+            if t["compiled"] < best
+            else f"| {name} | {t['onednn']:.3f} | {t['blas']:.3f} | {t['compiled']:.3f} | "
+            f"{t['compiled'] / best:.2f}x slower |"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,14 @@ def make_model(folder: Path) -> Path:
     (folder / "vocab.txt").write_text("\n".join(specials + WORDS) + "\n", encoding="utf-8")
     tok = BertTokenizer(folder / "vocab.txt")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     save_pretrained(BertModel(config), folder / "model", tokenizer=tok)
     return folder / "model"
 
@@ -113,8 +119,11 @@ def main(argv: list[str] | None = None) -> None:
                 target = f"{out}/" if mode.startswith("streamed") else str(out)
                 r = run_one([*base, "--output", target], args.threads)
                 rows.append((n, mode, n / r["seconds"], r["peak_rss_mib"], r["seconds"]))
-                print(f"{n:>8} {mode:<15} {rows[-1][2]:>9.0f} lines/s {rows[-1][3]:>7.0f} MiB "
-                      f"{rows[-1][4]:>7.1f} s", flush=True)  # fmt: skip
+                print(
+                    f"{n:>8} {mode:<15} {rows[-1][2]:>9.0f} lines/s {rows[-1][3]:>7.0f} MiB "
+                    f"{rows[-1][4]:>7.1f} s",
+                    flush=True,
+                )
     print("\n| lines | output | lines/s | peak RSS (MiB) | seconds |\n|---:|---|---:|---:|---:|")
     for n, mode, rate, rss, seconds in rows:
         print(f"| {n:,} | {mode} | {rate:,.0f} | {rss:,.0f} | {seconds:.1f} |")

@@ -26,9 +26,14 @@ import torch
 from benchmarks.long_inputs import DATA, minilm, report
 
 PAPER_DEV_F1 = {  # BERT-base, Table 7 (dev F1)
-    "fine-tune": 96.4, "embeddings": 91.0, "second-to-last hidden": 95.6, "last hidden": 94.9,
-    "sum last four hidden": 95.9, "concat last four hidden": 96.1, "sum all layers": 95.5,
-}  # fmt: skip
+    "fine-tune": 96.4,
+    "embeddings": 91.0,
+    "second-to-last hidden": 95.6,
+    "last hidden": 94.9,
+    "sum last four hidden": 95.9,
+    "concat last four hidden": 96.1,
+    "sum all layers": 95.5,
+}
 """The paper's "weighted sum last four" is an unweighted sum here."""
 
 CHOICES = {  # name -> (hidden_states indices of the 7 (embeddings + 6 layers), combine)
@@ -57,8 +62,10 @@ def word_features(sentences: list[Any], embedder: Any) -> np.ndarray:
             first.setdefault(a, k)
         rows = [first.get(a) for a in starts]
         # a word with no piece (only control characters) gets zeros
-        out.extend(f.vectors[r].reshape(-1, h) if r is not None else np.zeros((f.vectors.shape[1] // h, h))
-                   for r in rows)  # fmt: skip
+        out.extend(
+            f.vectors[r].reshape(-1, h) if r is not None else np.zeros((f.vectors.shape[1] // h, h))
+            for r in rows
+        )
     return np.stack(out).astype(np.float32)
 
 
@@ -94,8 +101,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     dev = read_conll(DATA / "conll2003/valid.txt")[: args.dev_sentences]
     labels = tag_label_list(train)
     index = {t: i for i, t in enumerate(labels)}
-    emb = Embedder.load(minilm(), precision="fp32", device="cpu", max_length=128, batch_size=64,
-                        layers=LayerSpec(tuple(range(7)), "concat"))  # fmt: skip
+    emb = Embedder.load(
+        minilm(),
+        precision="fp32",
+        device="cpu",
+        max_length=128,
+        batch_size=64,
+        layers=LayerSpec(tuple(range(7)), "concat"),
+    )
     emb.show_progress = False
     t0 = time.perf_counter()
     f_train, f_dev = word_features(train, emb), word_features(dev, emb)
@@ -118,16 +131,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for s in dev:
             tags.append([labels[i] for i in pred[k : k + len(s.tokens)]])
             k += len(s.tokens)
-        rows[name] = {"dev_f1": entity_scores(gold, tags).to_dict()["f1"],
-                      "dims": int(pick(f_train[:1]).shape[1]), "probe_s": time.perf_counter() - t1}  # fmt: skip
-    return {"settings": vars(args) | {"json": None}, "train_sentences": len(train),
-            "train_words": len(y_train), "dev_sentences": len(dev), "extract_s": extract_s,
-            "rows": rows}  # fmt: skip
+        rows[name] = {
+            "dev_f1": entity_scores(gold, tags).to_dict()["f1"],
+            "dims": int(pick(f_train[:1]).shape[1]),
+            "probe_s": time.perf_counter() - t1,
+        }
+    return {
+        "settings": vars(args) | {"json": None},
+        "train_sentences": len(train),
+        "train_words": len(y_train),
+        "dev_sentences": len(dev),
+        "extract_s": extract_s,
+        "rows": rows,
+    }
 
 
 def table(r: dict[str, Any], finetune_f1: float | None) -> str:
-    lines = ["| features (frozen MiniLM-L6, linear probe) | dims | dev F1 (ours) | paper Table 7 dev F1 (BERT-base, BiLSTM) |",
-             "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| features (frozen MiniLM-L6, linear probe) | dims | dev F1 (ours) | paper Table 7 dev F1 (BERT-base, BiLSTM) |",
+        "|---|---|---|---|",
+    ]
     if finetune_f1 is not None:
         lines.append(
             f"| fine-tune (sentence-level, same subset; benchmarks.ner_document_context) | - | {finetune_f1:.4f} | {PAPER_DEV_F1['fine-tune']} |"
@@ -145,8 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--dev-sentences", type=int, default=None, help="only the first N (smoke runs)")
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--finetune-json", type=Path, default=None,
-                    help="ner_document_context results: the fine-tuned row (sentence-level valid F1 mean)")  # fmt: skip
+    ap.add_argument(
+        "--finetune-json",
+        type=Path,
+        default=None,
+        help="ner_document_context results: the fine-tuned row (sentence-level valid F1 mean)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(2)

@@ -73,16 +73,29 @@ def reference_head_init(num_labels: int, seed: int) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.classifier.state_dict().items()}
 
 
-def bertkit_run(task: TaskExamples, lrs: Sequence[float], restarts: int, seed: int, args: argparse.Namespace,
-                head_init: dict[str, torch.Tensor] | None = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
+def bertkit_run(
+    task: TaskExamples,
+    lrs: Sequence[float],
+    restarts: int,
+    seed: int,
+    args: argparse.Namespace,
+    head_init: dict[str, torch.Tensor] | None = None,
+) -> tuple[dict[str, Any], Path]:
     """Fine-tune ``model_dir()`` on ``task`` with the recipe ``bertkit finetune`` runs
     (:func:`bertkit.recipes.finetune.run_finetune`); returns (metrics.json content, model folder).
 
     ``head_init``: classifier weights to start from instead of bertkit's own draw (pairing)."""
 
-    cfg = FinetuneConfig(learning_rates=tuple(lrs), restarts=restarts, epochs=args.epochs, batch_size=32,
-                         seed=seed, max_steps=args.max_steps, show_progress=args.progress,
-                         bucket_batches=args.bucket_batches)  # fmt: skip
+    cfg = FinetuneConfig(
+        learning_rates=tuple(lrs),
+        restarts=restarts,
+        epochs=args.epochs,
+        batch_size=32,
+        seed=seed,
+        max_steps=args.max_steps,
+        show_progress=args.progress,
+        bucket_batches=args.bucket_batches,
+    )
     out = Path(tempfile.mkdtemp(prefix="ftq-"))
     job = FinetuneJob(task, model_dir(), out, cfg, device="cpu", head_init=head_init)
     metrics = run_finetune(job, log=lambda s: print(f"  {s}", file=sys.stderr, flush=True))
@@ -139,8 +152,16 @@ def row_glue(
     task = glue_task(task_name)
     examples = glue_examples(task_name, args.data, args.max_train, args.max_dev)
     train, dev = examples.train, examples.dev["dev"]
-    hp = RefHParams(lr=args.lr, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
-                    adam_eps=1e-6, max_seq_length=128, max_steps=args.max_steps)  # fmt: skip
+    hp = RefHParams(
+        lr=args.lr,
+        epochs=args.epochs,
+        batch_size=32,
+        warmup_ratio=0.1,
+        weight_decay=0.01,
+        adam_eps=1e-6,
+        max_seq_length=128,
+        max_steps=args.max_steps,
+    )
     best: dict[str, list[float]] = {k: [] for k in keys}
     last: dict[str, list[float]] = {k: [] for k in keys}
     ref: dict[str, list[float]] = {k: [] for k in keys}
@@ -236,15 +257,28 @@ def row_conll(args: argparse.Namespace, table: Table) -> None:
             t,
         )
     if "reference" in args.sides:
-        hp = RefHParams(lr=args.lr_ner, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
-                        adam_eps=1e-6, max_seq_length=128, max_steps=args.max_steps)  # fmt: skip
+        hp = RefHParams(
+            lr=args.lr_ner,
+            epochs=args.epochs,
+            batch_size=32,
+            warmup_ratio=0.1,
+            weight_decay=0.01,
+            adam_eps=1e-6,
+            max_seq_length=128,
+            max_steps=args.max_steps,
+        )
         r, t = timed(
             lambda: token_classification(
                 model_dir(), train, {"valid": valid, "test": test}, labels, hp, seed
             )
         )
-        table.add(label, "HF run_ner logic (seqeval)", "entity F1 valid / test",
-                  f"{r['valid']['f1'] * 100:.2f} / {r['test']['f1'] * 100:.2f}", t)  # fmt: skip
+        table.add(
+            label,
+            "HF run_ner logic (seqeval)",
+            "entity F1 valid / test",
+            f"{r['valid']['f1'] * 100:.2f} / {r['test']['f1'] * 100:.2f}",
+            t,
+        )
 
 
 def squad_split(data: str | Path) -> tuple[Path, Path]:
@@ -274,9 +308,17 @@ def row_squad(args: argparse.Namespace, table: Table) -> None:
         d = m["selected"]["dev"]["dev"]
         table.add(label, "bertkit", "EM / F1", f"{d['exact']:.2f} / {d['f1']:.2f}", t)
     if "reference" in args.sides:
-        hp = RefHParams(lr=args.lr_squad, epochs=args.epochs, batch_size=32, warmup_ratio=0.1, weight_decay=0.01,
-                        adam_eps=1e-6, max_seq_length=384, max_steps=args.max_steps,
-                        group_by_length=args.bucket_batches > 1)  # fmt: skip
+        hp = RefHParams(
+            lr=args.lr_squad,
+            epochs=args.epochs,
+            batch_size=32,
+            warmup_ratio=0.1,
+            weight_decay=0.01,
+            adam_eps=1e-6,
+            max_seq_length=384,
+            max_steps=args.max_steps,
+            group_by_length=args.bucket_batches > 1,
+        )
         r, t = timed(lambda: question_answering(model_dir(), train, dev, hp, seed))
         table.add(label, "HF run_qa logic", "EM / F1", f"{r['exact']:.2f} / {r['f1']:.2f}", t)
 

@@ -137,8 +137,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"this step {losses[0]:.6f} / {losses[1]:.6f}; max |step diff| so far {max_diff:.2e}",
                 flush=True,
             )
-    print("bertkit AdamW step scale sqrt(v^)/(sqrt(v^)+eps), parameter-weighted mean: "
-          + ", ".join(f"eps {e:g}: {_eps_scale(opt_bk, e):.4f}" for e in (1e-6, 1e-8)))  # fmt: skip
+    print(
+        "bertkit AdamW step scale sqrt(v^)/(sqrt(v^)+eps), parameter-weighted mean: "
+        + ", ".join(f"eps {e:g}: {_eps_scale(opt_bk, e):.4f}" for e in (1e-6, 1e-8))
+    )
     with torch.no_grad():
         for name, model in (("bertkit", bk), ("transformers", hf)) if dev else ():
             model.eval()
@@ -159,14 +161,18 @@ def main(argv: list[str] | None = None) -> None:
 
             gold = [float(e.label) for e in dev_examples]
             r = glue_metrics("pearson_spearman", gold, torch.cat(preds).numpy())
-            print(f"{name}: dev MSE {loss_sum / len(dev):.4f}, "
-                  f"pearson {100 * r['pearson']:.2f}, spearman {100 * r['spearman']:.2f}")  # fmt: skip
+            print(
+                f"{name}: dev MSE {loss_sum / len(dev):.4f}, "
+                f"pearson {100 * r['pearson']:.2f}, spearman {100 * r['spearman']:.2f}"
+            )
             if model is bk:  # the library's own evaluation path (length-sorted batches)
                 from bertkit.inference import predict_rows
 
                 s = adapter.score(dev_examples, dev, predict_rows(bk, adapter, dev))
-                print(f"{name} (predict_rows + adapter.score): "
-                      f"pearson {100 * s.metrics['pearson']:.2f}, spearman {100 * s.metrics['spearman']:.2f}")  # fmt: skip
+                print(
+                    f"{name} (predict_rows + adapter.score): "
+                    f"pearson {100 * s.metrics['pearson']:.2f}, spearman {100 * s.metrics['spearman']:.2f}"
+                )
 
 
 def _eps_scale(opt: torch.optim.Optimizer, eps: float) -> float:

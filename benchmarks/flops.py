@@ -47,10 +47,19 @@ def pretraining_step_flops(
 
     from bertkit.training.metrics import pretraining_flops
 
-    config = SimpleNamespace(num_hidden_layers=layers, hidden_size=hidden,
-                             intermediate_size=intermediate, vocab_size=vocab)  # fmt: skip
-    return pretraining_flops(config, lengths=[seq_len] * batch, seq_len=seq_len,
-                             masked=batch * masked_per_seq, definition="padded")  # fmt: skip
+    config = SimpleNamespace(
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+    )
+    return pretraining_flops(
+        config,
+        lengths=[seq_len] * batch,
+        seq_len=seq_len,
+        masked=batch * masked_per_seq,
+        definition="padded",
+    )
 
 
 def inference_flops(lengths: list[int], layers: int, hidden: int, intermediate: int) -> float:

@@ -143,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = True
     peak = peak_flops("cuda", "bf16")
     measured = measure_peak_flops("cuda", torch.bfloat16, seconds=1.0) / 1e12
-    print(f"{torch.cuda.get_device_name()}: peak {peak.flops / 1e12:.0f} TFLOP/s ({peak.source}); "
-          f"measured bf16 matmul {measured:.0f} TFLOP/s", flush=True)  # fmt: skip
+    print(
+        f"{torch.cuda.get_device_name()}: peak {peak.flops / 1e12:.0f} TFLOP/s ({peak.source}); "
+        f"measured bf16 matmul {measured:.0f} TFLOP/s",
+        flush=True,
+    )
     B, T = args.batch_size, args.seq_length
     masked = round(T * 0.15)
     cases: dict[str, list[dict]] = {}
@@ -154,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         from bertkit.data.shards import read_manifest
 
         vocab = int(read_manifest(args.data)["vocab"]["size"])
-    cfg = BertConfig.preset("base", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                            **({"vocab_size": vocab} if vocab else {}))  # fmt: skip
+    cfg = BertConfig.preset(
+        "base",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **({"vocab_size": vocab} if vocab else {}),
+    )
     cases = {"all-ones": [pretraining_batch(B, T, cfg.vocab_size, masked)], **cases}
     hf_cfg = HFConfig(
         vocab_size=cfg.vocab_size,
@@ -169,8 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     hf_cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     ours, theirs = BertForPreTraining(cfg), HFPreTraining(hf_cfg)
-    result = {"peak_tflops": peak.flops / 1e12, "peak_source": peak.source,
-              "measured_matmul_tflops": measured, "batch": B, "seq": T, "rows": {}}  # fmt: skip
+    result = {
+        "peak_tflops": peak.flops / 1e12,
+        "peak_source": peak.source,
+        "measured_matmul_tflops": measured,
+        "batch": B,
+        "seq": T,
+        "rows": {},
+    }
     print("| batch | model | step ms | real tokens/s | MFU (real) | MFU (padded) | vs hf-sdpa |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for case, cpu_batches in cases.items():
@@ -202,11 +215,17 @@ def main(argv: list[str] | None = None) -> int:
         ref = statistics.median(samples["hf-sdpa"])
         for name, s in samples.items():
             sec = statistics.median(s)
-            row = {"seconds": sec, "tokens_per_s": tokens / sec,
-                   "mfu_real": real / sec / peak.flops, "mfu_padded": padded / sec / peak.flops}  # fmt: skip
+            row = {
+                "seconds": sec,
+                "tokens_per_s": tokens / sec,
+                "mfu_real": real / sec / peak.flops,
+                "mfu_padded": padded / sec / peak.flops,
+            }
             result["rows"][f"{case}/{name}"] = row
-            print(f"| {case} | {name} | {sec * 1e3:.1f} | {row['tokens_per_s']:,.0f} | "
-                  f"{row['mfu_real']:.0%} | {row['mfu_padded']:.0%} | {ref / sec:.2f}x |")  # fmt: skip
+            print(
+                f"| {case} | {name} | {sec * 1e3:.1f} | {row['tokens_per_s']:,.0f} | "
+                f"{row['mfu_real']:.0%} | {row['mfu_padded']:.0%} | {ref / sec:.2f}x |"
+            )
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2)
     print(f"wrote {args.json}")

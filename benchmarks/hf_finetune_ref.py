@@ -112,8 +112,15 @@ def _predict(
 # ---- GLUE-style classification -------------------------------------------------------------------
 
 
-def classification(model_dir: str, train: Sequence[Any], dev: Sequence[Any], num_labels: int, metric: str,
-                   hp: RefHParams, seed: int) -> dict[str, float]:  # fmt: skip
+def classification(
+    model_dir: str,
+    train: Sequence[Any],
+    dev: Sequence[Any],
+    num_labels: int,
+    metric: str,
+    hp: RefHParams,
+    seed: int,
+) -> dict[str, float]:
     """run_glue-style: ``train``/``dev`` are bertkit ClassificationExamples (same data both sides)."""
     from transformers import BertForSequenceClassification, BertTokenizerFast, set_seed
 
@@ -150,8 +157,14 @@ def classification(model_dir: str, train: Sequence[Any], dev: Sequence[Any], num
 # ---- token classification (run_ner) -------------------------------------------------------------
 
 
-def token_classification(model_dir: str, train: Sequence[Any], evals: dict[str, Sequence[Any]], labels: list[str],
-                         hp: RefHParams, seed: int) -> dict[str, dict[str, float]]:  # fmt: skip
+def token_classification(
+    model_dir: str,
+    train: Sequence[Any],
+    evals: dict[str, Sequence[Any]],
+    labels: list[str],
+    hp: RefHParams,
+    seed: int,
+) -> dict[str, dict[str, float]]:
     """run_ner-style with ``label_all_tokens=False``; sentences are bertkit TaggedSentences."""
     from seqeval.metrics import f1_score, precision_score, recall_score
     from transformers import BertForTokenClassification, BertTokenizerFast, set_seed
@@ -202,16 +215,27 @@ def token_classification(model_dir: str, train: Sequence[Any], evals: dict[str, 
                 gold_tags.append([labels[y] for y in lab if y != -100])
                 pred_tags.append([labels[p] for p, y in zip(row, lab) if y != -100])
                 k += 1
-        results[name] = {"precision": precision_score(gold_tags, pred_tags), "recall": recall_score(gold_tags, pred_tags),
-                         "f1": f1_score(gold_tags, pred_tags)}  # fmt: skip
+        results[name] = {
+            "precision": precision_score(gold_tags, pred_tags),
+            "recall": recall_score(gold_tags, pred_tags),
+            "f1": f1_score(gold_tags, pred_tags),
+        }
     return results
 
 
 # ---- extractive QA (run_qa) ---------------------------------------------------------------------
 
 
-def question_answering(model_dir: str, train: Sequence[Any], dev: Sequence[Any], hp: RefHParams, seed: int,
-                       doc_stride: int = 128, n_best: int = 20, max_answer_length: int = 30) -> dict[str, float]:  # fmt: skip
+def question_answering(
+    model_dir: str,
+    train: Sequence[Any],
+    dev: Sequence[Any],
+    hp: RefHParams,
+    seed: int,
+    doc_stride: int = 128,
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> dict[str, float]:
     """run_qa-style on bertkit SquadExamples (v1.1); EM/F1 with the official normalisation."""
     from transformers import BertForQuestionAnswering, BertTokenizerFast, set_seed
 
@@ -220,9 +244,15 @@ def question_answering(model_dir: str, train: Sequence[Any], dev: Sequence[Any],
     tok = BertTokenizerFast.from_pretrained(model_dir)
 
     def windows(examples: Sequence[Any]) -> Any:
-        return tok([e.question.lstrip() for e in examples], [e.context for e in examples], truncation="only_second",
-                   max_length=hp.max_seq_length, stride=doc_stride, return_overflowing_tokens=True,
-                   return_offsets_mapping=True)  # fmt: skip
+        return tok(
+            [e.question.lstrip() for e in examples],
+            [e.context for e in examples],
+            truncation="only_second",
+            max_length=hp.max_seq_length,
+            stride=doc_stride,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+        )
 
     enc = windows(train)
     feats = []
@@ -235,8 +265,15 @@ def question_answering(model_dir: str, train: Sequence[Any], dev: Sequence[Any],
         if offs[ctx[0]][0] <= a and offs[ctx[-1]][1] >= b:
             s_pos = next(j for j in reversed(ctx) if offs[j][0] <= a)
             e_pos = next(j for j in ctx if offs[j][1] >= b)
-        feats.append({"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
-                      "attention_mask": enc["attention_mask"][i], "start_positions": s_pos, "end_positions": e_pos})  # fmt: skip
+        feats.append(
+            {
+                "input_ids": enc["input_ids"][i],
+                "token_type_ids": enc["token_type_ids"][i],
+                "attention_mask": enc["attention_mask"][i],
+                "start_positions": s_pos,
+                "end_positions": e_pos,
+            }
+        )
     keys = ("input_ids", "token_type_ids", "attention_mask")
 
     def collate(fs: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:

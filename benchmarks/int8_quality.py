@@ -109,8 +109,10 @@ def run_row(row: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         scores[f"bertkit {precision}"] = tm.run(dev).metrics[key]
     onnx_dir = Path(tempfile.mkdtemp(prefix=f"int8q-{row}-"))
     ratio, diff = 0.0, 0.0
-    for name, cfg in (("fp32", OnnxExportConfig(optimize=True)),
-                      ("int8", OnnxExportConfig(optimize=True, quantize="int8"))):  # fmt: skip
+    for name, cfg in (
+        ("fp32", OnnxExportConfig(optimize=True)),
+        ("int8", OnnxExportConfig(optimize=True, quantize="int8")),
+    ):
         out = export_onnx(folder, onnx_dir / name / "model.onnx", cfg)
         model = OnnxModel(out.path)
         tm = TaskModel.load(
@@ -124,16 +126,29 @@ def run_row(row: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
             diff = parity(ref.model, model, adapter, feats, ref.tokenizer.pad_token_id or 0)
         else:
             ratio = out.bytes / fp32_bytes
-    result = {"row": row, "folder": str(folder), "what": what, "train": len(train), "dev": len(dev), "lr": lr, "epochs": epochs,
-              "metric": key, "scores": scores, "onnx_parity_max_abs": diff, "int8_size_ratio": ratio,
-              "train_seconds": t_train}  # fmt: skip
+    result = {
+        "row": row,
+        "folder": str(folder),
+        "what": what,
+        "train": len(train),
+        "dev": len(dev),
+        "lr": lr,
+        "epochs": epochs,
+        "metric": key,
+        "scores": scores,
+        "onnx_parity_max_abs": diff,
+        "int8_size_ratio": ratio,
+        "train_seconds": t_train,
+    }
     print(json.dumps(result), flush=True)
     return result
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
-    lines = ["| task (dev subset) | metric | bertkit fp32 | bertkit int8 | drop | ORT fp32 (fused) | ORT int8 | drop | ORT parity max abs | int8 file / fp32 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| task (dev subset) | metric | bertkit fp32 | bertkit int8 | drop | ORT fp32 (fused) | ORT int8 | drop | ORT parity max abs | int8 file / fp32 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         scale = 1 if r["row"] == "squad" else 100  # the SQuAD script reports percentages already
         s = {k: v * scale for k, v in r["scores"].items()}
@@ -157,8 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         "--max-train", type=int, default=None, help="override every row's training subset"
     )
     ap.add_argument("--max-dev", type=int, default=None, help="override every row's dev subset")
-    ap.add_argument("--folder", nargs="+", default=[], metavar="ROW=DIR",
-                    help="score a folder this script fine-tuned before (its log names it) instead of training again")  # fmt: skip
+    ap.add_argument(
+        "--folder",
+        nargs="+",
+        default=[],
+        metavar="ROW=DIR",
+        help="score a folder this script fine-tuned before (its log names it) instead of training again",
+    )
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = ap.parse_args(argv)
     args.folder = dict(f.split("=", 1) for f in args.folder)

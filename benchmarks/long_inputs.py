@@ -72,14 +72,46 @@ def cli(argv: list[str]) -> str:
     return err.getvalue()
 
 
-def finetune(family: str, train: Path, dev: Path, out: Path, msl: int, seed: int,
-             extra: list[str], epochs: int = 1, lr: float = 1e-4) -> dict[str, Any]:  # fmt: skip
+def finetune(
+    family: str,
+    train: Path,
+    dev: Path,
+    out: Path,
+    msl: int,
+    seed: int,
+    extra: list[str],
+    epochs: int = 1,
+    lr: float = 1e-4,
+) -> dict[str, Any]:
     """``bertkit finetune`` from MiniLM, batch 16 (lr 1e-4: the 6-layer MiniLM learns little in a
     few hundred steps at BERT-base's 5e-5)."""
-    argv = ["finetune", family, "--train", str(train), "--dev", str(dev), "--model", str(minilm()),
-            "--output", str(out), "--epochs", str(epochs), "--batch-size", "16", "--learning-rate", str(lr),
-            "--max-seq-length", str(msl), "--seed", str(seed), "--precision", "fp32",
-            "--device", "cpu", *extra]  # fmt: skip
+    argv = [
+        "finetune",
+        family,
+        "--train",
+        str(train),
+        "--dev",
+        str(dev),
+        "--model",
+        str(minilm()),
+        "--output",
+        str(out),
+        "--epochs",
+        str(epochs),
+        "--batch-size",
+        "16",
+        "--learning-rate",
+        str(lr),
+        "--max-seq-length",
+        str(msl),
+        "--seed",
+        str(seed),
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+        *extra,
+    ]
     t0 = time.perf_counter()
     cli(argv)
     metrics = json.loads((out / "metrics.json").read_text())
@@ -90,8 +122,22 @@ def finetune(family: str, train: Path, dev: Path, out: Path, msl: int, seed: int
 
 def evaluate(model: Path, data: Path, extra: list[str]) -> tuple[dict[str, Any], str]:
     out = model / f"eval-{abs(hash(tuple(extra)))}.json"
-    err = cli(["evaluate", "--model", str(model), "--data", str(data), "--output", str(out),
-               "--precision", "fp32", "--device", "cpu", *extra])  # fmt: skip
+    err = cli(
+        [
+            "evaluate",
+            "--model",
+            str(model),
+            "--data",
+            str(data),
+            "--output",
+            str(out),
+            "--precision",
+            "fp32",
+            "--device",
+            "cpu",
+            *extra,
+        ]
+    )
     line = next((x for x in err.splitlines() if x.startswith("long inputs:")), "")
     return json.loads(out.read_text()), line
 
@@ -154,15 +200,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             (root / f"cls-{split}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
         cls_rows = {}
         for name, extra in (("windows", []), ("truncate", ["--truncate"])):
-            m = finetune("classify", root / "cls-train.jsonl", root / "cls-dev.jsonl",
-                         root / f"cls-{name}", args.max_seq_length, args.seed,
-                         ["--text-column", "text", *extra], args.epochs, args.lr)  # fmt: skip
-            cls_rows[name] = {"dev_accuracy": m["selected"]["dev"]["dev"]["accuracy"],
-                              "windows": m["windows"], "wall_s": m["wall_s"], "command": m["command"]}  # fmt: skip
+            m = finetune(
+                "classify",
+                root / "cls-train.jsonl",
+                root / "cls-dev.jsonl",
+                root / f"cls-{name}",
+                args.max_seq_length,
+                args.seed,
+                ["--text-column", "text", *extra],
+                args.epochs,
+                args.lr,
+            )
+            cls_rows[name] = {
+                "dev_accuracy": m["selected"]["dev"]["dev"]["accuracy"],
+                "windows": m["windows"],
+                "wall_s": m["wall_s"],
+                "command": m["command"],
+            }
         pooling = {}
         for how in ("mean", "max"):
-            scores, line = evaluate(root / "cls-windows", root / "cls-dev.jsonl",
-                                    ["--window-pooling", how])  # fmt: skip
+            scores, line = evaluate(
+                root / "cls-windows", root / "cls-dev.jsonl", ["--window-pooling", how]
+            )
             pooling[how] = {"accuracy": scores["accuracy"], "summary": line}
         scores, line = evaluate(root / "cls-windows", root / "cls-dev.jsonl", ["--truncate"])
         pooling["windows-trained, --truncate at inference"] = {
@@ -175,19 +234,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         (root / "tag-dev.txt").write_text(joined_conll("valid", args.join, args.tag_dev))
         tag_rows = {}
         for name, extra in (("windows", []), ("truncate", ["--truncate"])):
-            m = finetune("ner", root / "tag-train.txt", root / "tag-dev.txt", root / f"tag-{name}",
-                         args.max_seq_length, args.seed, extra, args.epochs, args.lr)  # fmt: skip
+            m = finetune(
+                "ner",
+                root / "tag-train.txt",
+                root / "tag-dev.txt",
+                root / f"tag-{name}",
+                args.max_seq_length,
+                args.seed,
+                extra,
+                args.epochs,
+                args.lr,
+            )
             dev = m["selected"]["dev"]["dev"]
-            tag_rows[name] = {"dev_f1": dev["f1"], "dev_precision": dev["precision"],
-                              "dev_recall": dev["recall"], "windows": m["windows"],
-                              "wall_s": m["wall_s"], "command": m["command"]}  # fmt: skip
+            tag_rows[name] = {
+                "dev_f1": dev["f1"],
+                "dev_precision": dev["precision"],
+                "dev_recall": dev["recall"],
+                "windows": m["windows"],
+                "wall_s": m["wall_s"],
+                "command": m["command"],
+            }
         results["tagging"] = {"runs": tag_rows}
     return results
 
 
 def table(r: dict[str, Any]) -> str:
-    lines = ["| task | read as | dev metric | train inputs windowed -> windows | dev inputs windowed -> windows | truncated (train/dev) | time |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| task | read as | dev metric | train inputs windowed -> windows | dev inputs windowed -> windows | truncated (train/dev) | time |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for task, key in (
         ("classification (accuracy)", "dev_accuracy"),
         ("tagging (entity F1)", "dev_f1"),
@@ -195,9 +270,11 @@ def table(r: dict[str, Any]) -> str:
         block = r["classification" if task.startswith("class") else "tagging"]["runs"]
         for name, row in block.items():
             w = row["windows"]
-            lines.append(f"| {task} | {name} | {row[key]:.4f} | {w['train']['windowed']}/{w['train']['inputs']} -> "
-                         f"{w['train']['windows']} | {w['dev']['windowed']}/{w['dev']['inputs']} -> {w['dev']['windows']} | "
-                         f"{w['train']['truncated']}/{w['dev']['truncated']} | {row['wall_s']:.0f} s |")  # fmt: skip
+            lines.append(
+                f"| {task} | {name} | {row[key]:.4f} | {w['train']['windowed']}/{w['train']['inputs']} -> "
+                f"{w['train']['windows']} | {w['dev']['windowed']}/{w['dev']['inputs']} -> {w['dev']['windows']} | "
+                f"{w['train']['truncated']}/{w['dev']['truncated']} | {row['wall_s']:.0f} s |"
+            )
     lines += ["", "| windowed classifier, scored with | dev accuracy |", "|---|---|"]
     for how, row in r["classification"]["inference"].items():
         lines.append(f"| {how} | {row['accuracy']:.4f} |")

@@ -32,8 +32,12 @@ def first_documents(path: Path, docs: int) -> str:
 
 
 def _spread(xs: list[float]) -> dict[str, float]:
-    return {"mean": statistics.fmean(xs), "std": statistics.stdev(xs) if len(xs) > 1 else 0.0,
-            "min": min(xs), "max": max(xs)}  # fmt: skip
+    return {
+        "mean": statistics.fmean(xs),
+        "std": statistics.stdev(xs) if len(xs) > 1 else 0.0,
+        "min": min(xs),
+        "max": max(xs),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -46,14 +50,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for mode, extra in (("sentence", []), ("document", doc)):
             for seed in range(args.seed, args.seed + args.seeds):
                 out = root / f"{mode}-{seed}"
-                m = finetune("ner", train, DATA / "conll2003/valid.txt", out, args.max_seq_length,
-                             seed, extra, args.epochs, args.lr)  # fmt: skip
+                m = finetune(
+                    "ner",
+                    train,
+                    DATA / "conll2003/valid.txt",
+                    out,
+                    args.max_seq_length,
+                    seed,
+                    extra,
+                    args.epochs,
+                    args.lr,
+                )
                 test, line = evaluate(out, DATA / "conll2003/test.txt", [])
-                results["runs"].append({"mode": mode, "seed": seed,
-                                        "valid_f1": m["selected"]["dev"]["dev"]["f1"],
-                                        "test_f1": test["f1"], "windows": m["windows"],
-                                        "test_windows": line, "wall_s": m["wall_s"],
-                                        "command": m["command"]})  # fmt: skip
+                results["runs"].append(
+                    {
+                        "mode": mode,
+                        "seed": seed,
+                        "valid_f1": m["selected"]["dev"]["dev"]["f1"],
+                        "test_f1": test["f1"],
+                        "windows": m["windows"],
+                        "test_windows": line,
+                        "wall_s": m["wall_s"],
+                        "command": m["command"],
+                    }
+                )
     for mode in ("sentence", "document"):
         runs = [r for r in results["runs"] if r["mode"] == mode]
         results[mode] = {k: _spread([r[k] for r in runs]) for k in ("valid_f1", "test_f1")}
@@ -61,13 +81,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(r: dict[str, Any]) -> str:
-    lines = ["| context | valid F1 mean ± std (min-max) | test F1 mean ± std (min-max) | train inputs -> windows | runs |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| context | valid F1 mean ± std (min-max) | test F1 mean ± std (min-max) | train inputs -> windows | runs |",
+        "|---|---|---|---|---|",
+    ]
     for mode in ("sentence", "document"):
         runs = [x for x in r["runs"] if x["mode"] == mode]
         w = runs[0]["windows"]["train"]
-        cells = [f"{s['mean']:.4f} ± {s['std']:.4f} ({s['min']:.4f}-{s['max']:.4f})"
-                 for s in (r[mode]["valid_f1"], r[mode]["test_f1"])]  # fmt: skip
+        cells = [
+            f"{s['mean']:.4f} ± {s['std']:.4f} ({s['min']:.4f}-{s['max']:.4f})"
+            for s in (r[mode]["valid_f1"], r[mode]["test_f1"])
+        ]
         lines.append(
             f"| {mode} | {cells[0]} | {cells[1]} | {w['inputs']} -> {w['windows']} | {len(runs)} |"
         )
@@ -82,10 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seq-length", type=int, default=128)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--doc-batch-size", type=int, default=4,
-                    help="document windows per update (sentence mode: 16 sentences; a document window "
-                         "holds ~4.7x the pieces, so 4 keeps the updates per epoch and tokens per "
-                         "update comparable)")  # fmt: skip
+    ap.add_argument(
+        "--doc-batch-size",
+        type=int,
+        default=4,
+        help="document windows per update (sentence mode: 16 sentences; a document window "
+        "holds ~4.7x the pieces, so 4 keeps the updates per epoch and tokens per "
+        "update comparable)",
+    )
     ap.add_argument("--lr", type=float, default=1e-4)
     return finish(ap, argv, run, table)
 

@@ -87,13 +87,28 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     results: dict[str, list[dict]] = {m: [] for m in modes}
     for m in modes + modes[::-1]:
-        cmd = [sys.executable, "-m", "benchmarks.onednn_shapes", "--child", m, "--passes",
-               str(args.passes), "--seed", str(args.seed), "--precision", args.precision,
-               "--threads", str(args.threads)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.onednn_shapes",
+            "--child",
+            m,
+            "--passes",
+            str(args.passes),
+            "--seed",
+            str(args.seed),
+            "--precision",
+            args.precision,
+            "--threads",
+            str(args.threads),
+        ]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
         results[m].append(json.loads(done.stdout.strip().splitlines()[-1]))
         r = results[m][-1]
-        print(f"  {m}: {r['pass_seconds']:.1f} s in passes, RSS {list(r['rss_mib'].values())[-1]:.0f} MiB", flush=True)  # fmt: skip
+        print(
+            f"  {m}: {r['pass_seconds']:.1f} s in passes, RSS {list(r['rss_mib'].values())[-1]:.0f} MiB",
+            flush=True,
+        )
     marks = list(results[modes[0]][0]["rss_mib"])
     print(f"\n{args.passes} passes of 1-12 texts, {args.precision}, {args.threads} threads")
     print("| mode | pass seconds (round 1, 2) | RSS MiB after " + ", ".join(marks) + " passes |")
@@ -101,10 +116,23 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         first = results[m][0]
         secs = ", ".join(f"{r['pass_seconds']:.1f}" for r in results[m])
-        print(f"| {m} | {secs} | " + ", ".join(f"{v:.0f}" for v in first["rss_mib"].values()) + " |")  # fmt: skip
+        print(
+            f"| {m} | {secs} | " + ", ".join(f"{v:.0f}" for v in first["rss_mib"].values()) + " |"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"env": env, "precision": args.precision, "passes": args.passes,
-                                         "threads": args.threads, "results": results}, indent=2) + "\n")  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "env": env,
+                    "precision": args.precision,
+                    "passes": args.passes,
+                    "threads": args.threads,
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -33,8 +33,11 @@ import torch
 from benchmarks.speed import minilm_dir
 from benchmarks.timing import interleaved_seconds
 
-EXPORTS = {"ort-plain": {}, "ort-fused": {"optimize": True},
-           "ort-int8": {"optimize": True, "quantize": "int8"}}  # fmt: skip
+EXPORTS = {
+    "ort-plain": {},
+    "ort-fused": {"optimize": True},
+    "ort-int8": {"optimize": True, "quantize": "int8"},
+}
 BERTKIT = ("bertkit-fp32", "bertkit-bf16", "bertkit-int8")
 
 
@@ -65,8 +68,11 @@ def build(
 
         return run
 
-    fns = {"bertkit-fp32": ours(fp32, False), "bertkit-bf16": ours(fp32, True),
-           "bertkit-int8": ours(int8, False)}  # fmt: skip
+    fns = {
+        "bertkit-fp32": ours(fp32, False),
+        "bertkit-bf16": ours(fp32, True),
+        "bertkit-int8": ours(int8, False),
+    }
     if ablate_gelu:  # the same fp32 model with the GELU outside the up-projection (an A/B)
         from bertkit.model import encoder
 
@@ -96,13 +102,22 @@ def one_batch(lengths: list[int]) -> dict:
     return collate(make_rows(lengths, 2), None, 0)
 
 
-def measure(threads: int, files: dict[str, Path], repeats: int, mixed: list[int],
-            stream: list[int], ablate_gelu: bool = False) -> list[dict]:  # fmt: skip
+def measure(
+    threads: int,
+    files: dict[str, Path],
+    repeats: int,
+    mixed: list[int],
+    stream: list[int],
+    ablate_gelu: bool = False,
+) -> list[dict]:
     from bertkit.model.batching import collate, length_batches
 
     fns = build(threads, files, ablate_gelu)
     out = []
-    for label, lengths in (("uniform 128, batch 32", [128] * 32), ("mixed 8..128, one padded batch of 32", mixed)):  # fmt: skip
+    for label, lengths in (
+        ("uniform 128, batch 32", [128] * 32),
+        ("mixed 8..128, one padded batch of 32", mixed),
+    ):
         batch = one_batch(lengths)
         secs = interleaved_seconds(
             {n: (lambda f=f, b=batch: f(b)) for n, f in fns.items()}, repeats
@@ -123,8 +138,14 @@ def measure(threads: int, files: dict[str, Path], repeats: int, mixed: list[int]
         f"{n} {b}": over(f, b == "sorted") for n, f in fns.items() for b in ("sorted", "arrival")
     }
     secs = interleaved_seconds(cands, repeats)
-    out.append({"row": f"mixed stream, 256 seqs of 8..128 ({sum(stream):,} tokens)", "threads": threads,
-                "seqs": len(stream), "seconds": secs})  # fmt: skip
+    out.append(
+        {
+            "row": f"mixed stream, 256 seqs of 8..128 ({sum(stream):,} tokens)",
+            "threads": threads,
+            "seqs": len(stream),
+            "seconds": secs,
+        }
+    )
     print(_line(out[-1]), flush=True)
     return out
 
@@ -136,9 +157,11 @@ def _line(r: dict) -> str:
 
 def table(results: list[dict]) -> str:
     """One line per (row, batching, threads): seq/s of each candidate and the goal ratios."""
-    lines = ["| row | threads | batching | bertkit fp32 | bf16 | int8 | ORT plain | ORT fused | ORT fused+int8 | "
-             "fp32 / ORT fused | int8 / ORT int8 | int8 / bertkit fp32 |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| row | threads | batching | bertkit fp32 | bf16 | int8 | ORT plain | ORT fused | ORT fused+int8 | "
+        "fp32 / ORT fused | int8 / ORT int8 | int8 / bertkit fp32 |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         keys = [""] if "stream" not in r["row"] else [" sorted", " arrival"]
         for k in keys:
@@ -154,8 +177,10 @@ def table(results: list[dict]) -> str:
             own = s["ort-fused arrival"] / s["bertkit-fp32 sorted"]
             best = min(s["ort-fused arrival"], s["ort-fused sorted"]) / s["bertkit-fp32 sorted"]
             own8 = s["ort-int8 arrival"] / s["bertkit-int8 sorted"]
-            lines.append(f"| {r['row']} | {r['threads']} | own (bertkit sorted vs ORT arrival) | | | | | | | "
-                         f"{own:.2f}x (vs ORT sorted: {best:.2f}x) | {own8:.2f}x | |")  # fmt: skip
+            lines.append(
+                f"| {r['row']} | {r['threads']} | own (bertkit sorted vs ORT arrival) | | | | | | | "
+                f"{own:.2f}x (vs ORT sorted: {best:.2f}x) | {own8:.2f}x | |"
+            )
     return "\n".join(lines)
 
 
@@ -179,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--ablate-gelu", action="store_true",
-                    help="also time bertkit fp32 with the GELU outside the up-projection")  # fmt: skip
+    ap.add_argument(
+        "--ablate-gelu",
+        action="store_true",
+        help="also time bertkit fp32 with the GELU outside the up-projection",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     from bertkit import __version__, env_report, hardware
@@ -192,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     mixed = [rng.randint(8, 128) for _ in range(32)]
     stream = [rng.randint(8, 128) for _ in range(256)]
     tmp = Path(tempfile.mkdtemp(prefix="onnx-speed-"))
-    files = {n: export_onnx(minilm_dir(), tmp / n / "model.onnx", OnnxExportConfig(**o)).path
-             for n, o in EXPORTS.items()}  # fmt: skip
+    files = {
+        n: export_onnx(minilm_dir(), tmp / n / "model.onnx", OnnxExportConfig(**o)).path
+        for n, o in EXPORTS.items()
+    }
     results = []
     for t in (int(x) for x in args.threads.split(",")):
         results += measure(t, files, args.repeats, mixed, stream, args.ablate_gelu)

@@ -41,9 +41,15 @@ def examples(n: int, seed: int = 0) -> list[dict]:
         t = int(rng.integers(16, 129))
         ids = rng.integers(5, VOCAB, size=t)
         pos = np.sort(rng.choice(np.arange(1, t - 1), size=max(1, t * 15 // 100), replace=False))
-        out.append({"input_ids": ids, "token_type_ids": np.zeros(t, dtype=np.int64),
-                    "masked_positions": pos, "masked_labels": ids[pos].copy(),
-                    "next_sentence_label": int(rng.integers(0, 2))})  # fmt: skip
+        out.append(
+            {
+                "input_ids": ids,
+                "token_type_ids": np.zeros(t, dtype=np.int64),
+                "masked_positions": pos,
+                "masked_labels": ids[pos].copy(),
+                "next_sentence_label": int(rng.integers(0, 2)),
+            }
+        )
     return out
 
 
@@ -61,26 +67,44 @@ def slow_collate(kind: str, delay: float):
 
 
 def seconds_per_step(kind: str, delay: float, prefetch: int, steps: int, data: list) -> float:
-    cfg = BertConfig(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=2,
-                     num_attention_heads=2, intermediate_size=512, max_position_embeddings=128)  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     model = BertForPreTraining(cfg)
     with tempfile.TemporaryDirectory() as run:
         trainer = Trainer(
-            model, build_optimizer(model, OptimizerConfig()), ScheduleConfig(steps, 1),
-            [Phase(data, steps)], slow_collate(kind, delay),
-            TrainConfig(batch_size=32, log_every=steps, save_every=10 * steps, prefetch=prefetch,
-                        show_progress=False, peak_flops=1.0, precision="fp32"),
-            Path(run), log=lambda _m: None,
-        )  # fmt: skip
+            model,
+            build_optimizer(model, OptimizerConfig()),
+            ScheduleConfig(steps, 1),
+            [Phase(data, steps)],
+            slow_collate(kind, delay),
+            TrainConfig(
+                batch_size=32,
+                log_every=steps,
+                save_every=10 * steps,
+                prefetch=prefetch,
+                show_progress=False,
+                peak_flops=1.0,
+                precision="fp32",
+            ),
+            Path(run),
+            log=lambda _m: None,
+        )
         trainer.fit()  # the trainer's own clock: checkpoints, evaluation and plots excluded
         rec = [r for r in trainer.metrics.read() if r.get("type") == "train"][-1]
         return float(rec["seconds_per_step"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--delay-ms", type=float, default=40.0)
     ap.add_argument("--repeats", type=int, default=2)
@@ -92,10 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     data = examples(32 * args.steps)
     delay = args.delay_ms / 1e3
     rows = []
-    none = {p: min(seconds_per_step("sleep", 0.0, p, args.steps, data)
-                   for _ in range(args.repeats)) for p in (0, 2)}  # fmt: skip
-    print(f"{cpu_info().label}, {torch.get_num_threads()} threads; {args.steps} steps per run, "
-          f"best of {args.repeats}; compute alone: {none[0] * 1e3:.1f} ms/step")  # fmt: skip
+    none = {
+        p: min(seconds_per_step("sleep", 0.0, p, args.steps, data) for _ in range(args.repeats))
+        for p in (0, 2)
+    }
+    print(
+        f"{cpu_info().label}, {torch.get_num_threads()} threads; {args.steps} steps per run, "
+        f"best of {args.repeats}; compute alone: {none[0] * 1e3:.1f} ms/step"
+    )
     print("| collate delay | in series (ms/step) | prefetch 2 (ms/step) | speed-up |")
     print("|---|---:|---:|---:|")
     for kind in ("sleep", "python"):
@@ -103,10 +131,19 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeats):
             for p in (0, 2):  # alternating
                 best[p] = min(best[p], seconds_per_step(kind, delay, p, args.steps, data))
-        rows.append({"delay": kind, "delay_ms": args.delay_ms, "series_s": best[0],
-                     "prefetch_s": best[2], "speedup": best[0] / best[2]})  # fmt: skip
-        print(f"| {kind} {args.delay_ms:g} ms | {best[0] * 1e3:.1f} | {best[2] * 1e3:.1f} | "
-              f"{best[0] / best[2]:.2f}x |")  # fmt: skip
+        rows.append(
+            {
+                "delay": kind,
+                "delay_ms": args.delay_ms,
+                "series_s": best[0],
+                "prefetch_s": best[2],
+                "speedup": best[0] / best[2],
+            }
+        )
+        print(
+            f"| {kind} {args.delay_ms:g} ms | {best[0] * 1e3:.1f} | {best[2] * 1e3:.1f} | "
+            f"{best[0] / best[2]:.2f}x |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"compute_s": none, "rows": rows}, indent=2))
     return 0

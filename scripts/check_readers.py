@@ -65,8 +65,12 @@ def main() -> int:
         docs = len({s.document for s in sents})
         toks = sum(len(s.tokens) for s in sents)
         by_type = dict(sorted(Counter(k for s in sents for k, _, _ in tag_spans(s.tags)).items()))
-        check(f"CoNLL-2003 {split} sentences, docs, tokens, entities", (len(sents), docs, toks, by_type),
-              (n_sent, n_doc, n_tok, ents), dt)  # fmt: skip
+        check(
+            f"CoNLL-2003 {split} sentences, docs, tokens, entities",
+            (len(sents), docs, toks, by_type),
+            (n_sent, n_doc, n_tok, ents),
+            dt,
+        )
 
     t0 = time.perf_counter()
     sq = read_squad(args.data / "squad_v1.1" / "dev-v1.1.json")

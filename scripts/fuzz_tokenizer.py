@@ -62,8 +62,11 @@ def main() -> int:
     chunks = [seeds[w :: args.workers] for w in range(args.workers)]
     deadline = time.time() + args.seconds
     t0 = time.perf_counter()
-    print(f"fuzzing {batches * BATCH} strings, seeds {first}..{first + batches - 1}, "
-          f"vocab {args.vocab}, {args.workers} worker(s)", flush=True)  # fmt: skip
+    print(
+        f"fuzzing {batches * BATCH} strings, seeds {first}..{first + batches - 1}, "
+        f"vocab {args.vocab}, {args.workers} worker(s)",
+        flush=True,
+    )
     with mp.get_context("spawn").Pool(args.workers) as pool:
         results = pool.starmap(_worker, [(str(args.vocab), c, deadline) for c in chunks if c])
     total = sum(n for n, _ in results)

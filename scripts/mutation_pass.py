@@ -110,14 +110,23 @@ def tests_of(repo: Path, module: str) -> list[str]:
     dotted = ".".join(p for p in parts if p != "__init__")
     parent, stem = ".".join(parts[:-1]), parts[-1]
     names = (dotted, f"from {parent} import {stem}")
-    found = sorted(str(t.relative_to(repo)) for t in (repo / "tests").rglob("test_*.py")
-                   if any(n in t.read_text(encoding="utf-8") for n in names))  # fmt: skip
+    found = sorted(
+        str(t.relative_to(repo))
+        for t in (repo / "tests").rglob("test_*.py")
+        if any(n in t.read_text(encoding="utf-8") for n in names)
+    )
     room = repo / "tests" / parts[1]
     return found or ([str(room.relative_to(repo))] if room.is_dir() else [])
 
 
 def run_module(
-    repo: Path, work: Path, module: str, tests: list[str], sample: int, seed: int, timeout: float,
+    repo: Path,
+    work: Path,
+    module: str,
+    tests: list[str],
+    sample: int,
+    seed: int,
+    timeout: float,
     env: dict[str, str],
 ) -> dict:
     """Mutants of one module: ``{"module", "tests", "killed", "timed_out", "survivors"}``."""
@@ -134,8 +143,13 @@ def run_module(
             continue
         (work / module).write_text(mutated, encoding="utf-8")
         try:
-            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
-                               cwd=work, env=env, capture_output=True, timeout=timeout)  # fmt: skip
+            r = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                timeout=timeout,
+            )
             verdict = "SURVIVED" if r.returncode == 0 else "killed"
         except subprocess.TimeoutExpired:
             verdict = "timed out"
@@ -147,8 +161,13 @@ def run_module(
         else:
             timed_out += 1
         print(f"[{n}/{len(chosen)}] {module} {where}: {verdict}", flush=True)
-    return {"module": module, "tests": tests, "killed": killed, "timed_out": timed_out,
-            "survivors": survivors}  # fmt: skip
+    return {
+        "module": module,
+        "tests": tests,
+        "killed": killed,
+        "timed_out": timed_out,
+        "survivors": survivors,
+    }
 
 
 def main() -> int:
@@ -158,7 +177,9 @@ def main() -> int:
     ap.add_argument("--module", help="one module (src/bertkit/...py)")
     ap.add_argument("--tests", nargs="+", help="its tests (with --module)")
     ap.add_argument("--rooms", nargs="+", help="every module of these rooms (tasks serve ...)")
-    ap.add_argument("--sample", type=int, default=40, help="mutants per module (a fixed random sample)")
+    ap.add_argument(
+        "--sample", type=int, default=40, help="mutants per module (a fixed random sample)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
     ap.add_argument("--timeout", type=float, default=120.0)
@@ -169,34 +190,51 @@ def main() -> int:
     if args.module:
         plan = [(args.module, args.tests)]
     else:
-        modules = sorted(str(m.relative_to(args.repo)) for room in args.rooms
-                         for m in (args.repo / "src" / "bertkit" / room).glob("*.py"))  # fmt: skip
+        modules = sorted(
+            str(m.relative_to(args.repo))
+            for room in args.rooms
+            for m in (args.repo / "src" / "bertkit" / room).glob("*.py")
+        )
         plan = [(m, tests_of(args.repo, m)) for m in modules]
     scratch = Path(tempfile.mkdtemp(prefix="bertkit-mutants-"))
     work = scratch / "repo"
     shutil.copytree(
         args.repo, work, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info")
     )
-    env = {"PYTHONPATH": str(work / "src"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
-           "HF_HUB_OFFLINE": "1", "HOME": str(scratch)}  # fmt: skip
+    env = {
+        "PYTHONPATH": str(work / "src"),
+        "PATH": "/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HOME": str(scratch),
+    }
     rows = []
     try:
         for module, tests in plan:
             if not tests:
                 print(f"{module}: no tests name it; skipped", flush=True)
                 continue
-            rows.append(run_module(args.repo, work, module, tests, args.sample, args.seed,
-                                   args.timeout, env))  # fmt: skip
+            rows.append(
+                run_module(
+                    args.repo, work, module, tests, args.sample, args.seed, args.timeout, env
+                )
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n{'module':<44} {'killed':>6} {'timeout':>7} {'survived':>8}")
     for r in rows:
-        print(f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {len(r['survivors']):>8}  {'; '.join(r['survivors'])}")
-    total = [sum(r[k] if k != "survivors" else len(r[k]) for r in rows) for k in ("killed", "timed_out", "survivors")]
+        print(
+            f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {len(r['survivors']):>8}  {'; '.join(r['survivors'])}"
+        )
+    total = [
+        sum(r[k] if k != "survivors" else len(r[k]) for r in rows)
+        for k in ("killed", "timed_out", "survivors")
+    ]
     print(f"{'all':<44} {total[0]:>6} {total[1]:>7} {total[2]:>8}")
     if args.json:
-        args.json.write_text(json.dumps({"seed": args.seed, "sample": args.sample, "modules": rows},
-                                        indent=1) + "\n")  # fmt: skip
+        args.json.write_text(
+            json.dumps({"seed": args.seed, "sample": args.sample, "modules": rows}, indent=1) + "\n"
+        )
     return 0
 
 

@@ -65,8 +65,16 @@ def measure(
 ) -> dict:
     launch = [sys.executable, "-m", "bertkit"]
     if ranks:
-        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                  str(ranks), "-m", "bertkit"]  # fmt: skip
+        launch = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(ranks),
+            "-m",
+            "bertkit",
+        ]
     cmd = [*launch, "prepare-pretraining", "--input", *map(str, files)]
     cmd += ["--vocab", str(vocab), "--output", str(out), "--max-seq-length", "128"]
     cmd += ["--num-workers", str(workers), *extra]
@@ -125,8 +133,13 @@ def main() -> int:
         action="store_true",
         help="concatenate the files into one input (exercises the in-file memory bounds)",
     )
-    p.add_argument("--repeats", type=int, nargs="+", default=None,
-                   help="throughput table over the corpus repeated k times (e.g. 1 4 16)")  # fmt: skip
+    p.add_argument(
+        "--repeats",
+        type=int,
+        nargs="+",
+        default=None,
+        help="throughput table over the corpus repeated k times (e.g. 1 4 16)",
+    )
     p.add_argument("--torchrun", type=int, default=0, metavar="N", help="ranks (with --repeats)")
     p.add_argument("--json", type=Path, default=None, help="write the --repeats rows here")
     p.add_argument("extra", nargs="*", help="more prepare-pretraining options (after --)")
@@ -167,8 +180,10 @@ def scale(args: argparse.Namespace) -> int:
     files = sorted(f for f in args.corpus.iterdir() if f.is_file())
     cores = args.workers * max(1, args.torchrun)
     how = f"{args.torchrun} torchrun ranks x " if args.torchrun else ""
-    print(f"prepare-pretraining, {how}{args.workers} worker(s): {cores} processes building; "
-          f"CPU: {cpu_info().label}, {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"prepare-pretraining, {how}{args.workers} worker(s): {cores} processes building; "
+        f"CPU: {cpu_info().label}, {os.cpu_count()} cores"
+    )
     print(
         f"{'input':>8} {'MB':>8} {'s':>8} {'MB/s':>7} {'MB/s/core':>10} {'inst/s':>8} {'RSS MB':>8}"
     )
@@ -182,14 +197,22 @@ def scale(args: argparse.Namespace) -> int:
                     link.parent.mkdir(exist_ok=True)
                     link.symlink_to(f.resolve())
                     inputs.append(link)
-            r = measure(inputs, args.vocab, Path(tmp) / f"out{k}", args.workers, args.extra,
-                        ranks=args.torchrun)  # fmt: skip
+            r = measure(
+                inputs,
+                args.vocab,
+                Path(tmp) / f"out{k}",
+                args.workers,
+                args.extra,
+                ranks=args.torchrun,
+            )
             r.update(repeat=k, mb_per_s=r["input_mb"] / r["seconds"], cores=cores)
             r["mb_per_s_per_core"] = r["mb_per_s"] / cores
             rows.append(r)
-            print(f"{f'{k}x':>8} {r['input_mb']:8.1f} {r['seconds']:8.1f} {r['mb_per_s']:7.2f} "
-                  f"{r['mb_per_s_per_core']:10.3f} {r['instances_per_s']:8.0f} "
-                  f"{r['peak_tree_rss_mb']:8.0f}")  # fmt: skip
+            print(
+                f"{f'{k}x':>8} {r['input_mb']:8.1f} {r['seconds']:8.1f} {r['mb_per_s']:7.2f} "
+                f"{r['mb_per_s_per_core']:10.3f} {r['instances_per_s']:8.0f} "
+                f"{r['peak_tree_rss_mb']:8.0f}"
+            )
             shutil.rmtree(Path(tmp) / f"out{k}")
     if args.json:
         args.json.write_text(json.dumps({"cpu": cpu_info().label, "rows": rows}, indent=1) + "\n")

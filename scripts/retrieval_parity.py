@@ -12,8 +12,13 @@ import argparse
 import sys
 import time
 
-KEYS = {"MRR@10": "mrr@10", "NDCG@10": "ndcg@10", "Recall@1": "recall@1", "Recall@10": "recall@10",
-        "Recall@100": "recall@100"}  # fmt: skip
+KEYS = {
+    "MRR@10": "mrr@10",
+    "NDCG@10": "ndcg@10",
+    "Recall@1": "recall@1",
+    "Recall@10": "recall@10",
+    "Recall@100": "recall@100",
+}
 
 
 def main() -> int:
@@ -41,9 +46,19 @@ def main() -> int:
     ours = evaluate_retrieval(embedder, test)["retrieval"]
     t1 = time.perf_counter()
     rel = {q: {d for d, v in r.items() if v > 0} for q, r in test.qrels.items()}
-    ev = InformationRetrievalEvaluator(test.queries, test.corpus, rel, mrr_at_k=[10], ndcg_at_k=[10],
-                                       accuracy_at_k=[1, 10, 100], precision_recall_at_k=[1, 10, 100],
-                                       map_at_k=[100], batch_size=32, show_progress_bar=False, name="t")  # fmt: skip
+    ev = InformationRetrievalEvaluator(
+        test.queries,
+        test.corpus,
+        rel,
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[1, 10, 100],
+        precision_recall_at_k=[1, 10, 100],
+        map_at_k=[100],
+        batch_size=32,
+        show_progress_bar=False,
+        name="t",
+    )
     ref = ev(SentenceTransformer(model, device="cpu"))
     t2 = time.perf_counter()
     bad = []
@@ -51,10 +66,12 @@ def main() -> int:
         theirs = ref[f"t_cosine_{ref_key}"]
         if abs(ours[ours_key] - theirs) > 1e-9:
             bad.append(f"{ours_key} {ours[ours_key]!r} vs {theirs!r}")
-    print(f"SQuAD retrieval, {ours['queries']} questions over {len(test.corpus)} paragraphs: bertkit "
-          + ", ".join(f"{k} {ours[k]:.4f}" for k in KEYS)
-          + f" ({t1 - t0:.0f} s); sentence-transformers {t2 - t1:.0f} s; "
-          + ("every metric equal to 1e-9" if not bad else "DIFFER: " + "; ".join(bad)))  # fmt: skip
+    print(
+        f"SQuAD retrieval, {ours['queries']} questions over {len(test.corpus)} paragraphs: bertkit "
+        + ", ".join(f"{k} {ours[k]:.4f}" for k in KEYS)
+        + f" ({t1 - t0:.0f} s); sentence-transformers {t2 - t1:.0f} s; "
+        + ("every metric equal to 1e-9" if not bad else "DIFFER: " + "; ".join(bad))
+    )
     return 1 if bad else 0
 
 

@@ -35,8 +35,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bertkit import hardware  # noqa: E402
 
-AVX2_CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
-            "MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # fmt: skip
+AVX2_CAP = {
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
 
 RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
     # (forced decisions, other environment)
@@ -53,8 +56,12 @@ SLOW_RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
 def check_coverage() -> None:
     """Every choice of every decision is forced by some run."""
     forced = {(n, c) for decisions, _ in RUNS for n, c in decisions.items()}
-    missing = [f"{n}={c}" for n, choices in hardware.CHOICES.items() for c in choices
-               if (n, c) not in forced]  # fmt: skip
+    missing = [
+        f"{n}={c}"
+        for n, choices in hardware.CHOICES.items()
+        for c in choices
+        if (n, c) not in forced
+    ]
     if missing:
         sys.exit(f"test_paths.py: no run forces {', '.join(missing)}; add it to RUNS")
 
@@ -78,8 +85,10 @@ def available_under(name: str, choice: str, extra: dict[str, str]) -> tuple[bool
     """:func:`bertkit.hardware.available` in a process with ``extra`` in its environment."""
     if not extra:
         return hardware.available(name, choice)
-    code = (f"from bertkit import hardware; ok, why = hardware.available({name!r}, {choice!r}); "
-            "print(int(ok), why)")  # fmt: skip
+    code = (
+        f"from bertkit import hardware; ok, why = hardware.available({name!r}, {choice!r}); "
+        "print(int(ok), why)"
+    )
     env = {**os.environ, **extra, "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     ok, _, why = out.stdout.strip().partition(" ")
@@ -88,16 +97,31 @@ def available_under(name: str, choice: str, extra: dict[str, str]) -> tuple[bool
 
 def run(index: int, total: int, decisions, extra, marker: str, args: list[str]) -> bool:
     env, notes = environment(decisions, extra)
-    label = " ".join(f"{k}={v}" for k, v in {**extra, **{
-        hardware.ENV[n]: c for n, c in decisions.items() if hardware.ENV[n] in env}}.items())  # fmt: skip
+    label = " ".join(
+        f"{k}={v}"
+        for k, v in {
+            **extra,
+            **{hardware.ENV[n]: c for n, c in decisions.items() if hardware.ENV[n] in env},
+        }.items()
+    )
     print(f"== kernel paths {index}/{total}: {label}", flush=True)
     for note in notes:
         print(f"   {note}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         start = time.monotonic()
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker,
-               f"--junitxml={report}", *args]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            marker,
+            f"--junitxml={report}",
+            *args,
+        ]
         rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
         seconds = time.monotonic() - start
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -107,8 +131,11 @@ def run(index: int, total: int, decisions, extra, marker: str, args: list[str]) 
             counts = {k: int(suite.get(k, 0)) for k in counts}
     failed = counts["failures"] + counts["errors"]
     passed = counts["tests"] - failed - counts["skipped"]
-    print(f"== kernel paths {index}/{total}: {label}: {passed} passed, {failed} failed, "
-          f"{counts['skipped']} skipped, {seconds:.0f} s (pytest rc {rc})", flush=True)  # fmt: skip
+    print(
+        f"== kernel paths {index}/{total}: {label}: {passed} passed, {failed} failed, "
+        f"{counts['skipped']} skipped, {seconds:.0f} s (pytest rc {rc})",
+        flush=True,
+    )
     return rc == 0
 
 

@@ -87,8 +87,16 @@ def cjk_wiki(wiki: list[str], large: Path, limit: int) -> list[str]:
 def cjk_built(wiki: list[str], n: int, seed: int = 0) -> list[str]:
     """Wiki lines with runs of CJK-range characters spliced between their words."""
     rng = random.Random(seed)
-    ranges = [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x3040, 0x30FF), (0xAC00, 0xD7AF),
-              (0xF900, 0xFAFF), (0x20000, 0x2A6DF), (0xFF01, 0xFF5E), (0x3000, 0x303F)]  # fmt: skip
+    ranges = [
+        (0x4E00, 0x9FFF),
+        (0x3400, 0x4DBF),
+        (0x3040, 0x30FF),
+        (0xAC00, 0xD7AF),
+        (0xF900, 0xFAFF),
+        (0x20000, 0x2A6DF),
+        (0xFF01, 0xFF5E),
+        (0x3000, 0x303F),
+    ]
     out = []
     for _ in range(n):
         words = rng.choice(wiki).split()[:60] or ["text"]
@@ -142,11 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     sets = {
         "wiki": wiki[: args.limit],
         "squad-pairs": squad_pairs(args.data / "squad_v1.1" / "dev-v1.1.json"),
-        "cjk-wiki": cjk_wiki(wiki, args.data / "pretraining_text" / "wikipedia-large", args.cjk_limit),
+        "cjk-wiki": cjk_wiki(
+            wiki, args.data / "pretraining_text" / "wikipedia-large", args.cjk_limit
+        ),
         "cjk-built": cjk_built(wiki, args.cjk_limit),
-    }  # fmt: skip
-    print(f"inputs read in {time.perf_counter() - t0:.0f}s: "
-          + ", ".join(f"{k} {len(v)}" for k, v in sets.items()))  # fmt: skip
+    }
+    print(
+        f"inputs read in {time.perf_counter() - t0:.0f}s: "
+        + ", ".join(f"{k} {len(v)}" for k, v in sets.items())
+    )
     # the cased vocabulary: what `bertkit train-vocab --cased` trains on wiki_00..wiki_04
     train_text = wiki_lines(wiki_dir, 15000)
     cased_vocab, _ = train_wordpiece(
@@ -167,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             complete &= counts[-1] == len(items)
             cells = " ".join(f"{f'{c} identical of {len(items)}':>22s}" for c in counts)
             print(f"{name:24s} {set_name:12s} {cells}", flush=True)
-    print(f"\n{'all identical' if complete else 'DIFFERENCES FOUND'} "
-          f"({time.perf_counter() - t0:.0f}s)")  # fmt: skip
+    print(
+        f"\n{'all identical' if complete else 'DIFFERENCES FOUND'} "
+        f"({time.perf_counter() - t0:.0f}s)"
+    )
     return 0 if complete else 1
 
 

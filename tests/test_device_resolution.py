@@ -31,10 +31,18 @@ TABLE = [
 @pytest.mark.parametrize(("requested", "world", "available", "count", "want"), TABLE)
 def test_device_per_rank(requested, world, available, count, want):
     got = [
-        str(resolve_device(requested, rank, world, cuda_available=available, device_count=count,
-                           warn=lambda _m: None))
+        str(
+            resolve_device(
+                requested,
+                rank,
+                world,
+                cuda_available=available,
+                device_count=count,
+                warn=lambda _m: None,
+            )
+        )
         for rank in range(world)
-    ]  # fmt: skip
+    ]
     assert got == want
 
 

@@ -27,9 +27,23 @@ STAGE_KEYS = {
     "pretrain_run": {"settings", "calibration", "run"},
     "glue": {"corpus", "data", "pretrain", "finetune"},
 }
-SPEED_ROW = {"model", "seq", "batch", "case", "impl", "step_ms", "sequences_per_s", "tokens_per_s",
-             "mfu_real_datasheet", "mfu_padded_datasheet", "mfu_real_measured",
-             "mfu_padded_measured", "speedup_vs_hf_sdpa", "peak_gib", "step_gib"}  # fmt: skip
+SPEED_ROW = {
+    "model",
+    "seq",
+    "batch",
+    "case",
+    "impl",
+    "step_ms",
+    "sequences_per_s",
+    "tokens_per_s",
+    "mfu_real_datasheet",
+    "mfu_padded_datasheet",
+    "mfu_real_measured",
+    "mfu_padded_measured",
+    "speedup_vs_hf_sdpa",
+    "peak_gib",
+    "step_gib",
+}
 
 
 def _inputs(tmp_path: Path) -> tuple[Path, Path]:
@@ -61,15 +75,26 @@ def _dry_runs(tmp_path: Path) -> dict[str, tuple[subprocess.CompletedProcess, Pa
     argv = {"main": [], "stage5": ["--stage5", "--corpus", str(corpus), "--glue", str(glue)]}
     procs = {}
     for name, extra in argv.items():
-        cmd = ["bash", "scripts/gpu_check.sh", "--dry-run", "--out", str(tmp_path / name / "out"),
-               "--work", str(tmp_path / name / "work"), *extra]  # fmt: skip
-        procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        cmd = [
+            "bash",
+            "scripts/gpu_check.sh",
+            "--dry-run",
+            "--out",
+            str(tmp_path / name / "out"),
+            "--work",
+            str(tmp_path / name / "work"),
+            *extra,
+        ]
+        procs[name] = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     done = {}
     for name, proc in procs.items():
         stdout, _ = proc.communicate(timeout=600)
-        done[name] = (subprocess.CompletedProcess(proc.args, proc.returncode, stdout),
-                      tmp_path / name / "out")  # fmt: skip
+        done[name] = (
+            subprocess.CompletedProcess(proc.args, proc.returncode, stdout),
+            tmp_path / name / "out",
+        )
     return done
 
 

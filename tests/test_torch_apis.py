@@ -33,8 +33,14 @@ def test_attention_kernels_of_the_cuda_path():
 
 def test_optimizers_and_precision_apis():
     assert {"fused", "foreach"} <= _params(torch.optim.AdamW)
-    for name in ("_foreach_norm", "_foreach_mul_", "_foreach_add_", "_foreach_div",
-                 "_foreach_sqrt", "_foreach_addcmul_"):  # fmt: skip  # training/optim.py (LAMB)
+    for name in (
+        "_foreach_norm",
+        "_foreach_mul_",
+        "_foreach_add_",
+        "_foreach_div",
+        "_foreach_sqrt",
+        "_foreach_addcmul_",
+    ):  # training/optim.py (LAMB)
         assert callable(getattr(torch, name)), name
     assert torch.get_autocast_dtype("cpu") in (torch.bfloat16, torch.float16)
     assert torch.is_autocast_enabled("cpu") is False
@@ -44,9 +50,19 @@ def test_optimizers_and_precision_apis():
 
 
 def test_cuda_apis_exist_by_name():
-    for name in ("Event", "get_device_properties", "get_device_name", "is_bf16_supported",
-                 "get_rng_state_all", "set_rng_state_all", "set_device", "is_initialized",
-                 "device_count", "synchronize", "max_memory_allocated"):  # fmt: skip
+    for name in (
+        "Event",
+        "get_device_properties",
+        "get_device_name",
+        "is_bf16_supported",
+        "get_rng_state_all",
+        "set_rng_state_all",
+        "set_device",
+        "is_initialized",
+        "device_count",
+        "synchronize",
+        "max_memory_allocated",
+    ):
         assert callable(getattr(torch.cuda, name)), name
     assert hasattr(torch.backends.cuda.matmul, "allow_tf32")
 
@@ -68,8 +84,14 @@ def test_apis_of_the_gpu_check_and_its_cuda_tests():
     from torch.nn.parallel import DistributedDataParallel
     from torch.profiler import ProfilerActivity, profile
 
-    for name in ("reset_peak_memory_stats", "memory_allocated", "max_memory_allocated",
-                 "empty_cache", "get_device_capability", "manual_seed_all"):  # fmt: skip
+    for name in (
+        "reset_peak_memory_stats",
+        "memory_allocated",
+        "max_memory_allocated",
+        "empty_cache",
+        "get_device_capability",
+        "manual_seed_all",
+    ):
         assert callable(getattr(torch.cuda, name)), name
     assert {"enable_timing"} <= _params(torch.cuda.Event)
     for name in ("record", "elapsed_time", "synchronize"):

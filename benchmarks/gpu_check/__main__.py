@@ -52,17 +52,28 @@ def environment() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    env: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "cuda_build": torch.version.cuda, "cpu_count": os.cpu_count(),
-                           "transformers": version("transformers"),
-                           "sentence_transformers": version("sentence-transformers"),
-                           "device": "cpu (no CUDA)"}  # fmt: skip
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+        "transformers": version("transformers"),
+        "sentence_transformers": version("sentence-transformers"),
+        "device": "cpu (no CUDA)",
+    }
     if torch.cuda.is_available():
-        env.update(device=torch.cuda.get_device_name(0),
-                   capability=".".join(map(str, torch.cuda.get_device_capability(0))))  # fmt: skip
+        env.update(
+            device=torch.cuda.get_device_name(0),
+            capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+        )
     try:
-        env["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                       capture_output=True, text=True, timeout=10).stdout.strip()  # fmt: skip
+        env["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         env["commit"] = "unknown"
     return env
@@ -71,11 +82,25 @@ def environment() -> dict[str, Any]:
 def run_stage(stage, cap: float, out: Path, work: Path, passthrough: list[str]) -> dict[str, Any]:
     """Run one stage to its end or its cap; returns its summary entry."""
     log = out / "gpu_check.log"
-    cmd = [sys.executable, "-m", f"benchmarks.gpu_check.{stage.name}", "--out", str(out),
-           "--work", str(work), "--budget", str(cap), *passthrough]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT),
-                                          *filter(None, [os.environ.get("PYTHONPATH")])])}  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        f"benchmarks.gpu_check.{stage.name}",
+        "--out",
+        str(out),
+        "--work",
+        str(work),
+        "--budget",
+        str(cap),
+        *passthrough,
+    ]
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "src"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
     if stage.name == "correctness":
         env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # cuBLAS may then be deterministic (resume)
     (out / stage.file).unlink(missing_ok=True)
@@ -85,8 +110,9 @@ def run_stage(stage, cap: float, out: Path, work: Path, passthrough: list[str]) 
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"\n===== stage {stage.number} {stage.name} (cap {cap:.0f} s) =====\n")
         f.flush()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             code = proc.wait(timeout=cap)
         except subprocess.TimeoutExpired:
@@ -99,8 +125,15 @@ def run_stage(stage, cap: float, out: Path, work: Path, passthrough: list[str]) 
         status, reason = "timed out", f"stopped at its {cap:.0f} s cap"
     elif status == "running" or not result:
         status, reason = "failed", f"exit {code}: {_last_line(log, start)}"
-    return {"number": stage.number, "status": status, "reason": reason, "seconds": seconds,
-            "budget_s": cap, "exit_code": code, "result": result}  # fmt: skip
+    return {
+        "number": stage.number,
+        "status": status,
+        "reason": reason,
+        "seconds": seconds,
+        "budget_s": cap,
+        "exit_code": code,
+        "result": result,
+    }
 
 
 def _stop(proc: subprocess.Popen) -> int | None:
@@ -153,15 +186,22 @@ def selected(args: argparse.Namespace) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--out", type=Path, default=os.environ.get("OUT"),
-                    help="results folder (default: $OUT)")  # fmt: skip
-    ap.add_argument("--work", type=Path, default=None,
-                    help="shards, runs, weights (default: a fresh temporary folder)")  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", type=Path, default=os.environ.get("OUT"), help="results folder (default: $OUT)"
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="shards, runs, weights (default: a fresh temporary folder)",
+    )
     ap.add_argument("--stages", default="", help="comma list of stages (numbers or names)")
-    ap.add_argument("--stage5", action="store_true",
-                    help="run stage 5 (a session of its own: ~10 minutes)")  # fmt: skip
+    ap.add_argument(
+        "--stage5", action="store_true", help="run stage 5 (a session of its own: ~10 minutes)"
+    )
     stage_args(ap)
     args = ap.parse_args(argv)
     if args.out is None:
@@ -182,8 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     passthrough += ["--glue", str(args.glue)] if args.glue else []
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     command = " ".join(["python -m benchmarks.gpu_check", *(argv or sys.argv[1:])])
-    summary: dict[str, Any] = {"started": started, "command": command, "dry_run": args.dry_run,
-                               "work": str(work), "env": env, "stages": {}}  # fmt: skip
+    summary: dict[str, Any] = {
+        "started": started,
+        "command": command,
+        "dry_run": args.dry_run,
+        "work": str(work),
+        "env": env,
+        "stages": {},
+    }
     t0 = time.perf_counter()
     for stage in stages:
         cap = stage.budget_s or args.stage5_minutes * 60 + STAGE5_EXTRA_S
@@ -192,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         entry = run_stage(stage, cap, out, work, passthrough)
         summary["stages"][stage.name] = entry
         summary["seconds"] = round(time.perf_counter() - t0, 2)
-        print(f"stage {stage.number} {stage.name}: {entry['status']} in {entry['seconds']:.0f} s"
-              + (f" ({entry['reason']})" if entry["reason"] else ""), flush=True)  # fmt: skip
+        print(
+            f"stage {stage.number} {stage.name}: {entry['status']} in {entry['seconds']:.0f} s"
+            + (f" ({entry['reason']})" if entry["reason"] else ""),
+            flush=True,
+        )
         _write(out, summary)
     summary["table_markdown"] = report.markdown(summary)
     _write(out, summary)

@@ -97,16 +97,53 @@ class Sizes:
     glue_examples: int | None = None
 
 
-FULL = Sizes(articles=None, holdout=0.05, vocab=30522, model_vocab=30522, lengths=(128, 512),
-             batches=(256, 32), speed_models=("base", "large"), task_model="base", steps=10,
-             blocks=3, warmup=3, real_batches=4, profile_updates=10, finetune_batch=(32, 128),
-             embed_texts=4096, embed_batch=128, run_size="small", run_batch=256,
-             calibration_steps=60, run_steps_cap=None)  # fmt: skip
-DRY = Sizes(articles=24, holdout=0.3, vocab=600, model_vocab=2048, lengths=(32, 64),
-            batches=(4, 2), speed_models=("dry",), task_model="dry", steps=1, blocks=2, warmup=1,
-            real_batches=2, profile_updates=2, finetune_batch=(4, 32), embed_texts=32,
-            embed_batch=16, run_size="tiny", run_batch=8, calibration_steps=2, run_steps_cap=4,
-            evaluations=2, glue_epochs={"SST-2": 1, "MRPC": 1}, glue_examples=16)  # fmt: skip
+FULL = Sizes(
+    articles=None,
+    holdout=0.05,
+    vocab=30522,
+    model_vocab=30522,
+    lengths=(128, 512),
+    batches=(256, 32),
+    speed_models=("base", "large"),
+    task_model="base",
+    steps=10,
+    blocks=3,
+    warmup=3,
+    real_batches=4,
+    profile_updates=10,
+    finetune_batch=(32, 128),
+    embed_texts=4096,
+    embed_batch=128,
+    run_size="small",
+    run_batch=256,
+    calibration_steps=60,
+    run_steps_cap=None,
+)
+DRY = Sizes(
+    articles=24,
+    holdout=0.3,
+    vocab=600,
+    model_vocab=2048,
+    lengths=(32, 64),
+    batches=(4, 2),
+    speed_models=("dry",),
+    task_model="dry",
+    steps=1,
+    blocks=2,
+    warmup=1,
+    real_batches=2,
+    profile_updates=2,
+    finetune_batch=(4, 32),
+    embed_texts=32,
+    embed_batch=16,
+    run_size="tiny",
+    run_batch=8,
+    calibration_steps=2,
+    run_steps_cap=4,
+    evaluations=2,
+    glue_epochs={"SST-2": 1, "MRPC": 1},
+    glue_examples=16,
+)
 
 
 @dataclass
@@ -159,15 +196,30 @@ class Context:
 
 def stage_args(p: argparse.ArgumentParser) -> None:
     """The options the driver passes on to every stage."""
-    p.add_argument("--dry-run", action="store_true",
-                   help="tiny sizes on the CPU: every stage end to end, for the test suite")  # fmt: skip
-    p.add_argument("--compile", action="store_true",
-                   help="stage 2 also times both sides under torch.compile (compile excluded)")  # fmt: skip
-    p.add_argument("--corpus", nargs="*", type=Path, default=[],
-                   help="stage 5: corpus files or folders (.xz read as is; default: built-in)")  # fmt: skip
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="tiny sizes on the CPU: every stage end to end, for the test suite",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="stage 2 also times both sides under torch.compile (compile excluded)",
+    )
+    p.add_argument(
+        "--corpus",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="stage 5: corpus files or folders (.xz read as is; default: built-in)",
+    )
     p.add_argument("--glue", type=Path, default=None, help="stage 5: the GLUE root (SST-2/, MRPC/)")
-    p.add_argument("--stage5-minutes", type=float, default=5.0,
-                   help="stage 5: minutes of pre-training (the 10-minute command cap allows ~5)")  # fmt: skip
+    p.add_argument(
+        "--stage5-minutes",
+        type=float,
+        default=5.0,
+        help="stage 5: minutes of pre-training (the 10-minute command cap allows ~5)",
+    )
 
 
 def context(stage_number: int, argv: list[str] | None = None) -> Context:
@@ -179,12 +231,28 @@ def context(stage_number: int, argv: list[str] | None = None) -> Context:
     p.add_argument("--budget", type=float, required=True, help="this stage's cap in seconds")
     stage_args(p)
     a = p.parse_args(argv)
-    ctx = Context(stage, a.out, a.work, a.dry_run, a.budget, time.perf_counter(), a.compile,
-                  a.corpus, a.glue, a.stage5_minutes)  # fmt: skip
+    ctx = Context(
+        stage,
+        a.out,
+        a.work,
+        a.dry_run,
+        a.budget,
+        time.perf_counter(),
+        a.compile,
+        a.corpus,
+        a.glue,
+        a.stage5_minutes,
+    )
     ctx.out.mkdir(parents=True, exist_ok=True)
     ctx.work.mkdir(parents=True, exist_ok=True)
-    ctx.write(stage=stage.name, status="running", reason="", device=ctx.device,
-              dry_run=ctx.dry_run, budget_s=ctx.budget_s)  # fmt: skip
+    ctx.write(
+        stage=stage.name,
+        status="running",
+        reason="",
+        device=ctx.device,
+        dry_run=ctx.dry_run,
+        budget_s=ctx.budget_s,
+    )
     return ctx
 
 
@@ -193,9 +261,15 @@ def model_config(name: str, vocab_size: int = 30522, **overrides: Any):
     from bertkit.config import BertConfig
 
     if name == "dry":
-        return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                          **overrides)  # fmt: skip
+        return BertConfig(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            **overrides,
+        )
     return BertConfig.preset(name, vocab_size=vocab_size, **overrides)
 
 

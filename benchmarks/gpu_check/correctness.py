@@ -44,9 +44,15 @@ def read_junit(path: Path) -> list[dict[str, Any]]:
                 message = message[0][:300] if message else ""
                 break
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        cases.append({"id": f"{case.get('classname')}::{case.get('name')}", "outcome": outcome,
-                      "seconds": float(case.get("time") or 0), "message": message,
-                      "properties": props})  # fmt: skip
+        cases.append(
+            {
+                "id": f"{case.get('classname')}::{case.get('name')}",
+                "outcome": outcome,
+                "seconds": float(case.get("time") or 0),
+                "message": message,
+                "properties": props,
+            }
+        )
     return cases
 
 
@@ -55,8 +61,21 @@ def main(argv: list[str] | None = None) -> int:
     files = gpu_test_files()
     junit = ctx.work / "stage1_junit.xml"
     junit.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider", "-q", "-rs",
-           "-o", "junit_family=xunit1", f"--junitxml={junit}", *files]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={junit}",
+        *files,
+    ]
     ctx.write(command=" ".join(cmd[1:]), files=files)
     print("stage 1:", " ".join(cmd), flush=True)
     try:  # stop pytest a little before the driver would stop this stage, to say so here
@@ -67,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if not junit.exists():
         return finish(ctx, False, f"pytest exited {rc} without a junit XML")
     cases = read_junit(junit)
-    counts = {k: sum(c["outcome"] == k for c in cases) for k in ("passed", "failed", "error",
-                                                                 "skipped")}  # fmt: skip
+    counts = {
+        k: sum(c["outcome"] == k for c in cases) for k in ("passed", "failed", "error", "skipped")
+    }
     recorded = {c["id"]: c["properties"] for c in cases if c["properties"]}
     ctx.write(pytest_exit_code=rc, counts=counts, tests=cases, recorded=recorded)
     if counts["failed"] or counts["error"] or rc not in (0, 5):

@@ -61,8 +61,12 @@ def prepare_corpus(
     for k, path in enumerate(chunks):  # bert format: a sentence a line, a blank line per doc
         path.write_text("".join("\n".join(d) + "\n\n" for d in docs[k :: len(chunks)]), "utf-8")
     words = sum(len(s.split()) for d in docs for s in d)
-    made: dict[str, Any] = {"articles": len(docs), "words": words, "workers": workers,
-                            "read_s": round(time.perf_counter() - t0, 2)}  # fmt: skip
+    made: dict[str, Any] = {
+        "articles": len(docs),
+        "words": words,
+        "workers": workers,
+        "read_s": round(time.perf_counter() - t0, 2),
+    }
     t1 = time.perf_counter()
     sample, budget = [], VOCAB_SAMPLE_WORDS
     for d in docs:
@@ -72,18 +76,27 @@ def prepare_corpus(
             break
     vocab = folder / "vocab.txt"
     train_wordpiece(sample, vocab_size=vocab_size, output=vocab, show_progress=False)
-    made.update(vocab=str(vocab), vocab_size=sum(1 for _ in vocab.open(encoding="utf-8")),
-                vocab_s=round(time.perf_counter() - t1, 2))  # fmt: skip
+    made.update(
+        vocab=str(vocab),
+        vocab_size=sum(1 for _ in vocab.open(encoding="utf-8")),
+        vocab_s=round(time.perf_counter() - t1, 2),
+    )
     parts = [(n, chunks) for n in lengths]
     parts += [(n, chunks[: max(1, len(chunks) // 4)]) for n in small_lengths]
     for length, inputs in parts:
         t2 = time.perf_counter()
-        settings = PrepareSettings(max_seq_length=length, format="bert", dupe_factor=1,
-                                   dynamic_masking=True, balanced_next=True,
-                                   holdout_fraction=holdout)  # fmt: skip
+        settings = PrepareSettings(
+            max_seq_length=length,
+            format="bert",
+            dupe_factor=1,
+            dynamic_masking=True,
+            balanced_next=True,
+            holdout_fraction=holdout,
+        )
         out = folder / f"data{length}"
-        prepare_pretraining(inputs, vocab, out, settings, num_workers=workers, overwrite=True,
-                            show_progress=False)  # fmt: skip
+        prepare_pretraining(
+            inputs, vocab, out, settings, num_workers=workers, overwrite=True, show_progress=False
+        )
         made[f"data{length}"] = {
             "path": str(out),
             "train": len(PretrainingDataset(out, "train")),

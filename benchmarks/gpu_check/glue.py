@@ -48,8 +48,9 @@ def corpus_files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files += [f for f in sorted(p.iterdir()) if f.is_file()
-                      and not f.name.startswith(SKIP_NAMES)]  # fmt: skip
+            files += [
+                f for f in sorted(p.iterdir()) if f.is_file() and not f.name.startswith(SKIP_NAMES)
+            ]
         else:
             files.append(p)
     return files or [builtin_corpus()]
@@ -58,10 +59,28 @@ def corpus_files(paths: list[Path]) -> list[Path]:
 def finetune(ctx, task: str, model: Path, epochs: int, timeout: float) -> dict[str, Any]:
     """``bertkit finetune glue`` of ``task`` from ``model``; the dev scores of its metrics.json."""
     out = ctx.work / f"finetune-{task}"
-    args = ["finetune", "glue", "--task", task, "--data-dir", str(ctx.glue), "--model", str(model),
-            "--output", str(out), "--epochs", str(epochs), "--batch-size", "32",
-            "--learning-rate", str(FINETUNE_LR), "--max-seq-length", "128",
-            "--precision", "bf16" if ctx.cuda else "auto"]  # fmt: skip
+    args = [
+        "finetune",
+        "glue",
+        "--task",
+        task,
+        "--data-dir",
+        str(ctx.glue),
+        "--model",
+        str(model),
+        "--output",
+        str(out),
+        "--epochs",
+        str(epochs),
+        "--batch-size",
+        "32",
+        "--learning-rate",
+        str(FINETUNE_LR),
+        "--max-seq-length",
+        "128",
+        "--precision",
+        "bf16" if ctx.cuda else "auto",
+    ]
     if ctx.sizes.glue_examples:
         args += ["--max-train-examples", str(ctx.sizes.glue_examples)]
     got = bertkit_cli(ctx, args, timeout)
@@ -69,8 +88,13 @@ def finetune(ctx, task: str, model: Path, epochs: int, timeout: float) -> dict[s
     if got["exit_code"] == 0 and metrics.exists():
         m = json.loads(metrics.read_text())
         sel = m.get("selected", {})
-        got.update(metric=m.get("metric"), dev_score=sel.get("score"), epoch=sel.get("epoch"),
-                   dev=sel.get("dev"), train_examples=m.get("train_examples"))  # fmt: skip
+        got.update(
+            metric=m.get("metric"),
+            dev_score=sel.get("score"),
+            epoch=sel.get("epoch"),
+            dev=sel.get("dev"),
+            train_examples=m.get("train_examples"),
+        )
     return got
 
 
@@ -78,20 +102,33 @@ def main(argv: list[str] | None = None) -> int:
     ctx = context(5, argv)
     s = ctx.sizes
     if ctx.glue is None or not all((ctx.glue / t).is_dir() for t in s.glue_epochs):
-        ctx.write(status="skipped", reason=f"--glue must name a folder holding "
-                  f"{' and '.join(s.glue_epochs)} (got {ctx.glue})")  # fmt: skip
+        ctx.write(
+            status="skipped",
+            reason=f"--glue must name a folder holding "
+            f"{' and '.join(s.glue_epochs)} (got {ctx.glue})",
+        )
         return 0
     files = corpus_files(ctx.corpus)
     size, batch = ("base", 256) if not ctx.dry_run else (s.run_size, s.run_batch)
-    ctx.write(corpus=[str(f) for f in files], settings={"model_size": size, "batch": batch,
-              "seq": s.lengths[0], "lr": LEARNING_RATE, "minutes": ctx.stage5_minutes,
-              "finetune_lr": FINETUNE_LR, "epochs": s.glue_epochs})  # fmt: skip
+    ctx.write(
+        corpus=[str(f) for f in files],
+        settings={
+            "model_size": size,
+            "batch": batch,
+            "seq": s.lengths[0],
+            "lr": LEARNING_RATE,
+            "minutes": ctx.stage5_minutes,
+            "finetune_lr": FINETUNE_LR,
+            "epochs": s.glue_epochs,
+        },
+    )
     from bertkit.data.corpus import read_documents
 
     docs = itertools.islice(read_documents(files), s.articles)
     folder = ctx.work / "stage5-data"
-    made = prepare_corpus(docs, folder, s.vocab, s.lengths[:1], holdout=0.01 if not ctx.dry_run
-                          else s.holdout)  # fmt: skip
+    made = prepare_corpus(
+        docs, folder, s.vocab, s.lengths[:1], holdout=0.01 if not ctx.dry_run else s.holdout
+    )
     ctx.write(data=made)
     data = folder / f"data{s.lengths[0]}"
     if s.run_steps_cap:  # the dry run: the calibration is stage 4's, tested there
@@ -103,8 +140,17 @@ def main(argv: list[str] | None = None) -> int:
             return finish(ctx, False, f"the calibration run {exit_text(cal)}")
         steps = plan_steps(ctx, cal, ctx.stage5_minutes * 60)
     reserve = 30 if ctx.dry_run else FINETUNE_S  # what the fine-tuning runs need after it
-    run = pretrain_cli(ctx, data, ctx.work / "run-stage5", size, batch, steps, LEARNING_RATE,
-                       s.evaluations, ctx.seconds_left() - reserve)  # fmt: skip
+    run = pretrain_cli(
+        ctx,
+        data,
+        ctx.work / "run-stage5",
+        size,
+        batch,
+        steps,
+        LEARNING_RATE,
+        s.evaluations,
+        ctx.seconds_left() - reserve,
+    )
     ctx.write(pretrain=run)
     if run["exit_code"] != 0:
         return finish(ctx, False, f"bertkit pretrain {exit_text(run)}")

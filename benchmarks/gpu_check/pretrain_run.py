@@ -36,8 +36,9 @@ def bertkit_cli(ctx, args: list[str], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bertkit", *args, "--device", ctx.device]
     print("$ " + " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     lines: list[str] = []
 
     def pump() -> None:
@@ -57,8 +58,13 @@ def bertkit_cli(ctx, args: list[str], timeout: float) -> dict[str, Any]:
     reader.join(timeout=5)
     output = "".join(lines)
     notes = [x for x in lines if x.startswith(("MFU peak", "1 process(es)"))]
-    return {"command": " ".join(cmd[3:]), "exit_code": code, "notes": [x.strip() for x in notes],
-            "seconds": round(time.perf_counter() - t0, 2), "output_tail": output[-1500:]}  # fmt: skip
+    return {
+        "command": " ".join(cmd[3:]),
+        "exit_code": code,
+        "notes": [x.strip() for x in notes],
+        "seconds": round(time.perf_counter() - t0, 2),
+        "output_tail": output[-1500:],
+    }
 
 
 def exit_text(got: dict[str, Any]) -> str:
@@ -67,19 +73,52 @@ def exit_text(got: dict[str, Any]) -> str:
     return "ran past its time and was stopped" if code is None else f"exited {code}"
 
 
-def pretrain_cli(ctx, data: Path, run: Path, size: str, batch: int, steps: int, lr: float,
-                 evaluations: int, timeout: float) -> dict[str, Any]:  # fmt: skip
+def pretrain_cli(
+    ctx,
+    data: Path,
+    run: Path,
+    size: str,
+    batch: int,
+    steps: int,
+    lr: float,
+    evaluations: int,
+    timeout: float,
+) -> dict[str, Any]:
     """``bertkit pretrain`` of ``steps`` updates into ``run`` (a fresh folder), logging about 20
     windows, evaluating held-out data ``evaluations`` times, saving once at the end."""
     import shutil
 
     shutil.rmtree(run, ignore_errors=True)
-    args = ["pretrain", "--data", str(data), "--output", str(run), "--model-size", size,
-            "--max-steps", str(steps), "--batch-size", str(batch), "--learning-rate", str(lr),
-            "--warmup-proportion", "0.05", "--log-every", str(max(1, steps // 20)),
-            "--eval-every", str(max(1, steps // evaluations)),
-            "--eval-examples", "64" if ctx.dry_run else "2048", "--save-every", str(steps),
-            "--keep-last", "1", "--precision", "bf16" if ctx.cuda else "auto", "--no-progress"]  # fmt: skip
+    args = [
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(run),
+        "--model-size",
+        size,
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        str(batch),
+        "--learning-rate",
+        str(lr),
+        "--warmup-proportion",
+        "0.05",
+        "--log-every",
+        str(max(1, steps // 20)),
+        "--eval-every",
+        str(max(1, steps // evaluations)),
+        "--eval-examples",
+        "64" if ctx.dry_run else "2048",
+        "--save-every",
+        str(steps),
+        "--keep-last",
+        "1",
+        "--precision",
+        "bf16" if ctx.cuda else "auto",
+        "--no-progress",
+    ]
     return {**bertkit_cli(ctx, args, timeout), **run_summary(run)}
 
 
@@ -90,20 +129,30 @@ def run_summary(run: Path) -> dict[str, Any]:
 
     records = MetricsLog(run / "metrics.jsonl").read()
     train = [r for r in records if r.get("type") == "train"]
-    evals = [{k: r.get(k) for k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc")}
-             for r in records if r.get("type") == "eval"]  # fmt: skip
+    evals = [
+        {k: r.get(k) for k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc")}
+        for r in records
+        if r.get("type") == "eval"
+    ]
     steady = train[1:] or train
 
     def median(key: str) -> float | None:
         values = [r[key] for r in steady if r.get(key) is not None]
         return statistics.median(values) if values else None
 
-    out: dict[str, Any] = {"updates": train[-1]["step"] if train else 0, "evals": evals,
-                           "trainer_mfu": median("mfu"), "tokens_per_s": median("tokens_per_s"),
-                           "seconds_per_update": median("seconds_per_step")}  # fmt: skip
+    out: dict[str, Any] = {
+        "updates": train[-1]["step"] if train else 0,
+        "evals": evals,
+        "trainer_mfu": median("mfu"),
+        "tokens_per_s": median("tokens_per_s"),
+        "seconds_per_update": median("seconds_per_step"),
+    }
     if evals:
-        out.update(first_heldout_loss=evals[0]["loss"], last_heldout_loss=evals[-1]["loss"],
-                   loss_fell=len(evals) > 1 and evals[-1]["loss"] < evals[0]["loss"])  # fmt: skip
+        out.update(
+            first_heldout_loss=evals[0]["loss"],
+            last_heldout_loss=evals[-1]["loss"],
+            loss_fell=len(evals) > 1 and evals[-1]["loss"] < evals[0]["loss"],
+        )
     return out
 
 
@@ -145,8 +194,17 @@ def main(argv: list[str] | None = None) -> int:
     if cal["exit_code"] != 0 or "rate_s" not in cal:
         return finish(ctx, False, f"the calibration run {exit_text(cal)}")
     steps = plan_steps(ctx, cal, ctx.seconds_left() - MARGIN_S)
-    run = pretrain_cli(ctx, data, ctx.work / "run-stage4", s.run_size, s.run_batch, steps, lr,
-                       s.evaluations, ctx.seconds_left() - 2)  # fmt: skip
+    run = pretrain_cli(
+        ctx,
+        data,
+        ctx.work / "run-stage4",
+        s.run_size,
+        s.run_batch,
+        steps,
+        lr,
+        s.evaluations,
+        ctx.seconds_left() - 2,
+    )
     ctx.write(run=run)
     if run["exit_code"] != 0:
         return finish(ctx, False, f"bertkit pretrain {exit_text(run)}")

@@ -94,12 +94,17 @@ def measure(ctx, fns: dict[str, Any]) -> tuple[dict[str, float], dict[str, dict]
 
 def _config(ctx, size: str):
     """The timed model: a preset (or the dry run's), BERT's vocabulary and dropout."""
-    return model_config(size, ctx.sizes.model_vocab, hidden_dropout_prob=DROPOUT,
-                        attention_probs_dropout_prob=DROPOUT)  # fmt: skip
+    return model_config(
+        size,
+        ctx.sizes.model_vocab,
+        hidden_dropout_prob=DROPOUT,
+        attention_probs_dropout_prob=DROPOUT,
+    )
 
 
-def rows_for(cfg, label: str, length: int, case: str, cpu: list[dict], seconds, memory,
-             peak: dict) -> list[dict]:  # fmt: skip
+def rows_for(
+    cfg, label: str, length: int, case: str, cpu: list[dict], seconds, memory, peak: dict
+) -> list[dict]:
     """The table rows of one (model, length, case): one per implementation."""
     real = statistics.fmean(batch_flops(cfg, b, "real") for b in cpu)
     padded = statistics.fmean(batch_flops(cfg, b, "padded") for b in cpu)
@@ -108,17 +113,25 @@ def rows_for(cfg, label: str, length: int, case: str, cpu: list[dict], seconds, 
     ref = seconds.get("hf-sdpa")
     out = []
     for impl, sec in seconds.items():
-        out.append({
-            "model": label, "seq": length, "batch": B, "case": case, "impl": impl,
-            "step_ms": sec * 1e3, "sequences_per_s": B / sec, "tokens_per_s": tokens / sec,
-            "real_token_share": tokens / (B * length),
-            "mfu_real_datasheet": mfu(real, sec, peak["datasheet_tflops"]),
-            "mfu_padded_datasheet": mfu(padded, sec, peak["datasheet_tflops"]),
-            "mfu_real_measured": mfu(real, sec, peak["measured_tflops"]),
-            "mfu_padded_measured": mfu(padded, sec, peak["measured_tflops"]),
-            "speedup_vs_hf_sdpa": ref / sec if ref else None,
-            **memory.get(impl, {}),
-        })  # fmt: skip
+        out.append(
+            {
+                "model": label,
+                "seq": length,
+                "batch": B,
+                "case": case,
+                "impl": impl,
+                "step_ms": sec * 1e3,
+                "sequences_per_s": B / sec,
+                "tokens_per_s": tokens / sec,
+                "real_token_share": tokens / (B * length),
+                "mfu_real_datasheet": mfu(real, sec, peak["datasheet_tflops"]),
+                "mfu_padded_datasheet": mfu(padded, sec, peak["datasheet_tflops"]),
+                "mfu_real_measured": mfu(real, sec, peak["measured_tflops"]),
+                "mfu_padded_measured": mfu(padded, sec, peak["measured_tflops"]),
+                "speedup_vs_hf_sdpa": ref / sec if ref else None,
+                **memory.get(impl, {}),
+            }
+        )
     return out
 
 
@@ -145,12 +158,17 @@ def time_size(ctx, size: str, peak: dict, rows: list[dict], cases_by_length: dic
         for case, cpu in cases.items():
             on_dev = [{k: v.to(ctx.device, non_blocking=True) for k, v in b.items()} for b in cpu]
             plain = [{k: v for k, v in b.items() if k != "layout"} for b in on_dev]
-            fns = {"bertkit": cycle_fn(steps["bertkit"], on_dev),
-                   "hf-sdpa": cycle_fn(steps["hf-sdpa"], plain)}  # fmt: skip
+            fns = {
+                "bertkit": cycle_fn(steps["bertkit"], on_dev),
+                "hf-sdpa": cycle_fn(steps["hf-sdpa"], plain),
+            }
             seconds, memory = measure(ctx, fns)
             rows += rows_for(cfg, size, length, case, cpu, seconds, memory, peak)
-            print(f"stage 2: {size} T={length} {case}: " + ", ".join(
-                f"{k} {v * 1e3:.1f} ms" for k, v in seconds.items()), flush=True)  # fmt: skip
+            print(
+                f"stage 2: {size} T={length} {case}: "
+                + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in seconds.items()),
+                flush=True,
+            )
             ctx.write(rows=rows)
     del models, steps
     if ctx.cuda:
@@ -210,19 +228,28 @@ def host_syncs(ctx, cpu: list[dict]) -> dict[str, Any]:
         for k in range(n):
             update(model, [ready[k % len(ready)].to(ctx.device, non_blocking=True)])
     synchronize(ctx.device)
-    counts = Counter(e.name for e in prof.events()
-                     if e.name in SYNC_OPS or "Synchronize" in e.name)  # fmt: skip
+    counts = Counter(e.name for e in prof.events() if e.name in SYNC_OPS or "Synchronize" in e.name)
     waits = sum(v for k, v in counts.items() if "Synchronize" in k)
-    out: dict[str, Any] = {"model": size, "updates": n, "precision": precision,
-                           "counts": dict(sorted(counts.items())),
-                           "per_update": {k: v / n for k, v in sorted(counts.items())}}  # fmt: skip
+    out: dict[str, Any] = {
+        "model": size,
+        "updates": n,
+        "precision": precision,
+        "counts": dict(sorted(counts.items())),
+        "per_update": {k: v / n for k, v in sorted(counts.items())},
+    }
     if not ctx.cuda:
-        out.update(applicable=False, reason="no CUDA: the runtime's synchronisations exist only "
-                   "on a GPU; the ATen reads counted on the CPU are kept for reference (the CPU "
-                   "kernel of fused AdamW reads each parameter's step count, CUDA's does not)")  # fmt: skip
+        out.update(
+            applicable=False,
+            reason="no CUDA: the runtime's synchronisations exist only "
+            "on a GPU; the ATen reads counted on the CPU are kept for reference (the CPU "
+            "kernel of fused AdamW reads each parameter's step count, CUDA's does not)",
+        )
         return out
-    out.update(applicable=True, cuda_waits_per_update=waits / n,
-               goal_met=waits / n <= 1.0 and counts["aten::_local_scalar_dense"] / n <= 1.0)  # fmt: skip
+    out.update(
+        applicable=True,
+        cuda_waits_per_update=waits / n,
+        goal_met=waits / n <= 1.0 and counts["aten::_local_scalar_dense"] / n <= 1.0,
+    )
     return out
 
 
@@ -234,9 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     peak = peaks(ctx.device)
     import transformers
 
-    ctx.write(peak=peak, dropout=DROPOUT, vocab=s.model_vocab, transformers=transformers.__version__,
-              torch=torch.__version__, timing=f"{s.blocks} alternating blocks of {s.steps} "
-              f"steps after {s.warmup} warm-up steps; median step")  # fmt: skip
+    ctx.write(
+        peak=peak,
+        dropout=DROPOUT,
+        vocab=s.model_vocab,
+        transformers=transformers.__version__,
+        torch=torch.__version__,
+        timing=f"{s.blocks} alternating blocks of {s.steps} "
+        f"steps after {s.warmup} warm-up steps; median step",
+    )
     cases_by_length, missing = {}, {}
     for length, batch in zip(s.lengths, s.batches, strict=True):
         cases_by_length[length], why = batches(ctx, length, batch)

@@ -42,9 +42,12 @@ def classification_batch(batch: int, seq: int, vocab: int, padded: bool) -> dict
         torch.randint(low, seq + 1, (batch,), generator=g) if padded else torch.full((batch,), seq)
     )
     mask = (torch.arange(seq)[None] < lengths[:, None]).long()
-    return {"input_ids": torch.randint(1000, vocab, (batch, seq), generator=g) * mask,
-            "token_type_ids": torch.zeros(batch, seq, dtype=torch.long), "attention_mask": mask,
-            "labels": torch.randint(0, 2, (batch,), generator=g)}  # fmt: skip
+    return {
+        "input_ids": torch.randint(1000, vocab, (batch, seq), generator=g) * mask,
+        "token_type_ids": torch.zeros(batch, seq, dtype=torch.long),
+        "attention_mask": mask,
+        "labels": torch.randint(0, 2, (batch,), generator=g),
+    }
 
 
 def finetune_rows(ctx, peak: dict) -> list[dict]:
@@ -58,15 +61,18 @@ def finetune_rows(ctx, peak: dict) -> list[dict]:
     cfg = model_config(s.task_model, s.model_vocab, num_labels=2)
     torch.manual_seed(0)
     with torch.device(ctx.device):
-        steps = {"bertkit": step_fn(BertForSequenceClassification(cfg), ctx.device),
-                 "hf-sdpa": step_fn(HFCls(hf_config(cfg)), ctx.device)}  # fmt: skip
+        steps = {
+            "bertkit": step_fn(BertForSequenceClassification(cfg), ctx.device),
+            "hf-sdpa": step_fn(HFCls(hf_config(cfg)), ctx.device),
+        }
     rows = []
     for case in ("padded", "full"):
         cpu = classification_batch(B, T, s.model_vocab, case == "padded")
         ours = {**cpu, "layout": layout(cpu["attention_mask"])}  # as the trainer collates it
         on = {"bertkit": ours, "hf-sdpa": cpu}
-        fns = {k: cycle_fn(steps[k], [{n: v.to(ctx.device) for n, v in on[k].items()}])
-               for k in steps}  # fmt: skip
+        fns = {
+            k: cycle_fn(steps[k], [{n: v.to(ctx.device) for n, v in on[k].items()}]) for k in steps
+        }
         for fn in fns.values():
             for _ in range(s.warmup):
                 fn()
@@ -75,17 +81,28 @@ def finetune_rows(ctx, peak: dict) -> list[dict]:
             for name, fn in fns.items():
                 samples[name].append(time_steps(fn, s.steps, ctx.device))
         lengths = cpu["attention_mask"].sum(1).tolist()
-        flops = 3 * inference_flops(lengths, cfg.num_hidden_layers, cfg.hidden_size,
-                                    cfg.intermediate_size)  # fmt: skip
+        flops = 3 * inference_flops(
+            lengths, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size
+        )
         ref = statistics.median(samples["hf-sdpa"])
         for name, v in samples.items():
             sec = statistics.median(v)
-            rows.append({"task": "finetune-cls", "model": s.task_model, "case": case, "impl": name,
-                         "batch": B, "seq": T, "step_ms": sec * 1e3, "sequences_per_s": B / sec,
-                         "tokens_per_s": sum(lengths) / sec,
-                         "mfu_real_datasheet": mfu(flops, sec, peak["datasheet_tflops"]),
-                         "mfu_real_measured": mfu(flops, sec, peak["measured_tflops"]),
-                         "speedup_vs_hf_sdpa": ref / sec})  # fmt: skip
+            rows.append(
+                {
+                    "task": "finetune-cls",
+                    "model": s.task_model,
+                    "case": case,
+                    "impl": name,
+                    "batch": B,
+                    "seq": T,
+                    "step_ms": sec * 1e3,
+                    "sequences_per_s": B / sec,
+                    "tokens_per_s": sum(lengths) / sec,
+                    "mfu_real_datasheet": mfu(flops, sec, peak["datasheet_tflops"]),
+                    "mfu_real_measured": mfu(flops, sec, peak["measured_tflops"]),
+                    "speedup_vs_hf_sdpa": ref / sec,
+                }
+            )
         ctx.write(finetune=rows)
     return rows
 
@@ -126,8 +143,13 @@ def reference_encoder(folder, device: str, batch: int, low: bool, limit: int):
             with torch.inference_mode(), torch.autocast(kind, torch.bfloat16, enabled=low):
                 for k in range(0, len(order), batch):
                     idx = order[k : k + batch]
-                    enc = tok([texts[i] for i in idx], padding=True, truncation=True,
-                              max_length=limit, return_tensors="pt").to(device)  # fmt: skip
+                    enc = tok(
+                        [texts[i] for i in idx],
+                        padding=True,
+                        truncation=True,
+                        max_length=limit,
+                        return_tensors="pt",
+                    ).to(device)
                     hidden = model(**enc).last_hidden_state.float()
                     m = enc["attention_mask"].unsqueeze(-1).float()
                     out[idx] = ((hidden * m).sum(1) / m.sum(1)).cpu().numpy()
@@ -139,8 +161,9 @@ def reference_encoder(folder, device: str, batch: int, low: bool, limit: int):
 
     def encode(texts: list[str]) -> np.ndarray:
         with torch.autocast(kind, torch.bfloat16, enabled=low):
-            return st.encode(texts, batch_size=batch, convert_to_numpy=True,
-                             show_progress_bar=False)  # fmt: skip
+            return st.encode(
+                texts, batch_size=batch, convert_to_numpy=True, show_progress_bar=False
+            )
 
     import sentence_transformers
 
@@ -161,14 +184,23 @@ def embed_rows(ctx, peak: dict) -> dict[str, Any]:
     folder = ctx.work / "embed-model"
     torch.manual_seed(0)
     save_pretrained(BertModel(cfg), folder, tok)
-    ours = Embedder.load(folder, pooling="mean", normalize=False, device=ctx.device,
-                         precision="bf16", batch_size=s.embed_batch)  # fmt: skip
+    ours = Embedder.load(
+        folder,
+        pooling="mean",
+        normalize=False,
+        device=ctx.device,
+        precision="bf16",
+        batch_size=s.embed_batch,
+    )
     # only texts that fit one window: bertkit would read longer ones in windows, the reference
     # truncates them (the full run's 300 words fit 512 tokens; the dry run's model takes 64)
     limit = cfg.max_position_embeddings
     candidates = mixed_texts(3 * s.embed_texts)
-    fits = [(t, len(e.input_ids)) for t, e in zip(candidates, ours.encode(candidates), strict=True)
-            if len(e.input_ids) <= limit][: s.embed_texts]  # fmt: skip
+    fits = [
+        (t, len(e.input_ids))
+        for t, e in zip(candidates, ours.encode(candidates), strict=True)
+        if len(e.input_ids) <= limit
+    ][: s.embed_texts]
     texts, lengths = [t for t, _ in fits], [n for _, n in fits]
     low = ours.precision == "bf16"
     name, theirs = reference_encoder(folder, ctx.device, s.embed_batch, low, limit)
@@ -188,18 +220,35 @@ def embed_rows(ctx, peak: dict) -> dict[str, Any]:
     rows = []
     for k, v in samples.items():
         sec = statistics.median(v)
-        rows.append({"task": "embed", "model": s.task_model, "impl": k if k == "bertkit" else name,
-                     "texts": len(texts), "texts_per_s": len(texts) / sec,
-                     "tokens_per_s": sum(lengths) / sec,
-                     "mfu_real_datasheet": mfu(flops, sec, peak["datasheet_tflops"]),
-                     "mfu_real_measured": mfu(flops, sec, peak["measured_tflops"]),
-                     "speedup_vs_reference": statistics.median(samples["reference"]) / sec})  # fmt: skip
+        rows.append(
+            {
+                "task": "embed",
+                "model": s.task_model,
+                "impl": k if k == "bertkit" else name,
+                "texts": len(texts),
+                "texts_per_s": len(texts) / sec,
+                "tokens_per_s": sum(lengths) / sec,
+                "mfu_real_datasheet": mfu(flops, sec, peak["datasheet_tflops"]),
+                "mfu_real_measured": mfu(flops, sec, peak["measured_tflops"]),
+                "speedup_vs_reference": statistics.median(samples["reference"]) / sec,
+            }
+        )
     ok = bool(cos.min() > 0.99)
-    return {"status": "passed" if ok else "failed",
-            "reason": "" if ok else f"vectors differ: min cosine {cos.min():.4f}",
-            "precision": ours.precision, "reference": name, "lengths": {"min": min(lengths),
-            "median": statistics.median(lengths), "max": max(lengths), "tokens": sum(lengths)},
-            "cosine_min": float(cos.min()), "cosine_mean": float(cos.mean()), "rows": rows}  # fmt: skip
+    return {
+        "status": "passed" if ok else "failed",
+        "reason": "" if ok else f"vectors differ: min cosine {cos.min():.4f}",
+        "precision": ours.precision,
+        "reference": name,
+        "lengths": {
+            "min": min(lengths),
+            "median": statistics.median(lengths),
+            "max": max(lengths),
+            "tokens": sum(lengths),
+        },
+        "cosine_min": float(cos.min()),
+        "cosine_mean": float(cos.mean()),
+        "rows": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     peak = peaks(ctx.device)
     ctx.write(peak=peak)
     rows = finetune_rows(ctx, peak)
-    print("stage 3: fine-tuning " + ", ".join(f"{r['case']} {r['impl']} {r['step_ms']:.1f} ms"
-                                              for r in rows), flush=True)  # fmt: skip
+    print(
+        "stage 3: fine-tuning "
+        + ", ".join(f"{r['case']} {r['impl']} {r['step_ms']:.1f} ms" for r in rows),
+        flush=True,
+    )
     embed = embed_rows(ctx, peak)
     print(f"stage 3: embeddings {embed.get('rows', embed.get('reason'))}", flush=True)
     ctx.write(embed=embed)

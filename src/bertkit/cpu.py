@@ -52,8 +52,16 @@ class CpuInfo:
         return f"{self.model} ({self.simd_class})"
 
 
-_X86_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx512_vnni",
-              "avx_vnni")  # fmt: skip
+_X86_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_bf16",
+    "amx_tile",
+    "avx512_vnni",
+    "avx_vnni",
+)
 
 
 @cache

@@ -155,8 +155,15 @@ def adopt(made: dict[str, dict[str, str]], source: str) -> None:
         ok, why = available(name, theirs["choice"])
         if not ok:
             mine = decision(name)
-            log.warning("%s: %s cannot run %s=%s (%s); this process runs %s", name, source,
-                        name, theirs["choice"], why, mine.choice)  # fmt: skip
+            log.warning(
+                "%s: %s cannot run %s=%s (%s); this process runs %s",
+                name,
+                source,
+                name,
+                theirs["choice"],
+                why,
+                mine.choice,
+            )
             continue
         reason = f"{source}'s choice: {theirs['reason']}"
         _set(Decision(name, theirs["choice"], reason, source), announce=False)

@@ -106,9 +106,12 @@ def resolve(name: str | Path, revision: str | None = None, *, allow_pickle: bool
     patterns = [*MODEL_FILES, *(PICKLE_FILES if allow_pickle else ())]
     try:
         folder = snapshot_download(
-            text, revision=revision, cache_dir=str(where), allow_patterns=patterns,
+            text,
+            revision=revision,
+            cache_dir=str(where),
+            allow_patterns=patterns,
             local_files_only=offline(),
-        )  # fmt: skip
+        )
     except RevisionNotFoundError as e:
         raise CheckpointError(f"{text}: the Hub model has no revision {revision!r}") from e
     except GatedRepoError as e:

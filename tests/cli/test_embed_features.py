@@ -39,15 +39,22 @@ def hf_states(minilm):
 
 
 @pytest.mark.parametrize(
-    ("layers", "how"), [((-1, -2, -3, -4), "concat"), ((-1, -2, -3, -4), "sum"), ((1, 2, 3, 4, 5, 6), "mean"), ((0,), "sum")]
-)  # fmt: skip
+    ("layers", "how"),
+    [
+        ((-1, -2, -3, -4), "concat"),
+        ((-1, -2, -3, -4), "sum"),
+        ((1, 2, 3, 4, 5, 6), "mean"),
+        ((0,), "sum"),
+    ],
+)
 def test_layer_combine_matches_transformers_hidden_states(minilm, hf_states, layers, how):
     states, mask = hf_states
     ref = combine_layers(states, layers, how)  # (B, T, D), the reference layers combined
     m = mask.unsqueeze(-1).float()
     ref_mean = ((ref * m).sum(1) / m.sum(1)).numpy()  # mean pooling, no normalisation
-    emb = Embedder.load(minilm, precision="fp32", device="cpu", normalize=False,
-                        layers=LayerSpec(layers, how))  # fmt: skip
+    emb = Embedder.load(
+        minilm, precision="fp32", device="cpu", normalize=False, layers=LayerSpec(layers, how)
+    )
     got = emb(TEXTS)
     # 2e-5 per layer: a sum of four carries four layers' kernel rounding (oneDNN or BLAS)
     tol = 2e-5 * (len(layers) if how == "sum" else 1)
@@ -71,8 +78,9 @@ def test_combine_layers_shapes_and_values():
 
 def test_long_text_windows_combine_token_weighted_and_truncate_cuts(minilm):
     long = " ".join(TEXTS * 30)  # ~570 tokens, over MiniLM's 256
-    emb = Embedder.load(minilm, precision="fp32", device="cpu", normalize=False,
-                        windows=WindowConfig(doc_stride=64))  # fmt: skip
+    emb = Embedder.load(
+        minilm, precision="fp32", device="cpu", normalize=False, windows=WindowConfig(doc_stride=64)
+    )
     windowed = emb.window(emb.encode([long]))
     assert windowed.counts.windowed == 1 and windowed.counts.windows == len(windowed.inputs) == 3
     per_window = emb.embed_encodings(windowed.inputs)
@@ -81,11 +89,17 @@ def test_long_text_windows_combine_token_weighted_and_truncate_cuts(minilm):
     got, counts = emb.embed([long])
     np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
     assert counts.truncated == 0
-    mx = Embedder.load(minilm, precision="fp32", device="cpu", normalize=False,
-                       windows=WindowConfig(doc_stride=64, window_pooling="max"))  # fmt: skip
+    mx = Embedder.load(
+        minilm,
+        precision="fp32",
+        device="cpu",
+        normalize=False,
+        windows=WindowConfig(doc_stride=64, window_pooling="max"),
+    )
     np.testing.assert_allclose(mx([long])[0], per_window.max(0), rtol=1e-6)
-    cut = Embedder.load(minilm, precision="fp32", device="cpu", normalize=False,
-                        windows=WindowConfig(truncate=True))  # fmt: skip
+    cut = Embedder.load(
+        minilm, precision="fp32", device="cpu", normalize=False, windows=WindowConfig(truncate=True)
+    )
     got_cut, counts_cut = cut.embed([long, "short"])
     assert counts_cut.truncated == 1 and counts_cut.windows == 2
     np.testing.assert_allclose(got_cut[0], per_window[0], rtol=1e-5, atol=1e-6)
@@ -97,9 +111,27 @@ def test_per_token_cli_writes_vectors_and_offsets_from_max_context_windows(
     long = " ".join(TEXTS * 30)
     (tmp_path / "in.txt").write_text(f"{TEXTS[0]}\n{long}\n", encoding="utf-8")
     out = tmp_path / "t.npy"
-    argv = ["embed", "--model", str(minilm), "--input", str(tmp_path / "in.txt"), "--output", str(out),
-            "--per-token", "--layers", "-1", "-2", "--layer-combine", "concat", "--doc-stride", "64",
-            "--precision", "fp32", "--device", "cpu"]  # fmt: skip
+    argv = [
+        "embed",
+        "--model",
+        str(minilm),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(out),
+        "--per-token",
+        "--layers",
+        "-1",
+        "-2",
+        "--layer-combine",
+        "concat",
+        "--doc-stride",
+        "64",
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     assert "2 lines: 1 windowed into" in capsys.readouterr().err
     vectors = np.load(out)
@@ -110,8 +142,13 @@ def test_per_token_cli_writes_vectors_and_offsets_from_max_context_windows(
         for piece, (a, b) in zip(r["tokens"], r["offsets"]):
             assert text[a:b].lower() == piece.removeprefix("##")
     # a token of the long line equals the vector of the window where it has the most context
-    emb = Embedder.load(minilm, precision="fp32", device="cpu", layers=LayerSpec((-1, -2), "concat"),
-                        windows=WindowConfig(doc_stride=64))  # fmt: skip
+    emb = Embedder.load(
+        minilm,
+        precision="fp32",
+        device="cpu",
+        layers=LayerSpec((-1, -2), "concat"),
+        windows=WindowConfig(doc_stride=64),
+    )
     windowed = emb.window(emb.encode([long]))
     second = windowed.inputs[1]
     k = next(

@@ -61,9 +61,13 @@ def _tiny_mlm_dir(tmp_path):
     tok = BertTokenizer(tmp_path / "vocab.txt")
     torch.manual_seed(0)
     config = BertConfig(
-        vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=48, max_position_embeddings=32,
-    )  # fmt: skip
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=32,
+    )
     model = BertForMaskedLM(config)
     with torch.no_grad():
         model.mlm.bias.normal_(0, 1.0)  # distinct scores, so the ranking is meaningful
@@ -147,8 +151,15 @@ def test_embed_refuses_pickle_checkpoint(tmp_path, capsys) -> None:
     with open(directory / "pytorch_model.bin", "wb") as f:
         pickle.dump({"bert.embeddings.word_embeddings.weight": _Payload(str(canary))}, f)
     (tmp_path / "in.txt").write_text("the cat\n")
-    args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt"),
-            "--output", str(tmp_path / "v.npy")]  # fmt: skip
+    args = [
+        "embed",
+        "--model",
+        str(directory),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "v.npy"),
+    ]
     assert main(args) == 1
     err = capsys.readouterr().err
     assert "pickle" in err and "--allow-pickle" in err and "Traceback" not in err
@@ -172,8 +183,17 @@ def test_embed_summary_names_the_precision_it_ran(tmp_path, capsys, bf16_path) -
 
     directory = _tiny_mlm_dir(tmp_path)
     (tmp_path / "in.txt").write_text("the cat\nthe big red dog ran\n")
-    args = ["embed", "--model", str(directory), "--input", str(tmp_path / "in.txt"),
-            "--output", str(tmp_path / "v.npy"), "--precision", "bf16"]  # fmt: skip
+    args = [
+        "embed",
+        "--model",
+        str(directory),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "v.npy"),
+        "--precision",
+        "bf16",
+    ]
     with hardware.forced("bf16", bf16_path):
         assert main(args) == 0
     summary = capsys.readouterr().err.strip().splitlines()[-1]

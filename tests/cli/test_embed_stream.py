@@ -37,8 +37,14 @@ def _model(root: Path, seed: int = 0) -> Path:
     )
     tok = BertTokenizer(root / "vocab.txt")
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=48, max_position_embeddings=32)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=32,
+    )
     save_pretrained(BertForMaskedLM(config), root / "model", tokenizer=tok)
     return root / "model"
 
@@ -88,8 +94,12 @@ def test_shards_and_manifest_in_input_order(setup, full_run) -> None:
         ).hexdigest()
         assert s["input_sha256"] == want
     (source,) = m["inputs"]
-    assert source == {"path": str(inp), "size": inp.stat().st_size, "lines": N,
-                      "text_sha256": hashlib.sha256(inp.read_bytes()).hexdigest()}  # fmt: skip
+    assert source == {
+        "path": str(inp),
+        "size": inp.stat().st_size,
+        "lines": N,
+        "text_sha256": hashlib.sha256(inp.read_bytes()).hexdigest(),
+    }
     settings = m["settings"]
     assert (settings["shard_size"], settings["sort_window"], settings["pooling"]) == (5, 15, "mean")
     assert settings["batch_size"] == 4 and settings["max_length"] == 32 and m["dim"] == 32
@@ -258,8 +268,12 @@ def test_a_changed_run_is_refused_with_one_line(setup, full_run, tmp_path, capsy
     assert _embed(model, inp, out, *flags) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
-    assert {"setting": "pooling 'mean', this run asks for 'cls'", "model": "a different model",
-            "input_size": "bytes", "input_text": "input changed"}[change] in err  # fmt: skip
+    assert {
+        "setting": "pooling 'mean', this run asks for 'cls'",
+        "model": "a different model",
+        "input_size": "bytes",
+        "input_text": "input changed",
+    }[change] in err
     assert _files(out) == _files(full_run)  # nothing was written
 
 
@@ -324,19 +338,45 @@ def test_two_torchrun_processes_write_the_one_process_folder(setup, full_run, tm
 
     source = {"path": str(inp), "size": inp.stat().st_size}
     with pytest.raises(RuntimeError):
-        embed_to(Embedder.load(model, batch_size=4, precision="fp32"), failing(), resumed,
-                 config=StreamConfig(5, 15), source=source, settings={"encoding_errors": "strict"})  # fmt: skip
+        embed_to(
+            Embedder.load(model, batch_size=4, precision="fp32"),
+            failing(),
+            resumed,
+            config=StreamConfig(5, 15),
+            source=source,
+            settings={"encoding_errors": "strict"},
+        )
     (resumed / ".vectors-00006.npy.abc.tmp").write_bytes(b"half")
     env = {**ENV, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     # windows of 15 lines: rank 0 embeds windows 0 and 2, rank 1 windows 1 and 3 (2 lines);
     # resumed, windows 0-1 are on disk already
     for out, shares in ((tmp_path / "fresh", (30, 17)), (resumed, (15, 2))):
         run = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-             "-m", "bertkit", "embed", "--model", str(model), "--input", str(inp),
-             "--output", f"{out}/", *FLAGS, "--device", "cpu"],
-            env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node",
+                "2",
+                "-m",
+                "bertkit",
+                "embed",
+                "--model",
+                str(model),
+                "--input",
+                str(inp),
+                "--output",
+                f"{out}/",
+                *FLAGS,
+                "--device",
+                "cpu",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         for rank, share in enumerate(shares):  # both did work: not one rank doing it all
             assert f"rank {rank}/2: embedded {share} lines" in run.stderr, run.stderr[-3000:]

@@ -58,8 +58,17 @@ def test_each_setting_within_binomial_tolerance(ratios) -> None:
 
 def test_bad_ratios_are_one_line_errors(tmp_path: Path, capsys) -> None:
     for bad in (["0.5", "0.1", "0.1"], ["1.2", "-0.1", "-0.1"]):
-        argv = ["prepare-pretraining", "--input", str(FIX / "pt_bert.txt"), "--vocab", str(VOCAB),
-                "--output", str(tmp_path / "o"), "--mask-ratios", *bad]  # fmt: skip
+        argv = [
+            "prepare-pretraining",
+            "--input",
+            str(FIX / "pt_bert.txt"),
+            "--vocab",
+            str(VOCAB),
+            "--output",
+            str(tmp_path / "o"),
+            "--mask-ratios",
+            *bad,
+        ]
         assert main(argv) == 1
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith("bertkit prepare-pretraining: error:") and "mask ratios" in err
@@ -69,9 +78,25 @@ def test_bad_ratios_are_one_line_errors(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_ratios_are_recorded_and_used(tmp_path: Path, dynamic: bool) -> None:
     out = tmp_path / "data"
-    argv = ["prepare-pretraining", "--input", str(FIX / "pt_wiki.txt"), str(FIX / "pt_bert.txt"),
-            "--vocab", str(VOCAB), "--output", str(out), "--max-seq-length", "32", "--dupe-factor", "2",
-            "--mask-ratios", "1", "0", "0", *(["--dynamic-masking"] if dynamic else [])]  # fmt: skip
+    argv = [
+        "prepare-pretraining",
+        "--input",
+        str(FIX / "pt_wiki.txt"),
+        str(FIX / "pt_bert.txt"),
+        "--vocab",
+        str(VOCAB),
+        "--output",
+        str(out),
+        "--max-seq-length",
+        "32",
+        "--dupe-factor",
+        "2",
+        "--mask-ratios",
+        "1",
+        "0",
+        "0",
+        *(["--dynamic-masking"] if dynamic else []),
+    ]
     assert main(argv) == 0
     assert json.loads((out / "manifest.json").read_text())["settings"]["mask_ratios"] == [
         1.0,

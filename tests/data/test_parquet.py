@@ -26,8 +26,26 @@ def _docs() -> list[str]:
 
 
 def _prepare(src: Path, out: Path, *extra: str) -> int:
-    return main(["prepare-pretraining", "--input", str(src), "--vocab", str(VOCAB), "--output", str(out),
-                 "--max-seq-length", "32", "--dupe-factor", "2", "--seed", "5", "--num-workers", "1", *extra])  # fmt: skip
+    return main(
+        [
+            "prepare-pretraining",
+            "--input",
+            str(src),
+            "--vocab",
+            str(VOCAB),
+            "--output",
+            str(out),
+            "--max-seq-length",
+            "32",
+            "--dupe-factor",
+            "2",
+            "--seed",
+            "5",
+            "--num-workers",
+            "1",
+            *extra,
+        ]
+    )
 
 
 def test_parquet_gives_the_same_instances_as_jsonl(tmp_path: Path, monkeypatch) -> None:

@@ -193,8 +193,17 @@ def test_missing_input_file(tmp_path: Path, capsys) -> None:
 
 def test_an_empty_corpus_is_a_one_line_error_and_writes_nothing(tmp_path: Path, capsys) -> None:
     (tmp_path / "empty.txt").write_text("\n\n   \n", encoding="utf-8")
-    argv = ["prepare-pretraining", "--input", str(tmp_path / "empty.txt"), "--vocab", str(VOCAB),
-            "--output", str(tmp_path / "out"), "--num-workers", "1"]  # fmt: skip
+    argv = [
+        "prepare-pretraining",
+        "--input",
+        str(tmp_path / "empty.txt"),
+        "--vocab",
+        str(VOCAB),
+        "--output",
+        str(tmp_path / "out"),
+        "--num-workers",
+        "1",
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert (
@@ -211,8 +220,17 @@ def test_pretrain_on_prepared_data_without_instances_is_a_one_line_error(
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     manifest["splits"]["train"]["shards"] = []  # as a folder with an empty split would be
     (tmp_path / "data" / "manifest.json").write_text(json.dumps(manifest))
-    argv = ["pretrain", "--data", str(tmp_path / "data"), "--output", str(tmp_path / "run"), "--max-steps", "2",
-            "--device", "cpu"]  # fmt: skip
+    argv = [
+        "pretrain",
+        "--data",
+        str(tmp_path / "data"),
+        "--output",
+        str(tmp_path / "run"),
+        "--max-steps",
+        "2",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "the 'train' split holds no instances" in err and err.startswith(

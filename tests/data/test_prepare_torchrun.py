@@ -15,8 +15,22 @@ from bertkit.data.prepare import deal_files
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 INPUTS = [FIX / n for n in ("pt_wiki.txt", "pt_bert.txt", "pt_docs.jsonl", "pt_paragraphs.txt")]
-ARGS = ["--vocab", str(FIX / "pt_vocab.txt"), "--max-seq-length", "32", "--dupe-factor", "3",
-        "--seed", "7", "--shard-size", "25", "--num-workers", "1", "--text-field", "body"]  # fmt: skip
+ARGS = [
+    "--vocab",
+    str(FIX / "pt_vocab.txt"),
+    "--max-seq-length",
+    "32",
+    "--dupe-factor",
+    "3",
+    "--seed",
+    "7",
+    "--shard-size",
+    "25",
+    "--num-workers",
+    "1",
+    "--text-field",
+    "body",
+]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -24,11 +38,28 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def _torchrun(inputs: list[Path], out: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0",
-           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-            "-m", "bertkit", "prepare-pretraining", "--input", *map(str, inputs),
-            "--output", str(out), *ARGS]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_PROGRESS": "0",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "bertkit",
+        "prepare-pretraining",
+        "--input",
+        *map(str, inputs),
+        "--output",
+        str(out),
+        *ARGS,
+    ]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -84,11 +84,18 @@ def test_pairs_errors(tmp_path):
 
 
 def test_labelled_pairs_and_triples_expanded(tmp_path):
-    rows = [{"query": "q1", "passage": "a", "label": 1}, {"query": "q1", "passage": "b", "label": 0.25},
-            {"query": "q2", "positive": "c", "negative": "d"}]  # fmt: skip
+    rows = [
+        {"query": "q1", "passage": "a", "label": 1},
+        {"query": "q1", "passage": "b", "label": 0.25},
+        {"query": "q2", "positive": "c", "negative": "d"},
+    ]
     got = read_labelled_pairs(_jsonl(tmp_path / "l.jsonl", rows))
     assert [(p.query, p.passage, p.label, p.group) for p in got] == [
-        ("q1", "a", 1.0, 0), ("q1", "b", 0.25, 0), ("q2", "c", 1.0, 1), ("q2", "d", 0.0, 1)]  # fmt: skip
+        ("q1", "a", 1.0, 0),
+        ("q1", "b", 0.25, 0),
+        ("q2", "c", 1.0, 1),
+        ("q2", "d", 0.0, 1),
+    ]
     bad = _jsonl(tmp_path / "m.jsonl", [{"query": "q", "passage": "a", "label": 3}])
     with pytest.raises(InputError, match=r"m\.jsonl:1: label 3.0 is outside \[0, 1\]"):
         read_labelled_pairs(bad)

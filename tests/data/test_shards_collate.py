@@ -187,8 +187,19 @@ def test_dynamic_masking_at_training_time_remasks_static_data(tmp_path: Path) ->
 
     fix = Path(__file__).resolve().parents[1] / "fixtures"
     out = tmp_path / "static"
-    argv = ["prepare-pretraining", "--input", str(fix / "pt_wiki.txt"), "--vocab", str(fix / "pt_vocab.txt"),
-            "--output", str(out), "--max-seq-length", "32", "--dupe-factor", "1"]  # fmt: skip
+    argv = [
+        "prepare-pretraining",
+        "--input",
+        str(fix / "pt_wiki.txt"),
+        "--vocab",
+        str(fix / "pt_vocab.txt"),
+        "--output",
+        str(out),
+        "--max-seq-length",
+        "32",
+        "--dupe-factor",
+        "1",
+    ]
     assert main(argv) == 0
     ds = PretrainingDataset(out)
     assert not ds.dynamic_masking

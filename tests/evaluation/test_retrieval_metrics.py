@@ -54,10 +54,15 @@ def test_same_numbers_as_sentence_transformers_evaluator():
             [{"corpus_id": docs[j], "score": float(len(docs) - r)} for r, j in enumerate(order)]
         )
     ev = st.InformationRetrievalEvaluator(
-        {f"q{q}": "x" for q in range(40)}, dict.fromkeys(docs, "x"),
-        {q: set(r) for q, r in qrels.items()}, mrr_at_k=[10], ndcg_at_k=[10],
-        accuracy_at_k=[1, 10, 50], precision_recall_at_k=[1, 10, 50], map_at_k=[10],
-    )  # fmt: skip
+        {f"q{q}": "x" for q in range(40)},
+        dict.fromkeys(docs, "x"),
+        {q: set(r) for q, r in qrels.items()},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[1, 10, 50],
+        precision_recall_at_k=[1, 10, 50],
+        map_at_k=[10],
+    )
     ref = ev.compute_metrics(results)
     ours = retrieval_metrics(rankings, qrels, (1, 10, 50))
     assert ours["MRR@10"] == pytest.approx(ref["mrr@k"][10], abs=1e-12)
@@ -75,7 +80,9 @@ def test_exact_search_orders_best_first_and_breaks_ties_by_position():
     assert scores[0].tolist() == pytest.approx([1.0, 1.0, 0.6])
     assert exact_search(queries, docs, 10)[0].shape == (2, 4)  # k capped at the corpus
     assert rank_by_scores(["a", "b", "c", "d"], ids, ["x", "y"]) == {
-        "x": ["a", "c", "d"], "y": ["b", "d", "a"]}  # fmt: skip
+        "x": ["a", "c", "d"],
+        "y": ["b", "d", "a"],
+    }
 
 
 def test_exact_search_matches_a_full_sort():

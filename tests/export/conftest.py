@@ -25,9 +25,17 @@ FAMILY_HEADS = (
 
 
 def tiny_config(vocab_size: int, **overrides) -> BertConfig:
-    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **overrides)  # fmt: skip
+    return BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **overrides,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -36,8 +44,10 @@ def tiny_heads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     regressor (num_labels 1) under ``"regressor"``."""
     tok = BertTokenizer(FIXTURES / "tok_vocab.txt")
     out = {}
-    for key, name, labels in [*((n, n, 3) for n in FAMILY_HEADS),
-                              ("regressor", "BertForSequenceClassification", 1)]:  # fmt: skip
+    for key, name, labels in [
+        *((n, n, 3) for n in FAMILY_HEADS),
+        ("regressor", "BertForSequenceClassification", 1),
+    ]:
         d = tmp_path_factory.mktemp(key)
         torch.manual_seed(len(out))
         model = HEAD_CLASSES[name](tiny_config(len(tok), num_labels=labels))
@@ -61,9 +71,29 @@ def tiny_sst2(tiny_heads, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from bertkit.cli.main import main
 
     out = tmp_path_factory.mktemp("tiny_sst2") / "model"
-    argv = ["finetune", "glue", "--task", "SST-2", "--data-dir", str(FIXTURES / "task_glue"),
-            "--model", str(tiny_heads["BertModel"]), "--output", str(out), "--max-steps", "2",
-            "--epochs", "1", "--batch-size", "4", "--max-seq-length", "32", "--precision", "fp32",
-            "--device", "cpu"]  # fmt: skip
+    argv = [
+        "finetune",
+        "glue",
+        "--task",
+        "SST-2",
+        "--data-dir",
+        str(FIXTURES / "task_glue"),
+        "--model",
+        str(tiny_heads["BertModel"]),
+        "--output",
+        str(out),
+        "--max-steps",
+        "2",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-seq-length",
+        "32",
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     return out

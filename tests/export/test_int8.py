@@ -25,8 +25,12 @@ from bertkit.model.quantize import (
 
 from .conftest import FIXTURES
 
-TEXTS = ["A man is playing a guitar.", "hello", "The new movie is awesome, said the critic.",
-         "Paris is the capital and most populous city of France, with an estimated population."]  # fmt: skip
+TEXTS = [
+    "A man is playing a guitar.",
+    "hello",
+    "The new movie is awesome, said the critic.",
+    "Paris is the capital and most populous city of France, with an estimated population.",
+]
 
 
 def error_bound(x: torch.Tensor, w: torch.Tensor, weight_levels: int) -> torch.Tensor:
@@ -170,8 +174,19 @@ def test_cli_precision_int8_embed_predict_evaluate(
 ):
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     for precision in ("fp32", "int8"):
-        argv = ["embed", "--model", str(minilm), "--input", str(tmp_path / "in.txt"), "--device", "cpu",
-                "--output", str(tmp_path / f"{precision}.npy"), "--precision", precision]  # fmt: skip
+        argv = [
+            "embed",
+            "--model",
+            str(minilm),
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--device",
+            "cpu",
+            "--output",
+            str(tmp_path / f"{precision}.npy"),
+            "--precision",
+            precision,
+        ]
         assert main(argv) == 0
     assert "int8" in capsys.readouterr().err
     a, b = np.load(tmp_path / "fp32.npy"), np.load(tmp_path / "int8.npy")
@@ -180,11 +195,24 @@ def test_cli_precision_int8_embed_predict_evaluate(
     for command in ("predict", "evaluate"):
         for precision in ("fp32", "int8"):
             out = tmp_path / f"{command}-{precision}.json"
-            argv = [command, "--model", str(tiny_sst2), "--device", "cpu", "--precision", precision,
-                    "--input" if command == "predict" else "--data", data, "--output", str(out)]  # fmt: skip
+            argv = [
+                command,
+                "--model",
+                str(tiny_sst2),
+                "--device",
+                "cpu",
+                "--precision",
+                precision,
+                "--input" if command == "predict" else "--data",
+                data,
+                "--output",
+                str(out),
+            ]
             assert main(argv) == 0
-    rows = {p: [json.loads(x) for x in (tmp_path / f"predict-{p}.json").read_text().splitlines()]
-            for p in ("fp32", "int8")}  # fmt: skip
+    rows = {
+        p: [json.loads(x) for x in (tmp_path / f"predict-{p}.json").read_text().splitlines()]
+        for p in ("fp32", "int8")
+    }
     probs = {p: np.array([r["probabilities"] for r in rows[p]]) for p in rows}
     assert (
         probs["int8"].shape == probs["fp32"].shape

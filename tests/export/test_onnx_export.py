@@ -164,9 +164,14 @@ def test_bad_requests_are_one_line_errors(tiny_heads, tmp_path: Path, capsys):
     from bertkit.errors import ConfigError
 
     folder = str(tiny_heads["BertModel"])
-    for extra, words in ((["--output", str(tmp_path / "m.txt")], "must end in .onnx"),
-                         (["--output", str(tmp_path / "m.onnx"), "--opset", "11"], "opset must be >= 14"),
-                         (["--output", str(tmp_path / "m.onnx"), "--head", "masked-lm"], "no masked-LM head weights")):  # fmt: skip
+    for extra, words in (
+        (["--output", str(tmp_path / "m.txt")], "must end in .onnx"),
+        (["--output", str(tmp_path / "m.onnx"), "--opset", "11"], "opset must be >= 14"),
+        (
+            ["--output", str(tmp_path / "m.onnx"), "--head", "masked-lm"],
+            "no masked-LM head weights",
+        ),
+    ):
         assert main(["export", "onnx", "--model", folder, *extra]) == 1
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and words in err, err

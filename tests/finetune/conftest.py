@@ -37,8 +37,14 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     words = sorted(_fixture_words() | set(POSITIVE + NEGATIVE + FILLER) - set(SPECIALS))
     (d / "vocab_src.txt").write_text("\n".join(SPECIALS + words) + "\n", encoding="utf-8")
     tok = BertTokenizer(d / "vocab_src.txt")
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     save_pretrained(BertModel(config), d, tok)
     return d

@@ -66,8 +66,23 @@ def test_glue_official_layout_evaluate_and_predict(tiny_model: Path, tmp_path: P
     train_rows = (FIXTURES / "task_glue" / "RTE" / "train.tsv").read_text(encoding="utf-8")
     for split in ("train", "dev"):
         (glue / "RTE" / f"{split}.tsv").write_text(train_rows, encoding="utf-8")
-    fit = finetune("glue", tiny_model, tmp_path / "fit", "--task", "RTE", "--data-dir", str(glue),
-                   "--max-steps", "40", "--epochs", "40", "--learning-rate", "3e-3", "--dropout", "0")  # fmt: skip
+    fit = finetune(
+        "glue",
+        tiny_model,
+        tmp_path / "fit",
+        "--task",
+        "RTE",
+        "--data-dir",
+        str(glue),
+        "--max-steps",
+        "40",
+        "--epochs",
+        "40",
+        "--learning-rate",
+        "3e-3",
+        "--dropout",
+        "0",
+    )
     assert fit["selected"]["dev"]["dev"]["accuracy"] == 1.0
     assert evaluate(tmp_path / "fit", glue, tmp_path) == {"accuracy": 1.0}
     gold = [line.split("\t")[-1] for line in train_rows.splitlines()[1:]]
@@ -122,8 +137,25 @@ def test_glue_regression_and_two_dev_sets(tiny_model: Path, tmp_path: Path) -> N
 def test_selection_records_every_run_and_keeps_the_max(tiny_model: Path, tmp_path: Path) -> None:
     data = write_sentiment(tmp_path / "glue")
     out = tmp_path / "sel"
-    args = ["--task", "SST-2", "--data-dir", str(data), "--restarts", "2", "--epochs", "8",
-            "--batch-size", "8", "--dropout", "0", "--learning-rate", "5e-3", "1e-5", "--seed", "10"]  # fmt: skip
+    args = [
+        "--task",
+        "SST-2",
+        "--data-dir",
+        str(data),
+        "--restarts",
+        "2",
+        "--epochs",
+        "8",
+        "--batch-size",
+        "8",
+        "--dropout",
+        "0",
+        "--learning-rate",
+        "5e-3",
+        "1e-5",
+        "--seed",
+        "10",
+    ]
     assert main(["finetune", "glue", "--model", str(tiny_model), "--output", str(out), *args]) == 0
     m = json.loads((out / "metrics.json").read_text())
     runs = m["runs"]
@@ -145,8 +177,23 @@ def test_ner_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
     conll = FIXTURES / "task_conll.txt"
     out = tmp_path / "ner"
     # long enough to memorise the 3 sentences, so the scores compared below are not 0 = 0
-    m = finetune("ner", tiny_model, out, "--train", str(conll), "--dev", str(conll),
-                 "--max-steps", "60", "--epochs", "60", "--learning-rate", "3e-3", "--dropout", "0")  # fmt: skip
+    m = finetune(
+        "ner",
+        tiny_model,
+        out,
+        "--train",
+        str(conll),
+        "--dev",
+        str(conll),
+        "--max-steps",
+        "60",
+        "--epochs",
+        "60",
+        "--learning-rate",
+        "3e-3",
+        "--dropout",
+        "0",
+    )
     assert {"precision", "recall", "f1"} <= set(m["selected"]["dev"]["dev"])
     assert m["selected"]["dev"]["dev"]["f1"] >= 0.8
     labels = json.loads((out / "bertkit_task.json").read_text())["labels"]
@@ -162,8 +209,17 @@ def test_ner_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
 
 
 def test_bf16_autocast(tiny_model: Path, tmp_path: Path, bf16_path: str) -> None:
-    m = finetune("glue", tiny_model, tmp_path / "bf16", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
-                 "--precision", "bf16")  # fmt: skip
+    m = finetune(
+        "glue",
+        tiny_model,
+        tmp_path / "bf16",
+        "--task",
+        "RTE",
+        "--data-dir",
+        str(FIXTURES / "task_glue"),
+        "--precision",
+        "bf16",
+    )
     assert m["config"]["precision"] == "bf16"
     assert m["precision_run"] == "bf16" and m["hardware"]["bf16"] == bf16_path
     loss = m["runs"][0]["epochs"][0]["train_loss"]
@@ -175,10 +231,28 @@ def test_bf16_without_native_support_runs_fp32(tiny_model: Path, tmp_path: Path,
 
     precision._noticed.discard("bf16")
     with hardware.forced("bf16", "fp32"), caplog.at_level("WARNING", "bertkit.hardware"):
-        m = finetune("glue", tiny_model, tmp_path / "fb", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
-                     "--precision", "bf16")  # fmt: skip
-        ref = finetune("glue", tiny_model, tmp_path / "fp32", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
-                       "--precision", "fp32")  # fmt: skip
+        m = finetune(
+            "glue",
+            tiny_model,
+            tmp_path / "fb",
+            "--task",
+            "RTE",
+            "--data-dir",
+            str(FIXTURES / "task_glue"),
+            "--precision",
+            "bf16",
+        )
+        ref = finetune(
+            "glue",
+            tiny_model,
+            tmp_path / "fp32",
+            "--task",
+            "RTE",
+            "--data-dir",
+            str(FIXTURES / "task_glue"),
+            "--precision",
+            "fp32",
+        )
     assert m["precision_run"] == "fp32"
     notices = [r.getMessage() for r in caplog.records if "bf16 requested" in r.getMessage()]
     assert len(notices) == 1 and "running fp32 instead" in notices[0]
@@ -217,22 +291,49 @@ def test_swag_multiple_choice_end_to_end(tiny_model: Path, tmp_path: Path, capsy
 
 def test_classify_and_tag_with_named_columns(tiny_model: Path, tmp_path: Path) -> None:
     csv = tmp_path / "reviews.csv"
-    csv.write_text('review,other,stars\n"good movie, really",x,pos\nbad film,y,neg\n"the acting was superb",z,pos\n'
-                   "dull plot,w,neg\n", encoding="utf-8")  # fmt: skip
+    csv.write_text(
+        'review,other,stars\n"good movie, really",x,pos\nbad film,y,neg\n"the acting was superb",z,pos\n'
+        "dull plot,w,neg\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "cls"
-    m = finetune("classify", tiny_model, out, "--train", str(csv), "--dev", str(csv),
-                 "--text-column", "review", "--label-column", "stars")  # fmt: skip
+    m = finetune(
+        "classify",
+        tiny_model,
+        out,
+        "--train",
+        str(csv),
+        "--dev",
+        str(csv),
+        "--text-column",
+        "review",
+        "--label-column",
+        "stars",
+    )
     assert set(m["selected"]["dev"]["dev"]) == {"accuracy", "f1", "acc_and_f1"}
     unlabelled = tmp_path / "new.csv"
     unlabelled.write_text("review\ngreat film\n", encoding="utf-8")
     assert predict(out, unlabelled, tmp_path / "p.jsonl")[0]["label"] in ("neg", "pos")
     jsonl = tmp_path / "tags.jsonl"
-    rows = [{"words": ["anna", "berg", "visited", "paris"], "ner": ["B-PER", "I-PER", "O", "B-LOC"]},
-            {"words": ["the", "movie"], "ner": ["O", "O"]}]  # fmt: skip
+    rows = [
+        {"words": ["anna", "berg", "visited", "paris"], "ner": ["B-PER", "I-PER", "O", "B-LOC"]},
+        {"words": ["the", "movie"], "ner": ["O", "O"]},
+    ]
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "tag"
-    m = finetune("tag", tiny_model, out, "--train", str(jsonl), "--dev", str(jsonl),
-                 "--tokens-field", "words", "--tags-field", "ner")  # fmt: skip
+    m = finetune(
+        "tag",
+        tiny_model,
+        out,
+        "--train",
+        str(jsonl),
+        "--dev",
+        str(jsonl),
+        "--tokens-field",
+        "words",
+        "--tags-field",
+        "ner",
+    )
     assert "f1" in m["selected"]["dev"]["dev"]
     assert [len(p["tags"]) for p in predict(out, jsonl, tmp_path / "t.jsonl")] == [4, 2]
 
@@ -242,8 +343,21 @@ def test_bad_input_is_one_line_with_file_and_line(tiny_model: Path, tmp_path: Pa
     bad.mkdir()
     (bad / "train.tsv").write_text("sentence\tlabel\ngood\t1\nbad\t7\n", encoding="utf-8")
     (bad / "dev.tsv").write_text("sentence\tlabel\ngood\t1\n", encoding="utf-8")
-    rc = main(["finetune", "glue", "--task", "SST-2", "--data-dir", str(tmp_path), "--model", str(tiny_model),
-               "--output", str(tmp_path / "o"), *FAST])  # fmt: skip
+    rc = main(
+        [
+            "finetune",
+            "glue",
+            "--task",
+            "SST-2",
+            "--data-dir",
+            str(tmp_path),
+            "--model",
+            str(tiny_model),
+            "--output",
+            str(tmp_path / "o"),
+            *FAST,
+        ]
+    )
     assert rc == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "train.tsv:3:" in err and "'7'" in err
@@ -252,8 +366,20 @@ def test_bad_input_is_one_line_with_file_and_line(tiny_model: Path, tmp_path: Pa
 def test_max_seq_length_over_the_position_limit_is_a_one_line_error(
     tiny_model: Path, tmp_path: Path, capsys
 ) -> None:
-    argv = ["finetune", "glue", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue"),
-            "--model", str(tiny_model), "--output", str(tmp_path / "o"), "--max-seq-length", "512"]  # fmt: skip
+    argv = [
+        "finetune",
+        "glue",
+        "--task",
+        "RTE",
+        "--data-dir",
+        str(FIXTURES / "task_glue"),
+        "--model",
+        str(tiny_model),
+        "--output",
+        str(tmp_path / "o"),
+        "--max-seq-length",
+        "512",
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (
@@ -270,10 +396,14 @@ def test_a_glue_regression_model_scores_plain_pairs(
     text/text_pair CSV, for predict and (with a score) evaluate."""
     out = tmp_path / "stsb"
     finetune("glue", tiny_model, out, "--task", "STS-B", "--data-dir", str(FIXTURES / "task_glue"))
-    pairs = [("a man is playing a guitar", "a man plays the guitar", 4.2),
-             ("the cat sleeps", "stocks fell sharply", 0.2)]  # fmt: skip
+    pairs = [
+        ("a man is playing a guitar", "a man plays the guitar", 4.2),
+        ("the cat sleeps", "stocks fell sharply", 0.2),
+    ]
     jsonl = tmp_path / "pairs.jsonl"
-    jsonl.write_text("".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b, _ in pairs))  # fmt: skip
+    jsonl.write_text(
+        "".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b, _ in pairs)
+    )
     csv = tmp_path / "pairs.csv"
     csv.write_text("text,text_pair,score\n" + "".join(f"{a},{b},{y}\n" for a, b, y in pairs))
     rows = predict(out, jsonl, tmp_path / "p.jsonl")

@@ -17,8 +17,22 @@ from bertkit.cli.main import main
 from .conftest import write_sentiment
 
 N_TRAIN, N_DEV = 81, 16  # batch 8: the last batch holds 1 example, so rank 1's share is empty
-ARGS = ["--task", "SST-2", "--epochs", "4", "--batch-size", "8", "--learning-rate", "1e-2",
-        "--dropout", "0", "--seed", "5", "--device", "cpu"]  # fmt: skip
+ARGS = [
+    "--task",
+    "SST-2",
+    "--epochs",
+    "4",
+    "--batch-size",
+    "8",
+    "--learning-rate",
+    "1e-2",
+    "--dropout",
+    "0",
+    "--seed",
+    "5",
+    "--device",
+    "cpu",
+]
 
 
 def _check_exactly_once(metrics: dict) -> None:
@@ -37,13 +51,32 @@ def test_two_gloo_processes_match_one(tiny_model: Path, tmp_path: Path) -> None:
     one = tmp_path / "one"
     assert main([*common, "--output", str(one)]) == 0
     two = tmp_path / "two"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_PROGRESS": "0",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "bertkit", *common, "--output", str(two)],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "bertkit",
+            *common,
+            "--output",
+            str(two),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     m1 = json.loads((one / "metrics.json").read_text())
     m2 = json.loads((two / "metrics.json").read_text())

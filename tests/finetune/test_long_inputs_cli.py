@@ -13,8 +13,10 @@ from .test_finetune_cli import evaluate, finetune, predict
 def _long_reviews(path: Path) -> Path:
     """The deciding word comes after 30 filler words: beyond a 16-token window."""
     filler = " ".join(["the movie was really quite"] * 6)
-    rows = [{"text": f"{filler} {w}", "label": lab} for w, lab in
-            [*((w, "pos") for w in POSITIVE), *((w, "neg") for w in NEGATIVE)]]  # fmt: skip
+    rows = [
+        {"text": f"{filler} {w}", "label": lab}
+        for w, lab in [*((w, "pos") for w in POSITIVE), *((w, "neg") for w in NEGATIVE)]
+    ]
     rows.append({"text": "good", "label": "pos"})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
@@ -74,8 +76,20 @@ def test_classify_windows_by_default_and_truncate_counts(
 def test_ner_document_context_end_to_end(tiny_model: Path, tmp_path: Path, capsys) -> None:
     conll = FIXTURES / "task_conll.txt"
     out = tmp_path / "doc"
-    m = finetune("ner", tiny_model, out, "--train", str(conll), "--dev", str(conll),
-                 "--document-context", "--max-seq-length", "6", "--doc-stride", "2")  # fmt: skip
+    m = finetune(
+        "ner",
+        tiny_model,
+        out,
+        "--train",
+        str(conll),
+        "--dev",
+        str(conll),
+        "--document-context",
+        "--max-seq-length",
+        "6",
+        "--doc-stride",
+        "2",
+    )
     assert m["windows"]["train"]["inputs"] == 2 and m["windows"]["train"]["windowed"] == 2
     assert json.loads((out / "bertkit_task.json").read_text())["document_context"] is True
     assert "long inputs: train 2 inputs: 2 windowed into" in capsys.readouterr().err
@@ -87,8 +101,17 @@ def test_ner_document_context_end_to_end(tiny_model: Path, tmp_path: Path, capsy
 
 def test_swag_says_how_many_inputs_it_cut(tiny_model: Path, tmp_path: Path, capsys) -> None:
     swag = FIXTURES / "task_swag.csv"
-    m = finetune("swag", tiny_model, tmp_path / "swag", "--train", str(swag), "--dev", str(swag),
-                 "--max-seq-length", "12")  # fmt: skip
+    m = finetune(
+        "swag",
+        tiny_model,
+        tmp_path / "swag",
+        "--train",
+        str(swag),
+        "--dev",
+        str(swag),
+        "--max-seq-length",
+        "12",
+    )
     assert m["windows"]["train"]["truncated"] == 3 and m["windows"]["train"]["windowed"] == 0
     assert "3 truncated" in capsys.readouterr().err
 
@@ -97,8 +120,24 @@ def test_windows_learn_what_truncation_cannot_see(tiny_model: Path, tmp_path: Pa
     """The label word sits after 30 filler words (beyond a 16-token window): trained and read in
     windows the tiny model memorises the set; truncated, it sees only filler (a constant guess)."""
     data = _long_reviews(tmp_path / "long.jsonl")
-    common = ["--train", str(data), "--dev", str(data), "--text-column", "text", "--max-seq-length", "16",
-              "--max-steps", "300", "--epochs", "300", "--learning-rate", "3e-3", "--dropout", "0"]  # fmt: skip
+    common = [
+        "--train",
+        str(data),
+        "--dev",
+        str(data),
+        "--text-column",
+        "text",
+        "--max-seq-length",
+        "16",
+        "--max-steps",
+        "300",
+        "--epochs",
+        "300",
+        "--learning-rate",
+        "3e-3",
+        "--dropout",
+        "0",
+    ]
     windows = finetune("classify", tiny_model, tmp_path / "win", *common)
     cut = finetune("classify", tiny_model, tmp_path / "cut", *common, "--truncate")
     assert windows["selected"]["dev"]["dev"]["accuracy"] >= 0.9

@@ -30,9 +30,30 @@ def setup(tiny_model: Path, tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("predict_stream")
     data = write_sentiment(root / "glue", n_train=24, n_dev=N)
     out = root / "model"
-    argv = ["finetune", "glue", "--task", "SST-2", "--data-dir", str(data), "--model", str(tiny_model),
-            "--output", str(out), "--max-steps", "40", "--epochs", "20", "--batch-size", "8", "--seed", "1",
-            "--learning-rate", "3e-3", "--dropout", "0"]  # fmt: skip
+    argv = [
+        "finetune",
+        "glue",
+        "--task",
+        "SST-2",
+        "--data-dir",
+        str(data),
+        "--model",
+        str(tiny_model),
+        "--output",
+        str(out),
+        "--max-steps",
+        "40",
+        "--epochs",
+        "20",
+        "--batch-size",
+        "8",
+        "--seed",
+        "1",
+        "--learning-rate",
+        "3e-3",
+        "--dropout",
+        "0",
+    ]
     assert main(argv) == 0
     return out, data / "SST-2" / "dev.tsv"
 
@@ -128,8 +149,9 @@ def test_a_document_context_tagger_is_refused(setup) -> None:
     model, _ = setup
     tm = TaskModel.load(model)
     fields = {f.name for f in dataclasses.fields(TaggingAdapter)}
-    adapter = TaggingAdapter(**{k: v for k, v in vars(tm.adapter).items() if k in fields},
-                             document_context=True)  # fmt: skip
+    adapter = TaggingAdapter(
+        **{k: v for k, v in vars(tm.adapter).items() if k in fields}, document_context=True
+    )
     with pytest.raises(ConfigError, match="document-context"):
         predict_to(dataclasses.replace(tm, adapter=adapter), [], "/nonexistent/never-made")
 
@@ -140,12 +162,35 @@ def test_two_torchrun_processes_write_the_one_process_folder(setup, tmp_path) ->
     decisions, which conftest exports): the logits are written in full, so a different thread
     count or kernel path would show in their last bits."""
     model, inp = setup
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0",
-           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
-    args = ["-m", "bertkit", "predict", "--model", str(model), "--input", str(inp), *FLAGS,
-            "--device", "cpu"]  # fmt: skip
-    launch = {"one": [sys.executable],
-              "two": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]}  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_PROGRESS": "0",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    args = [
+        "-m",
+        "bertkit",
+        "predict",
+        "--model",
+        str(model),
+        "--input",
+        str(inp),
+        *FLAGS,
+        "--device",
+        "cpu",
+    ]
+    launch = {
+        "one": [sys.executable],
+        "two": [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+        ],
+    }
     runs = {
         name: subprocess.run(
             [*cmd, *args, "--output", f"{tmp_path / name}/"],

@@ -37,10 +37,16 @@ def _batch(gen: torch.Generator) -> list[EncodedInput]:
 
 def test_regression_steps_match_transformers(tmp_path) -> None:
     cfg = transformers.BertConfig(
-        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=37, max_position_embeddings=40, num_labels=1,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-    )  # fmt: skip
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        num_labels=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     torch.manual_seed(0)
     hf = transformers.BertForSequenceClassification(cfg)
     hf.save_pretrained(tmp_path)
@@ -58,8 +64,9 @@ def test_regression_steps_match_transformers(tmp_path) -> None:
         (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
     opt_hf = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=lr, eps=1e-6,
-    )  # fmt: skip
+        lr=lr,
+        eps=1e-6,
+    )
     sched = transformers.get_linear_schedule_with_warmup(opt_hf, 1, steps)
     opt_bk = build_optimizer(bk, OptimizerConfig(lr=lr, weight_decay=0.01, eps=1e-6))
     schedule = ScheduleConfig.from_proportion(steps, 0.25)

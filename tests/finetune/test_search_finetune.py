@@ -27,9 +27,15 @@ def _passage(rng: random.Random, word: str) -> str:
 
 def _data(tmp: Path) -> tuple[Path, Path, Path]:
     rng = random.Random(0)
-    train = [{"query": f"{w} {rng.choice(FILLER)}", "positive": _passage(rng, w),
-              "negative": _passage(rng, rng.choice([k for k in KEYS if k != w]))}
-             for _ in range(8) for w in KEYS]  # fmt: skip
+    train = [
+        {
+            "query": f"{w} {rng.choice(FILLER)}",
+            "positive": _passage(rng, w),
+            "negative": _passage(rng, rng.choice([k for k in KEYS if k != w])),
+        }
+        for _ in range(8)
+        for w in KEYS
+    ]
     rng.shuffle(train)
     (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
     corpus = {f"d{i}": _passage(rng, w) for i, w in enumerate(KEYS)}
@@ -39,20 +45,48 @@ def _data(tmp: Path) -> tuple[Path, Path, Path]:
         RetrievalSet(corpus, queries, {f"q{i}": {f"d{i}": 1} for i in range(len(KEYS))}),
         "dev",
     )
-    pairs = [{"query": w, "passage": corpus[f"d{j}"], "label": int(i == j)}
-             for i, w in enumerate(KEYS) for j in range(len(KEYS))]  # fmt: skip
+    pairs = [
+        {"query": w, "passage": corpus[f"d{j}"], "label": int(i == j)}
+        for i, w in enumerate(KEYS)
+        for j in range(len(KEYS))
+    ]
     (tmp / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs), encoding="utf-8")
     return tmp / "train.jsonl", tmp / "beir", tmp / "pairs.jsonl"
 
 
 def _evaluate(model: Path, data: Path, out: Path, *args: str) -> dict:
-    assert main(["evaluate", "--model", str(model), "--data", str(data), "--output", str(out),
-                 "--precision", "fp32", *args]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                str(model),
+                "--data",
+                str(data),
+                "--output",
+                str(out),
+                "--precision",
+                "fp32",
+                *args,
+            ]
+        )
+        == 0
+    )
     return json.loads(out.read_text())
 
 
-RUN = ["--epochs", "6", "--batch-size", "16", "--learning-rate", "1e-3", "--precision", "fp32",
-       "--max-seq-length", "16"]  # fmt: skip
+RUN = [
+    "--epochs",
+    "6",
+    "--batch-size",
+    "16",
+    "--learning-rate",
+    "1e-3",
+    "--precision",
+    "fp32",
+    "--max-seq-length",
+    "16",
+]
 
 
 def test_embeddings_learn_and_save_a_sentence_transformers_folder(
@@ -61,8 +95,27 @@ def test_embeddings_learn_and_save_a_sentence_transformers_folder(
     train, beir, _ = _data(tmp_path)
     before = _evaluate(tiny_model, beir, tmp_path / "before.json")["retrieval"]
     out = tmp_path / "emb"
-    assert main(["finetune", "embeddings", "--model", str(tiny_model), "--train", str(train), "--dev", str(beir),
-                 "--output", str(out), "--matryoshka-dims", "16", "--symmetric", *RUN]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "embeddings",
+                "--model",
+                str(tiny_model),
+                "--train",
+                str(train),
+                "--dev",
+                str(beir),
+                "--output",
+                str(out),
+                "--matryoshka-dims",
+                "16",
+                "--symmetric",
+                *RUN,
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     selected = metrics["selected"]["dev"]["dev"]
     after = _evaluate(out, beir, tmp_path / "after.json")["retrieval"]
@@ -89,10 +142,16 @@ def _rerank_data(tmp: Path) -> tuple[Path, Path]:
     """Relevant passages hold the query's (positive) word; the others a negative word only, which
     a tiny cross-encoder learns to tell apart (matching the very word is beyond it)."""
     rng = random.Random(1)
-    train = [{"query": w, "positive": _passage(rng, w), "negative": _passage(rng, rng.choice(NEGATIVE))}
-             for _ in range(16) for w in POSITIVE]  # fmt: skip
-    dev = [{"query": w, "passage": _passage(rng, v), "label": int(v == w)}
-           for w in POSITIVE for v in [w, *NEGATIVE[:5]]]  # fmt: skip
+    train = [
+        {"query": w, "positive": _passage(rng, w), "negative": _passage(rng, rng.choice(NEGATIVE))}
+        for _ in range(16)
+        for w in POSITIVE
+    ]
+    dev = [
+        {"query": w, "passage": _passage(rng, v), "label": int(v == w)}
+        for w in POSITIVE
+        for v in [w, *NEGATIVE[:5]]
+    ]
     for name, rows in (("triples.jsonl", train), ("dev.jsonl", dev)):
         (tmp / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return tmp / "triples.jsonl", tmp / "dev.jsonl"
@@ -101,8 +160,24 @@ def _rerank_data(tmp: Path) -> tuple[Path, Path]:
 def test_rerank_learns_saves_a_cross_encoder_and_reranks(tiny_model: Path, tmp_path: Path) -> None:
     train, dev = _rerank_data(tmp_path)
     out = tmp_path / "ce"
-    assert main(["finetune", "rerank", "--model", str(tiny_model), "--train", str(train), "--dev", str(dev),
-                 "--output", str(out), *RUN]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "rerank",
+                "--model",
+                str(tiny_model),
+                "--train",
+                str(train),
+                "--dev",
+                str(dev),
+                "--output",
+                str(out),
+                *RUN,
+            ]
+        )
+        == 0
+    )
     runs = json.loads((out / "metrics.json").read_text())["runs"][0]
     assert runs["score"] > 0.9, runs["epochs"]  # chance: about 0.41 (one relevant among six)
     config = json.loads((out / "config.json").read_text())
@@ -130,8 +205,26 @@ def test_evaluate_reranks_the_head_of_each_ranking(tiny_model: Path, tmp_path: P
 
     _, beir, pairs = _data(tmp_path)
     ce = tmp_path / "ce"
-    assert main(["finetune", "rerank", "--model", str(tiny_model), "--train", str(pairs), "--dev", str(pairs),
-                 "--output", str(ce), "--max-steps", "3", *RUN]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "rerank",
+                "--model",
+                str(tiny_model),
+                "--train",
+                str(pairs),
+                "--dev",
+                str(pairs),
+                "--output",
+                str(ce),
+                "--max-steps",
+                "3",
+                *RUN,
+            ]
+        )
+        == 0
+    )
     got = _evaluate(
         tiny_model, beir, tmp_path / "rr.json", "--reranker", str(ce), "--rerank-top-k", "5"
     )
@@ -161,14 +254,42 @@ def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
     train, beir, _ = _data(tmp_path)
     before = _evaluate(tiny_model, beir, tmp_path / "before.json")["retrieval"]["MRR@10"]
     out = tmp_path / "two"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_PROGRESS": "0",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "bertkit", "finetune", "embeddings", "--model", str(tiny_model), "--train", str(train),
-         "--dev", str(beir), "--output", str(out), "--device", "cpu", *RUN],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "bertkit",
+            "finetune",
+            "embeddings",
+            "--model",
+            str(tiny_model),
+            "--train",
+            str(train),
+            "--dev",
+            str(beir),
+            "--output",
+            str(out),
+            "--device",
+            "cpu",
+            *RUN,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "2 process(es) on cpu" in run.stderr and run.stderr.count("wrote the selected") == 1
     metrics = json.loads((out / "metrics.json").read_text())

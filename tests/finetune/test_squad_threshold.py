@@ -26,10 +26,20 @@ def write_v2(path: Path) -> dict[str, str]:
         words[20 + p] = POSITIVE[p]
         context = " ".join(words)
         start = context.index(f" {POSITIVE[p]} ") + 1
-        qas = [{"id": f"p{p}", "question": f"which word is {POSITIVE[p]} ?",
-                "answers": [{"text": POSITIVE[p], "answer_start": start}], "is_impossible": False},
-               {"id": f"n{p}", "question": f"which word is {NEGATIVE[p]} ?", "answers": [],
-                "is_impossible": True}]  # fmt: skip
+        qas = [
+            {
+                "id": f"p{p}",
+                "question": f"which word is {POSITIVE[p]} ?",
+                "answers": [{"text": POSITIVE[p], "answer_start": start}],
+                "is_impossible": False,
+            },
+            {
+                "id": f"n{p}",
+                "question": f"which word is {NEGATIVE[p]} ?",
+                "answers": [],
+                "is_impossible": True,
+            },
+        ]
         gold.update({f"p{p}": POSITIVE[p], f"n{p}": ""})
         paragraphs.append({"context": context, "qas": qas})
     path.write_text(
@@ -46,8 +56,25 @@ def _windows_in_all(err: str) -> int:
 def test_squad_v1_predictions_json(tiny_model: Path, tmp_path: Path, capsys) -> None:
     v1 = FIXTURES / "task_squad_v1.json"
     out = tmp_path / "sq1"
-    assert main(["finetune", "squad", "--train", str(v1), "--dev", str(v1), "--model", str(tiny_model),
-                 "--output", str(out), *FAST, *WINDOWS]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "squad",
+                "--train",
+                str(v1),
+                "--dev",
+                str(v1),
+                "--model",
+                str(tiny_model),
+                "--output",
+                str(out),
+                *FAST,
+                *WINDOWS,
+            ]
+        )
+        == 0
+    )
     m = json.loads((out / "metrics.json").read_text())
     assert {"exact", "f1", "total"} <= set(m["selected"]["dev"]["dev"])
     assert "null_threshold" not in m["selected"]["dev"]["dev"]
@@ -73,7 +100,14 @@ def test_squad_v1_predictions_json(tiny_model: Path, tmp_path: Path, capsys) -> 
             "answers": [{"text": FILLER[0], "answer_start": 0}],
         }
     ]
-    long.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}))  # fmt: skip
+    long.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}],
+            }
+        )
+    )
     base = ["predict", "--model", str(out), "--input", str(long), "--output", str(pred)]
     capsys.readouterr()
     assert main(base) == 0
@@ -82,16 +116,36 @@ def test_squad_v1_predictions_json(tiny_model: Path, tmp_path: Path, capsys) -> 
     assert _windows_in_all(capsys.readouterr().err) > saved
     assert main([*base, "--truncate"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == ("bertkit predict: error: --truncate: a squad model reads every window of a long "
-                   "context and keeps the best span; only --doc-stride applies")  # fmt: skip
+    assert err == (
+        "bertkit predict: error: --truncate: a squad model reads every window of a long "
+        "context and keeps the best span; only --doc-stride applies"
+    )
 
 
 def test_squad_v2_threshold_tuned_saved_and_used(tiny_model: Path, tmp_path: Path) -> None:
     data = tmp_path / "v2.json"
     gold = write_v2(data)
     out = tmp_path / "sq2"
-    assert main(["finetune", "squad", "--version-2-with-negative", "--train", str(data), "--dev", str(data),
-                 "--model", str(tiny_model), "--output", str(out), *FAST, *WINDOWS]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "finetune",
+                "squad",
+                "--version-2-with-negative",
+                "--train",
+                str(data),
+                "--dev",
+                str(data),
+                "--model",
+                str(tiny_model),
+                "--output",
+                str(out),
+                *FAST,
+                *WINDOWS,
+            ]
+        )
+        == 0
+    )
     m = json.loads((out / "metrics.json").read_text())
     dev = m["selected"]["dev"]["dev"]
     assert {"HasAns_f1", "NoAns_f1", "null_threshold"} <= set(dev)

@@ -150,8 +150,9 @@ def _poisoned_run(tiny_model: Path, tmp_path: Path, calls: set[int], out: str, *
         return _poison_at(inner, calls)
 
     config = FinetuneConfig(learning_rates=(1e-3,), epochs=1, batch_size=4, dropout=0.0, **cfg)
-    return finetune(build, adapter, TaskData(train, dev), tok, tmp_path / out, config,
-                    log=lambda m: None)  # fmt: skip
+    return finetune(
+        build, adapter, TaskData(train, dev), tok, tmp_path / out, config, log=lambda m: None
+    )
 
 
 def test_a_non_finite_update_is_skipped_not_applied(tiny_model: Path, tmp_path: Path) -> None:

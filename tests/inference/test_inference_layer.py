@@ -24,8 +24,21 @@ def models(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "glue", tiny_model, root / "rte", "--task", "RTE", "--data-dir", str(FIXTURES / "task_glue")
     )
     finetune("ner", tiny_model, root / "ner", "--train", str(conll), "--dev", str(conll))
-    finetune("squad", tiny_model, root / "squad", "--train", str(squad), "--dev", str(squad),
-             "--max-seq-length", "64", "--doc-stride", "16", "--max-query-length", "16")  # fmt: skip
+    finetune(
+        "squad",
+        tiny_model,
+        root / "squad",
+        "--train",
+        str(squad),
+        "--dev",
+        str(squad),
+        "--max-seq-length",
+        "64",
+        "--doc-stride",
+        "16",
+        "--max-query-length",
+        "16",
+    )
     return {
         "rte": root / "rte",
         "ner": root / "ner",
@@ -63,8 +76,19 @@ def test_classifier_call_equals_predict_on_a_file(models: dict[str, Path], tmp_p
     jsonl = tmp_path / "pairs.jsonl"
     jsonl.write_text("".join(json.dumps({"sentence1": a, "sentence2": b}) + "\n" for a, b in pairs))
     out = tmp_path / "p.jsonl"
-    argv = ["predict", "--model", str(models["rte"]), "--input", str(jsonl), "--output", str(out),
-            "--precision", "fp32", "--device", "cpu"]  # fmt: skip
+    argv = [
+        "predict",
+        "--model",
+        str(models["rte"]),
+        "--input",
+        str(jsonl),
+        "--output",
+        str(out),
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["label"] for r in rows] == [g["label"] for g in got]

@@ -20,11 +20,19 @@ DOCS = [
     "The piano was invented in Italy around the year 1700.",
 ]
 QUERIES = [
-    "which river has the largest discharge", "capital of france", "who won two nobel prizes",
-    "how many strings does a guitar have", "ancient chinese fortification", "how do plants make food",
-    "tallest mountain on earth", "shares dropped", "birds that cannot fly", "where was the piano invented",
-    "music instrument with keys", "a big city in europe",
-]  # fmt: skip
+    "which river has the largest discharge",
+    "capital of france",
+    "who won two nobel prizes",
+    "how many strings does a guitar have",
+    "ancient chinese fortification",
+    "how do plants make food",
+    "tallest mountain on earth",
+    "shares dropped",
+    "birds that cannot fly",
+    "where was the piano invented",
+    "music instrument with keys",
+    "a big city in europe",
+]
 RELEVANT = [[0], [1], [2], [3], [4], [5], [6], [7], [8], [9], [9, 3], [1]]
 
 
@@ -43,12 +51,20 @@ def test_off_the_shelf_minilm_scores_as_sentence_transformers(tmp_path) -> None:
         {f"q{i}": t for i, t in enumerate(QUERIES)},
         {f"q{i}": {f"d{j}": 1 for j in rel} for i, rel in enumerate(RELEVANT)},
     )
-    ours = evaluate_retrieval(Embedder.load(model, precision="fp32", windows=WindowConfig(truncate=True)),
-                              data, k=10)["retrieval"]  # fmt: skip
+    ours = evaluate_retrieval(
+        Embedder.load(model, precision="fp32", windows=WindowConfig(truncate=True)), data, k=10
+    )["retrieval"]
     ev = InformationRetrievalEvaluator(
-        data.queries, data.corpus, {q: set(r) for q, r in data.qrels.items()}, mrr_at_k=[10],
-        ndcg_at_k=[10], accuracy_at_k=[1, 10], precision_recall_at_k=[1, 10], map_at_k=[10], name="t",
-    )  # fmt: skip
+        data.queries,
+        data.corpus,
+        {q: set(r) for q, r in data.qrels.items()},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[1, 10],
+        precision_recall_at_k=[1, 10],
+        map_at_k=[10],
+        name="t",
+    )
     ref = ev(st.SentenceTransformer(model, device="cpu"))
     assert ours["queries"] == len(QUERIES)
     assert ours["MRR@10"] == pytest.approx(ref["t_cosine_mrr@10"], abs=1e-9)

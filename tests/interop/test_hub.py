@@ -27,8 +27,14 @@ MAIN, V1 = "1" * 40, "2" * 40
 
 def _tiny(folder: Path, seed: int) -> Path:
     tok = BertTokenizer(FIXTURES / "tok_vocab.txt")
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(seed)
     save_pretrained(BertForMaskedLM(config), folder, tok)
     return folder
@@ -70,8 +76,9 @@ def test_loading_by_id_equals_loading_the_same_files_by_path(cache, tmp_path):
     assert by_id.keys() == by_path.keys()
     assert all(torch.equal(by_id[k], by_path[k]) for k in by_id)
     other = load_pretrained(hub.resolve("tiny-org/tiny-bert", "v1"), BertForMaskedLM)
-    assert not torch.equal(other.state_dict()["bert.embeddings.word.weight"],
-                           by_id["bert.embeddings.word.weight"])  # fmt: skip
+    assert not torch.equal(
+        other.state_dict()["bert.embeddings.word.weight"], by_id["bert.embeddings.word.weight"]
+    )
     tok = BertTokenizer.from_pretrained("tiny-org/tiny-bert")
     assert tok.vocab.token_to_id == BertTokenizer.from_pretrained(tmp_path / "m0").vocab.token_to_id
 
@@ -79,11 +86,23 @@ def test_loading_by_id_equals_loading_the_same_files_by_path(cache, tmp_path):
 def test_every_command_takes_an_id_and_a_revision(cache, tmp_path):
     (tmp_path / "in.txt").write_text("the cat sat\nthe dog\n")
     outs = {}
-    for name, model in (("id", ["tiny-org/tiny-bert"]), ("path", [str(tmp_path / "m0")]),
-                        ("v1", ["tiny-org/tiny-bert", "--revision", "v1"])):  # fmt: skip
+    for name, model in (
+        ("id", ["tiny-org/tiny-bert"]),
+        ("path", [str(tmp_path / "m0")]),
+        ("v1", ["tiny-org/tiny-bert", "--revision", "v1"]),
+    ):
         out = tmp_path / f"{name}.npy"
-        args = ["embed", "--model", *model, "--input", str(tmp_path / "in.txt"), "--output",
-                str(out), "--precision", "fp32"]  # fmt: skip
+        args = [
+            "embed",
+            "--model",
+            *model,
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--output",
+            str(out),
+            "--precision",
+            "fp32",
+        ]
         assert main(args) == 0
         outs[name] = np.load(out)
     assert np.array_equal(outs["id"], outs["path"])
@@ -102,16 +121,27 @@ def test_the_server_names_an_id_after_its_last_part(cache):
 @pytest.mark.parametrize(
     ("name", "revision", "message"),
     [
-        ("tiny-org/missing", None, "tiny-org/missing: no such folder, and the Hub model "
-         "tiny-org/missing is not in the cache at {cache} (HF_HUB_OFFLINE=1)"),
-        ("tiny-org/tiny-bert", "v2", "tiny-org/tiny-bert: no such folder, and the Hub model "
-         "tiny-org/tiny-bert at revision v2 is not in the cache at {cache} (HF_HUB_OFFLINE=1)"),
-        ("./runs/model", None, "./runs/model: no such folder (and not a Hub id of the form "
-         "ORG/NAME)"),
+        (
+            "tiny-org/missing",
+            None,
+            "tiny-org/missing: no such folder, and the Hub model "
+            "tiny-org/missing is not in the cache at {cache} (HF_HUB_OFFLINE=1)",
+        ),
+        (
+            "tiny-org/tiny-bert",
+            "v2",
+            "tiny-org/tiny-bert: no such folder, and the Hub model "
+            "tiny-org/tiny-bert at revision v2 is not in the cache at {cache} (HF_HUB_OFFLINE=1)",
+        ),
+        (
+            "./runs/model",
+            None,
+            "./runs/model: no such folder (and not a Hub id of the form ORG/NAME)",
+        ),
         ("runs/a/model", None, "runs/a/model: no such folder (and not a Hub id"),
         ("/abs/model", None, "/abs/model: no such folder (and not a Hub id"),
     ],
-)  # fmt: skip
+)
 def test_neither_folder_nor_cached_id_is_one_line(cache, capsys, name, revision, message):
     want = message.format(cache=cache)
     with pytest.raises(CheckpointError) as e:
@@ -149,9 +179,17 @@ def test_only_what_bertkit_reads_is_fetched_and_pickles_only_when_allowed(monkey
 
 @pytest.mark.parametrize(
     ("text", "is_id"),
-    [("bert-base-uncased", True), ("google-bert/bert-base-uncased", True), ("a/b/c", False),
-     ("./m", False), ("../m", False), ("org/..", False), ("org/-x", False), ("", False)],
-)  # fmt: skip
+    [
+        ("bert-base-uncased", True),
+        ("google-bert/bert-base-uncased", True),
+        ("a/b/c", False),
+        ("./m", False),
+        ("../m", False),
+        ("org/..", False),
+        ("org/-x", False),
+        ("", False),
+    ],
+)
 def test_what_reads_as_a_hub_id(text, is_id):
     assert hub.is_hub_id(text) == is_id
 
@@ -175,8 +213,22 @@ def test_real_minilm_by_id_from_a_hand_built_cache_equals_by_path(tmp_path, monk
     outs = []
     for model in ("sentence-transformers/all-MiniLM-L6-v2", str(folder)):
         out = tmp_path / f"{len(outs)}.npy"
-        assert main(["embed", "--model", model, "--input", str(tmp_path / "in.txt"),
-                     "--output", str(out), "--precision", "fp32"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "embed",
+                    "--model",
+                    model,
+                    "--input",
+                    str(tmp_path / "in.txt"),
+                    "--output",
+                    str(out),
+                    "--precision",
+                    "fp32",
+                ]
+            )
+            == 0
+        )
         outs.append(np.load(out))
     assert outs[0].shape == (2, 384) and np.array_equal(outs[0], outs[1])
     assert json.loads((snapshot / "modules.json").read_text())  # read through the link

@@ -17,9 +17,13 @@ from bertkit.interop.hf import hf_names
 from bertkit.model import HEAD_CLASSES, BertForSequenceClassification, BertModel
 
 CONFIG = dict(
-    vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-    intermediate_size=24, max_position_embeddings=20,
-)  # fmt: skip
+    vocab_size=50,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=24,
+    max_position_embeddings=20,
+)
 
 
 def tiny(**overrides) -> BertConfig:

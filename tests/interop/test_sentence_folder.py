@@ -41,8 +41,14 @@ TEXTS = [
 
 def tiny_embedder(pooling: str, normalize: bool, max_length: int = 24) -> Embedder:
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=92, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=48, max_position_embeddings=40)  # fmt: skip
+    config = BertConfig(
+        vocab_size=92,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=40,
+    )
     model = BertModel(config).eval()
     return Embedder(model, BertTokenizer(VOCAB), PoolingSpec(pooling, normalize, max_length))
 
@@ -142,8 +148,14 @@ def test_a_tokenizer_json_only_folder_embeds_as_the_full_one(tmp_path: Path) -> 
 
 
 def test_a_tokenizer_json_larger_than_the_embeddings_is_refused(tmp_path: Path) -> None:
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=24, max_position_embeddings=20)  # fmt: skip
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=20,
+    )
     save_pretrained(BertModel(config), tmp_path, BertTokenizer(VOCAB))  # 92 tokens
     (tmp_path / "vocab.txt").unlink()
     with pytest.raises(CheckpointError, match=r"tokenizer\.json: 92 tokens.*vocab_size 50"):
@@ -157,8 +169,14 @@ def test_pretraining_export_writes_tokenizer_json(tmp_path: Path) -> None:
     data.mkdir()
     shutil.copy(VOCAB, data / "vocab.txt")
     (data / "manifest.json").write_text(json.dumps({"settings": {"do_lower_case": False}}))
-    config = BertConfig(vocab_size=92, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=24, max_position_embeddings=20)  # fmt: skip
+    config = BertConfig(
+        vocab_size=92,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=20,
+    )
     export_model(BertForPreTraining(config), tmp_path / "model", data)
     tok_json = json.loads((tmp_path / "model" / "tokenizer.json").read_text())
     assert tok_json["normalizer"]["lowercase"] is False

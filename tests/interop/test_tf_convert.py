@@ -42,8 +42,16 @@ def test_names_and_kinds() -> None:
     hf, transposed = tf_to_hf_name("cls/seq_relationship/output_weights")  # stored (2, H)
     assert (hf, transposed) == ("cls.seq_relationship.weight", False)
     assert tf_to_hf_name("bert/pooler/dense/kernel") == ("bert.pooler.dense.weight", True)
-    names = ["bert/pooler/dense/kernel/adam_v", "bert/embeddings/word_embeddings/Adam_1", "a/LAMB",
-             "a/Momentum", "beta1_power", "global_step", "output_weights", "cls/predictions/output_bias"]  # fmt: skip
+    names = [
+        "bert/pooler/dense/kernel/adam_v",
+        "bert/embeddings/word_embeddings/Adam_1",
+        "a/LAMB",
+        "a/Momentum",
+        "beta1_power",
+        "global_step",
+        "output_weights",
+        "cls/predictions/output_bias",
+    ]
     kinds = [tfc.variable_kind(n) for n in names]
     assert kinds == ["optimizer"] * 5 + ["global_step", "other", "model"]
 
@@ -187,7 +195,10 @@ def test_unknown_model_variable_and_shape_mismatch_are_errors(tmp_path) -> None:
     write_bundle(tmp_path / "bert_model.ckpt", arrays | extra)
     for name in ("bert_config.json", "vocab.txt"):
         shutil.copy(BERT / name, tmp_path / name)
-    message = r"2 variables have no place in a BertForPreTraining of .*bert_config\.json: " + ", ".join(extra)  # fmt: skip
+    message = (
+        r"2 variables have no place in a BertForPreTraining of .*bert_config\.json: "
+        + ", ".join(extra)
+    )
     with pytest.raises(CheckpointError, match=message):
         convert_tf_checkpoint(tmp_path, tmp_path / "out")
     config = json.loads((BERT / "bert_config.json").read_text()) | {"intermediate_size": 48}
@@ -201,12 +212,18 @@ def test_unknown_model_variable_and_shape_mismatch_are_errors(tmp_path) -> None:
 def test_a_fine_tuned_checkpoint_without_heads_becomes_a_bert_model(tmp_path) -> None:
     """run_classifier.py's checkpoints: bert/ (with Adam slots) plus output_weights/output_bias."""
     arrays = {k: v for k, v in read_tf_checkpoint(BERT).items() if k.startswith("bert/")}
-    arrays |= {"output_weights": np.ones((3, 32), np.float32), "output_bias": np.zeros(3, np.float32)}  # fmt: skip
+    arrays |= {
+        "output_weights": np.ones((3, 32), np.float32),
+        "output_bias": np.zeros(3, np.float32),
+    }
     write_bundle(tmp_path / "model.ckpt", arrays)
     settings = TfConvertSettings(config=BERT / "bert_config.json", vocab=BERT / "vocab.txt")
     result = convert_tf_checkpoint(tmp_path / "model.ckpt", tmp_path / "out", settings)
     assert (result.model_class, result.tensors_read) == ("BertModel", N_MODEL - 7)
-    assert result.summary()[1] == "skipped 78 optimizer variables; 2 other variables: output_bias, output_weights"  # fmt: skip
+    assert (
+        result.summary()[1]
+        == "skipped 78 optimizer variables; 2 other variables: output_bias, output_weights"
+    )
     assert type(load_pretrained(tmp_path / "out")).__name__ == "BertModel"
 
 
@@ -253,10 +270,13 @@ def test_cli_errors_are_one_line_naming_the_file(tmp_path, capsys) -> None:
     for extra, message in [
         ([], f"{bare / 'bert_config.json'}: config file not found"),
         ([*config, "--vocab", tmp_path / "v.txt"], "v.txt: vocabulary not found (pass --vocab)"),
-        ([*config, "--vocab", tmp_path / "big.txt"], "big.txt: 101 tokens, but the config's vocab_size is 100"),
+        (
+            [*config, "--vocab", tmp_path / "big.txt"],
+            "big.txt: 101 tokens, but the config's vocab_size is 100",
+        ),
         ([*config, "--hidden-act", "swish"], "--hidden-act: hidden_act must be one of"),
         (["--tf-checkpoint", tmp_path / "none"], "none.index: no such file"),
-    ]:  # fmt: skip
+    ]:
         assert convert("--tf-checkpoint", bare, "--output", tmp_path / "o", *extra) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err

@@ -20,9 +20,18 @@ V, B, T = 61, 3, 12
 
 
 def _config(**kw) -> BertConfig:
-    return BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=37, max_position_embeddings=40, is_decoder=True,
-                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **kw)  # fmt: skip
+    return BertConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        is_decoder=True,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        **kw,
+    )
 
 
 def _batch(gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -67,9 +76,16 @@ def test_changing_token_t_changes_only_positions_from_t_on(path: str) -> None:
 def test_parity_with_transformers_is_decoder(tmp_path: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=37, max_position_embeddings=40, is_decoder=True,
-                                  attn_implementation="eager")  # fmt: skip
+    cfg = transformers.BertConfig(
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        is_decoder=True,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     ref = transformers.BertLMHeadModel(cfg).eval()
     ref.save_pretrained(tmp_path / "hf")

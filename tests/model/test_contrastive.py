@@ -31,8 +31,16 @@ def test_ranking_loss_is_multiple_negatives_ranking_loss(symmetric):
 
 def _tiny() -> BertModel:
     torch.manual_seed(0)
-    return BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=64, max_position_embeddings=16))  # fmt: skip
+    return BertModel(
+        BertConfig(
+            vocab_size=50,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=16,
+        )
+    )
 
 
 def _batch(groups: int, rows: int = 2):

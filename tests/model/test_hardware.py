@@ -137,8 +137,12 @@ def test_int8_weights_follow_the_cpus_dot_products_and_refuse_8bit_without_them(
 
     info = hardware.cpu_info()
     plain = {name: False for name in info.features}
-    for extra, want in (({}, "7bit"), ({"avx512_vnni": True}, "8bit"),
-                        ({"avx_vnni": True}, "8bit"), ({"amx_tile": True}, "8bit")):  # fmt: skip
+    for extra, want in (
+        ({}, "7bit"),
+        ({"avx512_vnni": True}, "8bit"),
+        ({"avx_vnni": True}, "8bit"),
+        ({"amx_tile": True}, "8bit"),
+    ):
         monkeypatch.setattr(
             probes, "cpu_info", lambda e=extra: dataclasses.replace(info, features=plain | e)
         )
@@ -166,8 +170,13 @@ def _bertkit(args: list[str], env: dict[str, str], cache: Path) -> subprocess.Co
     decision forced by the outer test run, unless ``env`` sets it)."""
     full = {k: v for k, v in os.environ.items() if k not in hardware.ENV.values()}
     full.update(env, BERTKIT_CACHE_DIR=str(cache))
-    return subprocess.run([sys.executable, "-m", "bertkit", *args], env=full, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "bertkit", *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_env_command_json_and_text(tmp_path):
@@ -229,8 +238,21 @@ def test_cuda_flags_from_the_command_line_are_one_line_errors(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the error path is for machines without it")
     data = tmp_path / "nodata"
-    r = _bertkit(["pretrain", "--data", str(data), "--output", str(tmp_path / "o"), "--device",
-                  "cuda", "--max-steps", "1"], {}, tmp_path)  # fmt: skip
+    r = _bertkit(
+        [
+            "pretrain",
+            "--data",
+            str(data),
+            "--output",
+            str(tmp_path / "o"),
+            "--device",
+            "cuda",
+            "--max-steps",
+            "1",
+        ],
+        {},
+        tmp_path,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "no CUDA device on this machine" in r.stderr.strip().splitlines()[-1]
 

@@ -32,10 +32,15 @@ HEADS = [
 
 def hf_config(num_labels: int) -> transformers.BertConfig:
     return transformers.BertConfig(
-        vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=A,
-        intermediate_size=FF, max_position_embeddings=P, num_labels=num_labels,
+        vocab_size=V,
+        hidden_size=H,
+        num_hidden_layers=L,
+        num_attention_heads=A,
+        intermediate_size=FF,
+        max_position_embeddings=P,
+        num_labels=num_labels,
         attn_implementation="sdpa",
-    )  # fmt: skip
+    )
 
 
 def make_inputs(name: str, gen: torch.Generator) -> dict[str, torch.Tensor]:

@@ -182,8 +182,16 @@ def test_bucket_rows_bounds_the_shapes_and_the_padding():
     got = [kernels.bucket_rows(m) for m in range(1, 16_385)]
     assert len(set(got)) == 96
     assert [kernels.bucket_rows(m) for m in (1, 16, 17, 137, 255, 256, 257, 1000, 8800)] == [
-        16, 16, 32, 144, 256, 256, 288, 1024, 8960,
-    ]  # fmt: skip
+        16,
+        16,
+        32,
+        144,
+        256,
+        256,
+        288,
+        1024,
+        8960,
+    ]
     for m, b in zip(range(1, 16_385), got, strict=True):
         assert m <= b and (b - m <= 15 or (b - m) / m <= 1 / 8) and b - m < 256
 

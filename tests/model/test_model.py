@@ -25,9 +25,14 @@ V, B, T = 97, 4, 10
 
 def tiny(**overrides) -> BertConfig:
     base = dict(
-        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=32, num_labels=3,
-    )  # fmt: skip
+        vocab_size=V,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        num_labels=3,
+    )
     return BertConfig(**{**base, **overrides})
 
 

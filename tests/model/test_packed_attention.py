@@ -31,8 +31,9 @@ def test_packed_equals_padded(backend, causal):
     mask, lay, qkv = _padded_and_packed(N, D)
     B, T = mask.shape
     packed = qkv.index_select(0, lay.indices)  # (S, 3H): what the unpadded encoder holds
-    got = packed_attention(packed, lay.cu_seqlens, lay.max_seqlen, N, causal=causal,
-                           backend=backend)  # fmt: skip
+    got = packed_attention(
+        packed, lay.cu_seqlens, lay.max_seqlen, N, causal=causal, backend=backend
+    )
     q, k, v = qkv.view(B, T, 3, N, D).permute(2, 0, 3, 1, 4).unbind(0)
     want = attend(q, k, v, mask.bool()[:, None, None, :], 0.0, causal)  # (B, N, T, D)
     want = want.transpose(1, 2).reshape(B * T, N * D).index_select(0, lay.indices)
@@ -41,8 +42,9 @@ def test_packed_equals_padded(backend, causal):
     # negative control: cu_seqlens that cut the sequences elsewhere give other values
     wrong = lay.cu_seqlens.clone()
     wrong[1] += 1
-    other = packed_attention(packed, wrong, lay.max_seqlen + 1, N, causal=causal,
-                             backend="reference")  # fmt: skip
+    other = packed_attention(
+        packed, wrong, lay.max_seqlen + 1, N, causal=causal, backend="reference"
+    )
     assert not torch.allclose(other, want, atol=1e-3)
 
 
@@ -69,8 +71,14 @@ def test_the_kernel_choice():
 def test_a_model_given_the_collated_layout_equals_one_that_works_it_out():
     """The encoder with the CPU-collated Layout (no reads in the forward pass) against the
     same encoder finding the layout itself, and against the padded path (unpad=False)."""
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)  # fmt: skip
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     torch.manual_seed(0)
     model = BertModel(config).eval()
     mask, lay, _ = _padded_and_packed()
@@ -81,13 +89,19 @@ def test_a_model_given_the_collated_layout_equals_one_that_works_it_out():
         padded = model(ids, mask, unpad=False)
     keep = mask.bool()
     torch.testing.assert_close(given.last_hidden_state, found.last_hidden_state)
-    torch.testing.assert_close(given.last_hidden_state[keep], padded.last_hidden_state[keep],
-                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    torch.testing.assert_close(
+        given.last_hidden_state[keep], padded.last_hidden_state[keep], rtol=1e-5, atol=1e-5
+    )
     torch.testing.assert_close(given.pooler_output, padded.pooler_output, rtol=1e-5, atol=1e-5)
 
 
-CUDA_CASES = [("varlen", False), ("varlen", True), ("nested", False), ("reference", False),
-              ("reference", True)]  # fmt: skip
+CUDA_CASES = [
+    ("varlen", False),
+    ("varlen", True),
+    ("nested", False),
+    ("reference", False),
+    ("reference", True),
+]
 
 
 @pytest.mark.gpu
@@ -102,8 +116,9 @@ def test_packed_equals_padded_on_cuda(backend, causal, dtype):
     B, T = mask.shape
     qkv = qkv.to("cuda", dtype).requires_grad_()
     idx, cu = lay.indices.cuda(), lay.cu_seqlens.cuda()
-    got = packed_attention(qkv.index_select(0, idx), cu, lay.max_seqlen, N, causal=causal,
-                           backend=backend)  # fmt: skip
+    got = packed_attention(
+        qkv.index_select(0, idx), cu, lay.max_seqlen, N, causal=causal, backend=backend
+    )
     q, k, v = qkv.view(B, T, 3, N, D).permute(2, 0, 3, 1, 4).unbind(0)
     want = attend(q, k, v, mask.bool().cuda()[:, None, None, :], 0.0, causal)  # (B, N, T, D)
     want = want.transpose(1, 2).reshape(B * T, N * D).index_select(0, idx)

@@ -142,10 +142,12 @@ def test_phase2_is_fitted_once_to_the_time_phase1_leaves(tmp_path):
 
 def test_bad_phase_fraction_or_nsp_weight_fails_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "qs"
-    for flag, value, says in (("--phase2-fraction", "0", "--phase2-fraction must be"),
-                              ("--phase2-fraction", "1.5", "--phase2-fraction must be"),
-                              ("--nsp-weight", "0", "nsp_weight must be a positive number"),
-                              ("--minutes", "-1", "--minutes must be a positive number")):  # fmt: skip
+    for flag, value, says in (
+        ("--phase2-fraction", "0", "--phase2-fraction must be"),
+        ("--phase2-fraction", "1.5", "--phase2-fraction must be"),
+        ("--nsp-weight", "0", "nsp_weight must be a positive number"),
+        ("--minutes", "-1", "--minutes must be a positive number"),
+    ):
         assert main(["quickstart", "--output", str(out), flag, value]) == 1
         assert says in capsys.readouterr().err
     assert not out.exists()

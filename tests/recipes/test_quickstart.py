@@ -85,8 +85,18 @@ def _small_args(tmp_path) -> list[str]:
         articles.append(f" = Article {i} = \n \n {body} \n \n")
     corpus = tmp_path / "small.raw"
     corpus.write_text("".join(articles))
-    return ["--output", str(tmp_path / "qs"), "--corpus", str(corpus), "--batch-size", "8",
-            "--vocab-size", "120", "--threads", "1"]  # fmt: skip
+    return [
+        "--output",
+        str(tmp_path / "qs"),
+        "--corpus",
+        str(corpus),
+        "--batch-size",
+        "8",
+        "--vocab-size",
+        "120",
+        "--threads",
+        "1",
+    ]
 
 
 def _small_quickstart(tmp_path, *extra: str) -> int:
@@ -113,7 +123,10 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
     assert f"warm start: weights from {out / 'run-phase1' / 'model'}" in printed
     config = json.loads((out / "run" / "model" / "config.json").read_text())
     assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"]) == (
-        2, 128, 4)  # fmt: skip
+        2,
+        128,
+        4,
+    )
     lengths = {
         name: json.loads((out / name / "manifest.json").read_text())["settings"]["max_seq_length"]
         for name in ("data-short", "data", "heldout")
@@ -121,8 +134,13 @@ def test_quickstart_end_to_end_small(tmp_path, capsys):
     assert lengths == {"data-short": 32, "data": 128, "heldout": 128}
     assert "3 updates of 8 on 32-token instances, then about 1 of 8 on 128-token" in printed
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("heldout_mlm_accuracy", "heldout_nsp_accuracy", "baseline_mlm_most_frequent_token",
-                "baseline_nsp_majority_label", "wall_seconds"):  # fmt: skip
+    for key in (
+        "heldout_mlm_accuracy",
+        "heldout_nsp_accuracy",
+        "baseline_mlm_most_frequent_token",
+        "baseline_nsp_majority_label",
+        "wall_seconds",
+    ):
         assert summary[key] >= 0.0 and (key == "wall_seconds" or summary[key] <= 1.0)
     assert summary["model"] == str(out / "run" / "model") and summary["steps"] == 4
     assert (summary["phase1_steps"], summary["phase2_steps"]) == (3, 1)

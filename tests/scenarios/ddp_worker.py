@@ -23,8 +23,13 @@ def coverage_worker(
     from training.helpers import Stop, collate, make_examples, make_trainer, stop_after
 
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # fmt: skip
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
     info = D.init_from_env("cpu")
     log = Path(run_dir) / f"seen-{tag}-rank{rank}.jsonl"
     try:

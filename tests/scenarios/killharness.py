@@ -23,9 +23,18 @@ from safetensors.torch import load_file
 CTX = mp.get_context("forkserver")
 # matplotlib too: every run ends by plotting its curves
 CTX.set_forkserver_preload(
-    ["torch", "numpy", "safetensors.torch", "bertkit.cli.main", "bertkit.training.pretraining",
-     "bertkit.training.loop", "bertkit.model", "bertkit.interop", "matplotlib.pyplot"]
-)  # fmt: skip
+    [
+        "torch",
+        "numpy",
+        "safetensors.torch",
+        "bertkit.cli.main",
+        "bertkit.training.pretraining",
+        "bertkit.training.loop",
+        "bertkit.model",
+        "bertkit.interop",
+        "matplotlib.pyplot",
+    ]
+)
 
 
 def _child(argv: list[str], log: str, env: dict[str, str] | None = None) -> None:
@@ -44,12 +53,38 @@ def _child(argv: list[str], log: str, env: dict[str, str] | None = None) -> None
 def pretrain_argv(data: Path, out: Path, steps: int, *extra: str) -> list[str]:
     """A tiny pre-training run: a checkpoint every 4 updates, each file write slowed by 0.05 s."""
     return [
-        "pretrain", "--data", str(data), "--output", str(out), "--max-steps", str(steps),
-        "--batch-size", "8", "--save-every", "4", "--keep-last", "2", "--log-every", "1",
-        "--warmup-steps", "4", "--learning-rate", "1e-3", "--threads", "1",
-        "--peak-tflops", "1", "--eval-every", "10", "--dropout", "0.1", "--no-progress",
-        "--debug-checkpoint-delay", "0.05", *extra,
-    ]  # fmt: skip
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--save-every",
+        "4",
+        "--keep-last",
+        "2",
+        "--log-every",
+        "1",
+        "--warmup-steps",
+        "4",
+        "--learning-rate",
+        "1e-3",
+        "--threads",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--eval-every",
+        "10",
+        "--dropout",
+        "0.1",
+        "--no-progress",
+        "--debug-checkpoint-delay",
+        "0.05",
+        *extra,
+    ]
 
 
 def run_to_end(argv: list[str], log: Path) -> None:

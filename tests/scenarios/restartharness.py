@@ -27,17 +27,49 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "HF_HUB_OF
 
 
 def torchrun(*args: str, nproc: int = 2, restarts: int = 2) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            str(nproc), "--max-restarts", str(restarts), *args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "--max-restarts",
+        str(restarts),
+        *args,
+    ]
 
 
 def pretrain_args(data: Path, out: Path, steps: int, *extra: str) -> list[str]:
     return [
-        "-m", "bertkit", "pretrain", "--data", str(data), "--output", str(out),
-        "--max-steps", str(steps), "--batch-size", "8", "--save-every", "5", "--log-every", "1",
-        "--warmup-steps", "4", "--learning-rate", "1e-3", "--threads", "1", "--peak-tflops", "1",
-        "--dropout", "0.1", "--no-progress", *extra,
-    ]  # fmt: skip
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--save-every",
+        "5",
+        "--log-every",
+        "1",
+        "--warmup-steps",
+        "4",
+        "--learning-rate",
+        "1e-3",
+        "--threads",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--dropout",
+        "0.1",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def train_log(out: Path) -> list[tuple[int, float, float]]:
@@ -112,8 +144,9 @@ def trial(
     log = log or out.parent / f"{out.name}.log"
     t0 = time.monotonic()
     with log.open("w") as f:
-        proc = subprocess.Popen(argv, env=ENV, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, env=ENV, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
     done, last_round = 0, -1
     deadline = t0 + timeout
     try:
@@ -132,8 +165,14 @@ def trial(
             kill_tree(proc.pid)
             proc.wait()
     seconds = time.monotonic() - t0
-    return Trial(hung, None if hung else proc.returncode, seconds, done,
-                 train_log(out) == reference, log.read_text())  # fmt: skip
+    return Trial(
+        hung,
+        None if hung else proc.returncode,
+        seconds,
+        done,
+        train_log(out) == reference,
+        log.read_text(),
+    )
 
 
 def main(n: int, root: Path, timeout: float) -> None:
@@ -143,22 +182,37 @@ def main(n: int, root: Path, timeout: float) -> None:
     steps = 40
     data = prepare_tiny_corpus(root / "corpus", dynamic=True)
     ref_out = root / "ref"
-    r = subprocess.run(torchrun(*pretrain_args(data, ref_out, steps)), env=ENV,
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        torchrun(*pretrain_args(data, ref_out, steps)),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     reference = train_log(ref_out)
     results = []
     for i in range(n):
         out = root / f"trial{i:02d}"
-        t = trial(torchrun(*pretrain_args(data, out, steps)), out, reference,
-                  kills=[(1, 12), (i % 2, 25)], timeout=timeout)  # fmt: skip
+        t = trial(
+            torchrun(*pretrain_args(data, out, steps)),
+            out,
+            reference,
+            kills=[(1, 12), (i % 2, 25)],
+            timeout=timeout,
+        )
         results.append(t)
-        print(f"trial {i}: hung={t.hung} rc={t.returncode} kills={t.kills} "
-              f"same_losses={t.same_losses} {t.seconds:.1f}s", flush=True)  # fmt: skip
+        print(
+            f"trial {i}: hung={t.hung} rc={t.returncode} kills={t.kills} "
+            f"same_losses={t.same_losses} {t.seconds:.1f}s",
+            flush=True,
+        )
     hangs = sum(t.hung for t in results)
     ok = sum(t.returncode == 0 and t.same_losses for t in results)
-    print(f"{n} trials: {hangs} hangs, {ok} finished with identical losses, "
-          f"max {max(t.seconds for t in results):.1f}s")  # fmt: skip
+    print(
+        f"{n} trials: {hangs} hangs, {ok} finished with identical losses, "
+        f"max {max(t.seconds for t in results):.1f}s"
+    )
 
 
 if __name__ == "__main__":

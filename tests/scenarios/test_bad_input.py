@@ -37,8 +37,14 @@ def model_dir(tmp_path_factory) -> Path:
     """A tiny masked-LM checkpoint with the fixture vocabulary."""
     d = tmp_path_factory.mktemp("model")
     tok = BertTokenizer(FIXTURES / "tok_vocab.txt")
-    config = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     save_pretrained(BertForMaskedLM(config), d, tok)
     return d
@@ -67,8 +73,19 @@ def no_files(folder: Path) -> bool:
 
 
 def _finetune(family: str, model: Path, out: Path, *data: str) -> list[str]:
-    return ["finetune", family, *data, "--model", str(model), "--output", str(out),
-            "--epochs", "1", "--batch-size", "2"]  # fmt: skip
+    return [
+        "finetune",
+        family,
+        *data,
+        "--model",
+        str(model),
+        "--output",
+        str(out),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "2",
+    ]
 
 
 # ---- malformed task files -------------------------------------------------------------------
@@ -89,8 +106,15 @@ def test_malformed_glue(tmp_path, capsys, model_dir):
 def test_malformed_conll(tmp_path, capsys, model_dir):
     bad = tmp_path / "train.txt"
     bad.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nGerman\n")
-    argv = _finetune("ner", model_dir, tmp_path / "out", "--train", str(bad), "--dev",
-                     str(FIXTURES / "task_conll.txt"))  # fmt: skip
+    argv = _finetune(
+        "ner",
+        model_dir,
+        tmp_path / "out",
+        "--train",
+        str(bad),
+        "--dev",
+        str(FIXTURES / "task_conll.txt"),
+    )
     fails_with_one_line(capsys, argv, f"{bad}:4:")
     assert no_files(tmp_path / "out")
 
@@ -100,8 +124,15 @@ def test_malformed_squad(tmp_path, capsys, model_dir):
     del data["data"][0]["paragraphs"][0]["qas"][0]["question"]
     bad = tmp_path / "train.json"
     bad.write_text(json.dumps(data, indent=1))
-    argv = _finetune("squad", model_dir, tmp_path / "out", "--train", str(bad), "--dev",
-                     str(FIXTURES / "task_squad_v1.json"))  # fmt: skip
+    argv = _finetune(
+        "squad",
+        model_dir,
+        tmp_path / "out",
+        "--train",
+        str(bad),
+        "--dev",
+        str(FIXTURES / "task_squad_v1.json"),
+    )
     last = fails_with_one_line(capsys, argv, str(bad), "question")
     assert f"{bad}:" in last
     assert no_files(tmp_path / "out")
@@ -110,16 +141,30 @@ def test_malformed_squad(tmp_path, capsys, model_dir):
 def test_truncated_squad_json(tmp_path, capsys, model_dir):
     bad = tmp_path / "train.json"
     bad.write_text((FIXTURES / "task_squad_v1.json").read_text()[:300])
-    argv = _finetune("squad", model_dir, tmp_path / "out", "--train", str(bad), "--dev",
-                     str(FIXTURES / "task_squad_v1.json"))  # fmt: skip
+    argv = _finetune(
+        "squad",
+        model_dir,
+        tmp_path / "out",
+        "--train",
+        str(bad),
+        "--dev",
+        str(FIXTURES / "task_squad_v1.json"),
+    )
     fails_with_one_line(capsys, argv, f"{bad}:")
 
 
 def test_malformed_swag(tmp_path, capsys, model_dir):
     bad = tmp_path / "train.csv"
     bad.write_text(SWAG_HEAD + "0,v,1,A man. He,A man.,He,gold,a,b,c,d,7\n")
-    argv = _finetune("swag", model_dir, tmp_path / "out", "--train", str(bad), "--dev",
-                     str(FIXTURES / "task_swag.csv"))  # fmt: skip
+    argv = _finetune(
+        "swag",
+        model_dir,
+        tmp_path / "out",
+        "--train",
+        str(bad),
+        "--dev",
+        str(FIXTURES / "task_swag.csv"),
+    )
     fails_with_one_line(capsys, argv, f"{bad}:2:", "label")
     assert no_files(tmp_path / "out")
 
@@ -128,8 +173,20 @@ def test_malformed_swag(tmp_path, capsys, model_dir):
 
 
 def _prepare(inp: Path, out: Path, *extra: str) -> list[str]:
-    return ["prepare-pretraining", "--input", str(inp), "--vocab", str(FIXTURES / "pt_vocab.txt"),
-            "--output", str(out), "--max-seq-length", "32", "--num-workers", "1", *extra]  # fmt: skip
+    return [
+        "prepare-pretraining",
+        "--input",
+        str(inp),
+        "--vocab",
+        str(FIXTURES / "pt_vocab.txt"),
+        "--output",
+        str(out),
+        "--max-seq-length",
+        "32",
+        "--num-workers",
+        "1",
+        *extra,
+    ]
 
 
 def test_malformed_jsonl_corpus(tmp_path, capsys):
@@ -142,8 +199,9 @@ def test_malformed_jsonl_corpus(tmp_path, capsys):
 def test_malformed_wikiextractor_corpus(tmp_path, capsys):
     bad = tmp_path / "wiki_00"
     bad.write_text('<doc id="1" title="A">\nA\n\nText here.\n<doc id="2" title="B">\nB\n')
-    fails_with_one_line(capsys, _prepare(bad, tmp_path / "out", "--format", "wikiextractor"),
-                        f"{bad}:5:")  # fmt: skip
+    fails_with_one_line(
+        capsys, _prepare(bad, tmp_path / "out", "--format", "wikiextractor"), f"{bad}:5:"
+    )
     assert no_files(tmp_path / "out")
 
 
@@ -154,13 +212,34 @@ def test_invalid_utf8(tmp_path, capsys, model_dir, command):
     out = tmp_path / "out"
     argv = {
         "prepare-pretraining": _prepare(bad, out),
-        "train-vocab": ["train-vocab", "--input", str(bad), "--vocab-size", "50", "--output",
-                        str(out / "vocab.txt")],
-        "tokenize": ["tokenize", "--vocab", str(FIXTURES / "tok_vocab.txt"), "--input", str(bad),
-                     "--output", str(out / "tokens.jsonl")],
-        "embed": ["embed", "--model", str(model_dir), "--input", str(bad), "--output",
-                  str(out / "v.npy")],
-    }[command]  # fmt: skip
+        "train-vocab": [
+            "train-vocab",
+            "--input",
+            str(bad),
+            "--vocab-size",
+            "50",
+            "--output",
+            str(out / "vocab.txt"),
+        ],
+        "tokenize": [
+            "tokenize",
+            "--vocab",
+            str(FIXTURES / "tok_vocab.txt"),
+            "--input",
+            str(bad),
+            "--output",
+            str(out / "tokens.jsonl"),
+        ],
+        "embed": [
+            "embed",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(bad),
+            "--output",
+            str(out / "v.npy"),
+        ],
+    }[command]
     fails_with_one_line(capsys, argv, f"{bad}:3:", "UTF-8")
     assert no_files(out)
 
@@ -169,8 +248,9 @@ def test_invalid_utf8_in_glue(tmp_path, capsys, model_dir):
     task = tmp_path / "glue" / "SST-2"
     shutil.copytree(FIXTURES / "task_glue" / "SST-2", task)
     (task / "dev.tsv").write_bytes(b"sentence\tlabel\nfine\t1\nbad \xc3( byte\t0\n")
-    argv = _finetune("glue", model_dir, tmp_path / "out", "--task", "SST-2", "--data-dir",
-                     str(tmp_path / "glue"))  # fmt: skip
+    argv = _finetune(
+        "glue", model_dir, tmp_path / "out", "--task", "SST-2", "--data-dir", str(tmp_path / "glue")
+    )
     fails_with_one_line(capsys, argv, f"{task / 'dev.tsv'}:3:", "UTF-8")
 
 
@@ -191,10 +271,17 @@ def test_vocab_larger_than_checkpoint(tmp_path, capsys, model_dir, command):
     text = tmp_path / "in.txt"
     text.write_text("extra3 extra19 [MASK]\n")
     argv = {
-        "embed": ["embed", "--model", str(d), "--input", str(text), "--output",
-                  str(tmp_path / "out" / "v.npy")],
+        "embed": [
+            "embed",
+            "--model",
+            str(d),
+            "--input",
+            str(text),
+            "--output",
+            str(tmp_path / "out" / "v.npy"),
+        ],
         "fill-mask": ["fill-mask", "--model", str(d), "--input", str(text)],
-    }[command]  # fmt: skip
+    }[command]
     fails_with_one_line(capsys, argv, str(vocab), "vocab_size")
     assert no_files(tmp_path / "out")
 
@@ -203,8 +290,18 @@ def test_pretrain_config_vocab_differs_from_data(tmp_path, capsys):
     data = prepare_tiny_corpus(tmp_path / "corpus", docs=6, holdout=0.0)
     config = tmp_path / "config.json"
     config.write_text(BertConfig.preset("tiny", vocab_size=1000).to_json_string())
-    argv = ["pretrain", "--data", str(data), "--output", str(tmp_path / "run"), "--config",
-            str(config), "--max-steps", "1", "--no-progress"]  # fmt: skip
+    argv = [
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(tmp_path / "run"),
+        "--config",
+        str(config),
+        "--max-steps",
+        "1",
+        "--no-progress",
+    ]
     fails_with_one_line(capsys, argv, str(config), "vocab_size")
 
 
@@ -215,8 +312,15 @@ def test_config_does_not_match_weights(tmp_path, capsys, model_dir):
     (d / "config.json").write_text(json.dumps(cfg))
     text = tmp_path / "in.txt"
     text.write_text("hello\n")
-    argv = ["embed", "--model", str(d), "--input", str(text), "--output",
-            str(tmp_path / "out" / "v.npy")]  # fmt: skip
+    argv = [
+        "embed",
+        "--model",
+        str(d),
+        "--input",
+        str(text),
+        "--output",
+        str(tmp_path / "out" / "v.npy"),
+    ]
     last = fails_with_one_line(capsys, argv, "shape mismatch", "does config.json match")
     assert last.startswith(f"bertkit embed: error: {d}: "), last
     assert no_files(tmp_path / "out")
@@ -231,12 +335,26 @@ def test_missing_file(tmp_path, capsys, model_dir, what):
     text.write_text("hello\n")
     missing = tmp_path / "nope"
     argv = {
-        "input": ["embed", "--model", str(model_dir), "--input", str(missing), "--output",
-                  str(tmp_path / "out" / "v.npy")],
-        "model": ["embed", "--model", str(missing), "--input", str(text), "--output",
-                  str(tmp_path / "out" / "v.npy")],
+        "input": [
+            "embed",
+            "--model",
+            str(model_dir),
+            "--input",
+            str(missing),
+            "--output",
+            str(tmp_path / "out" / "v.npy"),
+        ],
+        "model": [
+            "embed",
+            "--model",
+            str(missing),
+            "--input",
+            str(text),
+            "--output",
+            str(tmp_path / "out" / "v.npy"),
+        ],
         "vocab": ["tokenize", "--vocab", str(missing), "--input", str(text)],
-    }[what]  # fmt: skip
+    }[what]
     fails_with_one_line(capsys, argv, str(missing))
     assert no_files(tmp_path / "out")
 
@@ -263,8 +381,15 @@ def test_output_under_a_file(tmp_path, capsys, model_dir):
     text.write_text("hello\n")
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, not a folder\n")
-    argv = ["embed", "--model", str(model_dir), "--input", str(text), "--output",
-            str(blocker / "v.npy")]  # fmt: skip
+    argv = [
+        "embed",
+        "--model",
+        str(model_dir),
+        "--input",
+        str(text),
+        "--output",
+        str(blocker / "v.npy"),
+    ]
     fails_with_one_line(capsys, argv, str(blocker / "v.npy"))
     assert blocker.read_text() == "a file, not a folder\n"
 
@@ -314,9 +439,24 @@ def test_full_disk_prepare(tmp_path, capsys, monkeypatch):
 def test_full_disk_during_checkpoint(tmp_path, capsys, monkeypatch):
     data = prepare_tiny_corpus(tmp_path / "corpus", docs=6, holdout=0.0)
     run = tmp_path / "run"
-    argv = ["pretrain", "--data", str(data), "--output", str(run), "--max-steps", "2",
-            "--batch-size", "4", "--save-every", "1", "--threads", "1", "--peak-tflops", "1",
-            "--no-progress"]  # fmt: skip
+    argv = [
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(run),
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--save-every",
+        "1",
+        "--threads",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--no-progress",
+    ]
     _disk_full(monkeypatch, where="/checkpoints/")  # training starts, the first checkpoint fails
     last = fails_with_one_line(capsys, argv, "No space left on device")
     assert "checkpoints" in last, last

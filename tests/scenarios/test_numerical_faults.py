@@ -133,9 +133,24 @@ def test_ninety_nine_consecutive_skips_recover(tmp_path):
 
 def test_cli_abort_is_one_line(tmp_path, capsys):
     data = prepare_tiny_corpus(tmp_path / "corpus", docs=12, holdout=0.0)
-    argv = ["pretrain", "--data", str(data), "--output", str(tmp_path / "run"), "--max-steps",
-            "5", "--batch-size", "4", "--threads", "1", "--peak-tflops", "1", "--no-progress",
-            "--debug-nan-at", *[str(i) for i in range(1, 101)]]  # fmt: skip
+    argv = [
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(tmp_path / "run"),
+        "--max-steps",
+        "5",
+        "--batch-size",
+        "4",
+        "--threads",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--no-progress",
+        "--debug-nan-at",
+        *[str(i) for i in range(1, 101)],
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("bertkit pretrain: error: 100 consecutive updates"), err[-1]
@@ -178,8 +193,9 @@ def test_fp16_uses_a_grad_scaler_and_needs_cuda(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_fp16_overflow_is_skipped_and_lowers_the_loss_scale(tmp_path):
-    trainer = make_trainer(tmp_path / "r", steps=4, dropout=0.0, precision="fp16",
-                           info=DistInfo(device="cuda"))  # fmt: skip
+    trainer = make_trainer(
+        tmp_path / "r", steps=4, dropout=0.0, precision="fp16", info=DistInfo(device="cuda")
+    )
     trainer.core.cuda()
     inject(trainer, "inf_grad", {1})
     result = trainer.fit()

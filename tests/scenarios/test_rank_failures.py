@@ -33,8 +33,13 @@ def _launch(data: Path, out: Path, world: int, ranks: list[int], *extra: str):
     port = str(free_port())
     procs = []
     for r in ranks:
-        env = {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}  # fmt: skip
+        env = {
+            "RANK": str(r),
+            "LOCAL_RANK": str(r),
+            "WORLD_SIZE": str(world),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+        }
         log = out.parent / f"rank{r}.log"
         p = CTX.Process(target=_child, args=(argv, str(log), env))
         p.start()
@@ -91,8 +96,11 @@ def test_a_failing_rank_ends_every_rank_in_bounded_time(data, tmp_path, case):
     procs = _launch(data, tmp_path / "run", 2, [0, 1], *extra)
     ended = _wait(procs)
     logs = {r: log for r, _, log in procs}
-    fault = [float(m) for log in logs.values() for m in re.findall(r"^debug: .* \(t=([\d.]+)\)$",
-                                                                   log.read_text(), re.M)]  # fmt: skip
+    fault = [
+        float(m)
+        for log in logs.values()
+        for m in re.findall(r"^debug: .* \(t=([\d.]+)\)$", log.read_text(), re.M)
+    ]
     assert len(fault) == 1, {r: log.read_text() for r, log in logs.items()}
     seconds = max(ended.values()) - fault[0]
     lines = {r: _error_line(log) for r, log in logs.items()}

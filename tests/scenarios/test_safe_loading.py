@@ -36,8 +36,14 @@ def _model_dir(root: Path, kind: str, canary: Path, task: bool = False) -> Path:
     """A tiny model folder (config + vocab) whose only weights are a malicious pytorch_model.bin."""
     d = root / f"model-{kind}"
     tok = BertTokenizer(FIXTURES / "tok_vocab.txt")
-    config = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     save_pretrained(BertForMaskedLM(config), d, tok)
     (d / "model.safetensors").unlink()
     write_payload(d / "pytorch_model.bin", kind, canary)
@@ -95,13 +101,41 @@ def _inference_commands(d: Path, tmp_path: Path) -> dict[str, list[str]]:
     return {
         "embed": ["embed", "--model", str(d), "--input", str(text), "--output", str(out / "v.npy")],
         "fill-mask": ["fill-mask", "--model", str(d), "--input", str(text)],
-        "finetune": ["finetune", "glue", "--task", "SST-2", "--data-dir", str(data),
-                     "--model", str(d), "--output", str(out / "ft"), "--epochs", "1", "--max-seq-length", "32"],
-        "evaluate": ["evaluate", "--model", str(d), "--data", str(data / "dev.tsv"),
-                     "--output", str(out / "metrics.json")],
-        "predict": ["predict", "--model", str(d), "--input", str(data / "test.tsv"),
-                    "--output", str(out / "pred.jsonl")],
-    }  # fmt: skip
+        "finetune": [
+            "finetune",
+            "glue",
+            "--task",
+            "SST-2",
+            "--data-dir",
+            str(data),
+            "--model",
+            str(d),
+            "--output",
+            str(out / "ft"),
+            "--epochs",
+            "1",
+            "--max-seq-length",
+            "32",
+        ],
+        "evaluate": [
+            "evaluate",
+            "--model",
+            str(d),
+            "--data",
+            str(data / "dev.tsv"),
+            "--output",
+            str(out / "metrics.json"),
+        ],
+        "predict": [
+            "predict",
+            "--model",
+            str(d),
+            "--input",
+            str(data / "test.tsv"),
+            "--output",
+            str(out / "pred.jsonl"),
+        ],
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -126,9 +160,29 @@ def data(tmp_path_factory) -> Path:
 
 
 def _pretrain(data: Path, out: Path, *extra: str) -> list[str]:
-    return ["pretrain", "--data", str(data), "--output", str(out), "--max-steps", "4",
-            "--batch-size", "4", "--save-every", "2", "--log-every", "1", "--warmup-steps", "1",
-            "--threads", "1", "--peak-tflops", "1", "--no-progress", *extra]  # fmt: skip
+    return [
+        "pretrain",
+        "--data",
+        str(data),
+        "--output",
+        str(out),
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--save-every",
+        "2",
+        "--log-every",
+        "1",
+        "--warmup-steps",
+        "1",
+        "--threads",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("kind", ["torch", "nested"])
@@ -149,8 +203,14 @@ def test_pretrain_resume_ignores_planted_pickles(tmp_path, capsys, data):
     newest, previous = ckpts / "step-000000004", ckpts / "step-000000002"
     # files a torch-based trainer would load on resume, all malicious
     for folder in (run, newest, previous):
-        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin",
-                     "pytorch_model.bin", "trainer_state.pt"):  # fmt: skip
+        for name in (
+            "optimizer.pt",
+            "scheduler.pt",
+            "rng_state.pth",
+            "training_args.bin",
+            "pytorch_model.bin",
+            "trainer_state.pt",
+        ):
             write_payload(folder / name, "nested", canary)
     # a pickle disguised as the newest checkpoint's optimizer state, with a matching manifest
     fake = write_payload(newest / "optimizer.safetensors", "torch", canary)

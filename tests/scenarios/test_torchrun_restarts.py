@@ -28,8 +28,13 @@ WORKER = str(Path(__file__).with_name("restart_worker.py"))
 
 def _restart(*extra: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    p = subprocess.run(torchrun(WORKER, "5", *extra, restarts=1), env=ENV, capture_output=True,
-                       text=True, timeout=timeout)  # fmt: skip
+    p = subprocess.run(
+        torchrun(WORKER, "5", *extra, restarts=1),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return p, time.monotonic() - t0
 
 
@@ -45,8 +50,13 @@ def test_ten_kill_and_restart_trials_never_hang_and_match(tmp_path):
     steps = 40
     data = prepare_tiny_corpus(tmp_path / "corpus", dynamic=True)
     ref = tmp_path / "ref"
-    r = subprocess.run(torchrun(*pretrain_args(data, ref, steps)), env=ENV, capture_output=True,
-                       text=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        torchrun(*pretrain_args(data, ref, steps)),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     reference = train_log(ref)
     assert [s for s, _, _ in reference] == list(range(1, steps + 1))
@@ -55,8 +65,10 @@ def test_ten_kill_and_restart_trials_never_hang_and_match(tmp_path):
         out = tmp_path / f"trial{i:02d}"
         argv = torchrun(*pretrain_args(data, out, steps, "--collective-timeout", "30"))
         t = trial(argv, out, reference, kills=[(1, 12), (i % 2, 25)], timeout=150)
-        print(f"trial {i}: hung={t.hung} rc={t.returncode} kills={t.kills} "
-              f"same_losses={t.same_losses} {t.seconds:.1f}s")  # fmt: skip
+        print(
+            f"trial {i}: hung={t.hung} rc={t.returncode} kills={t.kills} "
+            f"same_losses={t.same_losses} {t.seconds:.1f}s"
+        )
         results.append(t)
         assert not t.hung, t.log[-3000:]
         assert t.returncode == 0 and t.kills == 2, t.log[-3000:]

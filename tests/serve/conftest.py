@@ -50,8 +50,14 @@ def tiny_mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     (d / "v.txt").write_text("\n".join(specials + WORDS + list(".,!?")) + "\n", encoding="utf-8")
     tok = BertTokenizer(d / "v.txt")
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     save_pretrained(BertForMaskedLM(config), d, tok)
     return d
@@ -62,13 +68,36 @@ def tiny_classifier(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) ->
     out = tmp_path_factory.mktemp("tiny_sst2") / "model"
     data = tmp_path_factory.mktemp("sst2")
     (data / "SST-2").mkdir()
-    rows = ["sentence\tlabel"] + [f"the movie was {w}\t{int(w in ('good', 'great'))}"
-                                  for w in ("good", "bad", "great", "awful") * 4]  # fmt: skip
+    rows = ["sentence\tlabel"] + [
+        f"the movie was {w}\t{int(w in ('good', 'great'))}"
+        for w in ("good", "bad", "great", "awful") * 4
+    ]
     for split in ("train", "dev"):
         (data / "SST-2" / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    argv = ["finetune", "glue", "--task", "SST-2", "--data-dir", str(data), "--model", str(tiny_mlm),
-            "--output", str(out), "--max-steps", "2", "--epochs", "1", "--batch-size", "4",
-            "--max-seq-length", "32", "--precision", "fp32", "--device", "cpu"]  # fmt: skip
+    argv = [
+        "finetune",
+        "glue",
+        "--task",
+        "SST-2",
+        "--data-dir",
+        str(data),
+        "--model",
+        str(tiny_mlm),
+        "--output",
+        str(out),
+        "--max-steps",
+        "2",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-seq-length",
+        "32",
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     return out
 
@@ -123,8 +152,11 @@ def serve_http(**settings) -> Iterator[str]:
 
     bounded = kernels._bounded
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(ServeSettings(**settings)), host="127.0.0.1",
-                                           port=port, log_level="warning"))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(ServeSettings(**settings)), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"

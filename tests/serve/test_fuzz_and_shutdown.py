@@ -33,18 +33,41 @@ ROUTES = [
 def _bodies(rng: random.Random) -> list[bytes]:
     """Malformed, truncated, mistyped, huge, deep, invalid UTF-8, empty and oversized bodies."""
     good = json.dumps({"inputs": ["the cat sat", "a dog"]}).encode()
-    out = [b"", b"{", b"[", b"null", b"true", b"42", b'"text"', b"{}", b"[]", b"{'inputs': 'x'}",
-           good[: len(good) // 2], good + b"}", b'{"inputs": "\xff\xfe"}', b"\xff" * 100,
-           b'{"inputs": ""}', b'{"inputs": [""]}', b'{"inputs": [[]]}', b'{"inputs": [1, 2]}',
-           b'{"inputs": {"a": 1}}', b'{"inputs": 1e400}', b'{"inputs": 123456789012345678901234567890}',
-           b'{"inputs": "x", "top_k": 99999999999999999999}', b'{"inputs": "x", "top_k": -1}',
-           b'{"inputs": "x", "normalize": "yes"}', b'{"inputs": "x", "truncate": null}',
-           b'{"input": ["a", null]}', b'{"inputs": {"question": 1, "context": []}}',
-           b'{"inputs": {"source_sentence": "a", "sentences": []}}',
-           b"[" * 50_000 + b"]" * 50_000, b'{"inputs": ' + b"[" * 5000 + b"]" * 5000 + b"}",
-           json.dumps({"inputs": ["x"] * 10_000}).encode(),
-           json.dumps({"inputs": "\u0000\ud7ff\ue000 [MASK] \U0010ffff"}).encode(),
-           json.dumps({"inputs": " ".join(["cat"] * 5000)}).encode()]  # fmt: skip
+    out = [
+        b"",
+        b"{",
+        b"[",
+        b"null",
+        b"true",
+        b"42",
+        b'"text"',
+        b"{}",
+        b"[]",
+        b"{'inputs': 'x'}",
+        good[: len(good) // 2],
+        good + b"}",
+        b'{"inputs": "\xff\xfe"}',
+        b"\xff" * 100,
+        b'{"inputs": ""}',
+        b'{"inputs": [""]}',
+        b'{"inputs": [[]]}',
+        b'{"inputs": [1, 2]}',
+        b'{"inputs": {"a": 1}}',
+        b'{"inputs": 1e400}',
+        b'{"inputs": 123456789012345678901234567890}',
+        b'{"inputs": "x", "top_k": 99999999999999999999}',
+        b'{"inputs": "x", "top_k": -1}',
+        b'{"inputs": "x", "normalize": "yes"}',
+        b'{"inputs": "x", "truncate": null}',
+        b'{"input": ["a", null]}',
+        b'{"inputs": {"question": 1, "context": []}}',
+        b'{"inputs": {"source_sentence": "a", "sentences": []}}',
+        b"[" * 50_000 + b"]" * 50_000,
+        b'{"inputs": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+        json.dumps({"inputs": ["x"] * 10_000}).encode(),
+        json.dumps({"inputs": "\u0000\ud7ff\ue000 [MASK] \U0010ffff"}).encode(),
+        json.dumps({"inputs": " ".join(["cat"] * 5000)}).encode(),
+    ]
     for _ in range(40):
         cut = rng.randrange(1, len(good))
         noise = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 20)))
@@ -104,9 +127,27 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(minilm: Path, tmp_path:
     port = _free_port()
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", "--model", str(minilm), "--port", str(port),
-                             "--precision", "fp32", "--device", "cpu", "--threads", "1"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "serve",
+            "--model",
+            str(minilm),
+            "--port",
+            str(port),
+            "--precision",
+            "fp32",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -140,8 +181,11 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(minilm: Path, tmp_path:
         seen, deadline = 0.0, time.monotonic() + 20
         while seen < 5 and time.monotonic() < deadline:
             text = httpx.get(f"{base}/metrics", timeout=5).text
-            seen = max(float(x.split()[-1]) for x in text.splitlines()
-                       if x.startswith("bertkit_requests_in_flight"))  # fmt: skip
+            seen = max(
+                float(x.split()[-1])
+                for x in text.splitlines()
+                if x.startswith("bertkit_requests_in_flight")
+            )
             time.sleep(0.02)
         assert seen >= 5, f"the four requests were never in flight together (saw {seen:g})"
         signalled = time.monotonic()

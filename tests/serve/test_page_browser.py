@@ -37,9 +37,18 @@ EXTRA_WORDS = re.findall(
 )
 # what scripts/setup.sh leaves when it could not install the browser (one line: why)
 SETUP_NOTE = ROOT / ".venv" / ".bertkit-browser-missing"
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run",
-                "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,1000"]  # fmt: skip
+CHROME_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--window-size=1280,1000",
+]
 
 
 def _find(*names: str) -> str | None:
@@ -104,28 +113,87 @@ def _build_models(root: Path, steps: int = 2) -> dict[str, Path]:
     mlm.mkdir(parents=True)
     (root / "vocab.txt").write_text("\n".join(SPECIALS + _vocab_words()) + "\n", encoding="utf-8")
     tok = BertTokenizer(root / "vocab.txt")
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     save_pretrained(BertForMaskedLM(config), mlm, tok)
-    fast = ["--max-steps", str(steps), "--epochs", str(steps), "--batch-size", "4",
-            "--learning-rate", "1e-3" if steps <= 2 else "5e-3", "--seed", "3"]  # fmt: skip
+    fast = [
+        "--max-steps",
+        str(steps),
+        "--epochs",
+        str(steps),
+        "--batch-size",
+        "4",
+        "--learning-rate",
+        "1e-3" if steps <= 2 else "5e-3",
+        "--seed",
+        "3",
+    ]
     conll, squad = FIXTURES / "task_conll.txt", FIXTURES / "task_squad_v1.json"
     for family, data, extra in (
         ("ner", conll, []),
-        ("squad", squad, ["--max-seq-length", "64", "--doc-stride", "16", "--max-query-length", "16"]),
-    ):  # fmt: skip
-        args = ["finetune", family, "--model", str(mlm), "--output", str(root / f"tiny-{family}"),
-                "--train", str(data), "--dev", str(data), *fast, *extra]  # fmt: skip
+        (
+            "squad",
+            squad,
+            ["--max-seq-length", "64", "--doc-stride", "16", "--max-query-length", "16"],
+        ),
+    ):
+        args = [
+            "finetune",
+            family,
+            "--model",
+            str(mlm),
+            "--output",
+            str(root / f"tiny-{family}"),
+            "--train",
+            str(data),
+            "--dev",
+            str(data),
+            *fast,
+            *extra,
+        ]
         assert main(args) == 0
     triples = root / "triples.jsonl"  # a reranker (one output), for the search panel
-    triples.write_text("".join(json.dumps({"query": q, "positive": p, "negative": n}) + "\n" for q, p, n in (
-        ("which river", "the amazon river flows", "paris is a capital"),
-        ("capital of france", "paris is the capital of france", "a man plays guitar"))), encoding="utf-8")  # fmt: skip
-    assert main(["finetune", "rerank", "--model", str(mlm), "--output", str(root / "tiny-rerank"),
-                 "--train", str(triples), "--dev", str(triples), *fast]) == 0  # fmt: skip
-    return {"tiny-mlm": mlm, "tiny-ner": root / "tiny-ner", "tiny-qa": root / "tiny-squad",
-            "tiny-rerank": root / "tiny-rerank"}  # fmt: skip
+    triples.write_text(
+        "".join(
+            json.dumps({"query": q, "positive": p, "negative": n}) + "\n"
+            for q, p, n in (
+                ("which river", "the amazon river flows", "paris is a capital"),
+                ("capital of france", "paris is the capital of france", "a man plays guitar"),
+            )
+        ),
+        encoding="utf-8",
+    )
+    assert (
+        main(
+            [
+                "finetune",
+                "rerank",
+                "--model",
+                str(mlm),
+                "--output",
+                str(root / "tiny-rerank"),
+                "--train",
+                str(triples),
+                "--dev",
+                str(triples),
+                *fast,
+            ]
+        )
+        == 0
+    )
+    return {
+        "tiny-mlm": mlm,
+        "tiny-ner": root / "tiny-ner",
+        "tiny-qa": root / "tiny-squad",
+        "tiny-rerank": root / "tiny-rerank",
+    }
 
 
 def _minilm() -> Path | None:
@@ -176,8 +244,11 @@ class LiveServer:
         self.sock.close()
 
     def post(self, path: str, body: dict) -> Any:
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        req = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
 
@@ -267,8 +338,12 @@ def _text(element: Any) -> str:
 def test_panels_follow_info(page: Any, served: LiveServer) -> None:
     with urllib.request.urlopen(served.url + "/info") as r:
         models = json.loads(r.read())["models"]
-    for prefix, capability in (("fm", "fill-mask"), ("qa", "qa"), ("ner", "tag"),
-                               ("sim", "similarity")):  # fmt: skip
+    for prefix, capability in (
+        ("fm", "fill-mask"),
+        ("qa", "qa"),
+        ("ner", "tag"),
+        ("sim", "similarity"),
+    ):
         options = page.find_elements(By.CSS_SELECTOR, f"#{prefix}-model option")
         able = [m["name"] for m in models if capability in m["capabilities"]]
         assert [o.get_attribute("value") for o in options] == able
@@ -314,8 +389,13 @@ def test_fill_mask_lists_top_k_candidates(page: Any, served: LiveServer) -> None
     want = served.post("/fill-mask", {"inputs": text, "top_k": 3, "model": model})
     assert len(want) == 1 and len(want[0]) == 3
     rows = result.find_elements(By.CSS_SELECTOR, "li.candidate")
-    shown = [(_text(r.find_element(By.CLASS_NAME, "token")), _text(r.find_element(By.CLASS_NAME, "score")))
-             for r in rows]  # fmt: skip
+    shown = [
+        (
+            _text(r.find_element(By.CLASS_NAME, "token")),
+            _text(r.find_element(By.CLASS_NAME, "score")),
+        )
+        for r in rows
+    ]
     assert shown == [(c["token"], f"{c['score']:.4f}") for c in want[0]]
 
 

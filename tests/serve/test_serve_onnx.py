@@ -21,7 +21,17 @@ TEXTS = ["the cat sat on the mat", "a good movie", "the dog was very bad , very 
 @pytest.fixture(scope="module")
 def exported_encoder(tiny_mlm: Path, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("onnx_encoder") / "model.onnx"
-    argv = ["export", "onnx", "--model", str(tiny_mlm), "--head", "encoder", "--output", str(out), "--optimize"]  # fmt: skip
+    argv = [
+        "export",
+        "onnx",
+        "--model",
+        str(tiny_mlm),
+        "--head",
+        "encoder",
+        "--output",
+        str(out),
+        "--optimize",
+    ]
     assert main(argv) == 0
     return out
 
@@ -34,7 +44,11 @@ def test_embed_equals_the_files_output(exported_encoder: Path):
     want = []
     for text in TEXTS:  # one at a time: no padding, no batching on this side
         ids = np.array([tok.encode(text).input_ids], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}  # fmt: skip
+        feeds = {
+            "input_ids": ids,
+            "attention_mask": np.ones_like(ids),
+            "token_type_ids": np.zeros_like(ids),
+        }
         hidden = session.run(["last_hidden_state"], feeds)[0][0]
         v = hidden.mean(0)
         want.append(v / np.linalg.norm(v))
@@ -83,5 +97,19 @@ def test_onnx_backend_needs_an_exported_file_of_the_folders_head(
 ):
     assert "no .onnx file" in _load_error(tiny_classifier)
     out = tmp_path / "enc" / "model.onnx"  # the fine-tuned folder's encoder only
-    assert main(["export", "onnx", "--model", str(tiny_classifier), "--head", "encoder", "--output", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                "--model",
+                str(tiny_classifier),
+                "--head",
+                "encoder",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "served as BertForSequenceClassification" in _load_error(out.parent)

@@ -18,21 +18,40 @@ from bertkit.tasks.windows import WindowConfig
 
 from .conftest import serve, wait_ready
 
-LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello",
-         "Paris is the capital and most populous city of France, with an estimated population."]  # fmt: skip
+LINES = [
+    "A man is playing a guitar.",
+    "The new movie is awesome!",
+    "hello",
+    "Paris is the capital and most populous city of France, with an estimated population.",
+]
 
 
 @pytest.fixture(scope="module")
 def minilm_client(minilm: Path):
-    with serve(models=[f"minilm={minilm}"], max_client_batch_size=8, payload_limit=20_000,
-               max_input_tokens=1024) as c:  # fmt: skip
+    with serve(
+        models=[f"minilm={minilm}"],
+        max_client_batch_size=8,
+        payload_limit=20_000,
+        max_input_tokens=1024,
+    ) as c:
         yield c
 
 
 def test_embed_equals_bertkit_embed_and_openai_shape(minilm_client, minilm: Path, tmp_path: Path):
     (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    argv = ["embed", "--model", str(minilm), "--input", str(tmp_path / "in.txt"),
-            "--output", str(tmp_path / "v.npy"), "--precision", "fp32", "--device", "cpu"]  # fmt: skip
+    argv = [
+        "embed",
+        "--model",
+        str(minilm),
+        "--input",
+        str(tmp_path / "in.txt"),
+        "--output",
+        str(tmp_path / "v.npy"),
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     offline = np.load(tmp_path / "v.npy")
     r = minilm_client.post("/embed", json={"inputs": LINES})
@@ -67,21 +86,32 @@ def test_embed_equals_bertkit_embed_and_openai_shape(minilm_client, minilm: Path
 
 
 def test_similarity_tokenize_info_metrics(minilm_client):
-    sim = minilm_client.post("/similarity", json={"inputs": {"source_sentence": LINES[0],
-                                                             "sentences": [LINES[0], LINES[3]]}}).json()  # fmt: skip
+    sim = minilm_client.post(
+        "/similarity",
+        json={"inputs": {"source_sentence": LINES[0], "sentences": [LINES[0], LINES[3]]}},
+    ).json()
     assert sim[0] == pytest.approx(1.0, abs=1e-5) and sim[1] < 0.5
     toks = minilm_client.post("/tokenize", json={"inputs": "Hello world!"}).json()
     assert [(t["text"], t["start"], t["stop"], t["special"]) for t in toks[0]] == [
-        ("[CLS]", 0, 0, True), ("hello", 0, 5, False), ("world", 6, 11, False),
-        ("!", 11, 12, False), ("[SEP]", 0, 0, True)]  # fmt: skip
+        ("[CLS]", 0, 0, True),
+        ("hello", 0, 5, False),
+        ("world", 6, 11, False),
+        ("!", 11, 12, False),
+        ("[SEP]", 0, 0, True),
+    ]
     info = minilm_client.get("/info").json()
     (m,) = info["models"]
     assert m["name"] == "minilm" and m["task"] == "feature-extraction"
     assert m["pooling"] == "mean" and m["max_input_length"] == 256 and m["dimensions"] == 384
     assert info["limits"]["max_client_batch_size"] == 8
     text = minilm_client.get("/metrics").text
-    for name in ("bertkit_request_count_total", "bertkit_batch_size_bucket", "bertkit_inference_duration_seconds_count",
-                 "bertkit_request_failure_total", "bertkit_queue_size"):  # fmt: skip
+    for name in (
+        "bertkit_request_count_total",
+        "bertkit_batch_size_bucket",
+        "bertkit_inference_duration_seconds_count",
+        "bertkit_request_failure_total",
+        "bertkit_queue_size",
+    ):
         assert name in text, name
     assert minilm_client.get("/docs").status_code == 200
     assert "/v1/embeddings" in minilm_client.get("/openapi.json").json()["paths"]
@@ -115,8 +145,9 @@ def test_long_inputs_are_windowed_like_the_library_and_truncate_cuts(minilm_clie
     emb = Embedder.load(minilm, precision="fp32", device="cpu")
     windowed, counts = emb.embed([text])
     assert counts.windowed == 1 and counts.windows > 1
-    cut = Embedder.load(minilm, precision="fp32", device="cpu",
-                        windows=WindowConfig(truncate=True))([text])  # fmt: skip
+    cut = Embedder.load(
+        minilm, precision="fp32", device="cpu", windows=WindowConfig(truncate=True)
+    )([text])
     got = np.asarray(minilm_client.post("/embed", json={"inputs": [text]}).json())
     assert np.abs(got - windowed).max() <= 1e-5
     got_cut = np.asarray(
@@ -141,8 +172,14 @@ def test_limits_answer_with_tei_statuses_and_json_reasons(minilm_client):
         minilm_client.post("/embed", json={"inputs": ["x"] * 9}), 413, "payload_too_large"
     )
     assert "over the 20000-byte limit" in err(
-        minilm_client.post("/embed", content=json.dumps({"inputs": ["y" * 30_000]}),
-                           headers={"content-type": "application/json"}), 413, "payload_too_large")  # fmt: skip
+        minilm_client.post(
+            "/embed",
+            content=json.dumps({"inputs": ["y" * 30_000]}),
+            headers={"content-type": "application/json"},
+        ),
+        413,
+        "payload_too_large",
+    )
     too_long = " ".join(["word"] * 1100)  # over --max-input-tokens 1024
     assert "at most 1024 tokens" in err(
         minilm_client.post("/embed", json={"inputs": [too_long]}), 413, "payload_too_large"
@@ -369,6 +406,10 @@ def test_all_finite_walks_task_answers():
 
     assert _all_finite([{"label": "x", "score": 0.5, "spans": [(0, 3)]}, np.float32(1.0)])
     assert _all_finite({"v": np.arange(3)})  # integer arrays have no NaN
-    for bad in (float("inf"), [{"score": float("nan")}], {"a": np.float64("nan")},
-                (np.array([1.0, np.inf]),)):  # fmt: skip
+    for bad in (
+        float("inf"),
+        [{"score": float("nan")}],
+        {"a": np.float64("nan")},
+        (np.array([1.0, np.inf]),),
+    ):
         assert not _all_finite(bad)

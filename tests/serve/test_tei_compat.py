@@ -13,8 +13,12 @@ import torch
 
 from .conftest import serve_http
 
-LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello",
-         "Paris is the capital and most populous city of France, with an estimated population."]  # fmt: skip
+LINES = [
+    "A man is playing a guitar.",
+    "The new movie is awesome!",
+    "hello",
+    "Paris is the capital and most populous city of France, with an estimated population.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +125,11 @@ def test_prompts_from_the_folder_as_sentence_transformers_applies_them(
         pair_url, "/embed", {"inputs": ["query: " + t for t in LINES[:2]], "model": "mrl"}
     ).json()
     np.testing.assert_allclose(got, np.asarray(by_hand), atol=1e-6)
-    sim = {"inputs": {"source_sentence": LINES[0], "sentences": LINES[:2]}, "model": "mrl",
-           "parameters": {"prompt_name": "passage"}}  # fmt: skip
+    sim = {
+        "inputs": {"source_sentence": LINES[0], "sentences": LINES[:2]},
+        "model": "mrl",
+        "parameters": {"prompt_name": "passage"},
+    }
     assert _post(pair_url, "/similarity", sim).status_code == 200
 
 
@@ -207,8 +214,11 @@ def test_rerank_equals_the_cross_encoder(cross_encoder) -> None:
         for g in got:
             assert g["score"] == pytest.approx(float(want[g["index"]]), abs=1e-5)
             assert "text" not in g
-        raw = _post(base, "/rerank", {"query": QUERY, "texts": TEXTS, "raw_scores": True,
-                                      "return_text": True, "top_n": 2}).json()  # fmt: skip
+        raw = _post(
+            base,
+            "/rerank",
+            {"query": QUERY, "texts": TEXTS, "raw_scores": True, "return_text": True, "top_n": 2},
+        ).json()
         assert len(raw) == 2 and [r["index"] for r in raw] == [g["index"] for g in got[:2]]
         for r in raw:
             assert r["score"] == pytest.approx(float(logits[r["index"]]), abs=1e-4)  # logits ~4

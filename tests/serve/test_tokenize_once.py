@@ -17,7 +17,18 @@ from bertkit.tokenizer import BertTokenizer
 
 from .conftest import FIXTURES, serve
 
-FAST = ["--max-steps", "2", "--epochs", "1", "--batch-size", "4", "--seed", "3", "--max-seq-length", "64"]
+FAST = [
+    "--max-steps",
+    "2",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "4",
+    "--seed",
+    "3",
+    "--max-seq-length",
+    "64",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +38,43 @@ def task_models(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     conll, squad = FIXTURES / "task_conll.txt", FIXTURES / "task_squad_v1.json"
     qa = ["--doc-stride", "16", "--max-query-length", "16"]
     for family, data, extra in (("ner", conll, []), ("squad", squad, qa)):
-        argv = ["finetune", family, "--model", str(tiny_mlm), "--output", str(root / family),
-                "--train", str(data), "--dev", str(data), *FAST, *extra]  # fmt: skip
+        argv = [
+            "finetune",
+            family,
+            "--model",
+            str(tiny_mlm),
+            "--output",
+            str(root / family),
+            "--train",
+            str(data),
+            "--dev",
+            str(data),
+            *FAST,
+            *extra,
+        ]
         assert main(argv) == 0
     triples = root / "triples.jsonl"
-    rows = [("the cat", "the cat sat on the mat", "a very bad film"),
-            ("good movie", "the movie was good", "the dog sat")]  # fmt: skip
-    triples.write_text("".join(json.dumps({"query": q, "positive": p, "negative": n}) + "\n"
-                               for q, p, n in rows), encoding="utf-8")  # fmt: skip
-    argv = ["finetune", "rerank", "--model", str(tiny_mlm), "--output", str(root / "rerank"),
-            "--train", str(triples), "--dev", str(triples), *FAST]  # fmt: skip
+    rows = [
+        ("the cat", "the cat sat on the mat", "a very bad film"),
+        ("good movie", "the movie was good", "the dog sat"),
+    ]
+    triples.write_text(
+        "".join(json.dumps({"query": q, "positive": p, "negative": n}) + "\n" for q, p, n in rows),
+        encoding="utf-8",
+    )
+    argv = [
+        "finetune",
+        "rerank",
+        "--model",
+        str(tiny_mlm),
+        "--output",
+        str(root / "rerank"),
+        "--train",
+        str(triples),
+        "--dev",
+        str(triples),
+        *FAST,
+    ]
     assert main(argv) == 0
     return {"ner": root / "ner", "qa": root / "squad", "rerank": root / "rerank"}
 
@@ -48,7 +86,9 @@ def counted_tokens() -> Iterator[list[int]]:
     counted again."""
     produced = [0]
     depth = threading.local()
-    originals = {name: getattr(BertTokenizer, name) for name in ("encode", "encode_ids", "encode_batch")}
+    originals = {
+        name: getattr(BertTokenizer, name) for name in ("encode", "encode_ids", "encode_batch")
+    }
 
     def counting(name: str):
         original = originals[name]
@@ -63,8 +103,11 @@ def counted_tokens() -> Iterator[list[int]]:
             if outer:
                 results = out if name == "encode_batch" else [out]
                 for r in results:
-                    produced[0] += (len(r) if name == "encode_ids"
-                                    else sum(1 for s in r.special_tokens_mask if not s))  # fmt: skip
+                    produced[0] += (
+                        len(r)
+                        if name == "encode_ids"
+                        else sum(1 for s in r.special_tokens_mask if not s)
+                    )
             return out
 
         return wrapper
@@ -86,8 +129,13 @@ def pieces(folder: Path, *texts: str) -> int:
 def test_every_route_tokenizes_each_text_once(
     tiny_mlm: Path, tiny_classifier: Path, task_models: dict[str, Path]
 ) -> None:
-    models = [f"mlm={tiny_mlm}", f"sst={tiny_classifier}", f"ner={task_models['ner']}",
-              f"qa={task_models['qa']}", f"rr={task_models['rerank']}"]  # fmt: skip
+    models = [
+        f"mlm={tiny_mlm}",
+        f"sst={tiny_classifier}",
+        f"ner={task_models['ner']}",
+        f"qa={task_models['qa']}",
+        f"rr={task_models['rerank']}",
+    ]
     texts = ["the movie was good", "a very bad film , the plot was awful"]
     pair = ("the cat sat", "on the mat")
     question, context = "who sat ?", "the cat sat on the mat . the dog was good ."
@@ -101,19 +149,27 @@ def test_every_route_tokenizes_each_text_once(
         ("/predict", {"inputs": [texts[0], list(pair)], "model": "sst"}, [texts[0], *pair]),
         ("/predict", {"inputs": texts, "model": "sst", "truncate": True}, texts),
         ("/ner", {"inputs": texts, "model": "ner"}, texts),
-        ("/qa", {"inputs": {"question": question, "context": context}, "model": "qa"},
-         [question, context]),
+        (
+            "/qa",
+            {"inputs": {"question": question, "context": context}, "model": "qa"},
+            [question, context],
+        ),
         ("/rerank", {"query": query, "texts": docs, "model": "rr"}, [query] * len(docs) + docs),
-        ("/rerank", {"query": query, "texts": docs, "model": "rr", "truncate": True},
-         [query] * len(docs) + docs),
-    ]  # fmt: skip
+        (
+            "/rerank",
+            {"query": query, "texts": docs, "model": "rr", "truncate": True},
+            [query] * len(docs) + docs,
+        ),
+    ]
     with serve(models=models) as client:
         for route, body, holds in cases:
             want = pieces(tiny_mlm, *holds)
             with counted_tokens() as produced:
                 r = client.post(route, json=body)
             assert r.status_code == 200, (route, r.text)
-            assert produced[0] == want, f"{route} {body}: {produced[0]} pieces for {want} in the request"
+            assert produced[0] == want, (
+                f"{route} {body}: {produced[0]} pieces for {want} in the request"
+            )
 
 
 def test_length_limits_at_their_boundaries(tiny_mlm: Path, tiny_classifier: Path) -> None:
@@ -125,7 +181,9 @@ def test_length_limits_at_their_boundaries(tiny_mlm: Path, tiny_classifier: Path
         assert client.post("/predict", json={"inputs": ten, "model": "sst"}).status_code == 200
         over = client.post("/predict", json={"inputs": ten + " cat", "model": "sst"})
         assert over.status_code == 413 and "Input 0 has 13" in over.json()["error"]
-        cut = client.post("/predict", json={"inputs": ten + " cat", "model": "sst", "truncate": True})
+        cut = client.post(
+            "/predict", json={"inputs": ten + " cat", "model": "sst", "truncate": True}
+        )
         assert cut.status_code == 200
         # each text of the pair fits alone: with [CLS] [SEP] [SEP], 5 + 4 are 12, 5 + 5 are 13
         pair = [" ".join(["the"] * 5), " ".join(["cat"] * 4)]
@@ -139,7 +197,9 @@ def test_length_limits_at_their_boundaries(tiny_mlm: Path, tiny_classifier: Path
         assert ok.status_code == 200 and len(ok.json()) == 1
         over = client.post("/fill-mask", json={"inputs": "the " + fits, "top_k": 2})
         assert over.status_code == 413 and "Input 0 has 65" in over.json()["error"]
-        cut = client.post("/fill-mask", json={"inputs": fits + " the", "top_k": 2, "truncate": True})
+        cut = client.post(
+            "/fill-mask", json={"inputs": fits + " the", "top_k": 2, "truncate": True}
+        )
         assert cut.status_code == 200  # the [MASK] is the 63rd piece: still inside
 
 
@@ -153,11 +213,15 @@ def test_raw_scores_are_the_logits(tiny_classifier: Path) -> None:
     clf = Classifier.load(tiny_classifier, device="cpu", precision="fp32")
     (want,) = clf(["the movie was good"])
     with serve(models=[f"sst={tiny_classifier}"]) as client:
-        raw = client.post("/predict", json={"inputs": "the movie was good", "raw_scores": True}).json()
+        raw = client.post(
+            "/predict", json={"inputs": "the movie was good", "raw_scores": True}
+        ).json()
         probs = client.post("/predict", json={"inputs": "the movie was good"}).json()
     by_label = {x["label"]: x["score"] for x in raw}
     logits = np.array([by_label[label] for label in ("0", "1")])
     assert logits == pytest.approx(np.array(want["logits"]), abs=1e-5)
     assert [x["label"] for x in raw] == [x["label"] for x in probs]
     soft = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
-    assert {x["label"]: x["score"] for x in probs} == pytest.approx(dict(zip(("0", "1"), soft)), abs=1e-5)
+    assert {x["label"]: x["score"] for x in probs} == pytest.approx(
+        dict(zip(("0", "1"), soft)), abs=1e-5
+    )

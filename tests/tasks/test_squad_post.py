@@ -235,8 +235,12 @@ def test_spans_repeated_by_overlapping_windows_appear_once(bk_tok):
         starts.append(s)
         ends.append(e)
     # a token shared by two windows: make both propose the same span with different scores
-    shared = [(k, i) for k, f in enumerate(feats) for i, o in enumerate(f.offsets) if o == feats[1].offsets[
-        next(i for i, o in enumerate(feats[1].offsets) if o is not None)] ]  # fmt: skip
+    shared = [
+        (k, i)
+        for k, f in enumerate(feats)
+        for i, o in enumerate(f.offsets)
+        if o == feats[1].offsets[next(i for i, o in enumerate(feats[1].offsets) if o is not None)]
+    ]
     assert len(shared) >= 2, "the windows must overlap"
     for rank, (k, i) in enumerate(shared):
         starts[k][i] = ends[k][i] = 5.0 - rank

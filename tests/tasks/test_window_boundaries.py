@@ -13,8 +13,12 @@ from bertkit.tasks.windows import WindowConfig, WindowCounts, plan_pair, slice_s
 
 def _owners(wins) -> list[int]:
     """The index of the window each token has its maximum context in."""
-    owner = {pos: i for i, w in enumerate(wins) for k, pos in enumerate(range(w.start, w.stop))
-             if w.is_max[k]}  # fmt: skip
+    owner = {
+        pos: i
+        for i, w in enumerate(wins)
+        for k, pos in enumerate(range(w.start, w.stop))
+        if w.is_max[k]
+    }
     return [owner[p] for p in range(len(owner))]
 
 
@@ -93,12 +97,14 @@ def test_pair_that_fits_exactly_is_one_whole_window_and_one_over_slides_the_firs
     a, b5, b6 = "a " * 8, "b " * 5, "b " * 6
     ids = {"a": tiny_tok.convert_tokens_to_ids("a"), "b": tiny_tok.convert_tokens_to_ids("b")}
     cls_id, sep_id = tiny_tok.cls_token_id, tiny_tok.sep_token_id
-    (one,) = encode_classification(tiny_tok, [ClassificationExample("0", a, b5, 0)], 16,
-                                   WindowConfig(doc_stride=5))  # fmt: skip
+    (one,) = encode_classification(
+        tiny_tok, [ClassificationExample("0", a, b5, 0)], 16, WindowConfig(doc_stride=5)
+    )
     assert one.input_ids == [cls_id, *[ids["a"]] * 8, sep_id, *[ids["b"]] * 5, sep_id]
     assert one.token_type_ids == [0] * 10 + [1] * 6 and not one.truncated
-    over = encode_classification(tiny_tok, [ClassificationExample("0", a, b6, 0)], 16,
-                                 WindowConfig(doc_stride=5))  # fmt: skip
+    over = encode_classification(
+        tiny_tok, [ClassificationExample("0", a, b6, 0)], 16, WindowConfig(doc_stride=5)
+    )
     tail = [sep_id, *[ids["b"]] * 6, sep_id]
     assert [w.input_ids for w in over] == [
         [cls_id, *[ids["a"]] * 7, *tail],

@@ -53,8 +53,12 @@ def test_max_context_is_the_window_with_the_most_tokens_on_the_shorter_side():
     """10 tokens, room 4, stride 2: windows 0-3, 2-5, 4-7, 6-9 (google's score)."""
     wins = slices(10, 4, 2)
     assert [(w.start, w.stop) for w in wins] == [(0, 4), (2, 6), (4, 8), (6, 10)]
-    owner = {pos: i for i, w in enumerate(wins) for k, pos in enumerate(range(w.start, w.stop))
-             if w.is_max[k]}  # fmt: skip
+    owner = {
+        pos: i
+        for i, w in enumerate(wins)
+        for k, pos in enumerate(range(w.start, w.stop))
+        if w.is_max[k]
+    }
     assert [owner[p] for p in range(10)] == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
 
 
@@ -80,8 +84,9 @@ def _ids(tok, text):
 def test_classification_windows_cover_the_text_and_keep_the_question(bk_tok):
     long = " ".join(f"word{i}" for i in range(60))
     content = _ids(bk_tok, long)
-    single = encode_classification(bk_tok, [ClassificationExample("0", long, None, 1)], 16,
-                                   WindowConfig(doc_stride=4))  # fmt: skip
+    single = encode_classification(
+        bk_tok, [ClassificationExample("0", long, None, 1)], 16, WindowConfig(doc_stride=4)
+    )
     assert len(single) > 1 and all(len(w.input_ids) <= 16 for w in single)
     assert {w.example_index for w in single} == {0} and {w.label for w in single} == {1}
     seen = [w.input_ids[1:-1] for w in single]
@@ -89,12 +94,14 @@ def test_classification_windows_cover_the_text_and_keep_the_question(bk_tok):
     flat = seen[0] + [t for s in seen[1:] for t in s[4:]]  # neighbours share 4 tokens
     assert flat == content
     q = "is it good?"
-    pair = encode_classification(bk_tok, [ClassificationExample("0", q, long, 1)], 24,
-                                 WindowConfig(doc_stride=4))  # fmt: skip
+    pair = encode_classification(
+        bk_tok, [ClassificationExample("0", q, long, 1)], 24, WindowConfig(doc_stride=4)
+    )
     head = [bk_tok.cls_token_id, *_ids(bk_tok, q), bk_tok.sep_token_id]
     assert len(pair) > 1 and all(w.input_ids[: len(head)] == head for w in pair)
-    assert all(w.token_type_ids == [0] * len(head) + [1] * (len(w.input_ids) - len(head))
-               for w in pair)  # fmt: skip
+    assert all(
+        w.token_type_ids == [0] * len(head) + [1] * (len(w.input_ids) - len(head)) for w in pair
+    )
     assert not any(w.truncated for w in pair)
 
 
@@ -126,14 +133,17 @@ def test_aggregate_mean_is_token_weighted_and_max_elementwise():
 def test_classifier_predicts_from_the_pooled_window_logits():
     """One input, two windows: a 1-token window votes label 0 strongly, a 9-token window label 1
     weakly; the token-weighted mean says 1, the max says 0."""
-    feats = [EncodedInput([2, 5, 3], [0] * 3, [1] * 3, None, 0),
-             EncodedInput([2] + [5] * 9 + [3], [0] * 11, [1] * 11, None, 0)]  # fmt: skip
+    feats = [
+        EncodedInput([2, 5, 3], [0] * 3, [1] * 3, None, 0),
+        EncodedInput([2] + [5] * 9 + [3], [0] * 11, [1] * 11, None, 0),
+    ]
     rows = [np.array([3.0, 0.0]), np.array([0.0, 1.0])]
     ex = [ClassificationExample("0", "t", None, None)]
     mean = ClassificationAdapter("classify", "x", 16, labels=["neg", "pos"])
     assert mean.score(ex, feats, rows).predictions[0]["label"] == "pos"
-    mx = ClassificationAdapter("classify", "x", 16, labels=["neg", "pos"],
-                               windows=WindowConfig(window_pooling="max"))  # fmt: skip
+    mx = ClassificationAdapter(
+        "classify", "x", 16, labels=["neg", "pos"], windows=WindowConfig(window_pooling="max")
+    )
     assert mx.score(ex, feats, rows).predictions[0]["label"] == "neg"
 
 
@@ -144,8 +154,13 @@ L2I = {"O": 0, "B-PER": 1, "I-PER": 2, "B-LOC": 3, "B-ORG": 4}
 
 
 def test_tagging_reads_each_word_from_its_max_context_window(tiny_tok):
-    wins = encode_tagged(tiny_tok, [TaggedSentence(WORDS, TAGS)], L2I, max_length=6,
-                         windows=WindowConfig(doc_stride=2))  # fmt: skip
+    wins = encode_tagged(
+        tiny_tok,
+        [TaggedSentence(WORDS, TAGS)],
+        L2I,
+        max_length=6,
+        windows=WindowConfig(doc_stride=2),
+    )
     # piece windows 0-3, 2-5, 4-7, 6-8 (as test_max_context_... for 9 pieces)
     assert [w.word_ids for w in wins] == [
         [None, 0, 1, 1, 1, None],
@@ -181,8 +196,9 @@ def test_document_context_windows_documents_and_scores_per_sentence(bk_tok):
     assert len(documents(sents)) == 2 < len(sents)
     labels = tag_label_list(sents)
     for doc in (False, True):
-        adapter = TaggingAdapter("ner", "x", 6, labels=labels, document_context=doc,
-                                 windows=WindowConfig(doc_stride=2))  # fmt: skip
+        adapter = TaggingAdapter(
+            "ner", "x", 6, labels=labels, document_context=doc, windows=WindowConfig(doc_stride=2)
+        )
         feats = adapter.encode(bk_tok, sents, training=True)
         counts = adapter.window_counts(sents, feats)
         assert counts.inputs == (2 if doc else len(sents)) and counts.windows == len(feats)

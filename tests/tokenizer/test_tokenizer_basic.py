@@ -43,8 +43,14 @@ def test_google_example_uncased(uncased: BertTokenizer) -> None:
 def test_google_example_cased(cased: BertTokenizer) -> None:
     # cased keeps "UN" and the accent: UN ##want ##é ##d
     assert cased.tokenize("UNwant\u00e9d,running") == [
-        "UN", "##want", "##é", "##d", ",", "runn", "##ing",
-    ]  # fmt: skip
+        "UN",
+        "##want",
+        "##é",
+        "##d",
+        ",",
+        "runn",
+        "##ing",
+    ]
 
 
 def test_accents_cased_and_uncased() -> None:

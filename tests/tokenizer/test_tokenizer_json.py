@@ -302,11 +302,16 @@ def test_unsupported_components_are_a_one_line_error(name: str, tmp_path: Path) 
 
 def test_a_handwritten_bpe_file_is_refused(tmp_path: Path) -> None:
     bpe = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-        "normalizer": None, "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": None, "decoder": None,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
         "model": {"type": "BPE", "vocab": {"h": 0, "i": 1, "hi": 2}, "merges": ["h i"]},
-    }  # fmt: skip
+    }
     (tmp_path / "tokenizer.json").write_text(json.dumps(bpe))
     assert tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode("hi").ids == [2]
     with pytest.raises(CheckpointError, match=r"tokenizer\.json: model 'BPE' is not supported"):

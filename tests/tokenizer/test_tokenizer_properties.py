@@ -21,10 +21,36 @@ TOKENIZERS = {
 
 # every code point category, lone surrogates included, plus characters that stress cleaning
 TRICKY = st.sampled_from(
-    ["\u200b", "\u200d", "\ufeff", "\ue000", "\U000f0000", "\x00", "\x7f", "\ufffd", "\ud800",
-     "\udfff", "\u0301", "[CLS]", "[MASK]", "[SEP", " ", "\t", "\n", "\u3000", "中", "Σ", "İ",
-     "ﬁ", "e\u0301", "≠", "\u1fef", ",", "##"]
-)  # fmt: skip
+    [
+        "\u200b",
+        "\u200d",
+        "\ufeff",
+        "\ue000",
+        "\U000f0000",
+        "\x00",
+        "\x7f",
+        "\ufffd",
+        "\ud800",
+        "\udfff",
+        "\u0301",
+        "[CLS]",
+        "[MASK]",
+        "[SEP",
+        " ",
+        "\t",
+        "\n",
+        "\u3000",
+        "中",
+        "Σ",
+        "İ",
+        "ﬁ",
+        "e\u0301",
+        "≠",
+        "\u1fef",
+        ",",
+        "##",
+    ]
+)
 ANY_CHAR = st.characters(blacklist_categories=())
 TEXT = st.lists(st.one_of(ANY_CHAR, TRICKY), max_size=40).map("".join)
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))

@@ -227,8 +227,14 @@ def decisions_worker(rank: int, world: int, port: int, out: str, env: list[dict]
 
     for name in (*hardware.ENV.values(), "BERTKIT_ONEDNN"):
         os.environ.pop(name, None)
-    os.environ.update(env[rank], MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # fmt: skip
+    os.environ.update(
+        env[rank],
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
     info = D.init_from_env("cpu")
     try:
         made = {n: [d.choice, d.source] for n, d in hardware.decisions().items()}

@@ -35,8 +35,11 @@ def test_v1_checkpoint_resumes_to_the_same_losses(tmp_path: Path) -> None:
     trainer._log = messages.append
     assert trainer.fit().step == 6
     assert any("resumed from" in m and "step-000000003" in m for m in messages), messages
-    losses = [json.loads(x)["loss"] for x in (run / "metrics.jsonl").read_text().splitlines()
-              if json.loads(x)["type"] == "train" and json.loads(x)["step"] > 3]  # fmt: skip
+    losses = [
+        json.loads(x)["loss"]
+        for x in (run / "metrics.jsonl").read_text().splitlines()
+        if json.loads(x)["type"] == "train" and json.loads(x)["step"] > 3
+    ]
     assert losses == pytest.approx(EXPECTED["losses"], rel=1e-4)  # other CPUs: other rounding
 
 

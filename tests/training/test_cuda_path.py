@@ -27,9 +27,16 @@ LENGTHS = [128, 97, 64, 33, 120, 8, 77, 128]
 
 def _config(dropout: float) -> BertConfig:
     """Head size 64 as BERT's, so FlashAttention's kernels run as they do for BERT-Base."""
-    return BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=4,
-                      num_attention_heads=4, intermediate_size=1024, max_position_embeddings=128,
-                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)  # fmt: skip
+    return BertConfig(
+        vocab_size=1000,
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        max_position_embeddings=128,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
 
 
 def _batch() -> dict:
@@ -42,8 +49,13 @@ def _batch() -> dict:
     pick[:, 1] = True
     labels = torch.where(pick, ids, torch.full_like(ids, -100))
     types = (torch.arange(T)[None] >= torch.tensor(LENGTHS)[:, None] // 2).long() * mask
-    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
-             "labels": labels, "next_sentence_label": torch.randint(0, 2, (B,), generator=g)}  # fmt: skip
+    batch = {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": types,
+        "labels": labels,
+        "next_sentence_label": torch.randint(0, 2, (B,), generator=g),
+    }
     return {**batch, "layout": layout(mask, labels)}
 
 
@@ -73,11 +85,17 @@ def test_bf16_step_matches_fp32_on_the_same_batch(record_property):
         torch.backends.cuda.matmul.allow_tf32 = tf32
     loss, low = _grads(model, batch, torch.bfloat16)
     assert low.keys() == ref.keys() and len(ref) > 20
-    overall = (torch.cat([(low[k] - ref[k]).flatten() for k in ref]).norm()
-               / torch.cat([ref[k].flatten() for k in ref]).norm()).item()  # fmt: skip
-    cosines = {k: torch.nn.functional.cosine_similarity(low[k].flatten(), ref[k].flatten(), 0,
-                                                        1e-12).item()
-               for k in ref if ref[k].norm() > 1e-6}  # fmt: skip
+    overall = (
+        torch.cat([(low[k] - ref[k]).flatten() for k in ref]).norm()
+        / torch.cat([ref[k].flatten() for k in ref]).norm()
+    ).item()
+    cosines = {
+        k: torch.nn.functional.cosine_similarity(
+            low[k].flatten(), ref[k].flatten(), 0, 1e-12
+        ).item()
+        for k in ref
+        if ref[k].norm() > 1e-6
+    }
     record_property("loss_fp32", ref_loss)
     record_property("loss_bf16", loss)
     record_property("grad_relative_error", overall)
@@ -142,8 +160,11 @@ def test_resume_on_cuda_is_exact(tmp_path, precision, record_property):
     if floor == (0.0, 0.0):
         assert found == (0.0, 0.0)
     else:
-        record_property("why_not_exact", "two uninterrupted CUDA runs differ already: "
-                        "non-deterministic kernels (atomics in the attention backward)")  # fmt: skip
+        record_property(
+            "why_not_exact",
+            "two uninterrupted CUDA runs differ already: "
+            "non-deterministic kernels (atomics in the attention backward)",
+        )
         assert found[0] <= bound
     control = _differences(ref, _run(tmp_path / "control", precision, stop=4, restore_rng=False))
     record_property("negative_control_max_difference_loss_weight", control)

@@ -72,18 +72,27 @@ def test_every_rank_runs_rank_0s_kernel_paths(tmp_path):
     1, with no setting of its own, takes rank 0's choices; a setting of its own stays."""
     import json
 
-    rank0 = {"BERTKIT_FP32_MATMUL": "onednn", "BERTKIT_BF16": "emulated",
-             "BERTKIT_INT8_WEIGHTS": "7bit"}  # fmt: skip
+    rank0 = {
+        "BERTKIT_FP32_MATMUL": "onednn",
+        "BERTKIT_BF16": "emulated",
+        "BERTKIT_INT8_WEIGHTS": "7bit",
+    }
     for name, rank1 in (("adopts", {}), ("keeps", {"BERTKIT_FP32_MATMUL": "blas"})):
         out = tmp_path / name
         out.mkdir()
         mp.spawn(decisions_worker, args=(2, free_port(), str(out), [rank0, rank1]), nprocs=2)
         got = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
-        assert got[0] == {"fp32_matmul": ["onednn", "env"], "bf16": ["emulated", "env"],
-                          "int8_weights": ["7bit", "env"]}  # fmt: skip
+        assert got[0] == {
+            "fp32_matmul": ["onednn", "env"],
+            "bf16": ["emulated", "env"],
+            "int8_weights": ["7bit", "env"],
+        }
         want_fp32 = ["blas", "env"] if rank1 else ["onednn", "rank 0"]
-        assert got[1] == {"fp32_matmul": want_fp32, "bf16": ["emulated", "rank 0"],
-                          "int8_weights": ["7bit", "rank 0"]}  # fmt: skip
+        assert got[1] == {
+            "fp32_matmul": want_fp32,
+            "bf16": ["emulated", "rank 0"],
+            "int8_weights": ["7bit", "rank 0"],
+        }
 
 
 @pytest.mark.slow

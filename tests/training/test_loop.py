@@ -226,8 +226,11 @@ def test_bf16_evaluations_during_a_run_score_the_current_weights(tmp_path, bf16_
 
     trainer = make_trainer(tmp_path / "r", steps=6, lr=2e-2, eval_every=2, precision="bf16")
     result = trainer.fit()
-    evals = [r for r in map(json.loads, (tmp_path / "r" / "metrics.jsonl").read_text().splitlines())
-             if r["type"] == "eval"]  # fmt: skip
+    evals = [
+        r
+        for r in map(json.loads, (tmp_path / "r" / "metrics.jsonl").read_text().splitlines())
+        if r["type"] == "eval"
+    ]
     assert evals[0]["mlm_loss"] != pytest.approx(evals[-1]["mlm_loss"], abs=1e-3)  # it learned
     fresh = BertForPreTraining(tiny_config())
     fresh.load_state_dict(trainer.core.state_dict())

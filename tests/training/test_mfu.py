@@ -16,9 +16,16 @@ from bertkit.model.batching import layout
 from bertkit.training import metrics
 from bertkit.training.metrics import pretraining_flops
 
-CONFIG = BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                    intermediate_size=256, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                    attention_probs_dropout_prob=0.0)  # fmt: skip
+CONFIG = BertConfig(
+    vocab_size=500,
+    hidden_size=64,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=256,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def _batch(lengths: list[int]) -> dict[str, torch.Tensor]:
@@ -29,8 +36,13 @@ def _batch(lengths: list[int]) -> dict[str, torch.Tensor]:
     labels = torch.full((B, T), -100)
     for b, n in enumerate(lengths):
         labels[b, 1 : min(n, 4)] = ids[b, 1 : min(n, 4)]
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids),
-            "labels": labels, "next_sentence_label": torch.zeros(B, dtype=torch.long)}  # fmt: skip
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": torch.zeros_like(ids),
+        "labels": labels,
+        "next_sentence_label": torch.zeros(B, dtype=torch.long),
+    }
 
 
 def _count_onednn_products() -> None:
@@ -68,8 +80,9 @@ def test_padding_is_not_counted_as_work():
     padded = pretraining_flops(CONFIG, lengths=lengths, seq_len=32, masked=12, definition="padded")
     assert padded > 2 * real  # 56 real tokens of 128 positions
     full = pretraining_flops(CONFIG, lengths=[32] * 4, seq_len=32, masked=12)
-    full_padded = pretraining_flops(CONFIG, lengths=[32] * 4, seq_len=32, masked=12,
-                                    definition="padded")  # fmt: skip
+    full_padded = pretraining_flops(
+        CONFIG, lengths=[32] * 4, seq_len=32, masked=12, definition="padded"
+    )
     H, inter = CONFIG.hidden_size, CONFIG.intermediate_size
     # on a full batch the two differ by the last layer's tokens that nothing reads
     assert full_padded - full == 6 * (128 - 12 - 4) * (H * H + 2 * H * inter)

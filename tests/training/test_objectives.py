@@ -22,10 +22,30 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _opts(data: Path, out: Path, objective: str, **kw) -> PretrainOptions:
-    train = TrainConfig(batch_size=8, seed=3, precision="fp32", log_every=1, eval_every=4,
-                        eval_examples=32, save_every=2, show_progress=False, peak_flops=1e9)  # fmt: skip
-    return PretrainOptions(data=data, output=out, max_steps=STEPS, learning_rate=1e-3, warmup_steps=2,
-                           objective=objective, device="cpu", threads=1, dropout=0.1, train=train, **kw)  # fmt: skip
+    train = TrainConfig(
+        batch_size=8,
+        seed=3,
+        precision="fp32",
+        log_every=1,
+        eval_every=4,
+        eval_examples=32,
+        save_every=2,
+        show_progress=False,
+        peak_flops=1e9,
+    )
+    return PretrainOptions(
+        data=data,
+        output=out,
+        max_steps=STEPS,
+        learning_rate=1e-3,
+        warmup_steps=2,
+        objective=objective,
+        device="cpu",
+        threads=1,
+        dropout=0.1,
+        train=train,
+        **kw,
+    )
 
 
 def _records(out: Path) -> list[dict]:
@@ -173,7 +193,8 @@ def test_num_attention_heads_overrides_the_size_and_is_checked(data: Path, tmp_p
         pretrain(_opts(data, tmp_path / "h4", "mlm+nsp", num_attention_heads=2), log=lambda m: None)
     with pytest.raises(ConfigError, match="must divide hidden_size 128, got 3"):
         pretrain(_opts(data, tmp_path / "h3", "mlm+nsp", num_attention_heads=3), log=lambda m: None)
-    warm = _opts(data, tmp_path / "w", "mlm+nsp", num_attention_heads=2,
-                 init_from=tmp_path / "h4" / "model")  # fmt: skip
+    warm = _opts(
+        data, tmp_path / "w", "mlm+nsp", num_attention_heads=2, init_from=tmp_path / "h4" / "model"
+    )
     with pytest.raises(ConfigError, match="has 4 attention heads, --num-attention-heads says 2"):
         pretrain(warm, log=lambda m: None)

@@ -235,8 +235,14 @@ def test_phase2_learning_rate_restarts_at_the_phase_boundary(tmp_path):
     from bertkit.errors import ConfigError
     from bertkit.training.pretraining import PretrainOptions, _schedule
 
-    opts = PretrainOptions(data=tmp_path, output=tmp_path, max_steps=100, learning_rate=1e-3,
-                           warmup_proportion=0.1, phase2_learning_rate=5e-4)  # fmt: skip
+    opts = PretrainOptions(
+        data=tmp_path,
+        output=tmp_path,
+        max_steps=100,
+        learning_rate=1e-3,
+        warmup_proportion=0.1,
+        phase2_learning_rate=5e-4,
+    )
     cfg = _schedule(opts, steps2=20)
     assert (cfg.restart_at, cfg.warmup_steps, cfg.restart_warmup_steps) == (80, 8, 2)
     assert cfg.restart_peak == pytest.approx(0.5)

@@ -22,17 +22,27 @@ HELP = "convert Google's original BERT TensorFlow checkpoint (bert_model.ckpt) t
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.interop.tf_convert import TfConvertSettings
 
-    p.add_argument("--tf-checkpoint", type=Path, required=True, metavar="PREFIX",
-                   help="the checkpoint prefix (.../bert_model.ckpt) or the folder holding "
-                   "bert_model.ckpt.index")  # fmt: skip
+    p.add_argument(
+        "--tf-checkpoint",
+        type=Path,
+        required=True,
+        metavar="PREFIX",
+        help="the checkpoint prefix (.../bert_model.ckpt) or the folder holding "
+        "bert_model.ckpt.index",
+    )
     p.add_argument("--output", type=Path, required=True, help="the model folder to write")
     options.add_fields(p, TfConvertSettings, ("config", "vocab", "hidden_act", "overwrite"))
     case = p.add_mutually_exclusive_group()
     text = options.field_docs(TfConvertSettings)["do_lower_case"]
-    case.add_argument("--do-lower-case", dest="do_lower_case", action="store_true",
-                      default=None, help=text)  # fmt: skip
-    case.add_argument("--cased", dest="do_lower_case", action="store_false",
-                      help="keep case and accents (the opposite of --do-lower-case)")  # fmt: skip
+    case.add_argument(
+        "--do-lower-case", dest="do_lower_case", action="store_true", default=None, help=text
+    )
+    case.add_argument(
+        "--cased",
+        dest="do_lower_case",
+        action="store_false",
+        help="keep case and accents (the opposite of --do-lower-case)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,9 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--input", type=Path, default=None, help="text file, one item per line (default: stdin)"
     )
-    p.add_argument("--output", required=True,
-                   help="vectors: .npy (float32 N x H) or .jsonl; a folder (DIR/, an existing folder "
-                   "or a name without suffix): .npy shards + manifest.json, streamed, resumable")  # fmt: skip
+    p.add_argument(
+        "--output",
+        required=True,
+        help="vectors: .npy (float32 N x H) or .jsonl; a folder (DIR/, an existing folder "
+        "or a name without suffix): .npy shards + manifest.json, streamed, resumable",
+    )
     p.add_argument(
         "--pooling",
         choices=POOLINGS,
@@ -54,10 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     options.add_windows(p)
     options.add_streaming(p)  # folder output only
-    options.add_fields(p, LayerSpec, ("layers", "layer_combine"),
-                       choices={"layer_combine": LAYER_COMBINES})  # fmt: skip
-    p.add_argument("--per-token", action="store_true",
-                   help="one vector per word piece (.npy) and a .jsonl index of pieces and offsets")  # fmt: skip
+    options.add_fields(
+        p, LayerSpec, ("layers", "layer_combine"), choices={"layer_combine": LAYER_COMBINES}
+    )
+    p.add_argument(
+        "--per-token",
+        action="store_true",
+        help="one vector per word piece (.npy) and a .jsonl index of pieces and offsets",
+    )
     options.add_precision(p, inference=True)
     p.add_argument(
         "--bf16",
@@ -88,12 +95,19 @@ def _load(args: argparse.Namespace):
     from bertkit.inference.embedder import LayerSpec
     from bertkit.tasks.windows import WindowConfig
 
-    return Embedder.load(args.model, pooling=args.pooling, normalize=args.normalize,
-                         max_length=args.max_length, device=args.device, precision=args.precision,
-                         batch_size=args.batch_size, allow_pickle=args.allow_pickle,
-                         split_special_tokens=args.split_special_tokens,
-                         windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
-                         layers=options.values(args, LayerSpec))  # fmt: skip
+    return Embedder.load(
+        args.model,
+        pooling=args.pooling,
+        normalize=args.normalize,
+        max_length=args.max_length,
+        device=args.device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        allow_pickle=args.allow_pickle,
+        split_special_tokens=args.split_special_tokens,
+        windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
+        layers=options.values(args, LayerSpec),
+    )
 
 
 def _run_folder(args: argparse.Namespace) -> int:
@@ -110,21 +124,28 @@ def _run_folder(args: argparse.Namespace) -> int:
         path = args.input
         source = {"path": "-" if path is None else str(path), "size": file_size(path)}
         summary = _load(args).embed_to(
-            _stream_lines(path, args.encoding_errors), args.output,
-            config=options.streaming_values(args), source=source,
+            _stream_lines(path, args.encoding_errors),
+            args.output,
+            config=options.streaming_values(args),
+            source=source,
             settings={"encoding_errors": args.encoding_errors},
             total=None if path is None else count_lines(path),
             show_progress=None if info.is_main else False,
-            rank=info.rank, world=info.world_size, barrier=lambda: D.barrier(info),
-        )  # fmt: skip
+            rank=info.rank,
+            world=info.world_size,
+            barrier=lambda: D.barrier(info),
+        )
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
     print(
         f"{who}{summary.line(args.output)}; long inputs: {summary.counts.summary('lines')}",
         file=sys.stderr,
     )
     if summary.mismatched:
-        print(f"note: {summary.mismatched} shard(s) already on disk were recomputed with other bytes "
-              "(kernel path or thread count changed?); the disk's were kept", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {summary.mismatched} shard(s) already on disk were recomputed with other bytes "
+            "(kernel path or thread count changed?); the disk's were kept",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -154,8 +175,11 @@ def run(args: argparse.Namespace) -> int:
     if args.per_token:
         feats, counts = embedder.token_features(texts)
         index = save_token_features(args.output, feats)
-        print(f"embedded {len(texts)} lines -> {args.output} ({sum(len(f.tokens) for f in feats)} pieces x "
-              f"{embedder.dim}) and {index}; long inputs: {counts.summary('lines')}", file=sys.stderr)  # fmt: skip
+        print(
+            f"embedded {len(texts)} lines -> {args.output} ({sum(len(f.tokens) for f in feats)} pieces x "
+            f"{embedder.dim}) and {index}; long inputs: {counts.summary('lines')}",
+            file=sys.stderr,
+        )
         return 0
     vectors, counts = embedder.embed(texts)
     with atomic_write(args.output, "wb" if suffix == ".npy" else "w") as f:

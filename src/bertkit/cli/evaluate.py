@@ -28,13 +28,16 @@ HELP = "score a fine-tuned model on a labelled file with the task's official met
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_model(parser, "folder written by `bertkit finetune`")
     parser.add_argument(
-        "--data", required=True, help="data file (GLUE: a file or the GLUE folder; any model: "
-        "CSV/TSV/JSONL with the text fields and a label)"
-    )  # fmt: skip
+        "--data",
+        required=True,
+        help="data file (GLUE: a file or the GLUE folder; any model: "
+        "CSV/TSV/JSONL with the text fields and a label)",
+    )
     parser.add_argument(
-        "--split", default="dev",
+        "--split",
+        default="dev",
         help="GLUE folder split (dev, dev_mismatched, train ...); BEIR qrels split (dev, else test)",
-    )  # fmt: skip
+    )
     g = parser.add_argument_group("retrieval (--data a BEIR folder)")
     g.add_argument("--reranker", default=None, help="cross-encoder folder to rerank the hits with")
     g.add_argument("--rerank-top-k", type=int, default=50, help="hits per query to rerank")
@@ -55,9 +58,14 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.errors import InputError
     from bertkit.inference import TaskModel
 
-    model = TaskModel.load(args.model, device=args.device, precision=args.precision,
-                           batch_size=args.batch_size, allow_pickle=args.allow_pickle,
-                           split_special_tokens=args.split_special_tokens)  # fmt: skip
+    model = TaskModel.load(
+        args.model,
+        device=args.device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        allow_pickle=args.allow_pickle,
+        split_special_tokens=args.split_special_tokens,
+    )
     model = model.with_windows(**options.window_values(args))
     scored = model.score_file(args.data, args.split)
     if scored.windows is not None:
@@ -97,12 +105,19 @@ def _retrieval(args: argparse.Namespace) -> int:
     if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
         split = "test"
     data = read_beir(args.data, split)
-    common = {"device": args.device, "precision": args.precision, "batch_size": args.batch_size,
-              "allow_pickle": args.allow_pickle, "split_special_tokens": args.split_special_tokens}  # fmt: skip
+    common = {
+        "device": args.device,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "allow_pickle": args.allow_pickle,
+        "split_special_tokens": args.split_special_tokens,
+    }
     # over-long texts are cut, as sentence-transformers reads them
     embedder = Embedder.load(args.model, windows=WindowConfig(truncate=True), **common)
     reranker = Classifier.load(args.reranker, **common) if args.reranker else None
-    print(f"{len(data.judged())} judged queries ({split}), {len(data.corpus)} documents",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"{len(data.judged())} judged queries ({split}), {len(data.corpus)} documents",
+        file=sys.stderr,
+    )
     metrics = evaluate_retrieval(embedder, data, reranker=reranker, top_k=args.rerank_top_k)
     return _report(metrics, args.output)

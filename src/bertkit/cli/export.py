@@ -26,8 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     options.add_model(onnx, "model folder (bertkit or Hugging Face)")
     onnx.add_argument("--output", type=Path, required=True, help="the .onnx file to write")
-    options.add_fields(onnx, OnnxExportConfig, ("opset", "optimize", "quantize", "head"),
-                       choices={"quantize": QUANTIZE_CHOICES, "head": HEAD_CHOICES})  # fmt: skip
+    options.add_fields(
+        onnx,
+        OnnxExportConfig,
+        ("opset", "optimize", "quantize", "head"),
+        choices={"quantize": QUANTIZE_CHOICES, "head": HEAD_CHOICES},
+    )
     options.add_allow_pickle(onnx)
 
 
@@ -37,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
     config = options.values(args, OnnxExportConfig)
     result = export_onnx(args.model, args.output, config, allow_pickle=args.allow_pickle)
     fused = ", ".join(f"{k} {v}" for k, v in result.fused.items())
-    print(f"wrote {result.path} ({result.head}: {', '.join(result.outputs)}; "
-          f"{result.bytes / 2**20:.1f} MiB{'; fused ' + fused if fused else ''})", file=sys.stderr)  # fmt: skip
+    print(
+        f"wrote {result.path} ({result.head}: {', '.join(result.outputs)}; "
+        f"{result.bytes / 2**20:.1f} MiB{'; fused ' + fused if fused else ''})",
+        file=sys.stderr,
+    )
     return 0

@@ -33,8 +33,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top_k < 1:
         raise InputError(None, None, "--top-k must be >= 1")
-    masker = FillMasker.load(args.model, device=args.device, precision=args.precision,
-                             batch_size=args.batch_size, allow_pickle=args.allow_pickle)  # fmt: skip
+    masker = FillMasker.load(
+        args.model,
+        device=args.device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        allow_pickle=args.allow_pickle,
+    )
     if args.texts:
         texts = list(args.texts)
     else:

@@ -24,8 +24,19 @@ from bertkit.cli import options
 
 HELP = "fine-tune a BERT checkpoint on GLUE, NER, SQuAD, SWAG or your own CSV/JSONL data"
 
-_RUN_FIELDS = ("learning_rates", "restarts", "epochs", "batch_size", "seed", "max_steps",
-               "warmup_proportion", "weight_decay", "dropout", "eval_batch_size", "bucket_batches")  # fmt: skip
+_RUN_FIELDS = (
+    "learning_rates",
+    "restarts",
+    "epochs",
+    "batch_size",
+    "seed",
+    "max_steps",
+    "warmup_proportion",
+    "weight_decay",
+    "dropout",
+    "eval_batch_size",
+    "bucket_batches",
+)
 _WINDOWED = ("glue", "classify", "ner", "tag")
 """The families with the long-input flags; squad has its own --doc-stride, swag truncates (and
 counts the inputs it cuts)."""
@@ -57,11 +68,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     options.add_model(g, "bertkit or Hugging Face checkpoint folder")
     g.add_argument("--output", required=True, help="folder for the selected model and metrics.json")
     options.add_fields(g, FinetuneConfig, _RUN_FIELDS, flags={"learning_rates": "--learning-rate"})
-    g.add_argument("--max-seq-length", type=int, default=None,
-                   help=f"tokens per input (default {DEFAULT_MAX_SEQ_LENGTH}; {SQUAD_MAX_SEQ_LENGTH} for squad)")  # fmt: skip
+    g.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=None,
+        help=f"tokens per input (default {DEFAULT_MAX_SEQ_LENGTH}; {SQUAD_MAX_SEQ_LENGTH} for squad)",
+    )
     options.add_precision(g)
-    g.add_argument("--max-train-examples", type=int, default=None,
-                   help="use only the first N training examples")  # fmt: skip
+    g.add_argument(
+        "--max-train-examples",
+        type=int,
+        default=None,
+        help="use only the first N training examples",
+    )
     options.add_allow_pickle(g)
     options.add_split_special_tokens(g)
     options.add_device(g)
@@ -81,19 +100,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, (_cls, text) in FAMILIES.items():
         p = sub.add_parser(name, help=text, description=text)
         if name == "glue":
-            p.add_argument("--task", required=True,
-                           help=f"{', '.join(glue_names[:-1])} or {glue_names[-1]}")  # fmt: skip
-            p.add_argument("--data-dir", type=Path, required=True,
-                           help="GLUE root (holding TASK/) or the task folder")  # fmt: skip
+            p.add_argument(
+                "--task", required=True, help=f"{', '.join(glue_names[:-1])} or {glue_names[-1]}"
+            )
+            p.add_argument(
+                "--data-dir",
+                type=Path,
+                required=True,
+                help="GLUE root (holding TASK/) or the task folder",
+            )
         else:
             p.add_argument(
                 "--train", type=Path, required=True, help=_TRAIN_HELP.get(name, "training file")
             )
-            p.add_argument("--dev", type=Path, required=True,
-                           help=_DEV_HELP.get(name, "dev file (scored each epoch, used for selection)"))  # fmt: skip
+            p.add_argument(
+                "--dev",
+                type=Path,
+                required=True,
+                help=_DEV_HELP.get(name, "dev file (scored each epoch, used for selection)"),
+            )
         fields = _FAMILY_FIELDS.get(name, ())
-        options.add_fields(p, TaskSettings, fields,
-                           choices={"format": FORMATS, "pooling": POOLINGS})  # fmt: skip
+        options.add_fields(
+            p, TaskSettings, fields, choices={"format": FORMATS, "pooling": POOLINGS}
+        )
         if name in _WINDOWED:
             options.add_windows(p)
         if name == "squad":

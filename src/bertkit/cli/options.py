@@ -184,11 +184,16 @@ def add_split_special_tokens(
 def add_model(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
     """``--model`` (a folder or a Hugging Face Hub id) and ``--revision``, for every command that
     loads one model; :func:`resolve_model` turns them into the folder before the command runs."""
-    parser.add_argument("--model", required=True, metavar="FOLDER|HUB_ID",
-                        help=f"{help}, or a Hub id (ORG/NAME) fetched into the Hugging Face "
-                        "cache (HF_HUB_OFFLINE=1: the cache only)")  # fmt: skip
-    parser.add_argument("--revision", default=None,
-                        help="the Hub id's branch, tag or commit (default: main)")  # fmt: skip
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="FOLDER|HUB_ID",
+        help=f"{help}, or a Hub id (ORG/NAME) fetched into the Hugging Face "
+        "cache (HF_HUB_OFFLINE=1: the cache only)",
+    )
+    parser.add_argument(
+        "--revision", default=None, help="the Hub id's branch, tag or commit (default: main)"
+    )
 
 
 def resolve_model(args: argparse.Namespace) -> None:
@@ -198,8 +203,9 @@ def resolve_model(args: argparse.Namespace) -> None:
         return
     from bertkit import hub
 
-    args.model = hub.resolve(args.model, args.revision,
-                             allow_pickle=getattr(args, "allow_pickle", False))  # fmt: skip
+    args.model = hub.resolve(
+        args.model, args.revision, allow_pickle=getattr(args, "allow_pickle", False)
+    )
 
 
 def add_allow_pickle(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -221,8 +227,9 @@ def add_windows(
     the model, for evaluate and predict)."""
     from bertkit.tasks.windows import POOLINGS, WindowConfig
 
-    add_fields(parser, WindowConfig, WINDOW_FIELDS, choices={"window_pooling": POOLINGS},
-               saved=saved)  # fmt: skip
+    add_fields(
+        parser, WindowConfig, WINDOW_FIELDS, choices={"window_pooling": POOLINGS}, saved=saved
+    )
 
 
 def window_values(args: argparse.Namespace) -> dict[str, Any]:

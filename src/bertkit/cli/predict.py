@@ -33,9 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="data file in the task's format, or CSV/TSV/JSONL text fields",
     )
-    parser.add_argument("--output", required=True,
-                        help="JSONL file (SQuAD: predictions.json); a folder (DIR/, an existing folder "
-                        "or a name without suffix): JSONL shards + manifest.json, resumable")  # fmt: skip
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="JSONL file (SQuAD: predictions.json); a folder (DIR/, an existing folder "
+        "or a name without suffix): JSONL shards + manifest.json, resumable",
+    )
     parser.add_argument(
         "--split", default="test", help="GLUE folder split when --input is a folder"
     )
@@ -51,9 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace, device: str | None):
     from bertkit.inference import TaskModel
 
-    model = TaskModel.load(args.model, device=device, precision=args.precision,
-                           batch_size=args.batch_size, allow_pickle=args.allow_pickle,
-                           split_special_tokens=args.split_special_tokens)  # fmt: skip
+    model = TaskModel.load(
+        args.model,
+        device=device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        allow_pickle=args.allow_pickle,
+        split_special_tokens=args.split_special_tokens,
+    )
     return model.with_windows(**options.window_values(args))
 
 
@@ -72,14 +80,22 @@ def _run_folder(args: argparse.Namespace) -> int:
         size = file_size(args.input)
         source = {"path": str(args.input), "size": size, "split": args.split}
         summary = model.predict_to(
-            examples, args.output, config=options.streaming_values(args), source=source,
+            examples,
+            args.output,
+            config=options.streaming_values(args),
+            source=source,
             total=None if size is None else count_lines(args.input),
             show_progress=None if info.is_main else False,
-            rank=info.rank, world=info.world_size, barrier=lambda: D.barrier(info),
-        )  # fmt: skip
+            rank=info.rank,
+            world=info.world_size,
+            barrier=lambda: D.barrier(info),
+        )
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
-    print(f"{who}{summary.line(args.output, 'predicted', 'examples')}; long inputs: "
-          f"{summary.counts.summary('examples')}", file=sys.stderr)  # fmt: skip
+    print(
+        f"{who}{summary.line(args.output, 'predicted', 'examples')}; long inputs: "
+        f"{summary.counts.summary('examples')}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -10,10 +10,25 @@ from bertkit.cli import options
 
 HELP = "build masked-LM + next-sentence pre-training shards from raw text files"
 
-_FIELDS = ("max_seq_length", "format", "text_field", "short_seq_prob", "masked_lm_prob",
-           "max_predictions_per_seq", "mask_ratios", "split_special_tokens", "whole_word_mask", "balanced_next", "dynamic_masking",
-           "seed", "shard_size", "holdout_fraction", "encoding_errors", "buffer_docs",
-           "buffer_tokens")  # fmt: skip
+_FIELDS = (
+    "max_seq_length",
+    "format",
+    "text_field",
+    "short_seq_prob",
+    "masked_lm_prob",
+    "max_predictions_per_seq",
+    "mask_ratios",
+    "split_special_tokens",
+    "whole_word_mask",
+    "balanced_next",
+    "dynamic_masking",
+    "seed",
+    "shard_size",
+    "holdout_fraction",
+    "encoding_errors",
+    "buffer_docs",
+    "buffer_tokens",
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,9 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="corpus files")
     p.add_argument("--vocab", required=True, help="vocab.txt (WordPiece, one token a line)")
     p.add_argument("--output", required=True, metavar="DIR", help="output folder")
-    options.add_fields(p, PrepareSettings, _FIELDS,
-                       choices={"format": FORMATS, "encoding_errors": ENCODING_ERRORS},
-                       metavars={"mask_ratios": ("MASK", "SAME", "RANDOM")})  # fmt: skip
+    options.add_fields(
+        p,
+        PrepareSettings,
+        _FIELDS,
+        choices={"format": FORMATS, "encoding_errors": ENCODING_ERRORS},
+        metavars={"mask_ratios": ("MASK", "SAME", "RANDOM")},
+    )
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument(
         "--dupe-factor",
@@ -37,9 +56,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1), metavar="N")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    p.add_argument("--collective-timeout", type=float, default=86_400.0, metavar="SECONDS",
-                   help="under torchrun: how long a rank waits for the others at the end (the "
-                   "slowest rank's share of the files); a failing rank stops all at once")  # fmt: skip
+    p.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=86_400.0,
+        metavar="SECONDS",
+        help="under torchrun: how long a rank waits for the others at the end (the "
+        "slowest rank's share of the files); a failing rank stops all at once",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,14 +87,23 @@ def run(args: argparse.Namespace) -> int:
 
     with D.reported(info):
         summary = prepare_pretraining(
-            args.input, args.vocab, args.output, settings, num_workers=args.num_workers,
-            overwrite=args.overwrite, show_progress=None if info.is_main else False,
-            rank=info.rank, world=info.world_size, share=share,
-        )  # fmt: skip
+            args.input,
+            args.vocab,
+            args.output,
+            settings,
+            num_workers=args.num_workers,
+            overwrite=args.overwrite,
+            show_progress=None if info.is_main else False,
+            rank=info.rank,
+            world=info.world_size,
+            share=share,
+        )
     if not info.is_main:
         c = summary.splits.get("train")
-        print(f"rank {info.rank}/{info.world_size}: {summary.files} file(s), "
-              f"{c.instances if c else 0} training instances, {summary.seconds:.1f}s")  # fmt: skip
+        print(
+            f"rank {info.rank}/{info.world_size}: {summary.files} file(s), "
+            f"{c.instances if c else 0} training instances, {summary.seconds:.1f}s"
+        )
         return 0
     rate = sum(c.instances for c in summary.splits.values()) / max(summary.seconds, 1e-9)
     print(f"prepared {summary.output} from {summary.files} file(s) in {summary.seconds:.1f}s")
@@ -85,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
         resource.getrusage(who).ru_maxrss
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
     )
-    print(f"  {rate:.0f} instances/s, {summary.output_bytes / 1e6:.1f} MB written, "
-          f"{sum(p.stat().st_size for p in map(Path, args.input)) / 1e6 / max(summary.seconds, 1e-9):.2f} MB/s "
-          f"of input; peak RSS {peak / 1024:.0f} MiB (largest process)")  # fmt: skip
+    print(
+        f"  {rate:.0f} instances/s, {summary.output_bytes / 1e6:.1f} MB written, "
+        f"{sum(p.stat().st_size for p in map(Path, args.input)) / 1e6 / max(summary.seconds, 1e-9):.2f} MB/s "
+        f"of input; peak RSS {peak / 1024:.0f} MiB (largest process)"
+    )
     return 0

@@ -12,12 +12,43 @@ from bertkit.cli import options
 
 HELP = "pre-train BERT (MLM + NSP) on prepare-pretraining output; rerunning resumes"
 
-_WHAT = ("data", "output", "max_steps", "learning_rate", "optimizer", "weight_decay", "dropout",
-         "initializer_range", "num_attention_heads", "eval_data", "phase2_data", "phase2_fraction", "phase2_batch_size", "phase2_learning_rate", "init_from", "threads",
-         "objective", "nsp_weight", "random_next", "dynamic_masking")  # fmt: skip
-_HOW = ("batch_size", "grad_accum", "seed", "save_every", "keep_last", "log_every", "eval_every",
-        "eval_examples", "clip_norm", "max_consecutive_skips", "collective_timeout", "prefetch",
-        "shard_window")  # fmt: skip
+_WHAT = (
+    "data",
+    "output",
+    "max_steps",
+    "learning_rate",
+    "optimizer",
+    "weight_decay",
+    "dropout",
+    "initializer_range",
+    "num_attention_heads",
+    "eval_data",
+    "phase2_data",
+    "phase2_fraction",
+    "phase2_batch_size",
+    "phase2_learning_rate",
+    "init_from",
+    "threads",
+    "objective",
+    "nsp_weight",
+    "random_next",
+    "dynamic_masking",
+)
+_HOW = (
+    "batch_size",
+    "grad_accum",
+    "seed",
+    "save_every",
+    "keep_last",
+    "log_every",
+    "eval_every",
+    "eval_examples",
+    "clip_norm",
+    "max_consecutive_skips",
+    "collective_timeout",
+    "prefetch",
+    "shard_window",
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,8 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.training.optim import OPTIMIZERS
     from bertkit.training.pretraining import PretrainOptions
 
-    options.add_fields(p, PretrainOptions, _WHAT, choices={"optimizer": OPTIMIZERS, "objective": OBJECTIVES,
-                                                          "random_next": ("keep", "drop")})  # fmt: skip
+    options.add_fields(
+        p,
+        PretrainOptions,
+        _WHAT,
+        choices={"optimizer": OPTIMIZERS, "objective": OBJECTIVES, "random_next": ("keep", "drop")},
+    )
     size = p.add_mutually_exclusive_group()
     options.add_fields(size, PretrainOptions, ["model_size"], choices={"model_size": PRESETS})
     options.add_fields(size, PretrainOptions, ["config_file"], flags={"config_file": "--config"})
@@ -66,10 +101,14 @@ def options_from_args(args: argparse.Namespace):
     from bertkit.training.pretraining import PretrainOptions
 
     train = options.values(
-        args, TrainConfig, _HOW, dest_prefix="train_", precision=args.precision,
+        args,
+        TrainConfig,
+        _HOW,
+        dest_prefix="train_",
+        precision=args.precision,
         peak_flops=None if args.peak_tflops is None else args.peak_tflops * 1e12,
         show_progress=args.progress,
-    )  # fmt: skip
+    )
     return options.values(args, PretrainOptions, train=train)
 
 

@@ -20,12 +20,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.model.pooling import POOLINGS
     from bertkit.serve.settings import BACKENDS, ServeSettings
 
-    p.add_argument("--model", dest="models", action="append", required=True, metavar="[NAME=]DIR",
-                   help="a model folder (repeat for several; NAME= names it for the 'model' field)")  # fmt: skip
-    names = [f.name for f in dataclasses.fields(ServeSettings)
-             if f.name not in ("models", "precision", "device")]  # fmt: skip
-    options.add_fields(p, ServeSettings, names,
-                       choices={"pooling": POOLINGS, "backend": BACKENDS})  # fmt: skip
+    p.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        required=True,
+        metavar="[NAME=]DIR",
+        help="a model folder (repeat for several; NAME= names it for the 'model' field)",
+    )
+    names = [
+        f.name
+        for f in dataclasses.fields(ServeSettings)
+        if f.name not in ("models", "precision", "device")
+    ]
+    options.add_fields(p, ServeSettings, names, choices={"pooling": POOLINGS, "backend": BACKENDS})
     options.add_precision(p, inference=True)
     options.add_device(p)
 
@@ -37,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.serve.settings import ServeSettings
 
     settings = options.values(args, ServeSettings)
-    print(f"bertkit serve: http://{settings.host}:{settings.port} (docs at /docs, page at /); "
-          f"models: {', '.join(f'{n}={d}' for n, d in settings.named_models().items())}", file=sys.stderr)  # fmt: skip
+    print(
+        f"bertkit serve: http://{settings.host}:{settings.port} (docs at /docs, page at /); "
+        f"models: {', '.join(f'{n}={d}' for n, d in settings.named_models().items())}",
+        file=sys.stderr,
+    )
     serve(settings)
     return 0

@@ -112,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
         raise MissingFileError(args.input, None, "file not found")
     if args.input is not None and args.encoding_errors == "strict":
         _check_utf8(args.input)
-    tok = BertTokenizer(args.vocab, do_lower_case=not args.cased,
-                        split_special_tokens=args.split_special_tokens)  # fmt: skip
+    tok = BertTokenizer(
+        args.vocab, do_lower_case=not args.cased, split_special_tokens=args.split_special_tokens
+    )
     kw = {
         "add_special_tokens": not args.no_special_tokens,
         "max_length": args.max_length,

@@ -196,10 +196,11 @@ def prepare_pretraining(
             docs = sum(c.documents for c in splits.values())
             names = ", ".join(str(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
             raise InputError(
-                None, None,
+                None,
+                None,
                 f"{names}: no training instances ({docs} documents read; expected non-empty text "
                 "in the given format: check --format and --text-field)",
-            )  # fmt: skip
+            )
         shutil.copyfile(vocab, staging / "vocab.txt")
         manifest = {
             "num_instances": {k: v.instances for k, v in splits.items()},

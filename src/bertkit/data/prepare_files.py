@@ -116,8 +116,12 @@ def prepare_file(task: FileTask, report: Callable[[int], None] | None = None) ->
     s = task.settings
     tokens = load_vocab_tokens(task.vocab)
     ids = {t: i for i, t in enumerate(tokens)}
-    tok = BertTokenizer(task.vocab, do_lower_case=s.do_lower_case, cache_size=_TOKENIZER_CACHE_WORDS,
-                        split_special_tokens=s.split_special_tokens)  # fmt: skip
+    tok = BertTokenizer(
+        task.vocab,
+        do_lower_case=s.do_lower_case,
+        cache_size=_TOKENIZER_CACHE_WORDS,
+        split_special_tokens=s.split_special_tokens,
+    )
     spec = None
     if not s.dynamic_masking:
         spec = MaskingSpec.from_tokens(

@@ -137,8 +137,12 @@ def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> None:
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """Load and check ``manifest.json``; InputError when missing or not ours."""
-    return read_json_manifest(Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION,
-                            "the output folder of bertkit prepare-pretraining")  # fmt: skip
+    return read_json_manifest(
+        Path(folder) / MANIFEST,
+        FORMAT_NAME,
+        FORMAT_VERSION,
+        "the output folder of bertkit prepare-pretraining",
+    )
 
 
 def load_shard(path: str | Path, expected_sha256: str | None = None) -> dict[str, np.ndarray]:

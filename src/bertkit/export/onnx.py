@@ -77,7 +77,9 @@ class OnnxExportConfig:
         if self.opset < 14:
             raise ConfigError(f"opset must be >= 14, got {self.opset}")
         if self.quantize not in QUANTIZE_CHOICES:
-            raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE_CHOICES)}, got {self.quantize!r}")  # fmt: skip
+            raise ConfigError(
+                f"quantize must be one of {', '.join(QUANTIZE_CHOICES)}, got {self.quantize!r}"
+            )
         if self.head not in HEAD_CHOICES:
             raise ConfigError(f"head must be one of {', '.join(HEAD_CHOICES)}, got {self.head!r}")
 
@@ -117,8 +119,9 @@ def dummy_inputs(graph_head: str, vocab_size: int, type_vocab: int) -> tuple[tor
     return ids * mask, mask, types
 
 
-def export_onnx(directory: str | Path, output: str | Path, config: OnnxExportConfig,
-                allow_pickle: bool = False) -> ExportResult:  # fmt: skip
+def export_onnx(
+    directory: str | Path, output: str | Path, config: OnnxExportConfig, allow_pickle: bool = False
+) -> ExportResult:
     """Export the folder's model to ``output`` (.onnx) and write its tokenizer and configs beside it."""
     require_onnxruntime()
     directory, output = hub.resolve(directory, allow_pickle=allow_pickle), Path(output)
@@ -129,7 +132,9 @@ def export_onnx(directory: str | Path, output: str | Path, config: OnnxExportCon
     if model.config.is_decoder:
         raise CheckpointError(f"{directory}: a left-to-right model (is_decoder) is not exported")
     if name == "BertForMaskedLM" and any(k.startswith("mlm.") for k in report.missing):
-        raise CheckpointError(f"{directory}: no masked-LM head weights to export (cls.predictions.*)")  # fmt: skip
+        raise CheckpointError(
+            f"{directory}: no masked-LM head weights to export (cls.predictions.*)"
+        )
     outputs = tuple(HEADS[name].outputs)
     if name == "BertModel" and any(k.startswith("pooler.") for k in report.missing):
         outputs = ("last_hidden_state",)  # no trained pooler: do not export a random one
@@ -150,8 +155,9 @@ def export_onnx(directory: str | Path, output: str | Path, config: OnnxExportCon
     return ExportResult(output, name, outputs, output.stat().st_size, fused)
 
 
-def _trace(model: torch.nn.Module, name: str, outputs: tuple[str, ...], path: Path,
-           opset: int) -> None:  # fmt: skip
+def _trace(
+    model: torch.nn.Module, name: str, outputs: tuple[str, ...], path: Path, opset: int
+) -> None:
     graph = ExportGraph(model, outputs)
     cfg = model.config
     inputs = dummy_inputs(name, cfg.vocab_size, cfg.type_vocab_size)
@@ -161,17 +167,29 @@ def _trace(model: torch.nn.Module, name: str, outputs: tuple[str, ...], path: Pa
     with warnings.catch_warnings(), torch.no_grad(), hardware.forced("fp32_matmul", "blas"):
         # the tracer warns on every Python branch it freezes (the ones graph.py describes)
         warnings.simplefilter("ignore")
-        torch.onnx.export(graph, inputs, str(path), dynamo=False, opset_version=opset,
-                          input_names=list(INPUTS), output_names=list(outputs),
-                          dynamic_axes=axes, do_constant_folding=True)  # fmt: skip
+        torch.onnx.export(
+            graph,
+            inputs,
+            str(path),
+            dynamo=False,
+            opset_version=opset,
+            input_names=list(INPUTS),
+            output_names=list(outputs),
+            dynamic_axes=axes,
+            do_constant_folding=True,
+        )
 
 
 def _optimize(src: Path, dst: Path, cfg) -> tuple[Path, dict[str, int]]:
     from onnxruntime.transformers.optimizer import optimize_model
 
     with _quiet():
-        opt = optimize_model(str(src), model_type="bert", num_heads=cfg.num_attention_heads,
-                             hidden_size=cfg.hidden_size)  # fmt: skip
+        opt = optimize_model(
+            str(src),
+            model_type="bert",
+            num_heads=cfg.num_attention_heads,
+            hidden_size=cfg.hidden_size,
+        )
         opt.save_model_to_file(str(dst))
     stats = {k: int(v) for k, v in opt.get_fused_operator_statistics().items() if v}
     return dst, stats
@@ -185,8 +203,13 @@ def _quantize(src: Path, dst: Path) -> Path:
         # per_channel: one scale per output column, as bertkit's own int8 (ORT's default is one
         # per tensor: CoNLL-2003 F1 -1.66 points against -0.64 per channel, same speed);
         # fused (com.microsoft) nodes defeat ONNX shape inference: every tensor here is fp32
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+        quantize_dynamic(
+            str(src),
+            str(dst),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     return dst
 
 
@@ -195,8 +218,11 @@ def _tag(path: Path, name: str, config: OnnxExportConfig) -> None:
     import onnx
 
     model = onnx.load(str(path))
-    meta = {HEAD_KEY: name, "bertkit_optimize": str(config.optimize),
-            "bertkit_quantize": config.quantize}  # fmt: skip
+    meta = {
+        HEAD_KEY: name,
+        "bertkit_optimize": str(config.optimize),
+        "bertkit_quantize": config.quantize,
+    }
     for key, value in meta.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value

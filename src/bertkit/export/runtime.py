@@ -30,7 +30,11 @@ def find_onnx(path: str | Path) -> Path:
         return path
     found = sorted(path.glob("*.onnx")) if path.is_dir() else []
     if len(found) != 1:
-        what = "no .onnx file" if not found else f"{len(found)} .onnx files ({', '.join(f.name for f in found)}); name one"  # fmt: skip
+        what = (
+            "no .onnx file"
+            if not found
+            else f"{len(found)} .onnx files ({', '.join(f.name for f in found)}); name one"
+        )
         raise CheckpointError(f"{path}: {what}")
     return found[0]
 
@@ -61,10 +65,15 @@ class OnnxModel(nn.Module):
         self.path = find_onnx(path)
         self.config = load_config(self.path.parent)
         try:
-            self.session = ort.InferenceSession(str(self.path), session_options(threads, spinning),
-                                                providers=["CPUExecutionProvider"])  # fmt: skip
+            self.session = ort.InferenceSession(
+                str(self.path),
+                session_options(threads, spinning),
+                providers=["CPUExecutionProvider"],
+            )
         except Exception as e:  # onnxruntime raises its own exception types for bad files
-            raise CheckpointError(f"{self.path}: ONNX Runtime cannot load it ({str(e).splitlines()[0]})") from e  # fmt: skip
+            raise CheckpointError(
+                f"{self.path}: ONNX Runtime cannot load it ({str(e).splitlines()[0]})"
+            ) from e
         meta = self.session.get_modelmeta().custom_metadata_map
         self.head = meta.get(HEAD_KEY, "BertModel")
         if self.head not in HEADS:
@@ -74,16 +83,25 @@ class OnnxModel(nn.Module):
         # Embedder and predict_rows find the device through the parameters: one empty anchor
         self._anchor = nn.Parameter(torch.zeros(0), requires_grad=False)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, **_ignored: Any) -> Any:  # fmt: skip
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **_ignored: Any,
+    ) -> Any:
         """The head's output dataclass (fp32 tensors); other keyword arguments (``unpad``,
         labels) are accepted and ignored: the graph is the padded inference pass."""
         ids = input_ids.cpu().numpy().astype(np.int64, copy=False)
         feeds = {
             "input_ids": ids,
-            "attention_mask": np.ones_like(ids) if attention_mask is None else attention_mask.cpu().numpy().astype(np.int64, copy=False),
-            "token_type_ids": np.zeros_like(ids) if token_type_ids is None else token_type_ids.cpu().numpy().astype(np.int64, copy=False),
-        }  # fmt: skip
+            "attention_mask": np.ones_like(ids)
+            if attention_mask is None
+            else attention_mask.cpu().numpy().astype(np.int64, copy=False),
+            "token_type_ids": np.zeros_like(ids)
+            if token_type_ids is None
+            else token_type_ids.cpu().numpy().astype(np.int64, copy=False),
+        }
         wanted = {i.name for i in self.session.get_inputs()}
         got = self.session.run(
             None, {k: v for k, v in feeds.items() if k in INPUTS and k in wanted}

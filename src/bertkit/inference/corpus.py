@@ -74,9 +74,11 @@ class StreamSummary:
     def line(self, folder: str | Path, verb: str = "embedded", noun: str = "lines") -> str:
         rate = self.embedded / max(self.seconds, 1e-9)
         skipped = self.lines - self.embedded
-        return (f"{verb} {self.embedded} {noun} -> {folder} ({self.shards} shards, {self.written} written "
-                f"now{f', {skipped} {noun} already done' if skipped else ''}; {rate:.1f} {noun}/s, "
-                f"{self.seconds:.1f} s, peak RSS {self.peak_rss_mib:.0f} MiB)")  # fmt: skip
+        return (
+            f"{verb} {self.embedded} {noun} -> {folder} ({self.shards} shards, {self.written} written "
+            f"now{f', {skipped} {noun} already done' if skipped else ''}; {rate:.1f} {noun}/s, "
+            f"{self.seconds:.1f} s, peak RSS {self.peak_rss_mib:.0f} MiB)"
+        )
 
 
 def iter_batches(
@@ -112,7 +114,7 @@ def embedder_settings(embedder: Embedder) -> dict[str, Any]:
         "layer_combine": embedder.layers.layer_combine,
         **dataclasses.asdict(embedder.windows),  # doc_stride, truncate, window_pooling, ...
         "split_special_tokens": bool(getattr(embedder.tokenizer, "split_special_tokens", False)),
-    }  # fmt: skip
+    }
 
 
 def npy_bytes(vectors: np.ndarray) -> bytes:
@@ -158,12 +160,24 @@ def embed_to(
         return (lambda a, b: npy_bytes(vectors[a:b])), counts
 
     return _write_stream(
-        folder, lines, kind="vectors", suffix=".npy", model_dir=getattr(embedder, "source", None),
+        folder,
+        lines,
+        kind="vectors",
+        suffix=".npy",
+        model_dir=getattr(embedder, "source", None),
         settings={**embedder_settings(embedder), **(settings or {})},
-        extra={"dim": embedder.dim, "dtype": "float32"}, compute=compute, item_bytes=lines_bytes,
-        desc="embed", config=config, source=source, total=total, show_progress=show_progress,
-        rank=rank, world=world, barrier=barrier,
-    )  # fmt: skip
+        extra={"dim": embedder.dim, "dtype": "float32"},
+        compute=compute,
+        item_bytes=lines_bytes,
+        desc="embed",
+        config=config,
+        source=source,
+        total=total,
+        show_progress=show_progress,
+        rank=rank,
+        world=world,
+        barrier=barrier,
+    )
 
 
 def _write_stream(
@@ -205,11 +219,27 @@ def _write_stream(
         counts = counts + c
         return shard
 
-    done = write_shards(out, items, config=config, compute=counted, item_bytes=item_bytes,
-                        source=source, desc=desc, **run)  # fmt: skip
+    done = write_shards(
+        out,
+        items,
+        config=config,
+        compute=counted,
+        item_bytes=item_bytes,
+        source=source,
+        desc=desc,
+        **run,
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return StreamSummary(done.lines, done.computed, done.shards, done.written, done.mismatched,
-                         done.seconds, peak, counts)  # fmt: skip
+    return StreamSummary(
+        done.lines,
+        done.computed,
+        done.shards,
+        done.written,
+        done.mismatched,
+        done.seconds,
+        peak,
+        counts,
+    )
 
 
 def examples_bytes(examples: list[Any]) -> bytes:
@@ -260,26 +290,42 @@ def predict_to(
     if adapter.family == "squad":
         raise ConfigError("a SQuAD model writes one predictions.json; give --output a .json file")
     if getattr(adapter, "document_context", False):
-        raise ConfigError("a document-context tagger reads whole documents, which a window of "
-                          "examples could cut; give --output a .jsonl file")  # fmt: skip
+        raise ConfigError(
+            "a document-context tagger reads whole documents, which a window of "
+            "examples could cut; give --output a .jsonl file"
+        )
     quiet = dataclasses.replace(model, show_progress=False)  # one bar, over examples
 
     def compute(chunk: list[Any]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
         scored = quiet.run(chunk)
         if len(scored.predictions) != len(chunk):  # every family here predicts per example
-            raise ConfigError(f"{adapter.family}: {len(scored.predictions)} predictions for "
-                              f"{len(chunk)} examples; give --output a .jsonl file")  # fmt: skip
+            raise ConfigError(
+                f"{adapter.family}: {len(scored.predictions)} predictions for "
+                f"{len(chunk)} examples; give --output a .jsonl file"
+            )
         rows = [json.dumps(p, ensure_ascii=False).encode() + b"\n" for p in scored.predictions]
         counts = scored.windows or WindowCounts(len(chunk), 0, len(chunk), 0)
         return (lambda a, b: b"".join(rows[a:b])), counts
 
     return _write_stream(
-        folder, examples, kind="predictions", suffix=".jsonl",
-        model_dir=getattr(model, "source", None), settings={**task_settings(model), **(settings or {})},
-        extra={}, compute=compute, item_bytes=examples_bytes, desc="predict", config=config,
-        source=source, total=total, show_progress=show_progress, rank=rank, world=world,
+        folder,
+        examples,
+        kind="predictions",
+        suffix=".jsonl",
+        model_dir=getattr(model, "source", None),
+        settings={**task_settings(model), **(settings or {})},
+        extra={},
+        compute=compute,
+        item_bytes=examples_bytes,
+        desc="predict",
+        config=config,
+        source=source,
+        total=total,
+        show_progress=show_progress,
+        rank=rank,
+        world=world,
         barrier=barrier,
-    )  # fmt: skip
+    )
 
 
 def load_predictions(folder: str | Path, verify: bool = True) -> list[dict[str, Any]]:

@@ -115,11 +115,22 @@ class Embedder:
     """The folder :meth:`load` read (the model fingerprint of :meth:`embed_to`'s manifest)."""
 
     @classmethod
-    def load(cls, directory: str | Path, *, pooling: str | None = None, normalize: bool | None = None,
-             max_length: int | None = None, device: str | None = None, precision: str = P.DEFAULT,
-             batch_size: int = 32, allow_pickle: bool = False,
-             split_special_tokens: bool = False, model: torch.nn.Module | None = None,
-             windows: WindowConfig | None = None, layers: LayerSpec | None = None) -> Embedder:  # fmt: skip
+    def load(
+        cls,
+        directory: str | Path,
+        *,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        max_length: int | None = None,
+        device: str | None = None,
+        precision: str = P.DEFAULT,
+        batch_size: int = 32,
+        allow_pickle: bool = False,
+        split_special_tokens: bool = False,
+        model: torch.nn.Module | None = None,
+        windows: WindowConfig | None = None,
+        layers: LayerSpec | None = None,
+    ) -> Embedder:
         """``model``: an encoder already loaded from ``directory`` (e.g. a fill-mask model's
         ``bert``), used instead of loading the weights a second time. ``directory``: a folder
         or a Hub id (:func:`bertkit.hub.resolve`)."""
@@ -127,9 +138,16 @@ class Embedder:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         if batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {batch_size}")
-        loaded = load_for_inference(directory, "BertModel", device=device, precision=precision,
-                                    allow_pickle=allow_pickle, split_special_tokens=split_special_tokens,
-                                    model=model, warn_unused=False)
+        loaded = load_for_inference(
+            directory,
+            "BertModel",
+            device=device,
+            precision=precision,
+            allow_pickle=allow_pickle,
+            split_special_tokens=split_special_tokens,
+            model=model,
+            warn_unused=False,
+        )
         limit = loaded.model.config.max_position_embeddings
         if max_length is not None and not 2 <= max_length <= limit:
             raise ConfigError(
@@ -141,9 +159,16 @@ class Embedder:
             normalize if normalize is not None else base.normalize,
             min(max_length or base.max_length or limit, limit),
         )
-        return cls(loaded.model, loaded.tokenizer, spec, loaded.placement.precision, batch_size,
-                   windows=windows or WindowConfig(), layers=layers or LayerSpec(),
-                   source=loaded.directory)
+        return cls(
+            loaded.model,
+            loaded.tokenizer,
+            spec,
+            loaded.placement.precision,
+            batch_size,
+            windows=windows or WindowConfig(),
+            layers=layers or LayerSpec(),
+            source=loaded.directory,
+        )
 
     @property
     def dim(self) -> int:
@@ -176,8 +201,9 @@ class Embedder:
                 "load the folder again without int8 (or the ONNX model) and save that"
             )
         save_pretrained(self.model, folder, self.tokenizer)
-        save_sentence_transformers_files(folder, self.spec.pooling, self.spec.normalize,
-                                         self.max_length, dimension=self.dim)  # fmt: skip
+        save_sentence_transformers_files(
+            folder, self.spec.pooling, self.spec.normalize, self.max_length, dimension=self.dim
+        )
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
         """Token ids and offsets of ``texts``, whole (:meth:`window` cuts them to the limit)."""
@@ -213,12 +239,16 @@ class Embedder:
         every = bool(self.layers.layers)
         with P.autocast(self.precision, device):
             for idx in progress(batches, desc="embed", unit="batch", enabled=self.show_progress):
-                batch = collate([inputs[i].input_ids for i in idx],
-                                [inputs[i].token_type_ids for i in idx], pad)  # fmt: skip
+                batch = collate(
+                    [inputs[i].input_ids for i in idx], [inputs[i].token_type_ids for i in idx], pad
+                )
                 batch = {k: v.to(device) for k, v in batch.items()}
                 out = self.model(**batch, output_hidden_states=every)
-                hidden = (combine_layers(out.hidden_states, self.layers.layers, self.layers.layer_combine)
-                          if every else out.last_hidden_state)  # fmt: skip
+                hidden = (
+                    combine_layers(out.hidden_states, self.layers.layers, self.layers.layer_combine)
+                    if every
+                    else out.last_hidden_state
+                )
                 yield idx, hidden.float(), batch["attention_mask"]
 
     @torch.inference_mode()
@@ -242,15 +272,20 @@ class Embedder:
         return out
 
     def combine(
-        self, vectors: np.ndarray, windowed: Windowed, *, normalize: bool | None = None,
+        self,
+        vectors: np.ndarray,
+        windowed: Windowed,
+        *,
+        normalize: bool | None = None,
         dimensions: int | None = None,
     ) -> np.ndarray:
         """One float32 vector per text from its windows' vectors (see the module doc): its first
         ``dimensions`` values (a Matryoshka size; None: all), then normalised to unit length
         when ``normalize`` says so (None: as the spec says)."""
         weights = [len(x.input_ids) for x in windowed.inputs]
-        out = aggregate(vectors, windowed.owners, weights, windowed.counts.inputs,
-                        self.windows.window_pooling)  # fmt: skip
+        out = aggregate(
+            vectors, windowed.owners, weights, windowed.counts.inputs, self.windows.window_pooling
+        )
         if dimensions is not None:
             out = out[:, :dimensions]
         if self.spec.normalize if normalize is None else normalize:
@@ -319,7 +354,17 @@ def save_token_features(path: str | Path, features: Sequence[TokenFeatures]) -> 
     with atomic_write(index, "w") as f:
         row = 0
         for n, feat in enumerate(features, start=1):
-            f.write(json.dumps({"line": n, "row": row, "tokens": feat.tokens,
-                                "offsets": [list(o) for o in feat.offsets]}, ensure_ascii=False) + "\n")  # fmt: skip
+            f.write(
+                json.dumps(
+                    {
+                        "line": n,
+                        "row": row,
+                        "tokens": feat.tokens,
+                        "offsets": [list(o) for o in feat.offsets],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
             row += len(feat.tokens)
     return index

@@ -38,11 +38,24 @@ class FillMasker:
     show_progress: bool | None = False
 
     @classmethod
-    def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
-             batch_size: int = 32, allow_pickle: bool = False) -> FillMasker:  # fmt: skip
+    def load(
+        cls,
+        directory: str | Path,
+        *,
+        device: str | None = None,
+        precision: str = P.DEFAULT,
+        batch_size: int = 32,
+        allow_pickle: bool = False,
+    ) -> FillMasker:
         """``directory``: a folder or a Hub id (:func:`bertkit.hub.resolve`)."""
-        loaded = load_for_inference(directory, BertForMaskedLM, device=device, precision=precision,
-                                    allow_pickle=allow_pickle, warn_unused=False)
+        loaded = load_for_inference(
+            directory,
+            BertForMaskedLM,
+            device=device,
+            precision=precision,
+            allow_pickle=allow_pickle,
+            warn_unused=False,
+        )
         model, report = loaded.model, loaded.report
         if model.config.is_decoder:
             raise CheckpointError(

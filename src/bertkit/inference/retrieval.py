@@ -45,8 +45,10 @@ def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> 
     t2 = time.perf_counter()
     found, _ = exact_search(queries, docs, k)
     t3 = time.perf_counter()
-    return Ranked(rank_by_scores(doc_ids, found, query_ids),
-                  {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2})  # fmt: skip
+    return Ranked(
+        rank_by_scores(doc_ids, found, query_ids),
+        {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2},
+    )
 
 
 def rerank(reranker: Classifier, data: RetrievalSet, first: Ranked, top_k: int) -> Ranked:

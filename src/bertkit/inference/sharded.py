@@ -86,8 +86,12 @@ class ShardRecord:
     input_sha256: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "lines": list(self.lines), "sha256": self.sha256,
-                "input_sha256": self.input_sha256}  # fmt: skip
+        return {
+            "path": self.path,
+            "lines": list(self.lines),
+            "sha256": self.sha256,
+            "input_sha256": self.input_sha256,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ShardRecord:
@@ -133,8 +137,9 @@ def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """The manifest of a sharded output folder; InputError when missing or not ours."""
-    return read_json_manifest(Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION,
-                            "a sharded output folder")  # fmt: skip
+    return read_json_manifest(
+        Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION, "a sharded output folder"
+    )
 
 
 class ShardedOutput:
@@ -193,9 +198,13 @@ class ShardedOutput:
         was made from (a changed input is never mixed into an existing folder)."""
         s = self.shards[k]
         if s.lines != lines or s.input_sha256 != input_sha256:
-            raise InputError(path, lines[0], f"input changed since {self.folder} was started: lines "
-                             f"{s.lines[0]}-{s.lines[1]} (shard {s.path}) differ from the ones read "
-                             "now; remove the folder or choose another --output")  # fmt: skip
+            raise InputError(
+                path,
+                lines[0],
+                f"input changed since {self.folder} was started: lines "
+                f"{s.lines[0]}-{s.lines[1]} (shard {s.path}) differ from the ones read "
+                "now; remove the folder or choose another --output",
+            )
 
     def write(self, k: int, data: bytes) -> str:
         """Write shard ``k``'s file atomically (not yet listed: :meth:`record`); its sha256."""
@@ -235,9 +244,11 @@ class ShardedOutput:
             )
         om, nm = old.get("model", {}), new.get("model", {})
         if om.get("sha256") != nm.get("sha256"):
-            raise ConfigError(f"{where} a different model ({om.get('path')}, sha256 "
-                              f"{str(om.get('sha256'))[:12]}), this run uses {nm.get('path')} "
-                              f"(sha256 {str(nm.get('sha256'))[:12]}){hint}")  # fmt: skip
+            raise ConfigError(
+                f"{where} a different model ({om.get('path')}, sha256 "
+                f"{str(om.get('sha256'))[:12]}), this run uses {nm.get('path')} "
+                f"(sha256 {str(nm.get('sha256'))[:12]}){hint}"
+            )
         os_, ns = old.get("settings", {}), new.get("settings", {})
         for key in sorted(set(os_) | set(ns)):
             if os_.get(key) != ns.get(key):
@@ -247,8 +258,10 @@ class ShardedOutput:
         oi, ni = old.get("inputs", []), new.get("inputs", [])
         for a, b in zip(oi, ni):
             if a.get("size") is not None and b.get("size") is not None and a["size"] != b["size"]:
-                raise ConfigError(f"{where} an input of {a['size']} bytes ({a.get('path')}), "
-                                  f"{b.get('path')} now has {b['size']} bytes{hint}")  # fmt: skip
+                raise ConfigError(
+                    f"{where} an input of {a['size']} bytes ({a.get('path')}), "
+                    f"{b.get('path')} now has {b['size']} bytes{hint}"
+                )
         if len(oi) != len(ni):
             raise ConfigError(f"{where} {len(oi)} inputs, this run reads {len(ni)}{hint}")
 

@@ -91,8 +91,11 @@ def write_shards(
         """Rank 0: list the next shards in order while their files are on disk."""
         while (k := len(out.shards)) in pending and (final or k in own or out.written(k)):
             if not out.written(k):
-                raise InputError(out.folder / out.shard_name(k), None, "missing: the process "
-                                 "that computes it did not write it")  # fmt: skip
+                raise InputError(
+                    out.folder / out.shard_name(k),
+                    None,
+                    "missing: the process that computes it did not write it",
+                )
             span, h = pending.pop(k)
             out.record(k, span, own.pop(k, None) or sha256_file(out.folder / out.shard_name(k)), h)
 
@@ -141,8 +144,12 @@ def write_shards(
                 bar.update(len(part))
     held = sum(s.count for s in done)
     if n < held:
-        raise InputError(source.get("path"), n, f"input changed since {out.folder} was started: "
-                         f"it ends at line {n}, the folder already holds lines up to {held}")  # fmt: skip
+        raise InputError(
+            source.get("path"),
+            n,
+            f"input changed since {out.folder} was started: "
+            f"it ends at line {n}, the folder already holds lines up to {held}",
+        )
     sync()  # every shard file is on disk
     if rank == 0:
         publish(True)

@@ -79,9 +79,17 @@ class TaskModel:
     """The task families this class serves (empty: any)."""
 
     @classmethod
-    def load(cls, directory: str | Path, *, device: str | None = None, precision: str = P.DEFAULT,
-             batch_size: int = 64, allow_pickle: bool = False, split_special_tokens: bool = False,
-             model: torch.nn.Module | None = None) -> TaskModel:  # fmt: skip
+    def load(
+        cls,
+        directory: str | Path,
+        *,
+        device: str | None = None,
+        precision: str = P.DEFAULT,
+        batch_size: int = 64,
+        allow_pickle: bool = False,
+        split_special_tokens: bool = False,
+        model: torch.nn.Module | None = None,
+    ) -> TaskModel:
         """Load a folder written by ``bertkit finetune`` onto ``device`` (None: CUDA if present).
 
         ``model``: a model for the folder's head that is already loaded (e.g. an exported ONNX
@@ -95,11 +103,23 @@ class TaskModel:
                 f"{directory}: a {adapter.family} model, not one for {cls.__name__} "
                 f"(expected a model fine-tuned with `bertkit finetune {'/'.join(wanted)}`)"
             )
-        loaded = load_for_inference(directory, adapter.head_class, device=device, precision=precision,
-                                    allow_pickle=allow_pickle, split_special_tokens=split_special_tokens,
-                                    model=model)
-        return cls(adapter, loaded.tokenizer, loaded.model, loaded.placement.precision, batch_size,
-                   source=loaded.directory)
+        loaded = load_for_inference(
+            directory,
+            adapter.head_class,
+            device=device,
+            precision=precision,
+            allow_pickle=allow_pickle,
+            split_special_tokens=split_special_tokens,
+            model=model,
+        )
+        return cls(
+            adapter,
+            loaded.tokenizer,
+            loaded.model,
+            loaded.placement.precision,
+            batch_size,
+            source=loaded.directory,
+        )
 
     @property
     def device(self) -> torch.device:
@@ -115,9 +135,15 @@ class TaskModel:
         """Predict and decode ``examples`` (or what :meth:`prepare` made of them), scored when
         they carry gold labels."""
         p = examples if isinstance(examples, Prepared) else self.prepare(examples)
-        rows = predict_rows(self.model, self.adapter, p.features,
-                            pad_id=self.tokenizer.pad_token_id or 0, batch_size=self.batch_size,
-                            precision=self.precision, show_progress=self.show_progress)  # fmt: skip
+        rows = predict_rows(
+            self.model,
+            self.adapter,
+            p.features,
+            pad_id=self.tokenizer.pad_token_id or 0,
+            batch_size=self.batch_size,
+            precision=self.precision,
+            show_progress=self.show_progress,
+        )
         scored = self.adapter.score(p.examples, p.features, rows)
         scored.windows = self.adapter.window_counts(p.examples, p.features)
         return scored
@@ -141,8 +167,11 @@ class TaskModel:
         refused = sorted(set(changes) - kept)
         if refused:
             flags = ", ".join("--" + k.replace("_", "-") for k in refused)
-            why = ("reads every window of a long context and keeps the best span"
-                   if kept else "truncates each (context, ending) pair")  # fmt: skip
+            why = (
+                "reads every window of a long context and keeps the best span"
+                if kept
+                else "truncates each (context, ending) pair"
+            )
             applies = "only --doc-stride applies" if kept else "no window flag applies"
             raise ConfigError(f"{flags}: a {family} model {why}; {applies}")
         squad = replace(windows, window=replace(windows.window, **changes))  # type: ignore[union-attr]
@@ -205,14 +234,26 @@ class Classifier(TaskModel):
 
     def feature_rows(self, features: Sequence[Any]) -> np.ndarray:
         """The model's logits (F, num_labels) for windows of :meth:`encode_pairs`, in one pass."""
-        return np.stack(predict_rows(self.model, self.adapter, features,
-                                     pad_id=self.tokenizer.pad_token_id or 0,
-                                     batch_size=max(1, len(features)), precision=self.precision))  # fmt: skip
+        return np.stack(
+            predict_rows(
+                self.model,
+                self.adapter,
+                features,
+                pad_id=self.tokenizer.pad_token_id or 0,
+                batch_size=max(1, len(features)),
+                precision=self.precision,
+            )
+        )
 
     def combine_rows(self, rows: np.ndarray, features: Sequence[Any], inputs: int) -> np.ndarray:
         """Each input's logits (N, num_labels) from its windows' rows (the saved window pooling)."""
-        return aggregate(rows, [f.example_index for f in features], [len(f.input_ids) for f in features],
-                         inputs, self.adapter.windows.window_pooling)  # type: ignore[attr-defined]  # fmt: skip
+        return aggregate(
+            rows,
+            [f.example_index for f in features],
+            [len(f.input_ids) for f in features],
+            inputs,
+            self.adapter.windows.window_pooling,
+        )  # type: ignore[attr-defined]
 
 
 _WORD = re.compile(r"\S+")
@@ -245,9 +286,15 @@ class Tagger(TaskModel):
         for item, p in zip(items, scored.predictions):
             text = item if isinstance(item, str) else " ".join(item)
             spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-            entities = [{"entity": kind, "start": spans[s][0], "end": spans[e - 1][1],
-                         "text": text[spans[s][0] : spans[e - 1][1]]}
-                        for kind, s, e in tag_spans(p["tags"])]  # fmt: skip
+            entities = [
+                {
+                    "entity": kind,
+                    "start": spans[s][0],
+                    "end": spans[e - 1][1],
+                    "text": text[spans[s][0] : spans[e - 1][1]],
+                }
+                for kind, s, e in tag_spans(p["tags"])
+            ]
             out.append({**p, "entities": entities})
         return out
 

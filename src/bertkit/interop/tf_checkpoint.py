@@ -36,12 +36,25 @@ _BUNDLE_VERSION = 1  # tensor_bundle.h kTensorBundleVersion: what this reader un
 
 # types.proto DataType -> (name, numpy dtype); None: known but not readable as a numpy array.
 _DTYPES: dict[int, tuple[str, str | None]] = {
-    1: ("float32", "<f4"), 2: ("float64", "<f8"), 3: ("int32", "<i4"), 4: ("uint8", "u1"),
-    5: ("int16", "<i2"), 6: ("int8", "i1"), 7: ("string", None), 8: ("complex64", "<c8"),
-    9: ("int64", "<i8"), 10: ("bool", "?"), 14: ("bfloat16", "<u2"), 17: ("uint16", "<u2"),
-    18: ("complex128", "<c16"), 19: ("float16", "<f2"), 20: ("resource", None),
-    21: ("variant", None), 22: ("uint32", "<u4"), 23: ("uint64", "<u8"),
-}  # fmt: skip
+    1: ("float32", "<f4"),
+    2: ("float64", "<f8"),
+    3: ("int32", "<i4"),
+    4: ("uint8", "u1"),
+    5: ("int16", "<i2"),
+    6: ("int8", "i1"),
+    7: ("string", None),
+    8: ("complex64", "<c8"),
+    9: ("int64", "<i8"),
+    10: ("bool", "?"),
+    14: ("bfloat16", "<u2"),
+    17: ("uint16", "<u2"),
+    18: ("complex128", "<c16"),
+    19: ("float16", "<f2"),
+    20: ("resource", None),
+    21: ("variant", None),
+    22: ("uint32", "<u4"),
+    23: ("uint64", "<u8"),
+}
 _NUMPY = {name: np.dtype(dtype) for name, dtype in _DTYPES.values() if dtype is not None}
 
 
@@ -293,8 +306,16 @@ def _entry(name: str, value: bytes) -> TensorEntry:
     dims = tuple(int(_last(_fields(d), 1)) for d in shape_fields.get(2, []))
     code = int(_last(f, 1))
     dtype = _DTYPES.get(code, (f"DataType {code}", None))[0]
-    return TensorEntry(name, dtype, dims, int(_last(f, 3)), int(_last(f, 4)), int(_last(f, 5)),
-                       int(_last(f, 6)), 7 in f)  # fmt: skip
+    return TensorEntry(
+        name,
+        dtype,
+        dims,
+        int(_last(f, 3)),
+        int(_last(f, 4)),
+        int(_last(f, 5)),
+        int(_last(f, 6)),
+        7 in f,
+    )
 
 
 def resolve_prefix(path: str | Path) -> Path:

@@ -44,8 +44,13 @@ MODEL_SCOPES = ("bert/", "cls/")
 # Slots of AdamWeightDecayOptimizer (adam_m, adam_v), tf.train's Adam/Momentum, LAMB variants.
 OPTIMIZER_SLOT = re.compile(r"/(adam_[mv]|Adam(_\d+)?|LAMB\w*|lamb_[mv]|Momentum)$")
 OPTIMIZER_GLOBALS = ("beta1_power", "beta2_power")  # tf.train.AdamOptimizer's accumulators
-_LAST = {"gamma": "weight", "beta": "bias", "kernel": "weight", "output_weights": "weight",
-         "output_bias": "bias"}  # fmt: skip
+_LAST = {
+    "gamma": "weight",
+    "beta": "bias",
+    "kernel": "weight",
+    "output_weights": "weight",
+    "output_bias": "bias",
+}
 _TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
 _SPECIAL = re.compile(r"\[[^\]]+\]")  # [PAD], [unused0], ...: not evidence of a cased vocabulary
 
@@ -122,8 +127,11 @@ class TfConversion:
             more = ", ..." if len(self.skipped_other) > 5 else ""
             names = ", ".join(self.skipped_other[:5]) + more
             skipped += f"; {len(self.skipped_other)} other variables: {names}"
-        act = {"gelu": " (exact erf)", "gelu_new": " (tanh approximation)",
-               "gelu_pytorch_tanh": " (tanh approximation)"}.get(self.hidden_act, "")  # fmt: skip
+        act = {
+            "gelu": " (exact erf)",
+            "gelu_new": " (tanh approximation)",
+            "gelu_pytorch_tanh": " (tanh approximation)",
+        }.get(self.hidden_act, "")
         return [
             f"read {self.tensors_read} model tensors into {self.model_class} "
             f"({self.parameters:,} parameters)",

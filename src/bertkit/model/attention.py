@@ -273,8 +273,9 @@ class SelfAttention(nn.Module):
         p = self.dropout_p if self.training else 0.0
         backend = packed_backend(qkv.device, p, packing.causal, qkv.dtype)
         if packing.cu_seqlens is not None and packing.indices is not None and backend:
-            out = packed_attention(qkv, packing.cu_seqlens, packing.max_seqlen, N, p,
-                                   packing.causal, backend)  # fmt: skip
+            out = packed_attention(
+                qkv, packing.cu_seqlens, packing.max_seqlen, N, p, packing.causal, backend
+            )
             return self.proj(out if select is None else out.index_select(0, select.rows))
         if packing.groups is not None and select is None:
             return self.proj(self._grouped(qkv, packing))

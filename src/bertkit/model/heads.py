@@ -102,14 +102,23 @@ class BertForPreTraining(nn.Module):
         weight = self.bert.embeddings.word.weight
         mlm_loss = correct = count = None
         if labels is None:
-            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
-                            layout=layout)  # fmt: skip
+            out = self.bert(
+                input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad, layout=layout
+            )
             logits = self.mlm(out.last_hidden_state, weight)  # (B, T, V)
         else:
             # Only the labelled tokens reach the last layer's feed-forward and the decoder.
             positions, targets, rows = labelled_positions(labels, layout)
-            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad,
-                            positions, layout, rows)  # fmt: skip
+            out = self.bert(
+                input_ids,
+                attention_mask,
+                token_type_ids,
+                position_ids,
+                unpad,
+                positions,
+                layout,
+                rows,
+            )
             logits, mlm_loss, correct, count = self.mlm.loss(out.last_hidden_state, weight, targets)
         nsp_logits = self.nsp(out.pooler_output)  # (B, 2)
         nsp_loss = nsp_correct = None
@@ -150,22 +159,26 @@ class BertForMaskedLM(nn.Module):
         unpad: bool | None = None,
         layout: Layout | None = None,
     ) -> MaskedLMOutput:
-        logits, loss, correct, count = self._predict(input_ids, attention_mask, token_type_ids,
-                                                     position_ids, labels, unpad, layout)  # fmt: skip
+        logits, loss, correct, count = self._predict(
+            input_ids, attention_mask, token_type_ids, position_ids, labels, unpad, layout
+        )
         return MaskedLMOutput(logits=logits, loss=loss, mlm_correct=correct, mlm_count=count)
 
-    def _predict(self, input_ids, attention_mask, token_type_ids, position_ids, labels, unpad,
-                 layout=None):  # fmt: skip
+    def _predict(
+        self, input_ids, attention_mask, token_type_ids, position_ids, labels, unpad, layout=None
+    ):
         """(logits, loss, correct, count): every position's logits without labels, else the
         labelled positions' logits and their mean cross-entropy (the last three None without)."""
         weight = self.bert.embeddings.word.weight
         if labels is None:
-            out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
-                            layout=layout)  # fmt: skip
+            out = self.bert(
+                input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad, layout=layout
+            )
             return self.mlm(out.last_hidden_state, weight), None, None, None  # (B, T, V)
         positions, targets, rows = labelled_positions(labels, layout)
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, positions,
-                        layout, rows)  # fmt: skip
+        out = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, unpad, positions, layout, rows
+        )
         return self.mlm.loss(out.last_hidden_state, weight, targets)
 
 
@@ -197,8 +210,9 @@ class BertLMHeadModel(BertForMaskedLM):
             following[:, :-1] = labels[:, 1:]  # position t is scored on the token at t + 1
         if layout is not None:  # the collated label positions are the unshifted labels'
             layout = dataclasses.replace(layout, labelled=None, targets=None, label_rows=None)
-        logits, loss, correct, count = self._predict(input_ids, attention_mask, token_type_ids,
-                                                     position_ids, following, unpad, layout)  # fmt: skip
+        logits, loss, correct, count = self._predict(
+            input_ids, attention_mask, token_type_ids, position_ids, following, unpad, layout
+        )
         return CausalLMOutput(logits=logits, loss=loss, lm_correct=correct, lm_count=count)
 
 

@@ -122,8 +122,10 @@ class Int8Linear(nn.Module):
         self._zeros = torch.zeros(self.out_features, dtype=torch.long)
         self._bias = None if bias is None else bias.detach().float().clone()
         self._post, self._algorithm = {
-            "none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")
-        }[activation]  # fmt: skip
+            "none": ("none", ""),
+            "gelu": ("gelu", "none"),
+            "gelu_tanh": ("gelu", "tanh"),
+        }[activation]
         self.activation = activation
 
     @classmethod
@@ -142,9 +144,20 @@ class Int8Linear(nn.Module):
         # codes do not change
         codes, scale, zero = quantize_activations(x)
         return torch.ops.onednn.qlinear_pointwise(
-            codes, scale, zero, self._packed, self._scale, self._zeros, self._bias, 1.0, 0,
-            torch.float32, self._post, [], self._algorithm,
-        )  # fmt: skip
+            codes,
+            scale,
+            zero,
+            self._packed,
+            self._scale,
+            self._zeros,
+            self._bias,
+            1.0,
+            0,
+            torch.float32,
+            self._post,
+            [],
+            self._algorithm,
+        )
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"

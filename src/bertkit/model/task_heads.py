@@ -63,8 +63,16 @@ class BertForSequenceClassification(nn.Module):
     ) -> SequenceClassifierOutput:
         # The head reads [CLS] only: the last layer runs its feed-forward on [CLS] alone.
         none = _pooler_only(input_ids)
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad, none,
-                        layout, none if layout is not None else None)  # fmt: skip
+        out = self.bert(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            unpad,
+            none,
+            layout,
+            none if layout is not None else None,
+        )
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = None
         if labels is not None:
@@ -110,8 +118,9 @@ class BertForTokenClassification(nn.Module):
         layout: Layout | None = None,
     ) -> TokenClassifierOutput:
         """labels (B, T), -100 on padding, special tokens and non-first word pieces."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
-                        layout=layout)  # fmt: skip
+        out = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad, layout=layout
+        )
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, num_labels)
         loss = None
         if labels is not None:
@@ -153,8 +162,9 @@ class BertForQuestionAnswering(nn.Module):
         """
         if unpad is None and start_positions is not None:
             unpad = False
-        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad,
-                        layout=layout)  # fmt: skip
+        out = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, unpad=unpad, layout=layout
+        )
         logits = self.qa(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = logits.unbind(-1)  # 2 x (B, T)
         loss = None

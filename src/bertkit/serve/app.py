@@ -49,8 +49,10 @@ SETTINGS_ENV = "BERTKIT_SERVE_SETTINGS"
 def _cut_end_only(direction: str | None) -> None:
     """422 for what bertkit does not do: cutting the start of a long input."""
     if direction is not None and direction.lower() == "left":
-        raise ServeError(422, "truncation_direction: bertkit cuts the end of a long input "
-                         "(\"right\"), not its start")  # fmt: skip
+        raise ServeError(
+            422,
+            'truncation_direction: bertkit cuts the end of a long input ("right"), not its start',
+        )
 
 
 def _validated(schema: type, body: Any) -> Any:
@@ -68,7 +70,6 @@ def _texts(inputs: str | list[str]) -> list[str]:
     return [inputs] if isinstance(inputs, str) else list(inputs)
 
 
-
 def create_app(settings: ServeSettings) -> FastAPI:
     metrics = Metrics()
     server = Server(settings, metrics)
@@ -79,13 +80,22 @@ def create_app(settings: ServeSettings) -> FastAPI:
         yield
         server.stop()
 
-    app = FastAPI(title="bertkit", version=__version__, lifespan=lifespan,
-                  description="BERT over HTTP: embeddings (TEI and OpenAI shapes), classification, tagging, QA, fill-mask.")  # fmt: skip
+    app = FastAPI(
+        title="bertkit",
+        version=__version__,
+        lifespan=lifespan,
+        description="BERT over HTTP: embeddings (TEI and OpenAI shapes), classification, tagging, QA, fill-mask.",
+    )
     app.state.server = server
     errors.install(app, lambda t: metrics.failures.labels(t).inc())
 
-    app.add_middleware(Limits, api_key=settings.api_key, max_concurrent=settings.max_concurrent_requests,
-                       payload_limit=settings.payload_limit, metrics=metrics)  # fmt: skip
+    app.add_middleware(
+        Limits,
+        api_key=settings.api_key,
+        max_concurrent=settings.max_concurrent_requests,
+        payload_limit=settings.payload_limit,
+        metrics=metrics,
+    )
 
     @app.get("/health", summary="200 once every model has run a real forward pass, else 503")
     async def health() -> Response:
@@ -105,11 +115,19 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/info", summary="models, tasks and limits")
     async def info() -> dict:
         s = settings
-        return {"version": __version__, "models": [e.info() for e in server.engines.values()],
-                "limits": {"max_batch_tokens": s.max_batch_tokens, "max_client_batch_size": s.max_client_batch_size, "max_input_tokens": s.max_input_tokens,
-                           "max_concurrent_requests": s.max_concurrent_requests, "payload_limit": s.payload_limit,
-                           "request_timeout": s.request_timeout},
-                "auth": bool(s.api_key)}  # fmt: skip
+        return {
+            "version": __version__,
+            "models": [e.info() for e in server.engines.values()],
+            "limits": {
+                "max_batch_tokens": s.max_batch_tokens,
+                "max_client_batch_size": s.max_client_batch_size,
+                "max_input_tokens": s.max_input_tokens,
+                "max_concurrent_requests": s.max_concurrent_requests,
+                "payload_limit": s.payload_limit,
+                "request_timeout": s.request_timeout,
+            },
+            "auth": bool(s.api_key),
+        }
 
     @app.get("/metrics", summary="Prometheus metrics")
     async def prometheus() -> Response:
@@ -133,11 +151,24 @@ def create_app(settings: ServeSettings) -> FastAPI:
         texts = engine.prompted(_texts(req.input), None)
         # OpenAI's shape has no truncate field: long inputs are read in windows, as /embed does
         v, tokens = await server.vectors(engine, texts, False, True, req.dimensions)
-        data = [{"object": "embedding", "index": i,
-                 "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode() if req.encoding_format == "base64" else row}
-                for i, row in enumerate(v)]  # fmt: skip
-        return _json({"object": "list", "data": data, "model": req.model or engine.name,
-                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})  # fmt: skip
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode()
+                if req.encoding_format == "base64"
+                else row,
+            }
+            for i, row in enumerate(v)
+        ]
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": req.model or engine.name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     @app.post("/similarity", summary="cosine similarity of a source sentence to each sentence")
     async def similarity(req: SimilarityRequest) -> Response:
@@ -195,8 +226,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
         )  # merged with others
         scores = engine.rerank_scores(rows, features, len(req.texts), req.raw_scores)
         order = rerank_order(scores)[: req.top_n]
-        return _json([{"index": i, "score": scores[i], **({"text": req.texts[i]} if req.return_text else {})}
-                      for i in order])  # fmt: skip
+        return _json(
+            [
+                {
+                    "index": i,
+                    "score": scores[i],
+                    **({"text": req.texts[i]} if req.return_text else {}),
+                }
+                for i in order
+            ]
+        )
 
     @app.post("/", summary="TEI's default route: the served model's own task")
     async def default_route(request: Request) -> Response:
@@ -220,8 +259,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
         name = body.get("model")
         if name not in server.engines:
             if len(server.engines) > 1:
-                raise ServeError(400, f"{'no model named ' + repr(name) if name else 'several models are served'}: "
-                                 f"name one in the \"model\" field ({', '.join(server.engines)})")  # fmt: skip
+                raise ServeError(
+                    400,
+                    f"{'no model named ' + repr(name) if name else 'several models are served'}: "
+                    f'name one in the "model" field ({", ".join(server.engines)})',
+                )
             name = next(iter(server.engines))
         engine = server.engines[name]
         if not engine.ready.is_set():
@@ -238,8 +280,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
             return await ner(_validated(TagRequest, body))
         if "qa" in caps:
             return await qa(_validated(QARequest, body))
-        raise ServeError(422, f"model {engine.name!r} ({engine.task}) has no default task; "
-                         f"use one of its routes: {', '.join(caps)}")  # fmt: skip
+        raise ServeError(
+            422,
+            f"model {engine.name!r} ({engine.task}) has no default task; "
+            f"use one of its routes: {', '.join(caps)}",
+        )
 
     @app.post(
         "/ner", summary="token tagging: tags per word and entity spans with character offsets"
@@ -289,7 +334,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
 def _json(obj: Any) -> Response:
     """orjson writes numpy arrays directly, float32 as the shortest text that reads back exactly
     (32 x 384 floats: 0.44 ms, 131 kB, against 11.6 ms and 249 kB for json.dumps of a list)."""
-    return Response(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")  # fmt: skip
+    return Response(
+        orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json"
+    )
 
 
 def app_from_env() -> FastAPI:

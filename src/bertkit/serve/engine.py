@@ -42,8 +42,12 @@ from bertkit.serve.settings import ServeSettings
 from bertkit.serve.worker import Worker
 from bertkit.tasks import load_adapter
 
-_TASK_CAPS = {"text-classification": "predict", "token-classification": "tag",
-              "question-answering": "qa", "multiple-choice": "choose"}  # fmt: skip
+_TASK_CAPS = {
+    "text-classification": "predict",
+    "token-classification": "tag",
+    "question-answering": "qa",
+    "multiple-choice": "choose",
+}
 
 
 class Engine:
@@ -110,8 +114,10 @@ class Engine:
             else load_adapter(self.directory).head_class
         )
         if model.head != want:
-            raise CheckpointError(f"{model.path}: a {model.head} graph, but this folder is served "
-                                  f"as {want} (export it again with --head auto)")  # fmt: skip
+            raise CheckpointError(
+                f"{model.path}: a {model.head} graph, but this folder is served "
+                f"as {want} (export it again with --head auto)"
+            )
         return model
 
     def _warm_up(self) -> None:
@@ -157,13 +163,23 @@ class Engine:
         return 0
 
     def info(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "folder": str(self.directory), "task": self.task,
-                               "capabilities": self.capabilities, "ready": self.ready.is_set(),
-                               "max_input_length": self.max_input_length}  # fmt: skip
+        out: dict[str, Any] = {
+            "name": self.name,
+            "folder": str(self.directory),
+            "task": self.task,
+            "capabilities": self.capabilities,
+            "ready": self.ready.is_set(),
+            "max_input_length": self.max_input_length,
+        }
         if self.embedder is not None:
-            out.update(pooling=self.embedder.spec.pooling, dimensions=self.embedder.dim,
-                       precision=self.embedder.precision, matryoshka_dims=list(self.matryoshka),
-                       prompts=sorted(self.prompts), default_prompt_name=self.default_prompt)  # fmt: skip
+            out.update(
+                pooling=self.embedder.spec.pooling,
+                dimensions=self.embedder.dim,
+                precision=self.embedder.precision,
+                matryoshka_dims=list(self.matryoshka),
+                prompts=sorted(self.prompts),
+                default_prompt_name=self.default_prompt,
+            )
         if self.task_model is not None:
             out.update(family=self.task_model.adapter.family, precision=self.task_model.precision)
             labels = getattr(self.task_model.adapter, "labels", None)
@@ -183,9 +199,12 @@ class Engine:
         limit = self.settings.max_input_tokens
         for i, n in enumerate(lengths):
             if n > limit:
-                raise ServeError(413, f"Input validation error: `{what}` must have at most {limit} tokens "
-                                 f"(the server's --max-input-tokens; longer than the model's {self.max_input_length} "
-                                 f"they are read in windows; send \"truncate\": true to cut). Input {i} has {n}")  # fmt: skip
+                raise ServeError(
+                    413,
+                    f"Input validation error: `{what}` must have at most {limit} tokens "
+                    f"(the server's --max-input-tokens; longer than the model's {self.max_input_length} "
+                    f'they are read in windows; send "truncate": true to cut). Input {i} has {n}',
+                )
 
     def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> Windowed:
         emb = self.embedder
@@ -209,7 +228,9 @@ class Engine:
                 return list(texts)
         if prompt_name not in self.prompts:
             known = ", ".join(sorted(self.prompts)) or "none"
-            raise ServeError(422, f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})")  # fmt: skip
+            raise ServeError(
+                422, f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})"
+            )
         return [self.prompts[prompt_name] + t for t in texts]
 
     def check_dimensions(self, dimensions: int | None) -> None:
@@ -221,9 +242,12 @@ class Engine:
         if dimensions > self.embedder.dim:
             raise ServeError(422, f"dimensions {dimensions} > the model's {self.embedder.dim}")
         if not self.matryoshka and not self.settings.any_dimensions:
-            raise ServeError(422, f"model {self.name!r} was not trained with Matryoshka (its bertkit_embedding.json "
-                             "names no sizes), so its cut vectors are not embeddings; start the server with "
-                             "--any-dimensions to cut anyway")  # fmt: skip
+            raise ServeError(
+                422,
+                f"model {self.name!r} was not trained with Matryoshka (its bertkit_embedding.json "
+                "names no sizes), so its cut vectors are not embeddings; start the server with "
+                "--any-dimensions to cut anyway",
+            )
 
     def fitting(self, texts: Sequence[str], truncate: bool) -> list[Any]:
         """Each text encoded as one window of at most the model's length (cut with ``truncate``,
@@ -234,9 +258,12 @@ class Engine:
         limit = emb.max_length
         long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
         if long is not None and not truncate:
-            raise ServeError(413, f"Input validation error: `inputs` must have at most {limit} tokens here "
-                             f"(one vector per token: no windows; send \"truncate\": true to cut). Input {long} "
-                             f"has {len(encodings[long].input_ids)}")  # fmt: skip
+            raise ServeError(
+                413,
+                f"Input validation error: `inputs` must have at most {limit} tokens here "
+                f'(one vector per token: no windows; send "truncate": true to cut). Input {long} '
+                f"has {len(encodings[long].input_ids)}",
+            )
         return emb.window(encodings, truncate=True).inputs
 
     def embed_all(self, texts: Sequence[str], truncate: bool) -> list[np.ndarray]:
@@ -246,8 +273,10 @@ class Engine:
     def embed_sparse(self, texts: Sequence[str], truncate: bool) -> list[list[dict[str, Any]]]:
         assert self.masker is not None
         found = self.masker.sparse_vectors([w.input_ids for w in self.fitting(texts, truncate)])
-        return [[{"index": int(i), "value": float(v)} for i, v in zip(idx, val, strict=True)]
-                for idx, val in found]  # fmt: skip
+        return [
+            [{"index": int(i), "value": float(v)} for i, v in zip(idx, val, strict=True)]
+            for idx, val in found
+        ]
 
     def decode(self, ids: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
         tok = self.tokenizer
@@ -266,8 +295,14 @@ class Engine:
         for text in texts:
             enc = tok.encode(text, add_special_tokens=add_special_tokens)
             pieces = tok.convert_ids_to_tokens(enc.input_ids)
-            out.append([{"id": i, "text": t, "special": bool(sp), "start": s, "stop": e}
-                        for i, t, sp, (s, e) in zip(enc.input_ids, pieces, enc.special_tokens_mask, enc.offsets)])  # fmt: skip
+            out.append(
+                [
+                    {"id": i, "text": t, "special": bool(sp), "start": s, "stop": e}
+                    for i, t, sp, (s, e) in zip(
+                        enc.input_ids, pieces, enc.special_tokens_mask, enc.offsets
+                    )
+                ]
+            )
         return out
 
     def predict(
@@ -326,9 +361,16 @@ class Engine:
         assert isinstance(tm, QuestionAnswerer)
         prepared = tm.prepare(tm.examples_of(pairs))
         self._check_lengths(prepared.lengths, "question + context")
-        return [{"answer": g["answer"], "start": g["start"], "end": g["end"],
-                 "score": g["probability"], "null_score_diff": g["null_score_diff"]}
-                for g in tm.outputs(tm.run(prepared))]  # fmt: skip
+        return [
+            {
+                "answer": g["answer"],
+                "start": g["start"],
+                "end": g["end"],
+                "score": g["probability"],
+                "null_score_diff": g["null_score_diff"],
+            }
+            for g in tm.outputs(tm.run(prepared))
+        ]
 
     def fill_mask(self, texts: Sequence[str], top_k: int, truncate: bool) -> list[list[list[dict]]]:
         m = self.masker
@@ -337,9 +379,12 @@ class Engine:
         limit = m.model.config.max_position_embeddings
         long = next((i for i, x in enumerate(ids) if len(x) > limit), None)
         if not truncate and long is not None:  # one prediction per [MASK]: no windows here
-            raise ServeError(413, f"Input validation error: `inputs` must have at most {limit} tokens for "
-                             f"fill-mask (model limit; send \"truncate\": true to cut). Input {long} has "
-                             f"{len(ids[long])}")  # fmt: skip
+            raise ServeError(
+                413,
+                f"Input validation error: `inputs` must have at most {limit} tokens for "
+                f'fill-mask (model limit; send "truncate": true to cut). Input {long} has '
+                f"{len(ids[long])}",
+            )
         mask = m.tokenizer.mask_token_id
         missing = [i for i, x in enumerate(ids) if mask not in x]
         if missing:

@@ -14,24 +14,44 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("bertkit.serve")
 
-_TYPES = {400: "validation", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-          413: "payload_too_large", 415: "validation", 422: "validation", 429: "overloaded",
-          503: "unhealthy", 504: "timeout"}  # fmt: skip
+_TYPES = {
+    400: "validation",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "validation",
+    422: "validation",
+    429: "overloaded",
+    503: "unhealthy",
+    504: "timeout",
+}
 
 
 class ServeError(Exception):
     """A request the server refuses or cannot answer: HTTP status, error type, reason."""
 
-    def __init__(self, status: int, message: str, error_type: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        error_type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message = status, message
         self.error_type = error_type or _TYPES.get(status, "validation")
         self.headers = headers
 
 
-def error_response(status: int, message: str, error_type: str | None = None,
-                   headers: dict[str, str] | None = None, *, openai: bool = False) -> JSONResponse:  # fmt: skip
+def error_response(
+    status: int,
+    message: str,
+    error_type: str | None = None,
+    headers: dict[str, str] | None = None,
+    *,
+    openai: bool = False,
+) -> JSONResponse:
     kind = error_type or _TYPES.get(status, "backend")
     body: dict = {"error": message, "error_type": kind}
     if openai:

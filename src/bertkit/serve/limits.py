@@ -14,8 +14,9 @@ from bertkit.serve.metrics import Metrics
 OPEN_PATHS = ("/health", "/")  # the page holds no data; its requests carry the key
 
 
-async def _send_error(send: Any, status: int, message: str, error_type: str,
-                      headers: dict[str, str] | None = None) -> None:  # fmt: skip
+async def _send_error(
+    send: Any, status: int, message: str, error_type: str, headers: dict[str, str] | None = None
+) -> None:
     body = json.dumps({"error": message, "error_type": error_type}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -31,8 +32,15 @@ class _TooLarge(HTTPException):
 
 
 class Limits:
-    def __init__(self, app: Any, *, api_key: str | None, max_concurrent: int, payload_limit: int,
-                 metrics: Metrics) -> None:  # fmt: skip
+    def __init__(
+        self,
+        app: Any,
+        *,
+        api_key: str | None,
+        max_concurrent: int,
+        payload_limit: int,
+        metrics: Metrics,
+    ) -> None:
         self.app, self.api_key, self.max_concurrent = app, api_key, max_concurrent
         self.payload_limit, self.metrics = payload_limit, metrics
         self.in_flight = 0
@@ -46,14 +54,30 @@ class Limits:
             token = given[7:] if given.lower().startswith("bearer ") else ""
             if not hmac.compare_digest(token.encode(), self.api_key.encode()):
                 self.metrics.failures.labels("unauthorized").inc()
-                return await _send_error(send, 401, "missing or wrong API key (send 'Authorization: Bearer KEY')", "unauthorized")  # fmt: skip
+                return await _send_error(
+                    send,
+                    401,
+                    "missing or wrong API key (send 'Authorization: Bearer KEY')",
+                    "unauthorized",
+                )
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.payload_limit:
             self.metrics.failures.labels("payload_too_large").inc()
-            return await _send_error(send, 413, f"request body of {length} bytes is over the {self.payload_limit}-byte limit", "payload_too_large")  # fmt: skip
+            return await _send_error(
+                send,
+                413,
+                f"request body of {length} bytes is over the {self.payload_limit}-byte limit",
+                "payload_too_large",
+            )
         if self.in_flight >= self.max_concurrent:
             self.metrics.failures.labels("overloaded").inc()
-            return await _send_error(send, 429, f"{self.in_flight} requests in flight (limit {self.max_concurrent}); retry later", "overloaded", {"Retry-After": "1"})  # fmt: skip
+            return await _send_error(
+                send,
+                429,
+                f"{self.in_flight} requests in flight (limit {self.max_concurrent}); retry later",
+                "overloaded",
+                {"Retry-After": "1"},
+            )
         read = 0
 
         async def counted() -> dict:

@@ -26,20 +26,37 @@ class Metrics:
         self.failures = Counter(
             "bertkit_request_failure", "Failed requests", ["error_type"], registry=r
         )
-        self.duration = Histogram("bertkit_request_duration_seconds", "Request duration", ["route"],
-                                  buckets=_SECONDS, registry=r)  # fmt: skip
-        self.tokenization = Histogram("bertkit_tokenization_duration_seconds", "Tokenization time",
-                                      buckets=_SECONDS, registry=r)  # fmt: skip
-        self.queue_wait = Histogram("bertkit_queue_duration_seconds", "Time from queued to answered",
-                                    buckets=_SECONDS, registry=r)  # fmt: skip
-        self.inference = Histogram("bertkit_inference_duration_seconds", "Forward pass time",
-                                   buckets=_SECONDS, registry=r)  # fmt: skip
-        self.batch_size = Histogram("bertkit_batch_size", "Inputs per forward pass",
-                                    buckets=_SIZES, registry=r)  # fmt: skip
-        self.batch_tokens = Histogram("bertkit_batch_tokens", "Tokens per forward pass",
-                                      buckets=_TOKENS, registry=r)  # fmt: skip
-        self.input_length = Histogram("bertkit_input_length", "Tokens per input",
-                                      buckets=_TOKENS, registry=r)  # fmt: skip
+        self.duration = Histogram(
+            "bertkit_request_duration_seconds",
+            "Request duration",
+            ["route"],
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.tokenization = Histogram(
+            "bertkit_tokenization_duration_seconds",
+            "Tokenization time",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "bertkit_queue_duration_seconds",
+            "Time from queued to answered",
+            buckets=_SECONDS,
+            registry=r,
+        )
+        self.inference = Histogram(
+            "bertkit_inference_duration_seconds", "Forward pass time", buckets=_SECONDS, registry=r
+        )
+        self.batch_size = Histogram(
+            "bertkit_batch_size", "Inputs per forward pass", buckets=_SIZES, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "bertkit_batch_tokens", "Tokens per forward pass", buckets=_TOKENS, registry=r
+        )
+        self.input_length = Histogram(
+            "bertkit_input_length", "Tokens per input", buckets=_TOKENS, registry=r
+        )
         self.in_flight = Gauge("bertkit_requests_in_flight", "Requests being served", registry=r)
         self.queue_size = Gauge(
             "bertkit_queue_size", "Jobs waiting per model", ["model"], registry=r
@@ -96,8 +113,14 @@ class Observe:
                 status = message["status"]
                 timing["x-total-time"] = time.perf_counter() - t0
                 extra = [(k.encode(), f"{v * 1000:.0f}".encode()) for k, v in timing.items()]
-                message = {**message, "headers": [*message.get("headers", []),
-                                                   (b"x-compute-type", self.compute_type), *extra]}  # fmt: skip
+                message = {
+                    **message,
+                    "headers": [
+                        *message.get("headers", []),
+                        (b"x-compute-type", self.compute_type),
+                        *extra,
+                    ],
+                }
             await send(message)
 
         try:

@@ -34,10 +34,17 @@ class GracefulServer(uvicorn.Server):
 def serve(settings: ServeSettings) -> None:
     """Serve until SIGTERM/SIGINT (see the module doc)."""
     if settings.workers == 1:
-        config = uvicorn.Config(create_app(settings), host=settings.host, port=settings.port,
-                                log_level="info")  # fmt: skip
+        config = uvicorn.Config(
+            create_app(settings), host=settings.host, port=settings.port, log_level="info"
+        )
         GracefulServer(config).run()
         return
     os.environ[SETTINGS_ENV] = json.dumps(dataclasses.asdict(settings))
-    uvicorn.run("bertkit.serve.app:app_from_env", factory=True, host=settings.host,
-                port=settings.port, workers=settings.workers, log_level="info")  # fmt: skip
+    uvicorn.run(
+        "bertkit.serve.app:app_from_env",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level="info",
+    )

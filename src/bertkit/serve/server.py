@@ -42,8 +42,10 @@ class Server:
             import torch
 
             torch.set_num_threads(self.settings.threads)
-        kernels.bound_shapes("a server sees ever-new input shapes, and oneDNN keeps memory "
-                             "for each (RSS would grow without bound)")  # fmt: skip
+        kernels.bound_shapes(
+            "a server sees ever-new input shapes, and oneDNN keeps memory "
+            "for each (RSS would grow without bound)"
+        )
 
         def load_all() -> None:
             for engine in self.engines.values():
@@ -70,7 +72,10 @@ class Server:
         if name is not None and name in self.engines:
             engine = self.engines[name]
             if capability not in engine.capabilities and engine.ready.is_set():
-                raise ServeError(422, f"model {name!r} ({engine.task}) cannot {capability}; it serves {', '.join(engine.capabilities)}")  # fmt: skip
+                raise ServeError(
+                    422,
+                    f"model {name!r} ({engine.task}) cannot {capability}; it serves {', '.join(engine.capabilities)}",
+                )
         else:
             able = [
                 e
@@ -78,11 +83,17 @@ class Server:
                 if e.ready.is_set() and capability in e.capabilities
             ]
             if name is not None:
-                raise ServeError(404, f"no model named {name!r}; served: {', '.join(self.engines)}", "not_found")  # fmt: skip
+                raise ServeError(
+                    404, f"no model named {name!r}; served: {', '.join(self.engines)}", "not_found"
+                )
             if not able:
                 if not self.ready:
                     raise ServeError(503, "models are still loading; see /health", "unhealthy")
-                raise ServeError(404, f"no served model can {capability} (models: {', '.join(f'{e.name} ({e.task})' for e in self.engines.values())})", "not_found")  # fmt: skip
+                raise ServeError(
+                    404,
+                    f"no served model can {capability} (models: {', '.join(f'{e.name} ({e.task})' for e in self.engines.values())})",
+                    "not_found",
+                )
             engine = able[0]
         if not engine.ready.is_set():
             raise ServeError(

@@ -62,8 +62,14 @@ class ServeSettings:
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError("serve needs at least one --model DIR (or NAME=DIR)")
-        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests",
-                     "payload_limit", "workers", "max_input_tokens"):  # fmt: skip
+        for name in (
+            "max_batch_tokens",
+            "max_client_batch_size",
+            "max_concurrent_requests",
+            "payload_limit",
+            "workers",
+            "max_input_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.request_timeout <= 0:

@@ -16,8 +16,9 @@ from fastapi import FastAPI, Response
 from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest
 
 
-def add_token_routes(app: FastAPI, server: Any, to_json: Callable[[Any], Response],
-                     cut_end_only: Callable[..., None]) -> None:  # fmt: skip
+def add_token_routes(
+    app: FastAPI, server: Any, to_json: Callable[[Any], Response], cut_end_only: Callable[..., None]
+) -> None:
     """Register the routes on ``app`` (``server``: the app's :class:`~bertkit.serve.server.Server`)."""
 
     async def prepared(req: TokenVectorsRequest, capability: str) -> tuple[Any, list[str]]:

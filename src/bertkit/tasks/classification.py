@@ -31,8 +31,14 @@ from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig, aggregat
 from bertkit.tokenizer.protocol import Tokenizer
 
 # text fields tried, in order, in a file that is not in the task's own format
-_PAIR_FIELDS = (("text", "text_pair"), ("sentence1", "sentence2"), ("question", "sentence"),
-                ("question1", "question2"), ("premise", "hypothesis"), ("text_a", "text_b"))  # fmt: skip
+_PAIR_FIELDS = (
+    ("text", "text_pair"),
+    ("sentence1", "sentence2"),
+    ("question", "sentence"),
+    ("question1", "question2"),
+    ("premise", "hypothesis"),
+    ("text_a", "text_b"),
+)
 _SINGLE_FIELDS = (("text",), ("sentence",), ("text_a",))
 _LABEL_FIELDS = ("label", "score")
 
@@ -64,27 +70,53 @@ class ClassificationAdapter(TaskAdapter):
         self.windows = WindowConfig.of(self.windows)  # a dict from bertkit_task.json
 
     @classmethod
-    def for_glue(cls, task: str, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
-                 windows: WindowConfig | None = None) -> ClassificationAdapter:  # fmt: skip
+    def for_glue(
+        cls,
+        task: str,
+        max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+        windows: WindowConfig | None = None,
+    ) -> ClassificationAdapter:
         t = glue_task(task)
-        return cls("glue", t.name, max_seq_length, labels=list(t.labels or []), metric=t.metric,
-                   windows=windows or WindowConfig())  # fmt: skip
+        return cls(
+            "glue",
+            t.name,
+            max_seq_length,
+            labels=list(t.labels or []),
+            metric=t.metric,
+            windows=windows or WindowConfig(),
+        )
 
     @classmethod
     def for_files(
-        cls, train: str | Path, columns: dict[str, str | None], *, regression: bool = False,
-        file_format: str | None = None, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+        cls,
+        train: str | Path,
+        columns: dict[str, str | None],
+        *,
+        regression: bool = False,
+        file_format: str | None = None,
+        max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
         windows: WindowConfig | None = None,
-    ) -> tuple[ClassificationAdapter, list[Any]]:  # fmt: skip
+    ) -> tuple[ClassificationAdapter, list[Any]]:
         """The adapter for the user's own files, with its label list (the sorted set of the
         training labels) and metric, and the training examples."""
         data = custom.read_classification(
-            train, text=columns["text"], text_pair=columns.get("text_pair"),
-            label=columns["label"], regression=regression, format=file_format,
-        )  # fmt: skip
-        adapter = cls("classify", Path(train).stem, max_seq_length, labels=data.labels,
-                      metric=metric_for(data.labels, regression), columns=columns,
-                      file_format=file_format, windows=windows or WindowConfig())  # fmt: skip
+            train,
+            text=columns["text"],
+            text_pair=columns.get("text_pair"),
+            label=columns["label"],
+            regression=regression,
+            format=file_format,
+        )
+        adapter = cls(
+            "classify",
+            Path(train).stem,
+            max_seq_length,
+            labels=data.labels,
+            metric=metric_for(data.labels, regression),
+            columns=columns,
+            file_format=file_format,
+            windows=windows or WindowConfig(),
+        )
         return adapter, data.examples
 
     @property
@@ -158,10 +190,14 @@ class ClassificationAdapter(TaskAdapter):
         if self.family == "glue":
             label_names.append(glue_task(self.name).label_column)
         label = next((n for n in [*label_names, *_LABEL_FIELDS] if n in have), None)
-        return {"text": names[0], "text_pair": names[1] if len(names) > 1 else None,
-                "label": label, "labels": None if self.regression else self.labels,
-                "regression": self.regression,
-                "format": self.file_format}  # fmt: skip
+        return {
+            "text": names[0],
+            "text_pair": names[1] if len(names) > 1 else None,
+            "label": label,
+            "labels": None if self.regression else self.labels,
+            "regression": self.regression,
+            "format": self.file_format,
+        }
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_classification(tokenizer, examples, self.max_seq_length, self.windows)
@@ -180,20 +216,27 @@ class ClassificationAdapter(TaskAdapter):
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
-        logits = aggregate(np.stack(rows), [f.example_index for f in features],
-                           [len(f.input_ids) for f in features], len(examples),
-                           self.windows.window_pooling)  # fmt: skip
+        logits = aggregate(
+            np.stack(rows),
+            [f.example_index for f in features],
+            [len(f.input_ids) for f in features],
+            len(examples),
+            self.windows.window_pooling,
+        )
         if self.regression:
             values = logits[:, 0]
             preds = [{"guid": e.guid, "score": float(v)} for e, v in zip(examples, values)]
         else:
             values = logits.argmax(-1)
             preds = [
-                {"guid": e.guid, "label": self.labels[int(k)],
-                 "probabilities": [round(float(x), 6) for x in p],
-                 "logits": [float(x) for x in row]}
+                {
+                    "guid": e.guid,
+                    "label": self.labels[int(k)],
+                    "probabilities": [round(float(x), 6) for x in p],
+                    "logits": [float(x) for x in row],
+                }
                 for e, k, p, row in zip(examples, values, softmax(logits), logits)
-            ]  # fmt: skip
+            ]
         gold = [e.label for e in examples]
         if any(g is None for g in gold):
             return unscored(preds)

@@ -113,8 +113,10 @@ class EmbeddingAdapter(TaskAdapter):
         out = []
         for i, e in enumerate(examples):
             assert isinstance(e, TrainingPair)
-            rows = tuple(replace(f, example_index=i)
-                         for f in self._encode(tokenizer, [e.query, e.positive, *e.negatives]))  # fmt: skip
+            rows = tuple(
+                replace(f, example_index=i)
+                for f in self._encode(tokenizer, [e.query, e.positive, *e.negatives])
+            )
             out.append(GroupFeature(rows, i, any(r.truncated for r in rows)))
         return out
 
@@ -150,8 +152,13 @@ class EmbeddingAdapter(TaskAdapter):
         qrels = {examples[i].id: examples[i].relevant for i in queries}
         metrics = retrieval_metrics(rankings, qrels)  # type: ignore[arg-type]
         preds = [
-            {"query": q, "hits": [{"id": d, "score": round(float(s), 6)}
-                                  for d, s in zip(rankings[q][:10], row[:10], strict=True)]}
+            {
+                "query": q,
+                "hits": [
+                    {"id": d, "score": round(float(s), 6)}
+                    for d, s in zip(rankings[q][:10], row[:10], strict=True)
+                ],
+            }
             for q, row in zip(query_ids, scores.tolist(), strict=True)
-        ]  # fmt: skip
+        ]
         return Scored(metrics, float(metrics[self.main_metric]), preds)

@@ -309,8 +309,16 @@ def encode_tagged(
             n = len(win_ids)
             out.append(
                 TokenWindow(
-                    s_index, win_ids, [0] * n, [1] * n, win_labels, [None, *wids[a:b], None],
-                    [False, *sl.is_max, False], [False, *firsts[a:b], False], cut, len(ids) + 2,
+                    s_index,
+                    win_ids,
+                    [0] * n,
+                    [1] * n,
+                    win_labels,
+                    [None, *wids[a:b], None],
+                    [False, *sl.is_max, False],
+                    [False, *firsts[a:b], False],
+                    cut,
+                    len(ids) + 2,
                 )
             )
     return out

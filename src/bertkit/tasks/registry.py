@@ -35,15 +35,27 @@ from bertkit.tasks.tagging import TaggingAdapter
 from bertkit.tasks.windows import WindowConfig
 
 FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
-    "glue": (ClassificationAdapter, "a GLUE task, from a folder laid out like the official download"),
+    "glue": (
+        ClassificationAdapter,
+        "a GLUE task, from a folder laid out like the official download",
+    ),
     "ner": (TaggingAdapter, "named-entity tagging on CoNLL column files (BIO/IOB1/IOB2)"),
     "squad": (SquadAdapter, "extractive QA on SQuAD v1.1 / v2.0 JSON"),
     "swag": (MultipleChoiceAdapter, "multiple choice on SWAG-format CSV"),
-    "classify": (ClassificationAdapter, "text or text-pair classification (or regression) on your CSV/TSV/JSONL"),
+    "classify": (
+        ClassificationAdapter,
+        "text or text-pair classification (or regression) on your CSV/TSV/JSONL",
+    ),
     "tag": (TaggingAdapter, "token tagging on your CSV/TSV/JSONL (token and tag lists)"),
-    "embeddings": (EmbeddingAdapter, "a bi-encoder for retrieval, contrastive on (query, positive[, negatives]) pairs"),
-    "rerank": (RerankAdapter, "a cross-encoder reranker, binary cross-entropy on labelled (query, passage) pairs"),
-}  # fmt: skip
+    "embeddings": (
+        EmbeddingAdapter,
+        "a bi-encoder for retrieval, contrastive on (query, positive[, negatives]) pairs",
+    ),
+    "rerank": (
+        RerankAdapter,
+        "a cross-encoder reranker, binary cross-entropy on labelled (query, passage) pairs",
+    ),
+}
 
 
 def default_max_seq_length(family: str) -> int:
@@ -153,14 +165,28 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             if s.family == "ner"
             else {"tokens": s.tokens_field, "tags": s.tags_field}
         )
-        adapter = TaggingAdapter(s.family, Path(s.train).stem, msl, columns=cols,
-                                 file_format=s.format, windows=s.long_inputs,
-                                 document_context=s.document_context)  # fmt: skip
+        adapter = TaggingAdapter(
+            s.family,
+            Path(s.train).stem,
+            msl,
+            columns=cols,
+            file_format=s.format,
+            windows=s.long_inputs,
+            document_context=s.document_context,
+        )
         train = adapter.read(s.train, "train")
     elif s.family == "embeddings":
-        adapter = EmbeddingAdapter("embeddings", Path(s.train).stem, msl, pooling=s.pooling,
-                                   normalize=s.normalize, scale=s.scale, symmetric=s.symmetric,
-                                   matryoshka_dims=list(s.matryoshka_dims), file_format=s.format)  # fmt: skip
+        adapter = EmbeddingAdapter(
+            "embeddings",
+            Path(s.train).stem,
+            msl,
+            pooling=s.pooling,
+            normalize=s.normalize,
+            scale=s.scale,
+            symmetric=s.symmetric,
+            matryoshka_dims=list(s.matryoshka_dims),
+            file_format=s.format,
+        )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":
         adapter = RerankAdapter("rerank", Path(s.train).stem, msl, file_format=s.format)
@@ -170,8 +196,14 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         train = adapter.read(s.train, "train")
     else:
         name = "squad2" if s.version_2_with_negative else "squad1"
-        adapter = SquadAdapter("squad", name, msl, version_2=s.version_2_with_negative,
-                               windows=s.windows, search=s.search)  # fmt: skip
+        adapter = SquadAdapter(
+            "squad",
+            name,
+            msl,
+            version_2=s.version_2_with_negative,
+            windows=s.windows,
+            search=s.search,
+        )
         train = adapter.read(s.train, "train")
     adapter.fit_labels(train)
     return adapter, train, {"dev": adapter.read(s.dev, "dev")}
@@ -225,8 +257,14 @@ def adapter_from_hf_config(directory: str | Path, config: dict[str, Any]) -> Cla
     labels = [] if n == 1 else [id2label.get(i, f"LABEL_{i}") for i in range(n)]
     metric = "pearson_spearman" if n == 1 else ("accuracy_f1" if n == 2 else "accuracy")
     msl = min(512, int(config.get("max_position_embeddings", 512)))
-    return ClassificationAdapter("classify", Path(directory).name, msl, labels=labels,
-                                 metric=metric, columns={"text": "text", "text_pair": "text_pair"})  # fmt: skip
+    return ClassificationAdapter(
+        "classify",
+        Path(directory).name,
+        msl,
+        labels=labels,
+        metric=metric,
+        columns={"text": "text", "text_pair": "text_pair"},
+    )
 
 
 def load_adapter(directory: str | Path) -> TaskAdapter:

@@ -53,8 +53,12 @@ class RerankAdapter(TaskAdapter):
     main_metric = "MRR@10"
 
     def config_overrides(self) -> dict[str, Any]:
-        return {"num_labels": 1, "problem_type": "multi_label_classification",
-                "id2label": {0: "LABEL_0"}, "label2id": {"LABEL_0": 0}}  # fmt: skip
+        return {
+            "num_labels": 1,
+            "problem_type": "multi_label_classification",
+            "id2label": {0: "LABEL_0"},
+            "label2id": {"LABEL_0": 0},
+        }
 
     def read(self, path: str | Path, split: str = "dev") -> list[LabelledPair]:
         return read_labelled_pairs(path, self.file_format)
@@ -62,8 +66,10 @@ class RerankAdapter(TaskAdapter):
     def encode(
         self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool
     ) -> list[EncodedInput]:
-        pairs = [ClassificationExample(str(i), e.query, e.passage, float(e.label))
-                 for i, e in enumerate(examples)]  # fmt: skip
+        pairs = [
+            ClassificationExample(str(i), e.query, e.passage, float(e.label))
+            for i, e in enumerate(examples)
+        ]
         return encode_classification(
             tokenizer, pairs, self.max_seq_length, WindowConfig(truncate=True)
         )
@@ -97,8 +103,10 @@ class RerankAdapter(TaskAdapter):
             metrics = {k: metrics[k] for k in ("MRR@10", "NDCG@10", "Recall@1", "queries")}
         gold = np.asarray([e.label >= 0.5 for e in examples])
         metrics["accuracy"] = float(np.mean((logits >= 0) == gold))
-        preds = [{"query": e.query, "score": round(float(sigmoid(x)), 6), "logit": float(x)}
-                 for e, x in zip(examples, logits, strict=True)]  # fmt: skip
+        preds = [
+            {"query": e.query, "score": round(float(sigmoid(x)), 6), "logit": float(x)}
+            for e, x in zip(examples, logits, strict=True)
+        ]
         return Scored(metrics, float(metrics.get(self.main_metric, np.nan)), preds)
 
     def save(self, directory: str | Path) -> None:

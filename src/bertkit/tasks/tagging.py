@@ -47,8 +47,12 @@ def documents(sentences: Sequence[TaggedSentence]) -> list[list[int]]:
 def join_sentences(sentences: Sequence[TaggedSentence], index: Sequence[int]) -> TaggedSentence:
     """One sentence of the words (and tags) of ``sentences[i]`` for ``i`` in ``index``."""
     parts = [sentences[i] for i in index]
-    return TaggedSentence(tuple(w for p in parts for w in p.tokens),
-                          tuple(t for p in parts for t in p.tags), parts[0].line, parts[0].document)  # fmt: skip
+    return TaggedSentence(
+        tuple(w for p in parts for w in p.tokens),
+        tuple(t for p in parts for t in p.tags),
+        parts[0].line,
+        parts[0].document,
+    )
 
 
 def tag_label_list(sentences: Sequence[TaggedSentence]) -> list[str]:
@@ -92,8 +96,11 @@ class TaggingAdapter(TaskAdapter):
         if self.family == "ner":
             if is_token_only(path):  # tokens only (prediction input): no tags to read
                 return read_tokens(path)
-            return read_conll(path, tag_column=self.columns.get("tag_column", -1),
-                              scheme=self.columns.get("scheme", "auto"))  # fmt: skip
+            return read_conll(
+                path,
+                tag_column=self.columns.get("tag_column", -1),
+                scheme=self.columns.get("scheme", "auto"),
+            )
         return read_tagging(
             path, tokens=self.columns["tokens"], tags=self.columns["tags"], format=self.file_format
         )
@@ -110,11 +117,13 @@ class TaggingAdapter(TaskAdapter):
                 raise InputError(
                     None, None, f"tags {unknown} are not in the label list {self.labels}"
                 )
-            return F.encode_tagged(tokenizer, joined, index, max_length=self.max_seq_length,
-                                   windows=self.windows)  # fmt: skip
+            return F.encode_tagged(
+                tokenizer, joined, index, max_length=self.max_seq_length, windows=self.windows
+            )
         words = [s.tokens for s in joined]
-        return F.encode_tagged(tokenizer, words, None, max_length=self.max_seq_length,
-                               windows=self.windows)  # fmt: skip
+        return F.encode_tagged(
+            tokenizer, words, None, max_length=self.max_seq_length, windows=self.windows
+        )
 
     def window_counts(self, examples: Sequence[Any], features: Sequence[Any]) -> WindowCounts:
         owners = [f.example_index for f in features]

@@ -116,8 +116,9 @@ class Slice:
     is_max: list[bool]
 
 
-def slices(num_tokens: int, room: int, stride: int, *, mode: str = "overlap",
-           truncate: bool = False) -> list[Slice]:  # fmt: skip
+def slices(
+    num_tokens: int, room: int, stride: int, *, mode: str = "overlap", truncate: bool = False
+) -> list[Slice]:
     """The windows over ``num_tokens`` tokens (one when they fit, or with ``truncate``).
 
     The stride is lowered to ``room - 1`` when the room is smaller (a short window still slides).
@@ -175,8 +176,12 @@ class WindowCounts:
 
     def __add__(self, other: WindowCounts) -> WindowCounts:
         """The counts of two calls together (a corpus read window by window)."""
-        return WindowCounts(self.inputs + other.inputs, self.windowed + other.windowed,
-                            self.windows + other.windows, self.truncated + other.truncated)  # fmt: skip
+        return WindowCounts(
+            self.inputs + other.inputs,
+            self.windowed + other.windowed,
+            self.windows + other.windows,
+            self.truncated + other.truncated,
+        )
 
     def summary(self, what: str = "inputs") -> str:
         """E.g. ``"872 inputs: 35 windowed into 69 windows (906 in all), 0 truncated"``: the 837
@@ -188,8 +193,12 @@ class WindowCounts:
         )
 
     def to_dict(self) -> dict[str, int]:
-        return {"inputs": self.inputs, "windowed": self.windowed, "windows": self.windows,
-                "truncated": self.truncated}  # fmt: skip
+        return {
+            "inputs": self.inputs,
+            "windowed": self.windowed,
+            "windows": self.windows,
+            "truncated": self.truncated,
+        }
 
 
 def aggregate(

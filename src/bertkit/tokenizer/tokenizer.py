@@ -127,8 +127,13 @@ class BertTokenizer(TransformersConventions):
         directory = Path(directory)
         self.vocab.save(directory / "vocab.txt")
         write_tokenizer_json(self, directory)
-        write_config(directory, self.do_lower_case, self.strip_accents, self.tokenize_chinese_chars,
-                     self.model_max_length)  # fmt: skip
+        write_config(
+            directory,
+            self.do_lower_case,
+            self.strip_accents,
+            self.tokenize_chinese_chars,
+            self.model_max_length,
+        )
 
     def __len__(self) -> int:
         return len(self.vocab)

@@ -362,28 +362,31 @@ def folder_arguments(directory: Path) -> tuple[Vocab | Path, dict[str, Any]]:
     for key, value in parsed.settings.items():
         if key in config and config[key] != value:
             _warn_once(
-                tok_json, key,
+                tok_json,
+                key,
                 f"{tok_json} says {key}={value!r} but tokenizer_config.json says "
                 f"{config[key]!r}; following tokenizer_config.json as transformers does "
                 "(text-embeddings-inference follows tokenizer.json)",
-            )  # fmt: skip
+            )
     return vocab, {**parsed.settings, **config}
 
 
 def _check_agrees(txt: Vocab, from_json: Vocab, txt_path: Path, json_path: Path) -> None:
     if len(txt) != len(from_json):
         _warn_once(
-            json_path, "size",
+            json_path,
+            "size",
             f"{txt_path} has {len(txt)} tokens but {json_path} has {len(from_json)}; "
             f"{txt_path} is used (other tools may read {json_path})",
-        )  # fmt: skip
+        )
     elif txt.token_to_id != from_json.token_to_id:
         moved = sum(from_json.token_to_id.get(t) != i for t, i in txt.token_to_id.items())
         _warn_once(
-            json_path, "ids",
+            json_path,
+            "ids",
             f"{moved} tokens of {txt_path} have other ids in {json_path}; {txt_path} is used "
             f"(other tools may read {json_path})",
-        )  # fmt: skip
+        )
 
 
 def _warn_once(path: Path, what: str, message: str) -> None:

@@ -369,14 +369,23 @@ class LoopState:
     def from_json(cls, s: dict[str, Any]) -> LoopState:
         c, sch, k = s["cursor"], s["scheduler"], s["counters"]
         return cls(
-            step=int(s["step"]), phase=int(c["phase"]), position=int(c["position"]),
-            seed=int(c.get("seed", 0)), total_steps=int(sch["total_steps"]),
-            warmup_steps=int(sch["warmup_steps"]), peak_lrs=list(sch["peak_lrs"]),
-            scaler=s.get("scaler"), optimizer=s["optimizer"], attempts=int(k["attempts"]),
-            skipped=int(k["skipped"]), consecutive_skips=int(k["consecutive_skips"]),
-            window=dict(s.get("window", {})), spike_history=list(s.get("spike_history", [])),
-            world_size=int(s.get("world_size") or 1), settings=dict(s.get("settings", {})),
-        )  # fmt: skip
+            step=int(s["step"]),
+            phase=int(c["phase"]),
+            position=int(c["position"]),
+            seed=int(c.get("seed", 0)),
+            total_steps=int(sch["total_steps"]),
+            warmup_steps=int(sch["warmup_steps"]),
+            peak_lrs=list(sch["peak_lrs"]),
+            scaler=s.get("scaler"),
+            optimizer=s["optimizer"],
+            attempts=int(k["attempts"]),
+            skipped=int(k["skipped"]),
+            consecutive_skips=int(k["consecutive_skips"]),
+            window=dict(s.get("window", {})),
+            spike_history=list(s.get("spike_history", [])),
+            world_size=int(s.get("world_size") or 1),
+            settings=dict(s.get("settings", {})),
+        )
 
 
 def check_resume_settings(c: Checkpoint, settings: dict[str, Any]) -> None:

@@ -113,9 +113,12 @@ def init_from_env(
             store = _connect(addr, port, world, host=rank == 0 and not agent_store, timeout=timeout)
             store = dist.PrefixStore(prefix, store)
             dist.init_process_group(
-                backend=backend, store=dist.PrefixStore("pg", store), rank=rank,
-                world_size=world, timeout=timedelta(seconds=timeout),
-            )  # fmt: skip
+                backend=backend,
+                store=dist.PrefixStore("pg", store),
+                rank=rank,
+                world_size=world,
+                timeout=timedelta(seconds=timeout),
+            )
         except (RuntimeError, ValueError, OSError) as e:
             raise DistributedError(
                 f"rank {rank} could not join the {world}-process group at {endpoint} within "
@@ -158,9 +161,13 @@ def _share_kernel_choices(store: dist.Store, rank: int) -> None:
 def _connect(addr: str, port: int, world: int, host: bool, timeout: float) -> dist.TCPStore:
     """A TCPStore client (or, on rank 0 outside torchrun, the server) at ``addr:port``."""
     return dist.TCPStore(
-        addr, port, world if host else None, is_master=host, timeout=timedelta(seconds=timeout),
+        addr,
+        port,
+        world if host else None,
+        is_master=host,
+        timeout=timedelta(seconds=timeout),
         wait_for_workers=False,
-    )  # fmt: skip
+    )
 
 
 def shutdown(info: DistInfo) -> None:

@@ -96,8 +96,14 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
             raise ConfigError(f"learning rates must be positive, got {self.learning_rates}")
-        for name in ("restarts", "epochs", "batch_size", "eval_batch_size", "bucket_batches",
-                     "max_consecutive_skips"):  # fmt: skip
+        for name in (
+            "restarts",
+            "epochs",
+            "batch_size",
+            "eval_batch_size",
+            "bucket_batches",
+            "max_consecutive_skips",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_steps is not None and self.max_steps < 1:
@@ -183,8 +189,16 @@ def evaluate_sets(
     """Score every dev set; ``tune`` lets the adapter fit settings (SQuAD v2.0 threshold)."""
     out = {}
     for name, (examples, feats) in dev.items():
-        rows = predict_rows(model, adapter, feats, pad_id=pad_id, batch_size=config.eval_batch_size,
-                            precision=config.precision, show_progress=config.show_progress, desc=name)  # fmt: skip
+        rows = predict_rows(
+            model,
+            adapter,
+            feats,
+            pad_id=pad_id,
+            batch_size=config.eval_batch_size,
+            precision=config.precision,
+            show_progress=config.show_progress,
+            desc=name,
+        )
         out[name] = (adapter.fit_dev if tune else adapter.score)(examples, feats, rows)
     return out
 
@@ -246,9 +260,15 @@ def train_one(
             core, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
         )
         peaks = [lr for _ in opt.param_groups]
-        update = UpdateStep(opt, TaskLoss(), list(core.parameters()),
-                            P.resolve(config.precision, device), device, config.max_grad_norm,
-                            info)  # fmt: skip
+        update = UpdateStep(
+            opt,
+            TaskLoss(),
+            list(core.parameters()),
+            P.resolve(config.precision, device),
+            device,
+            config.max_grad_norm,
+            info,
+        )
 
         def prepared(idx: list[int]) -> MicroBatch:  # in the prefetching thread
             rows = idx or [0]  # an empty share: one example, weight 0
@@ -260,17 +280,20 @@ def train_one(
 
         step, in_a_row = 0, 0
         bar = progress(
-            total=total, desc=f"lr {lr:g} seed {seed}", unit="step",
+            total=total,
+            desc=f"lr {lr:g} seed {seed}",
+            unit="step",
             enabled=config.show_progress if info.is_main else False,
-        )  # fmt: skip
+        )
         depth = default_depth(device.type)  # batches collated ahead (0 on the CPU: in series)
         for epoch in range(1, config.epochs + 1):
             model.train()
             loss_sum, n = 0.0, 0
             seen = [0.0, 0.0, 0.0]  # examples, sum of indices, sum of squares (exactly-once check)
             batches = _epoch_batches(lengths, config, gen, info)
-            ahead = Prefetcher(lambda k, b=batches: prepared(b[k]), depth,
-                               pin=device.type == "cuda")  # fmt: skip
+            ahead = Prefetcher(
+                lambda k, b=batches: prepared(b[k]), depth, pin=device.type == "cuda"
+            )
             try:
                 for k in range(len(batches)):
                     if step >= total:
@@ -292,9 +315,16 @@ def train_one(
             finally:
                 ahead.close()
             examples, index_sum, index_squares = D.all_reduce_sum(seen, info)
-            record = {"epoch": epoch, "step": step, "train_loss": loss_sum / max(n, 1),
-                      "seen": {"examples": examples, "index_sum": index_sum,
-                               "index_squares": index_squares}}  # fmt: skip
+            record = {
+                "epoch": epoch,
+                "step": step,
+                "train_loss": loss_sum / max(n, 1),
+                "seen": {
+                    "examples": examples,
+                    "index_sum": index_sum,
+                    "index_squares": index_squares,
+                },
+            }
             score = math.nan
             if info.is_main:
                 scored = evaluate_sets(
@@ -306,8 +336,10 @@ def train_one(
             score = D.broadcast_float(score, info)
             result.epochs.append(record)
             if info.is_main:
-                log(f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss "
-                    f"{record['train_loss']:.4f}, dev {_metric_name(adapter)} {score:.4f}")  # fmt: skip
+                log(
+                    f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss "
+                    f"{record['train_loss']:.4f}, dev {_metric_name(adapter)} {score:.4f}"
+                )
             if result.best_epoch == 0 or _key(score) > _key(result.score):
                 result.score, result.best_epoch = score, epoch
                 if info.is_main:
@@ -384,8 +416,21 @@ def finetune(
     for lr in config.learning_rates:
         for r in range(config.restarts):
             seed = config.seed + r
-            runs.append(train_one(build_model, adapter, data, config, lr, seed, pad_id=tokenizer.pad_token_id,
-                                  on_best=keep(lr, seed), log=log, device=device, info=info))  # fmt: skip
+            runs.append(
+                train_one(
+                    build_model,
+                    adapter,
+                    data,
+                    config,
+                    lr,
+                    seed,
+                    pad_id=tokenizer.pad_token_id,
+                    on_best=keep(lr, seed),
+                    log=log,
+                    device=device,
+                    info=info,
+                )
+            )
     scores = [r.score for r in runs]
     by_lr = {
         f"{lr:g}": _spread([r.score for r in runs if r.lr == lr]) for lr in config.learning_rates
@@ -405,7 +450,9 @@ def format_summary(result: FinetuneResult) -> str:
             f"{r.lr:>8g} {r.seed:>5d} {r.score:>9.4f} {r.best_epoch:>5d} {r.steps:>6d} {r.wall_s:>7.1f}s"
         )
     s, sel = result.summary, result.selected
-    lines.append(f"{result.metric}: mean {s['mean']:.4f} ± {s['std']:.4f} over {s['n']} run(s); "
-                 f"selected lr {sel.get('lr', float('nan')):g} seed {sel.get('seed')} "
-                 f"epoch {sel.get('epoch')}: {sel['score']:.4f}")  # fmt: skip
+    lines.append(
+        f"{result.metric}: mean {s['mean']:.4f} ± {s['std']:.4f} over {s['n']} run(s); "
+        f"selected lr {sel.get('lr', float('nan')):g} seed {sel.get('seed')} "
+        f"epoch {sel.get('epoch')}: {sel['score']:.4f}"
+    )
     return "\n".join(lines)

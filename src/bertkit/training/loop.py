@@ -109,8 +109,16 @@ class Trainer:
         self.objective = objective or MlmNsp()
         self.faults = faults
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        self.update = UpdateStep(optimizer, self.objective, params, self.precision,
-                                 self.info.device, config.clip_norm, self.info, flops_fn)  # fmt: skip
+        self.update = UpdateStep(
+            optimizer,
+            self.objective,
+            params,
+            self.precision,
+            self.info.device,
+            config.clip_norm,
+            self.info,
+            flops_fn,
+        )
         self.scaler = self.update.scaler
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.spikes = SpikeDetector(config.spike_factor)
@@ -149,9 +157,14 @@ class Trainer:
         cfg, info = self.cfg, self.info
         phase = self.phases[phase_index]
         batch, epochs = S.global_batch_indices(
-            len(phase.dataset), position, self._batch_size(phase_index), cfg.seed, phase_index,
-            phase.shards, cfg.shard_window,
-        )  # fmt: skip
+            len(phase.dataset),
+            position,
+            self._batch_size(phase_index),
+            cfg.seed,
+            phase_index,
+            phase.shards,
+            cfg.shard_window,
+        )
         epochs_arr = np.asarray(epochs, dtype=np.int64)
         out = []
         for j in range(cfg.grad_accum):

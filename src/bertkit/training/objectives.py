@@ -124,8 +124,14 @@ class MlmNsp:
 
     def eval_sums(self, out: Any, batch: dict[str, torch.Tensor]) -> list[float]:
         m, k = _masked(batch), _examples(batch)
-        return [float(out.mlm_loss) * m, float(out.mlm_correct), m,
-                float(out.nsp_loss) * k, float(out.nsp_correct), k]  # fmt: skip
+        return [
+            float(out.mlm_loss) * m,
+            float(out.mlm_correct),
+            m,
+            float(out.nsp_loss) * k,
+            float(out.nsp_correct),
+            k,
+        ]
 
     def eval_metrics(self, s: Sequence[float]) -> dict[str, float]:
         m, k = max(float(s[2]), 1.0), max(float(s[5]), 1.0)

@@ -270,8 +270,15 @@ def pretrain(
 
         phases = [Phase(train_ds, opts.max_steps - steps2, "phase 1", shards=shards(train_ds))]
         if steps2:
-            phases.append(Phase(phase2_ds, steps2, "phase 2", shards=shards(phase2_ds),
-                                batch_size=opts.phase2_batch_size))  # fmt: skip
+            phases.append(
+                Phase(
+                    phase2_ds,
+                    steps2,
+                    "phase 2",
+                    shards=shards(phase2_ds),
+                    batch_size=opts.phase2_batch_size,
+                )
+            )
         phases = [p for p in phases if p.steps > 0]
         schedule = _schedule(opts, steps2)
         optimizer = build_optimizer(
@@ -303,8 +310,10 @@ def pretrain(
             faults=faults,
             objective=objective,
         )
-        quiet(f"{info.world_size} process(es) on {info.device}, precision {trainer.precision} "
-              f"(--precision {opts.train.precision})")  # fmt: skip
+        quiet(
+            f"{info.world_size} process(es) on {info.device}, precision {trainer.precision} "
+            f"(--precision {opts.train.precision})"
+        )
         if opts.init_from is not None:
             quiet(
                 f"warm start: weights from {opts.init_from} (optimizer, schedule and data order "
@@ -331,6 +340,9 @@ def export_model(model: Any, directory: Path, data_dir: Path) -> None:
     model = model.cpu() if hasattr(model, "cpu") else model
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
     lower = bool(manifest.get("settings", {}).get("do_lower_case", True))
-    tokenizer = BertTokenizer(data_dir / "vocab.txt", do_lower_case=lower,
-                              model_max_length=model.config.max_position_embeddings)  # fmt: skip
+    tokenizer = BertTokenizer(
+        data_dir / "vocab.txt",
+        do_lower_case=lower,
+        model_max_length=model.config.max_position_embeddings,
+    )
     save_pretrained(model, directory, tokenizer)

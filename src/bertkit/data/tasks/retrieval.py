@@ -86,9 +86,11 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
             f"{rec.get('title') or ''} {_field(root / 'corpus.jsonl', line, rec, 'text')}".strip()
         )
     queries = {
-        _field(root / "queries.jsonl", line, rec, "_id"): _field(root / "queries.jsonl", line, rec, "text")
+        _field(root / "queries.jsonl", line, rec, "_id"): _field(
+            root / "queries.jsonl", line, rec, "text"
+        )
         for line, rec in jsonl_rows(root / "queries.jsonl")
-    }  # fmt: skip
+    }
     qrels_file = root / "qrels" / f"{split}.tsv"
     if not qrels_file.is_file():
         found = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
@@ -120,10 +122,13 @@ def write_beir(folder: str | Path, data: RetrievalSet, split: str = "test") -> N
     def lines(rows: Any) -> str:
         return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
-    atomic_write_text(root / "corpus.jsonl",
-                      lines({"_id": d, "title": "", "text": t} for d, t in data.corpus.items()))  # fmt: skip
-    atomic_write_text(root / "queries.jsonl",
-                      lines({"_id": q, "text": t} for q, t in data.queries.items()))  # fmt: skip
+    atomic_write_text(
+        root / "corpus.jsonl",
+        lines({"_id": d, "title": "", "text": t} for d, t in data.corpus.items()),
+    )
+    atomic_write_text(
+        root / "queries.jsonl", lines({"_id": q, "text": t} for q, t in data.queries.items())
+    )
     rows = ["query-id\tcorpus-id\tscore\n"]
     rows += [f"{q}\t{d}\t{s}\n" for q, docs in data.qrels.items() for d, s in docs.items()]
     atomic_write_text(root / "qrels" / f"{split}.tsv", "".join(rows))
@@ -137,8 +142,12 @@ def read_pairs(path: str | Path, format: str | None = None) -> list[TrainingPair
         positive = _pick(path, line, rec, POSITIVE_FIELDS)
         negatives = _negatives(path, line, rec)
         if out and len(negatives) != len(out[0].negatives):
-            raise InputError(path, line, f"{len(negatives)} negatives; the first record has "
-                             f"{len(out[0].negatives)} (every record needs the same number)")  # fmt: skip
+            raise InputError(
+                path,
+                line,
+                f"{len(negatives)} negatives; the first record has "
+                f"{len(out[0].negatives)} (every record needs the same number)",
+            )
         out.append(TrainingPair(query, positive, negatives))
     if not out:
         raise InputError(path, None, "no records")
@@ -195,7 +204,9 @@ def squad_retrieval(
         if not titles or titles[-1] != e.title:
             titles.append(e.title)
     if not 0 < train_articles < len(titles):
-        raise InputError("squad", None, f"train_articles must be in 1..{len(titles) - 1}, got {train_articles}")  # fmt: skip
+        raise InputError(
+            "squad", None, f"train_articles must be in 1..{len(titles) - 1}, got {train_articles}"
+        )
     first = set(titles[:train_articles])
     sets = (RetrievalSet({}, {}, {}), RetrievalSet({}, {}, {}))
     paragraph: dict[tuple[str, str], str] = {}
@@ -232,8 +243,12 @@ def _pick(path: str | Path, line: int, rec: dict[str, Any], names: Sequence[str]
         value = rec.get(name)
         if value is not None and str(value).strip():
             return str(value)
-    raise InputError(path, line, f"expected a non-empty field named one of {', '.join(names)}; "
-                     f"found {', '.join(rec) or 'none'}")  # fmt: skip
+    raise InputError(
+        path,
+        line,
+        f"expected a non-empty field named one of {', '.join(names)}; "
+        f"found {', '.join(rec) or 'none'}",
+    )
 
 
 def _negatives(path: str | Path, line: int, rec: dict[str, Any]) -> tuple[str, ...]:
@@ -241,8 +256,10 @@ def _negatives(path: str | Path, line: int, rec: dict[str, Any]) -> tuple[str, .
     if isinstance(listed, list):
         values = listed
     else:
-        names = ["negative", *sorted((k for k in rec if k.startswith("negative_")),
-                                     key=lambda k: (len(k), k))]  # fmt: skip
+        names = [
+            "negative",
+            *sorted((k for k in rec if k.startswith("negative_")), key=lambda k: (len(k), k)),
+        ]
         values = [rec[k] for k in names if k in rec]
     out = tuple(str(v) for v in values if v is not None and str(v).strip())
     if len(out) != len(values):
