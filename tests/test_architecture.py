@@ -195,11 +195,62 @@ def missing_rooms(rooms: dict[str, Room], root: Path = SRC) -> list[str]:
     ]
 
 
+def run_time_cycles(root: Path = SRC) -> list[list[str]]:
+    """Module cycles among the imports that run (module level or inside functions; an import
+    under ``if TYPE_CHECKING:`` only names a type for annotations). ``from bertkit.a import b``
+    counts as an arrow to module ``bertkit.a.b`` when there is one, else to ``bertkit.a``."""
+    files = {_module_of(path, root): path for path in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                node.body = []
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    targets.add(full if full in files else node.module)
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+        graph[module] = {t for t in targets if t in files and t != module}
+    cycles, done = [], set()
+    for start in graph:  # each strongly connected part of more than one module, once
+        if start in done:
+            continue
+        reach, todo = {start}, [start]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in reach:
+                    reach.add(nxt)
+                    todo.append(nxt)
+        part = sorted(m for m in reach if start in _reachable(graph, m))
+        done |= set(part)
+        if len(part) > 1:
+            cycles.append(part)
+    return cycles
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
 # ---- the rules hold ----------------------------------------------------------------------------
 
 
 def test_no_module_imports_a_layer_above_it() -> None:
     assert upward_arrows() == []
+
+
+def test_no_import_circle() -> None:
+    assert run_time_cycles() == []
 
 
 def test_the_table_points_down_only() -> None:
@@ -377,3 +428,21 @@ def test_a_missing_room_and_a_stale_tolerated_arrow_are_found(tmp_path: Path) ->
     assert unused_tolerated(parse_tolerated(TINY), root) == ["io -> model"]
     (root / "io.py").write_text("from bertkit.model import BertModel\n")
     assert unused_tolerated(parse_tolerated(TINY), root) == []
+
+
+def test_a_circle_is_found_and_a_type_only_import_is_not(tmp_path: Path) -> None:
+    """Negative control: a -> b -> c -> a (c's import inside a function) is one circle; d and e
+    import each other only under TYPE_CHECKING on one side, which is no circle."""
+    root = _tree(
+        tmp_path / "bertkit",
+        {
+            "__init__.py": "",
+            "x/__init__.py": "",
+            "x/a.py": "from bertkit.x import b\n",
+            "x/b.py": "import bertkit.x.c\n",
+            "x/c.py": "def f():\n    from bertkit.x.a import thing\n",
+            "x/d.py": "from bertkit.x.e import E\n",
+            "x/e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertkit.x.d import D\n",
+        },
+    )
+    assert run_time_cycles(root) == [["bertkit.x.a", "bertkit.x.b", "bertkit.x.c"]]

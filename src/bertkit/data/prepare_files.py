@@ -23,7 +23,7 @@ from bertkit.io import read_text_lines
 from bertkit.progress import progress
 
 if TYPE_CHECKING:
-    from bertkit.data.prepare import PrepareSettings
+    from bertkit.data.prepare_settings import PrepareSettings
 
 # RNG stream numbers within a file's key (seed, file_index, stream).
 _TRAIN, _EVAL, _HOLDOUT = 0, 1, 2

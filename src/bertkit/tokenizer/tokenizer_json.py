@@ -25,15 +25,12 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bertkit.errors import CheckpointError, MissingFileError
 from bertkit.io import atomic_write_text
 from bertkit.tokenizer.conventions import read_config
 from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab
-
-if TYPE_CHECKING:
-    from bertkit.tokenizer.tokenizer import BertTokenizer
 
 log = logging.getLogger("bertkit.tokenizer.tokenizer")
 
@@ -50,7 +47,22 @@ _PAIR = (*_SINGLE, ("$B", 1), ("[SEP]", 1))
 _warned: set[tuple[str, str]] = set()  # (file, what): each disagreement is logged once per process
 
 
-def to_tokenizer_json(tokenizer: BertTokenizer) -> dict[str, Any]:
+class WordPieceSettings(Protocol):
+    """What tokenizer.json records of a tokenizer (a :class:`BertTokenizer` has it all)."""
+
+    @property
+    def vocab(self) -> Vocab: ...
+    @property
+    def do_lower_case(self) -> bool: ...
+    @property
+    def strip_accents(self) -> bool | None: ...
+    @property
+    def tokenize_chinese_chars(self) -> bool: ...
+    @property
+    def max_input_chars_per_word(self) -> int: ...
+
+
+def to_tokenizer_json(tokenizer: WordPieceSettings) -> dict[str, Any]:
     """The tokenizer.json content (a JSON object) that tokenizes as ``tokenizer`` does.
 
     ``tokenizers.Tokenizer.from_str(json.dumps(result))`` gives bertkit's ids, token type ids
@@ -109,7 +121,7 @@ def _template_item(name: str, type_id: int) -> dict[str, Any]:
     return {"SpecialToken": {"id": name, "type_id": type_id}}
 
 
-def write_tokenizer_json(tokenizer: BertTokenizer, directory: str | Path) -> Path:
+def write_tokenizer_json(tokenizer: WordPieceSettings, directory: str | Path) -> Path:
     """Write ``directory/tokenizer.json`` atomically; returns its path."""
     path = Path(directory) / TOKENIZER_JSON
     atomic_write_text(path, json.dumps(to_tokenizer_json(tokenizer), ensure_ascii=False) + "\n")
