@@ -31,11 +31,11 @@ Tasks (``--tasks``): mrpc (dev accuracy, as the paper's Table 5), sst2 (dev accu
 default because pre-training never saw positions past 128), conll (CoNLL-2003 valid entity F1).
 ``--max-train TASK=N`` / ``--max-dev TASK=N`` take the first N examples (N=0: all).
 
-Verdicts: for each pair of rows the paper orders (adjacent rows, and for Table 8 each row
-against 80/10/10), "reproduces" when our mean difference has the paper's sign and exceeds
-``--noise-sds`` (2) pooled standard deviations (floored at ``--min-sd``, 0.5 points), "reversed" when it exceeds that with the other
-sign, otherwise "within noise". The spread is over fine-tuning seeds of one pre-training run
-per variant: pre-training noise is not in it.
+Verdicts: for each pair of rows the paper orders (adjacent rows, and for Table 8 each row against
+80/10/10), "reproduces" when our mean difference has the paper's sign and exceeds ``--noise-sds``
+(2) pooled standard deviations (floored at ``--min-sd``, 0.5 points), "reversed" when it exceeds
+that with the other sign, otherwise "within noise". The spread is over fine-tuning seeds of one
+pre-training run per variant: pre-training noise is not in it.
 
 Work is cached in WORKDIR by settings (vocabulary, prepared data, pre-trained models, each
 fine-tuning score), so a rerun with more seeds or tasks only does the new part. Results:

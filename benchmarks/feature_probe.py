@@ -148,12 +148,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(r: dict[str, Any], finetune_f1: float | None) -> str:
     lines = [
-        "| features (frozen MiniLM-L6, linear probe) | dims | dev F1 (ours) | paper Table 7 dev F1 (BERT-base, BiLSTM) |",
+        "| features (frozen MiniLM-L6, linear probe) | dims | dev F1 (ours) "
+        "| paper Table 7 dev F1 (BERT-base, BiLSTM) |",
         "|---|---|---|---|",
     ]
     if finetune_f1 is not None:
         lines.append(
-            f"| fine-tune (sentence-level, same subset; benchmarks.ner_document_context) | - | {finetune_f1:.4f} | {PAPER_DEV_F1['fine-tune']} |"
+            "| fine-tune (sentence-level, same subset; benchmarks.ner_document_context) | - "
+            f"| {finetune_f1:.4f} | {PAPER_DEV_F1['fine-tune']} |"
         )
     for name, row in r["rows"].items():
         lines.append(f"| {name} | {row['dims']} | {row['dev_f1']:.4f} | {PAPER_DEV_F1[name]} |")

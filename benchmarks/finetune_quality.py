@@ -203,7 +203,11 @@ def row_mrpc_select(args: argparse.Namespace, table: Table) -> None:
     if "bertkit" in args.sides:
         (m, _), t = timed(lambda: bertkit_run(examples, SELECT_LRS, 2, args.seeds[0], args))
         sel = m["selected"]
-        value = f"F1 {sel['dev']['dev']['f1'] * 100:.2f} / acc {sel['dev']['dev']['accuracy'] * 100:.2f} (lr {sel['lr']:g}, seed {sel['seed']})"
+        scores = sel["dev"]["dev"]
+        value = (
+            f"F1 {scores['f1'] * 100:.2f} / acc {scores['accuracy'] * 100:.2f} "
+            f"(lr {sel['lr']:g}, seed {sel['seed']})"
+        )
         table.add(label, "bertkit selection 4 lr x 2", "dev F1 / acc", value, t)
         runs = ", ".join(f"{r['lr']:g}/{r['seed']}: {r['score'] * 100:.1f}" for r in m["runs"])
         print(f"  runs (lr/seed: F1): {runs}", file=sys.stderr)
@@ -212,7 +216,10 @@ def row_mrpc_select(args: argparse.Namespace, table: Table) -> None:
         r, t = timed(
             lambda: classification(model_dir(), train, dev, 2, "accuracy_f1", hp, args.seeds[0])
         )
-        value = f"F1 {r['f1'] * 100:.2f} / acc {r['accuracy'] * 100:.2f} ({r['predicted_positive']}/{len(dev)} predicted paraphrase)"
+        value = (
+            f"F1 {r['f1'] * 100:.2f} / acc {r['accuracy'] * 100:.2f} "
+            f"({r['predicted_positive']}/{len(dev)} predicted paraphrase)"
+        )
         table.add(label, "HF default recipe (lr 2e-5, bs 8)", "dev F1 / acc", value, t)
 
 

@@ -146,7 +146,8 @@ def run_row(row: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def markdown(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| task (dev subset) | metric | bertkit fp32 | bertkit int8 | drop | ORT fp32 (fused) | ORT int8 | drop | ORT parity max abs | int8 file / fp32 |",
+        "| task (dev subset) | metric | bertkit fp32 | bertkit int8 | drop | ORT fp32 (fused) "
+        "| ORT int8 | drop | ORT parity max abs | int8 file / fp32 |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:

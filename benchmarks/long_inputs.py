@@ -260,7 +260,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(r: dict[str, Any]) -> str:
     lines = [
-        "| task | read as | dev metric | train inputs windowed -> windows | dev inputs windowed -> windows | truncated (train/dev) | time |",
+        "| task | read as | dev metric | train inputs windowed -> windows "
+        "| dev inputs windowed -> windows | truncated (train/dev) | time |",
         "|---|---|---|---|---|---|---|",
     ]
     for task, key in (

@@ -3,13 +3,13 @@ collated in series (--prefetch 0) or ahead in the background thread (--prefetch 
 
     python -m benchmarks.prefetch_overlap [--steps 24] [--delay-ms 40] [--repeats 2] [--json out]
 
-The model is small (hidden 128, 2 layers, batch 32, lengths 16..128, the unpadded path) so that
-a step's compute is comparable to the collate's delay; two delays are added to the real
-collation: ``sleep`` (reading from storage: the GIL is released) and ``python`` (a busy Python
-loop holding the GIL, the worst case for a thread). Both settings run alternately in one
-process on the same data and weights; the table gives seconds per step (best of --repeats) and
-the speed-up (the trainer's ``seconds_per_step``). Expected: with a sleeping collate the step takes max(compute, collate) instead of
-their sum; a GIL-bound collate overlaps only with torch's kernels, which release the GIL.
+The model is small (hidden 128, 2 layers, batch 32, lengths 16..128, the unpadded path) so that a
+step's compute is comparable to the collate's delay; two delays are added to the real collation:
+``sleep`` (reading from storage: the GIL is released) and ``python`` (a busy Python loop holding the
+GIL, the worst case for a thread). Both settings run alternately in one process on the same data and
+weights; the table gives seconds per step (best of --repeats) and the speed-up (the trainer's
+``seconds_per_step``). Expected: with a sleeping collate the step takes max(compute, collate)
+instead of their sum; a GIL-bound collate overlaps only with torch's kernels, which release the GIL.
 """
 
 from __future__ import annotations

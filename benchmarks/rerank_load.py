@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{level.ips:7.1f} pairs/s  p50 {level.pct(50):7.0f} ms  p99 {level.pct(99):7.0f} ms  "
                     f"(others kept {level.others_cores:.2f} cores busy)"
                     + (
-                        f"; {level.server['forward_passes']:.0f} forward passes of {level.server['mean_batch_size']:.1f} pairs"
+                        f"; {level.server['forward_passes']:.0f} forward passes "
+                        f"of {level.server['mean_batch_size']:.1f} pairs"
                         if level.server.get("forward_passes")
                         else ""
                     ),

@@ -520,7 +520,8 @@ def fmt_ms(x: float) -> str:
 def table(levels: list[Level], offline: list[dict]) -> str:
     """Rows in the order measured: each offline run, then the levels it stood next to."""
     lines = [
-        "| side | concurrency | requests | req/s | inputs/s | p50 ms | p95 ms | p99 ms | failures | mean batch | others (cores) |",
+        "| side | concurrency | requests | req/s | inputs/s | p50 ms | p95 ms | p99 ms | failures "
+        "| mean batch | others (cores) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
@@ -774,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"p99 {fmt_ms(lv.pct(99))} ms; others {lv.others_cores:.2f} cores; "
                         f"client {lv.client_cores:.2f} cores"
                         + (
-                            f"; mean batch {lv.server['mean_batch_size']:.1f}, forward busy {lv.server['forward_busy']:.0%}"
+                            f"; mean batch {lv.server['mean_batch_size']:.1f}, "
+                            f"forward busy {lv.server['forward_busy']:.0%}"
                             if lv.server.get("mean_batch_size")
                             else ""
                         ),
@@ -827,7 +829,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if "bertkit_over_offline_just_before" in checks:
             print(
-                f"bertkit at concurrency {at} over the offline run just before it: {checks['bertkit_over_offline_just_before']:.2f}"
+                f"bertkit at concurrency {at} over the offline run just before it: "
+                f"{checks['bertkit_over_offline_just_before']:.2f}"
             )
         for name, v in checks.items():
             if isinstance(v, dict):
@@ -865,7 +868,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['warm_up_s']:.0f} s -> {r['rss_end_mib']:.1f} MiB at the end ({r['rss_change']:+.1%}, max "
             f"{r['rss_max_mib']:.1f}; goal <= +5%: {'met' if r['rss_flat'] else 'MISSED'}); "
             f"{r['level']['requests']} requests, {r['level']['failures']} failed, "
-            f"{r['level']['inputs_per_s']:.1f} inputs/s, p50 {r['level']['p50_ms']:.1f} p99 {r['level']['p99_ms']:.1f} ms"
+            f"{r['level']['inputs_per_s']:.1f} inputs/s, p50 {r['level']['p50_ms']:.1f} "
+            f"p99 {r['level']['p99_ms']:.1f} ms"
             + (f"; ABORTED: {r['level']['aborted']}" if r["level"]["aborted"] else "")
             + f"; soak {'passed' if r['passed'] else 'FAILED'}"
         )

@@ -224,7 +224,8 @@ def main() -> int:
     print(f"\n{'module':<44} {'killed':>6} {'timeout':>7} {'survived':>8}")
     for r in rows:
         print(
-            f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {len(r['survivors']):>8}  {'; '.join(r['survivors'])}"
+            f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {len(r['survivors']):>8}  "
+            f"{'; '.join(r['survivors'])}"
         )
     total = [
         sum(r[k] if k != "survivors" else len(r[k]) for r in rows)

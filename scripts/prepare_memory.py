@@ -1,11 +1,12 @@
 """Peak memory of ``bertkit prepare-pretraining`` as the corpus grows (issue: bounded memory).
 
-Runs the command on the first ``--small`` files and then on the first ``--large`` files of a
-corpus folder (default: 5 and 25 WikiExtractor files of ~1 MB each), each in a fresh process, and
-reports for each run (``--single-file``: the files concatenated into one): input MB, wall seconds, instances, instances/s, the peak RSS summed over the
-whole process tree (main + workers, sampled every 10 ms from /proc) and the largest single
-process's peak RSS (from the kernel, ``wait4`` ru_maxrss, exact). Passes when the larger input's
-peak tree RSS is within ``--tolerance`` (10%) of the smaller one's.
+Runs the command on the first ``--small`` files and then on the first ``--large`` files of a corpus
+folder (default: 5 and 25 WikiExtractor files of ~1 MB each), each in a fresh process, and reports
+for each run (``--single-file``: the files concatenated into one): input MB, wall seconds,
+instances, instances/s, the peak RSS summed over the whole process tree (main + workers, sampled
+every 10 ms from /proc) and the largest single process's peak RSS (from the kernel, ``wait4``
+ru_maxrss, exact). Passes when the larger input's peak tree RSS is within ``--tolerance`` (10%) of
+the smaller one's.
 
     .venv/bin/python scripts/prepare_memory.py --corpus ../shared/data/pretraining_text/wikipedia \\
         --vocab MODEL_DIR/vocab.txt

@@ -13,7 +13,7 @@ a populated cache answers alone. Nothing in a folder is executed: bertkit has no
 >>> resolve("tests/fixtures")  # doctest: +SKIP
 PosixPath('tests/fixtures')
 >>> resolve("sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
-PosixPath('/root/.cache/huggingface/hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/c9745ed1d9f207416be6d2e6f8de32d1f16199bf')
+PosixPath('/root/.cache/huggingface/hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/c9745ed...')
 """
 
 from __future__ import annotations

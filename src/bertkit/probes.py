@@ -184,4 +184,7 @@ def _cache_key() -> str:
         + "|"
         + os.environ.get("MKL_ENABLE_INSTRUCTIONS", "")
     )
-    return f"v{CACHE_VERSION}|{info.model}|{flags}|{info.torch_capability}|{isa}|torch {torch.__version__}|threads {torch.get_num_threads()}"
+    return (
+        f"v{CACHE_VERSION}|{info.model}|{flags}|{info.torch_capability}|{isa}"
+        f"|torch {torch.__version__}|threads {torch.get_num_threads()}"
+    )

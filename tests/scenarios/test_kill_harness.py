@@ -1,9 +1,10 @@
 """Crash safety of ``bertkit pretrain`` under SIGKILL: 10 kills at random moments, at least 3 of
-them inside a checkpoint write (``-m slow``; the default run sends 3, 2 of them inside writes); after every rerun the final weights, optimizer, scheduler, RNG,
-trainer state and the per-step loss log are bit-identical to an uninterrupted run. A negative
-control (resume without the data cursor and RNG) must differ, so the comparison cannot pass
-vacuously. (A truncated newest checkpoint falling back to the previous one with a warning is
-covered end to end in tests/training/test_pretrain_cli.py.)
+them inside a checkpoint write (``-m slow``; the default run sends 3, 2 of them inside writes);
+after every rerun the final weights, optimizer, scheduler, RNG, trainer state and the per-step loss
+log are bit-identical to an uninterrupted run. A negative control (resume without the data cursor
+and RNG) must differ, so the comparison cannot pass vacuously. (A truncated newest checkpoint
+falling back to the previous one with a warning is covered end to end in
+tests/training/test_pretrain_cli.py.)
 """
 
 from __future__ import annotations

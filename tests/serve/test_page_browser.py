@@ -409,7 +409,10 @@ def test_server_errors_show_in_the_panel(page: Any) -> None:
 def test_qa_marks_the_answer_in_its_context(page: Any, served: LiveServer) -> None:
     model = _model(page, "qa")
     question = "Which country does the Amazon flow through?"
-    context = "The Amazon River flows through Brazil. It is the largest river by discharge volume of water in the world."
+    context = (
+        "The Amazon River flows through Brazil. "
+        "It is the largest river by discharge volume of water in the world."
+    )
     _fill(page, "qa-question", question)
     _fill(page, "qa-context", context)
     result = _submit(page, "qa")

@@ -235,7 +235,8 @@ def test_split_kind_is_enforced(tmp_path):
     (sst / "train.tsv").write_text("index\tsentence\n0\tgood .\n")
     with pytest.raises(
         InputError,
-        match=r"train\.tsv:1: expected a labelled train/dev SST-2 file with header sentence<TAB>label, got index<TAB>sentence",
+        match=r"train\.tsv:1: expected a labelled train/dev SST-2 file with header "
+        r"sentence<TAB>label, got index<TAB>sentence",
     ):
         read_glue_split(tmp_path, "SST-2", "train")
     (sst / "test.tsv").write_text("sentence\tlabel\ngood .\t1\n")

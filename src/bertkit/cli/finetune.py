@@ -50,7 +50,10 @@ _FAMILY_FIELDS = {
 }
 
 _TRAIN_HELP = {
-    "embeddings": "pairs/triples (JSONL, CSV or TSV: query, positive[, negative ...]) or a BEIR folder (qrels/train.tsv)",
+    "embeddings": (
+        "pairs/triples (JSONL, CSV or TSV: query, positive[, negative ...]) "
+        "or a BEIR folder (qrels/train.tsv)"
+    ),
     "rerank": "labelled pairs (query, passage, label in [0, 1]) or triples (JSONL, CSV or TSV)",
 }
 _DEV_HELP = {
@@ -126,7 +129,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if name in _WINDOWED:
             options.add_windows(p)
         if name == "squad":
-            stride_help = f"Context tokens shared by neighbouring windows of a long context. (default {SQUAD_DOC_STRIDE})"
+            stride_help = (
+                "Context tokens shared by neighbouring windows of a long context. "
+                f"(default {SQUAD_DOC_STRIDE})"
+            )
             options.add_fields(p, WindowConfig, ("doc_stride",), help={"doc_stride": stride_help})
             options.add_fields(p, SquadFeatureConfig, ("max_query_length",))
             options.add_fields(p, SquadPostConfig, ("n_best_size", "max_answer_length"))

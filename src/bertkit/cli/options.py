@@ -23,7 +23,10 @@ from typing import Any
 
 from bertkit import precision as P
 
-DEVICE_HELP = "auto, cpu, cuda or cuda:N (default auto: CUDA when available; under torchrun every cuda form is cuda:LOCAL_RANK)"
+DEVICE_HELP = (
+    "auto, cpu, cuda or cuda:N (default auto: CUDA when available; "
+    "under torchrun every cuda form is cuda:LOCAL_RANK)"
+)
 
 
 @cache

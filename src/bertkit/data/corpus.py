@@ -154,11 +154,11 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     """Guess a file's format from its first ``probe_lines`` non-blank lines.
 
     Rules, in order: first non-blank line starts with ``<doc`` -> ``wikiextractor``; it is a
-    WikiText title (`` = Title = ``) -> ``wikitext``; it parses as a JSON object -> ``jsonl``; at least 80% of the probed lines are one sentence each that
-    ends with terminal punctuation (``.!?`` possibly followed by a quote or bracket) ->
-    ``bert``; otherwise ``paragraphs`` (wrapped or multi-sentence lines). An empty file reads as
-    ``bert`` (no documents either way). A file starting with the Parquet magic ``PAR1`` is
-    ``parquet``.
+    WikiText title (`` = Title = ``) -> ``wikitext``; it parses as a JSON object -> ``jsonl``; at
+    least 80% of the probed lines are one sentence each that ends with terminal punctuation (``.!?``
+    possibly followed by a quote or bracket) -> ``bert``; otherwise ``paragraphs`` (wrapped or
+    multi-sentence lines). An empty file reads as ``bert`` (no documents either way). A file
+    starting with the Parquet magic ``PAR1`` is ``parquet``.
     """
     with open(path, "rb") as f:
         if f.read(4) == PARQUET_MAGIC:

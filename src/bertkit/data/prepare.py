@@ -1,12 +1,13 @@
 """Raw text files -> sharded pre-training instances (the library side of ``prepare-pretraining``).
 
-Work is split by input file: each file is read, tokenized and turned into instances by one
-worker process (:mod:`bertkit.data.prepare_files`) with its own RNG,
+Work is split by input file: each file is read, tokenized and turned into instances by one worker
+process (:mod:`bertkit.data.prepare_files`) with its own RNG,
 ``derive_rng(seed, file_index, stream)``, so the output does not depend on the number of workers.
 Memory per worker is bounded by the instance builder's chunk (``InstanceConfig.buffer_docs`` /
-``buffer_tokens``) and the shard writer's ``shard_size``, not by the corpus size. Everything is written into a hidden staging folder next to the output; the
-manifest is written last and the folder renamed into place only when all files succeeded, so an
-interrupted run leaves no half-written output under the final name.
+``buffer_tokens``) and the shard writer's ``shard_size``, not by the corpus size. Everything is
+written into a hidden staging folder next to the output; the manifest is written last and the folder
+renamed into place only when all files succeeded, so an interrupted run leaves no half-written
+output under the final name.
 
 Many processes, many machines (torchrun ranks, ``share`` given): the files are dealt out to the
 ranks by size (largest first, each to the rank with the fewest bytes so far), every rank writes

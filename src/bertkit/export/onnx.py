@@ -71,7 +71,8 @@ class OnnxExportConfig:
     quantize: str = "none"
     """none, or int8: ONNX Runtime dynamic quantization (int8 weights per channel, uint8 activations)."""
     head: str = "auto"
-    """What the graph computes: auto (a fine-tuned folder's task head, else the head config.json's architectures names, else the encoder), encoder, or masked-lm (fill-mask logits)."""
+    """What the graph computes: auto (a fine-tuned folder's task head, else the head config.json's
+    architectures names, else the encoder), encoder, or masked-lm (fill-mask logits)."""
 
     def __post_init__(self) -> None:
         if self.opset < 14:

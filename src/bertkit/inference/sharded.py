@@ -61,7 +61,8 @@ class StreamConfig:
     shard_size: int = 10_000
     """Lines per output shard (vectors-00000.npy, ...): the unit of resume after a crash."""
     sort_window: int = 50_000
-    """Lines read at once and batched by length; memory grows with it, not with the corpus (rounded down to a multiple of --shard-size)."""
+    """Lines read at once and batched by length; memory grows with it, not with the corpus (rounded
+    down to a multiple of --shard-size)."""
 
     def __post_init__(self) -> None:
         if self.shard_size < 1 or self.sort_window < 1:

@@ -89,10 +89,9 @@ class Server:
             if not able:
                 if not self.ready:
                     raise ServeError(503, "models are still loading; see /health", "unhealthy")
+                served = ", ".join(f"{e.name} ({e.task})" for e in self.engines.values())
                 raise ServeError(
-                    404,
-                    f"no served model can {capability} (models: {', '.join(f'{e.name} ({e.task})' for e in self.engines.values())})",
-                    "not_found",
+                    404, f"no served model can {capability} (models: {served})", "not_found"
                 )
             engine = able[0]
         if not engine.ready.is_set():

@@ -31,7 +31,8 @@ class ServeSettings:
     precision: str = P.DEFAULT
     """See bertkit.precision."""
     backend: str = "torch"
-    """torch (each folder's weights), or onnx (each folder's .onnx file from `bertkit export onnx`, run by ONNX Runtime; --precision does not apply: the file is what it was exported as)."""
+    """torch (each folder's weights), or onnx (each folder's .onnx file from `bertkit export onnx`,
+    run by ONNX Runtime; --precision does not apply: the file is what it was exported as)."""
     device: str = "auto"
     """cpu, cuda or cuda:N (auto: CUDA when available)."""
     max_batch_tokens: int = 16384
@@ -39,7 +40,8 @@ class ServeSettings:
     max_client_batch_size: int = 32
     """Inputs in one request; more is a 413."""
     max_input_tokens: int = 8192
-    """Tokens of one input: longer than the model's limit it is read in windows, longer than this a 413 (or, with "truncate": true, cut to the model's limit)."""
+    """Tokens of one input: longer than the model's limit it is read in windows, longer than this a
+    413 (or, with "truncate": true, cut to the model's limit)."""
     max_concurrent_requests: int = 512
     """Requests in flight; more are refused with 429 and Retry-After."""
     payload_limit: int = 2_000_000

@@ -212,11 +212,12 @@ def pad_multiple_choice(
 class TokenWindow:
     """One window of a tagged sentence (or document).
 
-    ``word_ids[i]`` is the word of token i (None for [CLS]/[SEP]); ``labels[i]`` the tag id on
-    the first piece of each word whose first piece is in the window and -100 elsewhere (all -100
-    without tags). ``max_context[i]`` is True where token i has its maximum context in this
-    window, ``first_piece[i]`` where it is its word's first piece; a word is read back
-    (:func:`word_predictions`) from the window where its first piece has the maximum context. ``truncated``: the sentence was cut (``truncate``), its later words unseen.
+    ``word_ids[i]`` is the word of token i (None for [CLS]/[SEP]); ``labels[i]`` the tag id on the
+    first piece of each word whose first piece is in the window and -100 elsewhere (all -100 without
+    tags). ``max_context[i]`` is True where token i has its maximum context in this window,
+    ``first_piece[i]`` where it is its word's first piece; a word is read back
+    (:func:`word_predictions`) from the window where its first piece has the maximum context.
+    ``truncated``: the sentence was cut (``truncate``), its later words unseen.
     """
 
     sentence_index: int

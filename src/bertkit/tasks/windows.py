@@ -44,7 +44,8 @@ class WindowConfig:
     """How an input longer than ``--max-seq-length`` is read."""
 
     doc_stride: int | None = None
-    """Tokens shared by neighbouring windows of a long input (None: a third of --max-seq-length, i.e. 128 at 384 as SQuAD, 42 at 128)."""
+    """Tokens shared by neighbouring windows of a long input (None: a third of --max-seq-length,
+    i.e. 128 at 384 as SQuAD, 42 at 128)."""
     truncate: bool = False
     """Cut over-long inputs to one window instead of windowing them (the summary says how many were cut)."""
     window_pooling: str = "mean"

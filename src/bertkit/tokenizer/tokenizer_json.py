@@ -300,8 +300,8 @@ def _check_added_tokens(path: Path, added: list[Any], vocab: Vocab) -> None:
         content, ident = entry.get("content"), entry.get("id")
         if content not in SPECIAL_TOKENS or vocab.special_id(content) != ident:
             raise CheckpointError(
-                f"{path}: added token {content!r} (id {ident!r}) is not supported (bertkit matches only {', '.join(SPECIAL_TOKENS)} at their "
-                "vocabulary ids)"
+                f"{path}: added token {content!r} (id {ident!r}) is not supported "
+                f"(bertkit matches only {', '.join(SPECIAL_TOKENS)} at their vocabulary ids)"
             )
         flags = {k: bool(entry.get(k, False)) for k in _ADDED_FLAGS}
         if flags != _ADDED_FLAGS:

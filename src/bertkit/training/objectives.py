@@ -242,7 +242,10 @@ class NextToken:
         }
 
     def describe(self, result: dict[str, float]) -> str:
-        return f"next-token acc {result['lm_acc']:.4f} loss {result['lm_loss']:.4f} (perplexity {result['perplexity']:.1f})"
+        return (
+            f"next-token acc {result['lm_acc']:.4f} loss {result['lm_loss']:.4f} "
+            f"(perplexity {result['perplexity']:.1f})"
+        )
 
 
 OBJECTIVES = {"mlm+nsp": MlmNsp, "mlm": MlmOnly, "ltr": NextToken}
