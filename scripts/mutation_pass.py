@@ -40,6 +40,8 @@ SWAP_CMP = {
     ast.Eq: ast.NotEq,
     ast.NotEq: ast.Eq,
 }
+# the default suite less the browser tests (minutes each; the page's logic is not under test here)
+MARKERS = "not slow and not gpu and not browser"
 SWAP_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 
 
@@ -144,7 +146,18 @@ def run_module(
         (work / module).write_text(mutated, encoding="utf-8")
         try:
             r = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-x",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-m",
+                    MARKERS,
+                    *tests,
+                ],
                 cwd=work,
                 env=env,
                 capture_output=True,
@@ -209,6 +222,18 @@ def main() -> int:
         "HOME": str(scratch),
     }
     rows = []
+    union = sorted({t for _m, tests in plan for t in tests})
+    baseline = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", MARKERS, *union],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if baseline.returncode != 0:  # a mutant "killed" by a test that fails anyway proves nothing
+        shutil.rmtree(scratch, ignore_errors=True)
+        sys.exit(f"the unmutated tests fail in the scratch copy:\n{baseline.stdout[-3000:]}")
+    print(f"baseline: {baseline.stdout.strip().splitlines()[-1]}", flush=True)
     try:
         for module, tests in plan:
             if not tests:
