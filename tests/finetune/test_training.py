@@ -11,7 +11,8 @@ from bertkit.data.tasks.glue import read_glue_split
 from bertkit.interop import load_pretrained
 from bertkit.tasks import ClassificationAdapter
 from bertkit.tokenizer import BertTokenizer
-from bertkit.training.finetune import FinetuneConfig, TaskData, finetune, length_bucketed_batches
+from bertkit.training.finetune import FinetuneConfig, TaskData, length_bucketed_batches
+from bertkit.training.selection import finetune
 
 from .conftest import write_sentiment
 

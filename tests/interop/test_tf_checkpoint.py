@@ -18,13 +18,8 @@ import numpy as np
 import pytest
 
 from bertkit.errors import CheckpointError
-from bertkit.interop.tf_checkpoint import (
-    TfCheckpoint,
-    crc32c,
-    read_sstable,
-    read_tf_checkpoint,
-    snappy_decompress,
-)
+from bertkit.interop.sstable import crc32c, read_sstable, snappy_decompress
+from bertkit.interop.tf_checkpoint import TfCheckpoint, read_tf_checkpoint
 
 from .tf_bundle import HEADER, field, write_bundle
 

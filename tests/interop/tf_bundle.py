@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit.interop.tf_checkpoint import crc32c
+from bertkit.interop.sstable import crc32c
 
 MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
 CODES = {np.dtype("float32"): 1, np.dtype("int32"): 3, np.dtype("int64"): 9}

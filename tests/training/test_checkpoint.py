@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bertkit.training import checkpoint as ckpt
+from bertkit.training import rng_state
 
 
 def _save(root, step, keep_last=3, **kw):
@@ -18,7 +19,7 @@ def _save(root, step, keep_last=3, **kw):
         step,
         model={"w": torch.full((2, 3), float(step))},
         optimizer={"state.0.exp_avg": torch.ones(2)},
-        rng=ckpt.capture_rng(),
+        rng=rng_state.capture_rng(),
         state={"cursor": {"position": step}},
         keep_last=keep_last,
         **kw,
@@ -95,7 +96,7 @@ def test_rng_capture_restore_round_trip():
     torch.manual_seed(3)
     random.gauss(0, 1)  # leaves a cached gaussian in Python's state
     np.random.standard_normal()
-    state = ckpt.capture_rng()
+    state = rng_state.capture_rng()
     expected = (
         random.random(),
         random.gauss(0, 1),
@@ -106,7 +107,7 @@ def test_rng_capture_restore_round_trip():
     random.seed(9)
     np.random.seed(9)
     torch.manual_seed(9)
-    ckpt.restore_rng(state)
+    rng_state.restore_rng(state)
     got = (
         random.random(),
         random.gauss(0, 1),

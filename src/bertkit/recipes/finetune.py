@@ -2,7 +2,7 @@
 fine-tuning benchmarks (``benchmarks/finetune_quality.py``, ``benchmarks/ablations.py``) run.
 
 Join the torchrun job (or run alone), read the task, encode it, run the selection over learning
-rates x restarts (:func:`bertkit.training.finetune.finetune`: the selected model is left in the
+rates x restarts (:func:`bertkit.training.selection.finetune`: the selected model is left in the
 output folder) and write ``metrics.json`` beside it: every run's lr, seed and dev score, mean
 and spread, the selected run, the long-input counts, the precision this machine ran and the
 hardware choices. Under torchrun every rank trains its share; rank 0 logs, selects and writes.
@@ -27,7 +27,8 @@ from bertkit.tasks import TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
-from bertkit.training.finetune import FinetuneConfig, TaskData, finetune
+from bertkit.training.finetune import FinetuneConfig, TaskData
+from bertkit.training.selection import finetune
 
 
 @dataclass(frozen=True)

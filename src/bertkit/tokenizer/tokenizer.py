@@ -23,8 +23,9 @@ from bertkit.errors import ConfigError
 from bertkit.tokenizer.batch import TokenArrays
 from bertkit.tokenizer.conventions import VERY_LARGE_INTEGER, TransformersConventions, write_config
 from bertkit.tokenizer.encoding import Encoding, Segment, encode_segments
+from bertkit.tokenizer.folder import folder_arguments
 from bertkit.tokenizer.normalize import Normalizer
-from bertkit.tokenizer.tokenizer_json import folder_arguments, write_tokenizer_json
+from bertkit.tokenizer.tokenizer_json import write_tokenizer_json
 from bertkit.tokenizer.wordpiece import SPECIAL_TOKENS, Vocab
 from bertkit.tokenizer.words import WordCache
 
@@ -110,7 +111,7 @@ class BertTokenizer(TransformersConventions):
         source, and a tokenizer.json that disagrees is logged once); the settings from
         tokenizer.json's normalizer, then tokenizer_config.json (``do_lower_case``,
         ``strip_accents``, ``tokenize_chinese_chars``, ``model_max_length``), then
-        ``overrides``, each winning over the one before (see ``tokenizer_json.folder_arguments``).
+        ``overrides``, each winning over the one before (see ``tokenizer.folder.folder_arguments``).
 
         As in transformers, config.json (``max_position_embeddings``) is not consulted: without
         ``model_max_length`` in tokenizer_config.json there is no limit.

@@ -1,4 +1,4 @@
-"""Fine-tuning with the BERT paper's recipe and its model-selection procedure.
+"""One fine-tuning run with the BERT paper's recipe.
 
 One run: AdamW (decoupled weight decay 0.01, not on biases/LayerNorm; :mod:`bertkit.training.optim`),
 linear warmup over the first 10% of updates then linear decay to 0 (:mod:`bertkit.training.schedule`),
@@ -6,12 +6,8 @@ and the update step pre-training uses (:mod:`bertkit.training.update`, the head'
 objective): gradient clipping at 1.0, bf16 autocast or fp16 with a loss scaler, non-finite updates
 skipped. Dev is evaluated after every epoch with the task's official metric; the best epoch is kept.
 
-Selection (paper, section 4.1): every learning rate in ``learning_rates`` is run ``restarts`` times
-with seeds ``seed, seed + 1, ...`` (each seed sets the head initialisation, dropout and data order),
-each run is scored on dev by its best epoch, and the best run overall is selected. Whenever a run
-reaches a new best dev score its model is written to the output folder, so at the end the folder
-holds the selected model. :func:`finetune` returns (and the CLI writes as ``metrics.json``) every
-run with its lr, seed and score, the mean and spread per lr and overall, and the selected run.
+The model selection over learning rates and restarts that runs :func:`train_one` many times:
+:mod:`bertkit.training.selection`.
 
 Batches are drawn at random, as the reference recipe does (the data are shuffled with an explicit
 ``torch.Generator``); the encoder's unpadded path already skips the padding in every dense layer.
@@ -24,11 +20,9 @@ was the default until side-by-side MRPC runs against the reference recipe (docs/
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -38,10 +32,8 @@ from bertkit.errors import ConfigError
 from bertkit.inference.runner import predict_rows, to_torch
 from bertkit.progress import progress
 from bertkit.tasks.base import Scored, TaskAdapter
-from bertkit.tokenizer.protocol import Tokenizer
 from bertkit.training import distributed as D
 from bertkit.training import sharding as S
-from bertkit.training.model_dir import save_model_dir
 from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.prefetch import Prefetcher, default_depth
@@ -126,24 +118,6 @@ class RunResult:
     epochs: list[dict[str, Any]] = field(default_factory=list)
     skipped: int = 0
     """Updates skipped for a non-finite loss or gradient."""
-
-
-@dataclass
-class FinetuneResult:
-    """Everything ``metrics.json`` holds: runs, their summary, the selected run's dev metrics."""
-
-    metric: str
-    runs: list[RunResult]
-    selected: dict[str, Any]
-    summary: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "selected": self.selected,
-            "summary": self.summary,
-            "runs": [asdict(r) for r in self.runs],
-        }
 
 
 @dataclass
@@ -338,9 +312,9 @@ def train_one(
             if info.is_main:
                 log(
                     f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss "
-                    f"{record['train_loss']:.4f}, dev {_metric_name(adapter)} {score:.4f}"
+                    f"{record['train_loss']:.4f}, dev {metric_name(adapter)} {score:.4f}"
                 )
-            if result.best_epoch == 0 or _key(score) > _key(result.score):
+            if result.best_epoch == 0 or score_key(score) > score_key(result.score):
                 result.score, result.best_epoch = score, epoch
                 if info.is_main:
                     on_best(core, adapter.with_tuned(main.metrics), score, record)
@@ -357,102 +331,10 @@ def _seen(idx: list[int]) -> list[float]:
     return [float(len(idx)), float(sum(idx)), float(sum(i * i for i in idx))]
 
 
-def _key(score: float) -> float:
+def score_key(score: float) -> float:
     """Comparison key: a NaN score (e.g. a correlation of constant predictions) ranks last."""
     return -math.inf if math.isnan(score) else score
 
 
-def _metric_name(adapter: TaskAdapter) -> str:
+def metric_name(adapter: TaskAdapter) -> str:
     return str(adapter.main_metric)
-
-
-def _spread(scores: list[float]) -> dict[str, float]:
-    return {
-        "mean": statistics.fmean(scores),
-        "std": statistics.stdev(scores) if len(scores) > 1 else 0.0,
-        "min": min(scores),
-        "max": max(scores),
-        "n": len(scores),
-    }
-
-
-def finetune(
-    build_model: Callable[[], torch.nn.Module],
-    adapter: TaskAdapter,
-    data: TaskData,
-    tokenizer: Tokenizer,
-    output: str | Path,
-    config: FinetuneConfig,
-    *,
-    log: Callable[[str], None] = print,
-    device: torch.device | None = None,
-    info: D.DistInfo | None = None,
-) -> FinetuneResult:
-    """Run the selection procedure (see the module doc) and leave the selected model in ``output``.
-
-    ``build_model()`` returns a fresh model (pretrained encoder + new head) each call; it is
-    called under the run's seed. Returns the result; the caller writes ``metrics.json``.
-    """
-    if not data.train:
-        raise ConfigError("no training examples")
-    if not data.dev:
-        raise ConfigError("no dev set to evaluate and select on")
-    output = Path(output)
-    best: dict[str, Any] = {"score": -math.inf}
-    runs: list[RunResult] = []
-
-    def keep(
-        lr: float, seed: int
-    ) -> Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None]:
-        def on_best(
-            model: torch.nn.Module, tuned: TaskAdapter, score: float, record: dict[str, Any]
-        ) -> None:
-            if "lr" not in best or _key(score) > _key(best["score"]):
-                save_model_dir(model, tuned, tokenizer, output)
-                best.update(score=score, lr=lr, seed=seed, epoch=record["epoch"], dev=record["dev"])
-
-        return on_best
-
-    for lr in config.learning_rates:
-        for r in range(config.restarts):
-            seed = config.seed + r
-            runs.append(
-                train_one(
-                    build_model,
-                    adapter,
-                    data,
-                    config,
-                    lr,
-                    seed,
-                    pad_id=tokenizer.pad_token_id,
-                    on_best=keep(lr, seed),
-                    log=log,
-                    device=device,
-                    info=info,
-                )
-            )
-    scores = [r.score for r in runs]
-    by_lr = {
-        f"{lr:g}": _spread([r.score for r in runs if r.lr == lr]) for lr in config.learning_rates
-    }
-    summary = {**_spread(scores), "by_lr": by_lr}
-    result = FinetuneResult(_metric_name(adapter), runs, best, summary)
-    if info is None or info.is_main:
-        log(format_summary(result))
-    return result
-
-
-def format_summary(result: FinetuneResult) -> str:
-    """A short end-of-training table: one line per run, then the selection."""
-    lines = [f"{'lr':>8} {'seed':>5} {result.metric:>9} {'epoch':>5} {'steps':>6} {'time':>8}"]
-    for r in result.runs:
-        lines.append(
-            f"{r.lr:>8g} {r.seed:>5d} {r.score:>9.4f} {r.best_epoch:>5d} {r.steps:>6d} {r.wall_s:>7.1f}s"
-        )
-    s, sel = result.summary, result.selected
-    lines.append(
-        f"{result.metric}: mean {s['mean']:.4f} ± {s['std']:.4f} over {s['n']} run(s); "
-        f"selected lr {sel.get('lr', float('nan')):g} seed {sel.get('seed')} "
-        f"epoch {sel.get('epoch')}: {sel['score']:.4f}"
-    )
-    return "\n".join(lines)

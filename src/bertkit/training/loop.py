@@ -151,28 +151,23 @@ class Trainer:
         return i, self.phases[i]
 
     def _make_micro_batches(self, phase_index: int, position: int) -> list[MicroBatch]:
-        """This rank's micro-batches of the update at ``position`` of phase ``phase_index``,
-        collated and counted on the CPU: a pure function of its arguments (run ahead of time
-        by the prefetching thread)."""
-        cfg, info = self.cfg, self.info
-        phase = self.phases[phase_index]
-        batch, epochs = S.global_batch_indices(
-            len(phase.dataset),
-            position,
-            self._batch_size(phase_index),
-            cfg.seed,
-            phase_index,
-            phase.shards,
-            cfg.shard_window,
-        )
-        epochs_arr = np.asarray(epochs, dtype=np.int64)
-        out = []
-        for j in range(cfg.grad_accum):
-            idx = S.micro_batch(batch, j, cfg.grad_accum, info).tolist()
-            ep = S.micro_batch(epochs_arr, j, cfg.grad_accum, info).tolist()
-            mb = (phase.collate or self.collate)([phase.dataset[i] for i in idx], ep)
-            out.append(self.update.prepare(mb))
-        return out
+        """This rank's micro-batches of the update at ``position`` of phase ``phase_index``
+        (:func:`bertkit.training.sharding.update_micro_batches`; run ahead of time by the
+        prefetching thread)."""
+        phase, cfg = self.phases[phase_index], self.cfg
+        return [
+            self.update.prepare((phase.collate or self.collate)(examples, epochs))
+            for examples, epochs in S.update_micro_batches(
+                phase,
+                phase_index,
+                position,
+                self._batch_size(phase_index),
+                cfg.seed,
+                cfg.grad_accum,
+                cfg.shard_window,
+                self.info,
+            )
+        ]
 
     def _upcoming(self) -> list[tuple[int, int]]:
         """The (phase, position) keys of the next updates, should this one succeed."""
@@ -368,16 +363,8 @@ class Trainer:
 
     def _finish(self, t_start: float) -> TrainResult:
         info, total = self.info, self.schedule.total_steps
-        # a rerun of a finished run reuses the final evaluation instead of logging it twice
-        done = [
-            r
-            for r in (self.metrics.read() if info.is_main else [])
-            if r.get("type") == "eval" and r["step"] == total
-        ]
-        last_eval = None
-        if D.broadcast_flag(bool(done), info):  # rank 0 decides for all ranks
-            if done:
-                last_eval = {k: v for k, v in done[-1].items() if k not in ("type", "step")}
+        finished, last_eval = R.finished(self)
+        if finished:
             self.log(f"already finished ({total} steps); nothing to train")
         else:
             last_eval = self._eval_and_log()

@@ -16,6 +16,7 @@ import torch
 
 from bertkit.training import checkpoint as ckpt
 from bertkit.training import distributed as D
+from bertkit.training import rng_state
 from bertkit.training.deadline import shrink
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
 
@@ -47,7 +48,7 @@ def loop_state(t: Trainer) -> ckpt.LoopState:
 def save(t: Trainer) -> None:
     """Checkpoint the current step (rank 0 writes; the RNG streams of every rank are gathered)."""
     D.mark("checkpoint", t.step)
-    rng = D.gather_tensors(ckpt.capture_rng(), t.info)
+    rng = D.gather_tensors(rng_state.capture_rng(), t.info)
     if t.info.is_main:
         D.mark("checkpoint write", t.step, publish=False)
         opt_tensors, opt_meta = optimizer_state_to_tensors(t.optimizer)
@@ -118,10 +119,27 @@ def resume(t: Trainer) -> bool:
             )
         mine = ckpt.rank_rng(c, t.info.rank)
         if mine:
-            ckpt.restore_rng(mine)
+            rng_state.restore_rng(mine)
     if t.info.is_main:
         t.metrics.truncate_after(t.step)
     if t.deadline is not None and s.total_steps < t.schedule.total_steps:
         t.schedule, t.phases = shrink(t.schedule, t.phases, s.total_steps)
     t.log(f"resumed from {c.path} (step {t.step})")
     return True
+
+
+def finished(t: Trainer) -> tuple[bool, dict[str, float] | None]:
+    """Whether ``t`` reran a run that had already finished (its log holds the evaluation at the
+    last update), and that evaluation, reused rather than logged twice (rank 0 decides for all
+    ranks; the others get None)."""
+    total = t.schedule.total_steps
+    done = [
+        r
+        for r in (t.metrics.read() if t.info.is_main else [])
+        if r.get("type") == "eval" and r["step"] == total
+    ]
+    if not D.broadcast_flag(bool(done), t.info):
+        return False, None
+    return True, (
+        {k: v for k, v in done[-1].items() if k not in ("type", "step")} if done else None
+    )

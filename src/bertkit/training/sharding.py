@@ -17,6 +17,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from bertkit.training.distributed import DistInfo
+    from bertkit.training.settings import Phase
 
 
 @functools.lru_cache(maxsize=4)  # a pure function; the cache only avoids re-shuffling every step
@@ -141,3 +142,27 @@ def rank_share(batch: Sequence[int], info: DistInfo) -> list[int]:
     (a rank takes none when the batch is smaller than the world)."""
     n, world, rank = len(batch), info.world_size, info.rank
     return list(batch[rank * n // world : (rank + 1) * n // world])
+
+
+def update_micro_batches(
+    phase: Phase,
+    phase_index: int,
+    position: int,
+    batch_size: int,
+    seed: int,
+    accum: int,
+    shard_window: int,
+    info: DistInfo,
+) -> list[tuple[list, list[int]]]:
+    """This rank's ``accum`` micro-batches of the update at ``position`` of a phase, as
+    (examples, the data epoch of each) to collate: a pure function of its arguments."""
+    batch, epochs = global_batch_indices(
+        len(phase.dataset), position, batch_size, seed, phase_index, phase.shards, shard_window
+    )
+    epochs_arr = np.asarray(epochs, dtype=np.int64)
+    out = []
+    for j in range(accum):
+        idx = micro_batch(batch, j, accum, info).tolist()
+        ep = micro_batch(epochs_arr, j, accum, info).tolist()
+        out.append(([phase.dataset[i] for i in idx], ep))
+    return out
