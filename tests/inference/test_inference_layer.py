@@ -12,8 +12,8 @@ import pytest
 from bertkit.cli.main import main
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.inference import Classifier, Embedder, QuestionAnswerer, Tagger, pipeline, task_of
+from cli.test_finetune import finetune
 from finetune.conftest import FIXTURES
-from finetune.test_finetune_cli import finetune
 
 
 @pytest.fixture(scope="module")

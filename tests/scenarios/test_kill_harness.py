@@ -4,7 +4,7 @@ after every rerun the final weights, optimizer, scheduler, RNG, trainer state an
 log are bit-identical to an uninterrupted run. A negative control (resume without the data cursor
 and RNG) must differ, so the comparison cannot pass vacuously. (A truncated newest checkpoint
 falling back to the previous one with a warning is covered end to end in
-tests/training/test_pretrain_cli.py.)
+tests/cli/test_pretrain.py.)
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from .helpers import prepare_tiny_corpus
+from training.helpers import prepare_tiny_corpus
 
 STEPS = 24
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-
-from .conftest import FIXTURES, write_sentiment
+from finetune.conftest import FIXTURES, write_sentiment
 
 FAST = [
     "--max-steps",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .conftest import FIXTURES, NEGATIVE, POSITIVE
-from .test_finetune_cli import evaluate, finetune, predict
+from finetune.conftest import FIXTURES, NEGATIVE, POSITIVE
+
+from .test_finetune import evaluate, finetune, predict
 
 
 def _long_reviews(path: Path) -> Path:
