@@ -3,21 +3,26 @@ notice (a surviving mutant is a wrong answer the suite would let through).
 
 Mutations (AST level, one site at a time): comparison operators (< <= > >= == != swapped with
 their neighbours), arithmetic (+ -, * /), ``min``/``max`` swapped, ``and``/``or`` swapped, a
-``not`` dropped, integer constants +1, and slice bounds dropped. Each mutant is written over the
-module in a scratch copy of the repository, the module's tests run with ``-x``, and the mutant is
-"killed" when they fail by an assertion or an error. A mutant whose tests run past ``--timeout``
-is counted apart ("timed out"): a hang is not a test that noticed.
+``not`` dropped, integer constants +1, and slice bounds dropped.
 
-One module and its tests::
+The tests run once unmutated under coverage with a context per test (pytest-cov): that run must
+pass (a mutant "killed" by a test that fails anyway proves nothing), and it tells, for every line,
+which tests execute it. Each mutant is then written over its module in a scratch copy of the
+repository and exactly the tests that execute its statement run with ``-x``: it is **killed**
+when they fail, **survives** when they pass (or when no test runs it at all: "unrun"), and a
+run past ``--timeout`` is counted apart (a hang is not a test that noticed). Code run only in a
+subprocess (``torchrun``, a CLI started as a process) is not seen by the coverage run: its
+mutants show as unrun. The default suite less the browser tests is run (``MARKERS``).
 
-    .venv/bin/python scripts/mutation_pass.py --module src/bertkit/tasks/squad_post.py \\
-        --tests tests/tasks/test_squad_post.py --sample 40 [--repo DIR]
+Some modules, the tests to run (default: the whole default suite)::
 
-Every module of some rooms, ``--sample`` mutants each, each module's tests found by
-:func:`tests_of` (the default suite's test files that name the module), one table at the end::
+    .venv/bin/python scripts/mutation_pass.py --module src/bertkit/tasks/windows.py \\
+        --tests tests/tasks --sample 40
+
+Every module of some rooms, ``--sample`` mutants each (a fixed sample of ``--seed``)::
 
     .venv/bin/python scripts/mutation_pass.py --rooms tasks serve inference training --sample 3 \\
-        --json docs/mutation-pass.json
+        --json /tmp/mutants.json
 """
 
 from __future__ import annotations
@@ -45,33 +50,45 @@ MARKERS = "not slow and not gpu and not browser"
 SWAP_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 
 
-def sites(tree: ast.AST) -> list[tuple[int, str]]:
-    """(node index in ast.walk order, kind) of every mutable site."""
+def sites(tree: ast.AST) -> list[tuple[int, str, int]]:
+    """(node index in ast.walk order, kind, line of its statement) of every mutable site."""
+    parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     out = []
     for i, node in enumerate(ast.walk(tree)):
-        if isinstance(node, ast.Compare) and type(node.ops[0]) in SWAP_CMP:
-            out.append((i, "cmp"))
-        elif isinstance(node, ast.BinOp) and type(node.op) in SWAP_BIN:
-            out.append((i, "bin"))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("min", "max")
-        ):
-            out.append((i, "minmax"))
-        elif isinstance(node, ast.BoolOp):
-            out.append((i, "boolop"))
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            out.append((i, "not"))
-        elif (
-            isinstance(node, ast.Constant)
-            and type(node.value) is int
-            and not isinstance(node.value, bool)
-        ):
-            out.append((i, "int"))
-        elif isinstance(node, ast.Slice) and (node.lower is not None or node.upper is not None):
-            out.append((i, "slice"))
+        kind = _kind(node)
+        if kind is None:
+            continue
+        stmt = node
+        while not isinstance(stmt, ast.stmt) and stmt in parents:
+            stmt = parents[stmt]
+        out.append((i, kind, getattr(stmt, "lineno", 0)))
     return out
+
+
+def _kind(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Compare) and type(node.ops[0]) in SWAP_CMP:
+        return "cmp"
+    if isinstance(node, ast.BinOp) and type(node.op) in SWAP_BIN:
+        return "bin"
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("min", "max")
+    ):
+        return "minmax"
+    if isinstance(node, ast.BoolOp):
+        return "boolop"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return "not"
+    if (
+        isinstance(node, ast.Constant)
+        and type(node.value) is int
+        and not isinstance(node.value, bool)
+    ):
+        return "int"
+    if isinstance(node, ast.Slice) and (node.lower is not None or node.upper is not None):
+        return "slice"
+    return None
 
 
 def mutate(source: str, index: int, kind: str) -> tuple[str, str]:
@@ -104,82 +121,108 @@ def mutate(source: str, index: int, kind: str) -> tuple[str, str]:
     return ast.unparse(tree), f"line {line}: {kind}"
 
 
-def tests_of(repo: Path, module: str) -> list[str]:
-    """The test files that name ``module`` (``src/bertkit/tasks/windows.py`` -> a file holding
-    ``bertkit.tasks.windows`` or ``from bertkit.tasks import windows``); none found: the room's
-    test folder."""
-    parts = Path(module).with_suffix("").parts[1:]  # ("bertkit", "tasks", "windows")
-    dotted = ".".join(p for p in parts if p != "__init__")
-    parent, stem = ".".join(parts[:-1]), parts[-1]
-    names = (dotted, f"from {parent} import {stem}")
-    found = sorted(
-        str(t.relative_to(repo))
-        for t in (repo / "tests").rglob("test_*.py")
-        if any(n in t.read_text(encoding="utf-8") for n in names)
+def covering(work: Path, env: dict[str, str], tests: list[str]) -> dict[str, dict[int, set[str]]]:
+    """One run of ``tests`` under coverage with a context per test (pytest-cov): for every
+    module (path relative to ``work``) and line, the tests that ran it. Exits when the tests
+    fail unmutated (a mutant "killed" by a test that fails anyway proves nothing)."""
+    from coverage import CoverageData
+
+    data_file = work / ".coverage"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        MARKERS,
+        f"--cov={work / 'src' / 'bertkit'}",
+        "--cov-context=test",
+        "--cov-report=",
+        *tests,
+    ]
+    r = subprocess.run(
+        cmd, cwd=work, env={**env, "COVERAGE_FILE": str(data_file)}, capture_output=True, text=True
     )
-    room = repo / "tests" / parts[1]
-    return found or ([str(room.relative_to(repo))] if room.is_dir() else [])
+    if r.returncode != 0:
+        sys.exit(f"the unmutated tests fail in the scratch copy:\n{r.stdout[-3000:]}")
+    print(f"baseline under coverage: {r.stdout.strip().splitlines()[-1]}", flush=True)
+    data = CoverageData(basename=str(data_file))
+    data.read()
+    out: dict[str, dict[int, set[str]]] = {}
+    for name in data.measured_files():
+        by_line = data.contexts_by_lineno(name)
+        out[str(Path(name).relative_to(work))] = {
+            line: {c.split("|")[0] for c in contexts if c} for line, contexts in by_line.items()
+        }
+    return out
 
 
 def run_module(
     repo: Path,
     work: Path,
     module: str,
-    tests: list[str],
+    runs: dict[int, set[str]],
     sample: int,
     seed: int,
     timeout: float,
     env: dict[str, str],
 ) -> dict:
-    """Mutants of one module: ``{"module", "tests", "killed", "timed_out", "survivors"}``."""
+    """Mutants of one module, each run against the tests that execute its statement (``runs``:
+    line -> test ids): ``{"module", "killed", "timed_out", "survivors", "unrun"}``; a mutant no
+    test runs survives (``unrun`` counts those among the survivors)."""
     source = (repo / module).read_text(encoding="utf-8")
     found = sites(ast.parse(source))
     random.Random(seed).shuffle(found)
     survivors: list[str] = []
-    killed = timed_out = 0
+    killed = timed_out = unrun = 0
     plain = ast.unparse(ast.parse(source))
     chosen = found[:sample]
-    for n, (index, kind) in enumerate(chosen, start=1):
+    for n, (index, kind, line) in enumerate(chosen, start=1):
         mutated, where = mutate(source, index, kind)
         if mutated == plain:
             continue
+        tests = sorted(runs.get(line, ()))
+        if not tests:
+            survivors.append(f"{where} (no test runs it)")
+            unrun += 1
+            print(f"[{n}/{len(chosen)}] {module} {where}: SURVIVED (no test runs it)", flush=True)
+            continue
         (work / module).write_text(mutated, encoding="utf-8")
         try:
-            r = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-x",
-                    "-q",
-                    "-p",
-                    "no:cacheprovider",
-                    "-m",
-                    MARKERS,
-                    *tests,
-                ],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                timeout=timeout,
-            )
+            cmd = [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:cov",
+                "-m",
+                MARKERS,
+                *tests,
+            ]
+            r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, timeout=timeout)
             verdict = "SURVIVED" if r.returncode == 0 else "killed"
         except subprocess.TimeoutExpired:
             verdict = "timed out"
         (work / module).write_text(source, encoding="utf-8")
         if verdict == "SURVIVED":
-            survivors.append(where)
+            survivors.append(f"{where} ({len(tests)} tests run it)")
         elif verdict == "killed":
             killed += 1
         else:
             timed_out += 1
-        print(f"[{n}/{len(chosen)}] {module} {where}: {verdict}", flush=True)
+        print(f"[{n}/{len(chosen)}] {module} {where}: {verdict} ({len(tests)} tests)", flush=True)
     return {
         "module": module,
-        "tests": tests,
         "killed": killed,
         "timed_out": timed_out,
         "survivors": survivors,
+        "unrun": unrun,
     }
 
 
@@ -187,9 +230,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--module", help="one module (src/bertkit/...py)")
-    ap.add_argument("--tests", nargs="+", help="its tests (with --module)")
+    ap.add_argument("--module", nargs="+", help="modules (src/bertkit/...py)")
     ap.add_argument("--rooms", nargs="+", help="every module of these rooms (tasks serve ...)")
+    ap.add_argument("--tests", nargs="+", default=["tests"], help="the tests to run (default: all)")
     ap.add_argument(
         "--sample", type=int, default=40, help="mutants per module (a fixed random sample)"
     )
@@ -198,22 +241,17 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    if bool(args.module) == bool(args.rooms) or (args.module and not args.tests):
-        ap.error("give --module with --tests, or --rooms")
-    if args.module:
-        plan = [(args.module, args.tests)]
-    else:
-        modules = sorted(
-            str(m.relative_to(args.repo))
-            for room in args.rooms
-            for m in (args.repo / "src" / "bertkit" / room).glob("*.py")
-        )
-        plan = [(m, tests_of(args.repo, m)) for m in modules]
+    if bool(args.module) == bool(args.rooms):
+        ap.error("give --module or --rooms")
+    modules = args.module or sorted(
+        str(m.relative_to(args.repo))
+        for room in args.rooms
+        for m in (args.repo / "src" / "bertkit" / room).glob("*.py")
+    )
     scratch = Path(tempfile.mkdtemp(prefix="bertkit-mutants-"))
     work = scratch / "repo"
-    shutil.copytree(
-        args.repo, work, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info")
-    )
+    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info")
+    shutil.copytree(args.repo, work, ignore=ignore)
     env = {
         "PYTHONPATH": str(work / "src"),
         "PATH": "/usr/bin:/bin",
@@ -221,46 +259,29 @@ def main() -> int:
         "HF_HUB_OFFLINE": "1",
         "HOME": str(scratch),
     }
-    rows = []
-    union = sorted({t for _m, tests in plan for t in tests})
-    baseline = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", MARKERS, *union],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if baseline.returncode != 0:  # a mutant "killed" by a test that fails anyway proves nothing
-        shutil.rmtree(scratch, ignore_errors=True)
-        sys.exit(f"the unmutated tests fail in the scratch copy:\n{baseline.stdout[-3000:]}")
-    print(f"baseline: {baseline.stdout.strip().splitlines()[-1]}", flush=True)
     try:
-        for module, tests in plan:
-            if not tests:
-                print(f"{module}: no tests name it; skipped", flush=True)
-                continue
-            rows.append(
-                run_module(
-                    args.repo, work, module, tests, args.sample, args.seed, args.timeout, env
-                )
+        runs = covering(work, env, args.tests)
+        rows = [
+            run_module(
+                args.repo, work, m, runs.get(m, {}), args.sample, args.seed, args.timeout, env
             )
+            for m in modules
+        ]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"\n{'module':<44} {'killed':>6} {'timeout':>7} {'survived':>8}")
+    print(f"\n{'module':<44} {'killed':>6} {'timeout':>7} {'survived':>8} {'unrun':>5}")
     for r in rows:
-        print(
-            f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {len(r['survivors']):>8}  "
-            f"{'; '.join(r['survivors'])}"
-        )
-    total = [
-        sum(r[k] if k != "survivors" else len(r[k]) for r in rows)
-        for k in ("killed", "timed_out", "survivors")
-    ]
-    print(f"{'all':<44} {total[0]:>6} {total[1]:>7} {total[2]:>8}")
+        n = len(r["survivors"])
+        print(f"{r['module']:<44} {r['killed']:>6} {r['timed_out']:>7} {n:>8} {r['unrun']:>5}")
+    killed, timed_out = sum(r["killed"] for r in rows), sum(r["timed_out"] for r in rows)
+    survived, unrun = sum(len(r["survivors"]) for r in rows), sum(r["unrun"] for r in rows)
+    print(f"{'all':<44} {killed:>6} {timed_out:>7} {survived:>8} {unrun:>5}")
+    for r in rows:
+        for where in r["survivors"]:
+            print(f"survivor: {r['module']} {where}")
     if args.json:
-        args.json.write_text(
-            json.dumps({"seed": args.seed, "sample": args.sample, "modules": rows}, indent=1) + "\n"
-        )
+        out = {"seed": args.seed, "sample": args.sample, "tests": args.tests, "modules": rows}
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
