@@ -50,8 +50,11 @@ MARKERS = "not slow and not gpu and not browser"
 SWAP_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 
 
-def sites(tree: ast.AST) -> list[tuple[int, str, int]]:
-    """(node index in ast.walk order, kind, line of its statement) of every mutable site."""
+def sites(tree: ast.AST) -> list[tuple[int, str, tuple[int, ...] | None]]:
+    """(node index in ast.walk order, kind, lines) of every mutable site; ``lines``: the lines
+    whose tests can notice it (its statement's inside a function; a function's body for its
+    defaults and decorators), or None for code run at import (module and class level: every
+    test that runs the module)."""
     parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     out = []
     for i, node in enumerate(ast.walk(tree)):
@@ -61,8 +64,17 @@ def sites(tree: ast.AST) -> list[tuple[int, str, int]]:
         stmt = node
         while not isinstance(stmt, ast.stmt) and stmt in parents:
             stmt = parents[stmt]
-        out.append((i, kind, getattr(stmt, "lineno", 0)))
+        out.append((i, kind, _lines(stmt, parents)))
     return out
+
+
+def _lines(stmt: ast.AST, parents: dict[ast.AST, ast.AST]) -> tuple[int, ...] | None:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):  # a default, a decorator
+        return tuple(range(stmt.body[0].lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    up = parents.get(stmt)
+    while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
+        up = parents.get(up)
+    return None if up is None else (stmt.lineno,)
 
 
 def _kind(node: ast.AST) -> str | None:
@@ -179,11 +191,14 @@ def run_module(
     killed = timed_out = unrun = 0
     plain = ast.unparse(ast.parse(source))
     chosen = found[:sample]
-    for n, (index, kind, line) in enumerate(chosen, start=1):
+    anywhere = set().union(*runs.values()) if runs else set()
+    for n, (index, kind, lines) in enumerate(chosen, start=1):
         mutated, where = mutate(source, index, kind)
         if mutated == plain:
             continue
-        tests = sorted(runs.get(line, ()))
+        tests = sorted(
+            anywhere if lines is None else set().union(*(runs.get(x, set()) for x in lines))
+        )
         if not tests:
             survivors.append(f"{where} (no test runs it)")
             unrun += 1
