@@ -227,6 +227,7 @@ def test_health_is_503_until_a_real_forward_pass_has_run(tiny_mlm: Path, monkeyp
     with TestClient(app, raise_server_exceptions=False) as client:
         r = client.get("/health")
         assert r.status_code == 503 and r.json()["error_type"] == "unhealthy"
+        assert r.json()["error"].endswith("'loading'}"), r.json()  # each model's state, named
         assert client.post("/embed", json={"inputs": "the cat"}).status_code == 503
         gate.set()
         wait_ready(client)

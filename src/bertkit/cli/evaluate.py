@@ -21,6 +21,7 @@ import json
 import sys
 
 from bertkit.cli import options
+from bertkit.evaluation.retrieval import RERANK_TOP_K
 
 HELP = "score a fine-tuned model on a labelled file with the task's official metric"
 
@@ -40,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g = parser.add_argument_group("retrieval (--data a BEIR folder)")
     g.add_argument("--reranker", default=None, help="cross-encoder folder to rerank the hits with")
-    g.add_argument("--rerank-top-k", type=int, default=50, help="hits per query to rerank")
+    g.add_argument(
+        "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
+    )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     parser.add_argument("--batch-size", type=int, default=64)
     options.add_windows(parser, saved=True)

@@ -25,6 +25,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+RERANK_TOP_K = 50
+"""Hits per query a cross-encoder reorders by default (``bertkit evaluate --rerank-top-k``)."""
+
 DEFAULT_KS = (1, 10, 100)
 """Cut-offs reported by default (MRR and NDCG at 10; Recall and Accuracy at each)."""
 

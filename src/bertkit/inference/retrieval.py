@@ -17,6 +17,7 @@ from typing import Any
 from bertkit.data.tasks.retrieval import RetrievalSet
 from bertkit.evaluation.retrieval import (
     DEFAULT_KS,
+    RERANK_TOP_K,
     exact_search,
     rank_by_scores,
     rerank_order,
@@ -74,7 +75,7 @@ def evaluate_retrieval(
     data: RetrievalSet,
     *,
     reranker: Classifier | None = None,
-    top_k: int = 50,
+    top_k: int = RERANK_TOP_K,
     k: int = max(DEFAULT_KS),
 ) -> dict[str, Any]:
     """``{"retrieval": metrics, "seconds": ...}``, plus ``"reranked"`` (metrics after reranking
