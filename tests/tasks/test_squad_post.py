@@ -251,3 +251,48 @@ def test_spans_repeated_by_overlapping_windows_appear_once(bk_tok):
     top = pred.nbest[0]
     assert (top.start_logit, top.end_logit) == (5.0, 5.0)  # the best-scoring copy is kept
     assert pytest.approx(sum(c.probability for c in pred.nbest)) == 1.0
+
+
+def test_the_best_thresholds_exact_match_counts_a_no_answer_question_answered():
+    """EM at the chosen threshold: the no-answer question answered first (diff -1) loses its
+    null point, then two has-answer questions gain theirs; best at 0.5 with 2 of 3."""
+    gold = {"n1": [], "h1": ["x"], "h2": ["z"]}
+    preds = {"n1": _pred("n1", "y", -1.0), "h1": _pred("h1", "x", 0.0), "h2": _pred("h2", "z", 0.5)}
+    best = find_best_null_threshold(preds, gold)
+    assert best.threshold == 0.5
+    assert best.f1 == pytest.approx(200 / 3) and best.exact == pytest.approx(200 / 3)
+
+
+def test_the_adapter_tunes_a_v2_threshold_on_dev_and_reads_starts_and_ends_apart(bk_tok):
+    """SquadAdapter.fit_dev on oracle rows (start logits != end logits): the v2.0 threshold is
+    the tuned one (not the saved 0.0) and every answer is found."""
+    examples = read_squad(FIXTURES / "task_squad_v2.json")
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=8), max_query_length=16)
+    feats = convert_squad_examples(bk_tok, examples, 32, cfg, is_training=True)
+    impossible = {e.qas_id for e in examples if e.is_impossible}
+    s, e = _oracle_logits(feats, null_for=impossible, null_boost=1.0)
+    best = find_best_null_threshold(postprocess_squad(examples, feats, s, e), load_gold(examples))
+    assert best.threshold != 0.0, "the test needs a tuned threshold away from the default"
+    v2 = SquadAdapter("squad", "squad2", 32, version_2=True, windows=cfg)
+    scored = v2.fit_dev(examples, feats, list(zip(s, e, strict=True)))
+    assert scored.metrics["null_threshold"] == best.threshold
+    assert scored.metrics["f1"] == pytest.approx(100.0)
+
+
+def test_the_adapter_reads_a_rows_start_and_end_logits_apart(bk_tok):
+    """A row is (start logits, end logits): a three-token span comes back whole."""
+    examples = read_squad(FIXTURES / "task_squad_v1.json")[:1]
+    cfg = SquadFeatureConfig(WindowConfig(doc_stride=8), max_query_length=16)
+    feats = convert_squad_examples(bk_tok, examples, 64, cfg, is_training=False)
+    rows = []
+    for f in feats:
+        s, e = np.zeros(len(f.input_ids)), np.zeros(len(f.input_ids))
+        if f is feats[0]:
+            s[f.doc_offset], e[f.doc_offset + 2] = 9.0, 9.0
+        rows.append((s, e))
+    (pred,) = (
+        SquadAdapter("squad", "squad1", 64, windows=cfg).score(examples, feats, rows).predictions
+    )
+    first = feats[0]
+    start, end = first.offsets[first.doc_offset][0], first.offsets[first.doc_offset + 2][1]
+    assert pred["answer"] == examples[0].context[start:end] and len(pred["answer"].split()) >= 2

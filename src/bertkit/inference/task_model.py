@@ -46,10 +46,6 @@ class Prepared:
     features: list[Any]
     lengths: list[int]
 
-    def longest(self) -> tuple[int, int]:
-        """(index, length) of the longest input; (-1, 0) for none."""
-        return max(enumerate(self.lengths), key=lambda p: p[1], default=(-1, 0))
-
 
 def input_lengths(features: Sequence[Any], inputs: int) -> list[int]:
     """Each input's whole length from its windows' ``input_length`` (a multiple-choice input:

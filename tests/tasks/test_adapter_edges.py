@@ -1,0 +1,55 @@
+"""Adapter edges the rooms' mutation pass found untested: a GLUE adapter keeps the window
+settings it is given, a Hugging Face classifier's metric follows its label count, a reranker's
+scores are the sigmoid of its logits and a label of exactly 0.5 is relevant, a Matryoshka size
+of 1 is a size."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bertkit.data.tasks.retrieval import LabelledPair
+from bertkit.errors import ConfigError
+from bertkit.tasks.classification import ClassificationAdapter
+from bertkit.tasks.embedding import EmbeddingAdapter
+from bertkit.tasks.registry import adapter_from_hf_config
+from bertkit.tasks.rerank import RerankAdapter
+from bertkit.tasks.windows import WindowConfig
+
+
+def test_a_glue_adapter_keeps_the_windows_it_is_given() -> None:
+    cut = WindowConfig(truncate=True)
+    assert ClassificationAdapter.for_glue("SST-2", 64, cut).windows == cut
+    assert ClassificationAdapter.for_glue("SST-2").windows == WindowConfig()
+
+
+@pytest.mark.parametrize(
+    ("config", "labels", "metric"),
+    [
+        ({"num_labels": 1}, [], "pearson_spearman"),
+        ({"num_labels": 2}, ["LABEL_0", "LABEL_1"], "accuracy_f1"),
+        ({"id2label": {"0": "a", "1": "b", "2": "c"}}, ["a", "b", "c"], "accuracy"),
+    ],
+)
+def test_a_hf_classifiers_metric_follows_its_label_count(config, labels, metric, tmp_path) -> None:
+    adapter = adapter_from_hf_config(tmp_path, config)
+    assert (adapter.labels, adapter.metric) == (labels, metric)
+
+
+def test_a_rerankers_scores_are_the_sigmoid_and_a_half_label_is_relevant() -> None:
+    pairs = [LabelledPair("q", "half relevant", 0.5, 0), LabelledPair("q", "other", 0.0, 0)]
+    scored = RerankAdapter("rerank", "rerank").score(pairs, [], [-1.0, 1.0])
+    # the other passage ranks first; the relevant one (label 0.5) second: MRR 1/2
+    assert scored.metrics["MRR@10"] == 0.5 and scored.metrics["Recall@1"] == 0.0
+    assert scored.metrics["accuracy"] == 0.0  # each logit's sign disagrees with its label
+    want = [round(1 / (1 + math.exp(1.0)), 6), round(1 / (1 + math.exp(-1.0)), 6)]
+    assert [p["score"] for p in scored.predictions] == want == [0.268941, 0.731059]
+    assert np.allclose([p["logit"] for p in scored.predictions], [-1.0, 1.0])
+
+
+def test_a_matryoshka_size_of_one_is_a_size_and_zero_is_not() -> None:
+    assert EmbeddingAdapter("embeddings", "e", matryoshka_dims=[1, 8]).matryoshka_dims == [8, 1]
+    with pytest.raises(ConfigError, match="Matryoshka dimensions must be positive"):
+        EmbeddingAdapter("embeddings", "e", matryoshka_dims=[0, 8])
