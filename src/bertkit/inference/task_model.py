@@ -221,15 +221,11 @@ class Classifier(TaskModel):
         """Per input: ``label``, ``probabilities`` and ``logits`` (regression: ``score``)."""
         return [{k: v for k, v in p.items() if k != "guid"} for p in scored.predictions]
 
-    # The three steps of a call, apart, for callers that batch many calls' windows together
-    # (the server's /rerank merges concurrent requests): prepare, run the rows, combine.
-
-    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> Prepared:
-        """The windows (features) of (text, text_pair) inputs, as a call reads them."""
-        return self.prepare(self.examples_of(list(pairs)))
+    # The steps of a call, apart, for callers that batch many calls' windows together (the
+    # server's /rerank merges concurrent requests): prepare, run the rows, combine.
 
     def feature_rows(self, features: Sequence[Any]) -> np.ndarray:
-        """The model's logits (F, num_labels) for windows of :meth:`encode_pairs`, in one pass."""
+        """The model's logits (F, num_labels) for the features of :meth:`prepare`, in one pass."""
         return np.stack(
             predict_rows(
                 self.model,
@@ -272,7 +268,7 @@ class Tagger(TaskModel):
     def examples_of(items: Sequence[str | Sequence[str]]) -> list[TaggedSentence]:
         """Each text (or word list) as its own document (a document-context model reads it
         alone)."""
-        words = [tuple(t.split()) if isinstance(t, str) else tuple(t) for t in items]
+        words = [tuple(_WORD.findall(t)) if isinstance(t, str) else tuple(t) for t in items]
         return [TaggedSentence(w, (), 0, i) for i, w in enumerate(words)]
 
     @staticmethod

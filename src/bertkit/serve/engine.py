@@ -206,6 +206,14 @@ class Engine:
                     f'they are read in windows; send "truncate": true to cut). Input {i} has {n}',
                 )
 
+    def _prepared(self, model: TaskModel, examples: list[Any], check: bool, what: str) -> Any:
+        """``examples`` encoded for ``model`` (:meth:`TaskModel.prepare`: tokenized once), their
+        lengths checked against --max-input-tokens unless ``check`` is off."""
+        prepared = model.prepare(examples)
+        if check:
+            self._check_lengths(prepared.lengths, what)
+        return prepared
+
     def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> Windowed:
         emb = self.embedder
         assert emb is not None
@@ -313,9 +321,7 @@ class Engine:
         tm = self.task_model
         assert isinstance(tm, Classifier)
         model = tm.with_windows(truncate=truncate)
-        prepared = model.prepare(model.examples_of(items))
-        if not truncate:
-            self._check_lengths(prepared.lengths)
+        prepared = self._prepared(model, model.examples_of(items), not truncate, "inputs")
         labels = getattr(tm.adapter, "labels", None)
         out = []
         for r in model.outputs(model.run(prepared)):
@@ -333,10 +339,8 @@ class Engine:
         tm = self.task_model
         assert isinstance(tm, Classifier)
         model = tm.with_windows(truncate=truncate)
-        prepared = model.prepare(model.examples_of([(query, t) for t in texts]))
-        if not truncate:
-            self._check_lengths(prepared.lengths, "query + text")
-        return prepared.features
+        pairs = model.examples_of([(query, t) for t in texts])
+        return self._prepared(model, pairs, not truncate, "query + text").features
 
     def rerank_scores(
         self, rows: np.ndarray, features: Sequence[Any], texts: int, raw_scores: bool
@@ -352,15 +356,13 @@ class Engine:
         """Tags per word and entity spans with character offsets (:class:`Tagger`)."""
         tm = self.task_model
         assert isinstance(tm, Tagger)
-        prepared = tm.prepare(tm.examples_of(texts))
-        self._check_lengths(prepared.lengths)
+        prepared = self._prepared(tm, tm.examples_of(texts), True, "inputs")
         return tm.outputs(texts, tm.run(prepared))
 
     def qa(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         tm = self.task_model
         assert isinstance(tm, QuestionAnswerer)
-        prepared = tm.prepare(tm.examples_of(pairs))
-        self._check_lengths(prepared.lengths, "question + context")
+        prepared = self._prepared(tm, tm.examples_of(pairs), True, "question + context")
         return [
             {
                 "answer": g["answer"],
