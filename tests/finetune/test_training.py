@@ -11,7 +11,8 @@ from bertkit.data.tasks.glue import read_glue_split
 from bertkit.interop import load_pretrained
 from bertkit.tasks import ClassificationAdapter
 from bertkit.tokenizer import BertTokenizer
-from bertkit.training.finetune import FinetuneConfig, TaskData, length_bucketed_batches
+from bertkit.training.epochs import length_bucketed_batches
+from bertkit.training.finetune import FinetuneConfig, TaskData
 from bertkit.training.selection import finetune
 
 from .conftest import write_sentiment
@@ -172,3 +173,29 @@ def test_a_non_finite_update_is_skipped_not_applied(tiny_model: Path, tmp_path: 
     assert math.isfinite(hit.epochs[0]["train_loss"]) and math.isfinite(hit.score)
     with pytest.raises(TrainingError, match="3 consecutive updates had a non-finite loss"):
         _poisoned_run(tiny_model, tmp_path, {0, 1, 2}, "dead", max_consecutive_skips=3)
+
+
+def test_finetuning_is_a_run_of_the_one_trainer_and_prefetch_keeps_its_results(
+    tiny_model: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Each (lr, seed) run is one ``Trainer.fit``; collating ahead (the accelerator's default,
+    across epoch boundaries) trains on exactly the batches collated in series."""
+    from bertkit.training import loop
+
+    fits: list[str | None] = []
+    fit = loop.Trainer.fit
+
+    def counted(self):
+        fits.append(self.name)
+        return fit(self)
+
+    monkeypatch.setattr(loop.Trainer, "fit", counted)
+    cfg = FinetuneConfig(learning_rates=(1e-3, 5e-4), epochs=3, batch_size=5, seed=3)
+    series = _run(tiny_model, tmp_path, cfg, "series")
+    assert fits == ["lr 0.001 seed 3", "lr 0.0005 seed 3"]
+    monkeypatch.setattr(loop, "default_depth", lambda device_type: 2)
+    ahead = _run(tiny_model, tmp_path, cfg, "ahead")
+    for a, b in zip(series.runs, ahead.runs, strict=True):
+        assert [e["train_loss"] for e in a.epochs] == [e["train_loss"] for e in b.epochs]
+        assert [e["seen"] for e in a.epochs] == [e["seen"] for e in b.epochs]
+        assert (a.score, a.steps) == (b.score, b.steps)

@@ -20,10 +20,14 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bertkit.training import distributed as D
 from bertkit.training.schedule import ScheduleConfig
 from bertkit.training.settings import Phase
+
+if TYPE_CHECKING:
+    from bertkit.training.loop import Trainer
 
 DEADLINE_SLACK = 0.02
 """The share of the updates that still fit which a shrink gives up, so that a rate a little
@@ -106,3 +110,16 @@ def shrink(
         dataclasses.replace(schedule, total_steps=total),
         [*phases[:-1], dataclasses.replace(last, steps=last.steps - cut)],
     )
+
+
+def meet_deadline(t: Trainer) -> None:
+    """Shrink ``t``'s run to what fits before its deadline (rank 0 decides for all ranks)."""
+    assert t.deadline is not None
+    last = t.phases[-1].steps
+    total = t.deadline.check(t.step, t.schedule, last) if t.info.is_main else None
+    new = int(D.broadcast_float(float(total or 0), t.info))
+    if new:
+        done = Shrink(t.step, new, t.schedule.total_steps)
+        t.schedule, t.phases = shrink(t.schedule, t.phases, new)
+        t.log(done.message)
+        t.record(done.record)

@@ -1,27 +1,23 @@
-"""One fine-tuning run with the BERT paper's recipe.
+"""One fine-tuning run with the BERT paper's recipe, as a run of the one training loop.
 
 One run: AdamW (decoupled weight decay 0.01, not on biases/LayerNorm; :mod:`bertkit.training.optim`),
 linear warmup over the first 10% of updates then linear decay to 0 (:mod:`bertkit.training.schedule`),
-and the update step pre-training uses (:mod:`bertkit.training.update`, the head's loss as the
-objective): gradient clipping at 1.0, bf16 autocast or fp16 with a loss scaler, non-finite updates
-skipped. Dev is evaluated after every epoch with the task's official metric; the best epoch is kept.
+and the :class:`~bertkit.training.loop.Trainer` pre-training uses, with the head's loss as its
+objective (:class:`~bertkit.training.objectives.TaskLoss`): gradient clipping at 1.0, bf16 autocast
+or fp16 with a loss scaler, non-finite updates skipped. Its data come in epochs
+(:class:`~bertkit.training.epochs.EpochBatches`: random batches, optionally length-bucketed); after
+every epoch a hook scores dev with the task's official metric, and the best epoch is kept.
 
 The model selection over learning rates and restarts that runs :func:`train_one` many times:
 :mod:`bertkit.training.selection`.
-
-Batches are drawn at random, as the reference recipe does (the data are shuffled with an explicit
-``torch.Generator``); the encoder's unpadded path already skips the padding in every dense layer.
-``bucket_batches`` > 1 adds length bucketing: the shuffled data are cut into chunks of that many
-batches, sorted by length inside each chunk, cut into batches, and the batch order is shuffled
-again. That also trims attention's padding, but batches of similar length are less random; it
-was the default until side-by-side MRPC runs against the reference recipe (docs/finetune.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,21 +26,15 @@ import torch
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.inference.runner import predict_rows, to_torch
-from bertkit.progress import progress
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.training import distributed as D
-from bertkit.training import sharding as S
+from bertkit.training.epochs import EpochBatches
+from bertkit.training.loop import Trainer
 from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
-from bertkit.training.prefetch import Prefetcher, default_depth
-from bertkit.training.schedule import ScheduleConfig, set_lr
-from bertkit.training.update import (
-    MAX_CONSECUTIVE_SKIPS,
-    MicroBatch,
-    UpdateStep,
-    check_skips,
-    skip_warning,
-)
+from bertkit.training.schedule import ScheduleConfig
+from bertkit.training.settings import Phase, TrainConfig
+from bertkit.training.update import MAX_CONSECUTIVE_SKIPS, StepStats
 
 
 @dataclass(frozen=True)
@@ -129,28 +119,6 @@ class TaskData:
     """dev split name -> (examples, features)."""
 
 
-def length_bucketed_batches(
-    lengths: Sequence[int], batch_size: int, generator: torch.Generator, chunk_batches: int = 50
-) -> list[list[int]]:
-    """Index batches of one epoch: shuffle, sort by length within chunks, shuffle the batches.
-
-    Every index appears exactly once. With ``chunk_batches <= 1`` this is a plain random split
-    into consecutive batches of one permutation (the last one may be smaller): the order torch's
-    ``RandomSampler`` + ``BatchSampler`` give for the same generator, so one seed means the same
-    batches as a reference loop built on them.
-    """
-    order = torch.randperm(len(lengths), generator=generator).tolist()
-    if chunk_batches <= 1:
-        return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
-    chunk = batch_size * chunk_batches
-    batches: list[list[int]] = []
-    for start in range(0, len(order), chunk):
-        part = sorted(order[start : start + chunk], key=lambda i: lengths[i], reverse=True)
-        batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
-    perm = torch.randperm(len(batches), generator=generator).tolist()
-    return [batches[i] for i in perm]
-
-
 def evaluate_sets(
     model: torch.nn.Module,
     adapter: TaskAdapter,
@@ -175,14 +143,6 @@ def evaluate_sets(
         )
         out[name] = (adapter.fit_dev if tune else adapter.score)(examples, feats, rows)
     return out
-
-
-def _epoch_batches(
-    lengths: Sequence[int], config: FinetuneConfig, gen: torch.Generator, info: D.DistInfo
-) -> list[list[int]]:
-    """This rank's share of each batch of one epoch (the same global batches on every rank)."""
-    batches = length_bucketed_batches(lengths, config.batch_size, gen, config.bucket_batches)
-    return [S.rank_share(b, info) for b in batches]
 
 
 def train_one(
@@ -211,124 +171,138 @@ def train_one(
     """
     info = info or D.DistInfo()
     device = device or torch.device(info.device)
+    info = dataclasses.replace(info, device=str(device))
     t0 = time.perf_counter()
-    lengths = [adapter.length(f) for f in data.train]
     steps_per_epoch = math.ceil(len(data.train) / config.batch_size)
     total = steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total = min(total, config.max_steps)
-    schedule = ScheduleConfig.from_proportion(total, config.warmup_proportion)
+    name = f"lr {lr:g} seed {seed}"
     result = RunResult(lr, seed, -math.inf, 0, 0, 0.0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # head initialisation and dropout
         core = build_model().to(device)
         if info.rank > 0:  # rank 0 keeps the one-process dropout stream; the others their own
             torch.manual_seed(seed * 1_000_003 + info.rank)
-        model = core
-        if info.distributed:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            model = DDP(core, device_ids=[device.index] if device.type == "cuda" else None)
-        gen = torch.Generator().manual_seed(seed)  # data order
         opt = build_optimizer(
             core, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
         )
-        peaks = [lr for _ in opt.param_groups]
-        update = UpdateStep(
+        batches = EpochBatches(
+            data.train,
+            [adapter.length(f) for f in data.train],
+            lambda feats: to_torch(adapter.collate(feats, pad_id, training=True), "cpu"),
+            batch_size=config.batch_size,
+            epochs=config.epochs,
+            bucket_batches=config.bucket_batches,
+            generator=torch.Generator().manual_seed(seed),  # data order
+            info=info,
+        )
+        epoch_end = _EpochEnd(adapter, data, config, pad_id, result, on_best, log, name, total)
+        trainer = Trainer(
+            core,
             opt,
-            TaskLoss(),
-            list(core.parameters()),
-            P.resolve(config.precision, device),
-            device,
-            config.max_grad_norm,
-            info,
+            ScheduleConfig.from_proportion(total, config.warmup_proportion),
+            [Phase(data.train, total, "finetune")],
+            _unused_collate,
+            TrainConfig(
+                batch_size=config.batch_size,
+                seed=seed,
+                precision=config.precision,
+                clip_norm=config.max_grad_norm,
+                log_every=LOG_EVERY,
+                save_every=total,
+                max_consecutive_skips=config.max_consecutive_skips,
+                show_progress=config.show_progress,
+                spike_factor=math.inf,  # one batch's loss is noisy: no spike warnings
+            ),
+            None,
+            info=info,
+            log=log,
+            objective=TaskLoss(),
+            batches=batches,
+            on_update=epoch_end,
+            name=name,
         )
-
-        def prepared(idx: list[int]) -> MicroBatch:  # in the prefetching thread
-            rows = idx or [0]  # an empty share: one example, weight 0
-            collated = adapter.collate([data.train[i] for i in rows], pad_id, training=True)
-            m = update.prepare(to_torch(collated, "cpu"))
-            if not idx:
-                m.counts, m.tokens = [0.0], 0.0
-            return m
-
-        step, in_a_row = 0, 0
-        bar = progress(
-            total=total,
-            desc=f"lr {lr:g} seed {seed}",
-            unit="step",
-            enabled=config.show_progress if info.is_main else False,
-        )
-        depth = default_depth(device.type)  # batches collated ahead (0 on the CPU: in series)
-        for epoch in range(1, config.epochs + 1):
-            model.train()
-            loss_sum, n = 0.0, 0
-            seen = [0.0, 0.0, 0.0]  # examples, sum of indices, sum of squares (exactly-once check)
-            batches = _epoch_batches(lengths, config, gen, info)
-            ahead = Prefetcher(
-                lambda k, b=batches: prepared(b[k]), depth, pin=device.type == "cuda"
-            )
-            try:
-                for k in range(len(batches)):
-                    if step >= total:
-                        break
-                    batch = ahead.get(k, range(k + 1, k + 1 + depth))
-                    seen = [a + b for a, b in zip(seen, _seen(batches[k]), strict=True)]
-                    set_lr(opt, peaks, step, schedule)
-                    stats = update(model, [batch.to(device, non_blocking=True)])
-                    if stats is None:  # non-finite loss or gradient: skipped, the batch consumed
-                        result.skipped, in_a_row = result.skipped + 1, in_a_row + 1
-                        run = f"lr {lr:g} seed {seed}: "
-                        log(skip_warning(step, in_a_row, run))
-                        check_skips(step, in_a_row, config.max_consecutive_skips, run)
-                        continue
-                    step, in_a_row = step + 1, 0
-                    loss_sum, n = loss_sum + stats.loss, n + 1
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss_sum / n:.4f}")
-            finally:
-                ahead.close()
-            examples, index_sum, index_squares = D.all_reduce_sum(seen, info)
-            record = {
-                "epoch": epoch,
-                "step": step,
-                "train_loss": loss_sum / max(n, 1),
-                "seen": {
-                    "examples": examples,
-                    "index_sum": index_sum,
-                    "index_squares": index_squares,
-                },
-            }
-            score = math.nan
-            if info.is_main:
-                scored = evaluate_sets(
-                    core, adapter, data.dev, pad_id=pad_id, config=config, tune=True
-                )
-                main = next(iter(scored.values()))
-                record["dev"] = {k: v.metrics for k, v in scored.items()}
-                score = main.main
-            score = D.broadcast_float(score, info)
-            result.epochs.append(record)
-            if info.is_main:
-                log(
-                    f"lr {lr:g} seed {seed} epoch {epoch} step {step}: train loss "
-                    f"{record['train_loss']:.4f}, dev {metric_name(adapter)} {score:.4f}"
-                )
-            if result.best_epoch == 0 or score_key(score) > score_key(result.score):
-                result.score, result.best_epoch = score, epoch
-                if info.is_main:
-                    on_best(core, adapter.with_tuned(main.metrics), score, record)
-            D.barrier(info)  # rank 0 has saved before anyone goes on
-            if step >= total:
-                break
-        bar.close()
-    result.steps = step
+        trainer.fit()
+    result.steps, result.skipped = trainer.step, trainer.skipped
     result.wall_s = time.perf_counter() - t0
     return result
 
 
-def _seen(idx: list[int]) -> list[float]:
-    return [float(len(idx)), float(sum(idx)), float(sum(i * i for i in idx))]
+LOG_EVERY = 10
+"""Updates per progress-bar loss (fine-tuning writes no metrics file: its record is per epoch)."""
+
+
+def _unused_collate(items: list[Any], epochs: list[int]) -> dict[str, torch.Tensor]:
+    raise AssertionError("fine-tuning's batches source collates its batches")
+
+
+class _EpochEnd:
+    """The Trainer's ``on_update`` hook of a fine-tuning run: sums the epoch's loss, and when an
+    epoch ends (or the run reaches its last update) scores dev on rank 0, keeps the epoch's record
+    and calls ``on_best`` when the run improves on its own best."""
+
+    def __init__(
+        self,
+        adapter: TaskAdapter,
+        data: TaskData,
+        config: FinetuneConfig,
+        pad_id: int,
+        result: RunResult,
+        on_best: Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None],
+        log: Callable[[str], None],
+        name: str,
+        total: int,
+    ) -> None:
+        self.adapter, self.data, self.config, self.pad_id = adapter, data, config, pad_id
+        self.result, self.on_best, self._log = result, on_best, log
+        self.name, self.total = name, total
+        self.epoch, self.loss_sum, self.updates = 0, 0.0, 0
+
+    def __call__(self, t: Trainer, stats: StepStats | None) -> None:
+        if stats is not None:
+            self.loss_sum, self.updates = self.loss_sum + stats.loss, self.updates + 1
+        batches = t.batches
+        assert isinstance(batches, EpochBatches)
+        if not (batches.epoch_ended or t.step >= self.total):
+            return
+        self.epoch += 1
+        info = t.info
+        examples, index_sum, index_squares = D.all_reduce_sum(batches.seen, info)
+        record: dict[str, Any] = {
+            "epoch": self.epoch,
+            "step": t.step,
+            "train_loss": self.loss_sum / max(self.updates, 1),
+            "seen": {"examples": examples, "index_sum": index_sum, "index_squares": index_squares},
+        }
+        self.loss_sum, self.updates = 0.0, 0
+        score = math.nan
+        if info.is_main:
+            scored = evaluate_sets(
+                t.core,
+                self.adapter,
+                self.data.dev,
+                pad_id=self.pad_id,
+                config=self.config,
+                tune=True,
+            )
+            t.core.train()  # scoring left the model in eval mode
+            main = next(iter(scored.values()))
+            record["dev"] = {k: v.metrics for k, v in scored.items()}
+            score = main.main
+        score = D.broadcast_float(score, info)
+        result = self.result
+        result.epochs.append(record)
+        if info.is_main:
+            self._log(
+                f"{self.name} epoch {self.epoch} step {t.step}: train loss "
+                f"{record['train_loss']:.4f}, dev {metric_name(self.adapter)} {score:.4f}"
+            )
+        if result.best_epoch == 0 or score_key(score) > score_key(result.score):
+            result.score, result.best_epoch = score, self.epoch
+            if info.is_main:
+                self.on_best(t.core, self.adapter.with_tuned(main.metrics), score, record)
+        D.barrier(info)  # rank 0 has saved before anyone goes on
 
 
 def score_key(score: float) -> float:

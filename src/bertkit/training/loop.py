@@ -1,25 +1,22 @@
-"""The pre-training loop: accumulation, clipping, mixed precision, phases, logging, eval, checkpoints.
+"""The training loop: phases or epochs, logging, evaluation, checkpoints, deadline.
 
-Generic over the model and data: ``model(**batch)`` must return an object with ``loss`` (and, for
-BERT, ``mlm_loss``/``nsp_loss``/``mlm_correct``/``mlm_count``/``nsp_correct``); a phase's dataset is a
-sequence of examples and ``collate(examples, epochs)`` (``epochs[i]``: the data epoch example ``i``
-is drawn in, for dynamic masking) turns a list of them into a dict of tensors with
-``input_ids``, ``attention_mask`` and optionally ``labels`` (-100 = not predicted) and
-``next_sentence_label``.
+Generic over the model and data: ``model(**batch)`` returns an object with ``loss`` (and, for BERT,
+``mlm_loss``/``nsp_loss``/``mlm_correct``/``nsp_correct``); a phase's dataset is a sequence of
+examples and ``collate(examples, epochs)`` (``epochs[i]``: the data epoch example ``i`` is drawn
+in, for dynamic masking) turns a list of them into a dict of tensors.
 
-One optimizer update ("step") consumes ``batch_size`` examples in total (all ranks and all
-accumulation micro-batches together; see ``sharding.micro_batch``). The loss of a step is
-normalised over the whole global batch: MLM cross-entropy summed over every masked token of the step
-divided by their total count, plus the NSP cross-entropy averaged over every example. So the step is
-the same computation for any world size and accumulation (up to float summation order).
+One update ("step") consumes ``batch_size`` examples, all ranks and accumulation micro-batches
+together (:func:`bertkit.training.sharding.update_micro_batches`); what it computes, normalised
+over the global batch, is the objective's (:mod:`bertkit.training.objectives`) and how, skipping
+non-finite updates, :class:`~bertkit.training.update.UpdateStep`'s.
 
-An update whose loss or gradient norm is not finite is skipped: gradients are dropped, the step
-counter and schedule do not advance (its batch is consumed), and ``max_consecutive_skips`` skips in a
-row abort the run.
+Fine-tuning is a run of the same loop: a :class:`~bertkit.training.objectives.TaskLoss` objective,
+its data drawn from a ``batches`` source (:class:`~bertkit.training.epochs.EpochBatches`: an epoch
+order rather than the phases'), an ``on_update`` hook that scores dev when an epoch ends, and no
+``run_dir`` (no checkpoints, no metrics file; the caller seeds the RNGs).
 
-With ``TrainConfig.end_by`` the run keeps a wall-clock deadline (:mod:`bertkit.training.deadline`):
-at each log line, when fewer updates fit than the schedule's, its total shrinks. What a checkpoint
-holds of the run and how it is resumed is :mod:`bertkit.training.resume`'s.
+With ``TrainConfig.end_by`` the run keeps a wall-clock deadline (:mod:`bertkit.training.deadline`).
+What a checkpoint holds of the run and how it is resumed is :mod:`bertkit.training.resume`'s.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -41,7 +37,7 @@ from bertkit.progress import progress
 from bertkit.training import distributed as D
 from bertkit.training import resume as R
 from bertkit.training import sharding as S
-from bertkit.training.deadline import DeadlineSchedule, Shrink, shrink
+from bertkit.training.deadline import DeadlineSchedule, meet_deadline
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
 from bertkit.training.metrics import (
@@ -51,10 +47,10 @@ from bertkit.training.metrics import (
     plot_curves,
     train_record,
 )
-from bertkit.training.objectives import MlmNsp, Objective
+from bertkit.training.objectives import MlmNsp, Objective, evaluate_heldout
 from bertkit.training.prefetch import Prefetcher, default_depth
 from bertkit.training.schedule import ScheduleConfig, set_lr
-from bertkit.training.settings import Collate, Phase, TrainConfig, TrainResult
+from bertkit.training.settings import BatchSource, Collate, Phase, TrainConfig, TrainResult
 from bertkit.training.update import MicroBatch, StepStats, UpdateStep, check_skips, skip_warning
 
 
@@ -66,6 +62,11 @@ class Trainer:
     ``model`` is the bare module (wrapped in DDP here when distributed); ``optimizer`` is built over
     its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(layout)`` (optional)
     gives the model FLOPs of a training step on a micro-batch of that :class:`Layout` for MFU.
+
+    ``batches`` (optional) replaces the phases' data order (the phases then only give the step
+    count); ``on_update(trainer, stats)`` is called after every update attempt (``stats`` None:
+    skipped); ``run_dir`` None trains without checkpoints, metrics file or resume; ``name`` labels
+    the progress bar and the messages.
     """
 
     def __init__(
@@ -76,7 +77,7 @@ class Trainer:
         phases: list[Phase],
         collate: Collate,
         config: TrainConfig,
-        run_dir: str | Path,
+        run_dir: str | Path | None,
         info: D.DistInfo | None = None,
         eval_dataset: Sequence[Any] | None = None,
         eval_collate: Collate | None = None,
@@ -85,12 +86,16 @@ class Trainer:
         log: Callable[[str], None] | None = None,
         objective: Objective | None = None,
         faults: Faults = NO_FAULTS,
+        batches: BatchSource | None = None,
+        on_update: Callable[[Trainer, StepStats | None], None] | None = None,
+        name: str | None = None,
     ) -> None:
         self.core = model
         self.optimizer = optimizer
         self.peak_lrs = [g["lr"] for g in optimizer.param_groups]
         self.schedule, self.phases, self.collate, self.cfg = schedule, phases, collate, config
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.batches, self.on_update, self.name = batches, on_update, name
         self.info = info or D.DistInfo()
         self.eval_dataset, self.flops_fn = eval_dataset, flops_fn
         self.eval_collate = eval_collate or collate
@@ -99,7 +104,7 @@ class Trainer:
         if sum(p.steps for p in phases) != schedule.total_steps:
             raise ConfigError("the phases' steps must add up to the schedule's total steps")
         parts = config.grad_accum * self.info.world_size
-        for size in {p.batch_size or config.batch_size for p in phases}:
+        for size in {p.batch_size or config.batch_size for p in phases} if batches is None else ():
             if size % parts:
                 raise ConfigError(
                     f"batch size {size} must be divisible by grad_accum x world size = {parts}"
@@ -120,7 +125,7 @@ class Trainer:
             flops_fn,
         )
         self.scaler = self.update.scaler
-        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl") if self.run_dir else None
         self.spikes = SpikeDetector(config.spike_factor)
         self.step = 0
         self.position = 0  # examples consumed in the current phase's stream
@@ -144,6 +149,11 @@ class Trainer:
         if self.info.is_main:
             self._log(msg)
 
+    def record(self, rec: dict[str, Any]) -> None:
+        """A line of ``metrics.jsonl`` (rank 0; nothing without a ``run_dir``)."""
+        if self.info.is_main and self.metrics is not None:
+            self.metrics.append(rec)
+
     # ---- one update -----------------------------------------------------------------------------
 
     def phase_at(self, step: int) -> tuple[int, Phase]:
@@ -153,7 +163,9 @@ class Trainer:
     def _make_micro_batches(self, phase_index: int, position: int) -> list[MicroBatch]:
         """This rank's micro-batches of the update at ``position`` of phase ``phase_index``
         (:func:`bertkit.training.sharding.update_micro_batches`; run ahead of time by the
-        prefetching thread)."""
+        prefetching thread); with a ``batches`` source, of its key ``(phase_index, position)``."""
+        if self.batches is not None:
+            return self.batches.make((phase_index, position), self.update.prepare)
         phase, cfg = self.phases[phase_index], self.cfg
         return [
             self.update.prepare((phase.collate or self.collate)(examples, epochs))
@@ -172,6 +184,8 @@ class Trainer:
     def _upcoming(self) -> list[tuple[int, int]]:
         """The (phase, position) keys of the next updates, should this one succeed."""
         count = min(self._depth(), self.schedule.total_steps - self.step - 1)
+        if self.batches is not None:
+            return self.batches.upcoming(count)
         sizes = [self._batch_size(i) for i in range(len(self.phases))]
         steps = [p.steps for p in self.phases]
         return S.upcoming(steps, sizes, self.step, self.phase_index, self.position, count)
@@ -180,12 +194,15 @@ class Trainer:
         return self.phases[phase_index].batch_size or self.cfg.batch_size
 
     def _micro_batches(self, phase: Phase) -> list[MicroBatch]:
-        key = (self.phase_index, self.position)
+        key = (self.phase_index, self.position) if self.batches is None else self.batches.next_key()
         if self._prefetch is None:
             ready = self._make_micro_batches(*key)
         else:
             ready = self._prefetch.get(key, self._upcoming())
-        self.position += self._batch_size(self.phase_index)
+        if self.batches is None:
+            self.position += self._batch_size(self.phase_index)
+        else:
+            self.batches.advance()
         return [m.to(self.info.device, non_blocking=True) for m in ready]
 
     def _fold(self) -> None:
@@ -212,31 +229,22 @@ class Trainer:
 
     # ---- evaluation -----------------------------------------------------------------------------
 
-    @torch.no_grad()
     def evaluate(self) -> dict[str, float] | None:
-        """The objective's held-out figures on the first ``eval_examples`` examples (rank 0 only).
-
-        Examples are taken in order with epoch-0 masks, so every evaluation scores the same
-        predictions and the curve shows only the model changing.
-        """
+        """The objective's held-out figures on the first ``eval_examples`` examples (rank 0 only;
+        :func:`bertkit.training.objectives.evaluate_heldout`)."""
         if self.eval_dataset is None or not self.info.is_main:
             return None
-        was_training = self.core.training
-        self.core.eval()
         n = min(len(self.eval_dataset), self.cfg.eval_examples)
         size = max(1, self.cfg.batch_size // (self.cfg.grad_accum * self.info.world_size))
-        sums: np.ndarray | None = None
-        for start in range(0, n, size):
-            items = [self.eval_dataset[i] for i in range(start, min(n, start + size))]
-            # always epoch 0: dynamic masking gives the same masks at every evaluation
-            b = self.eval_collate(items, [0] * len(items))
-            b = {k: v.to(self.info.device) for k, v in b.items()}
-            with P.autocast(self.precision, self.info.device):
-                out = self.core(**b)
-            part = np.asarray(self.objective.eval_sums(out, b))
-            sums = part if sums is None else sums + part
-        self.core.train(was_training)
-        return self.objective.eval_metrics(sums if sums is not None else np.zeros(6))
+        return evaluate_heldout(
+            self.core,
+            self.objective,
+            [self.eval_dataset[i] for i in range(n)],
+            self.eval_collate,
+            batch_size=size,
+            precision=self.precision,
+            device=self.info.device,
+        )
 
     # ---- the loop -------------------------------------------------------------------------------
 
@@ -244,7 +252,8 @@ class Trainer:
         """Train until ``schedule.total_steps`` updates, resuming from ``run_dir`` when possible."""
         cfg, info = self.cfg, self.info
         t_start = time.perf_counter()
-        R.start(self)
+        if self.run_dir is not None:
+            R.start(self)
         model: nn.Module = self.core
         if info.distributed:
             from torch.nn.parallel import DistributedDataParallel as DDP
@@ -261,7 +270,7 @@ class Trainer:
         bar = progress(
             total=total,
             initial=self.step,
-            desc="pretrain",
+            desc=self.name or "pretrain",
             unit="step",
             enabled=cfg.show_progress if info.is_main else False,
         )
@@ -293,10 +302,15 @@ class Trainer:
         t_window = time.perf_counter()
         while self.step < total:
             phase_index, phase = self.phase_at(self.step)
-            if phase_index != self.phase_index:
+            if self.batches is not None:
+                if self.batches.next_key() is None:
+                    break  # the source's data are used up (updates skipped on the way)
+            elif phase_index != self.phase_index:
                 self.phase_index, self.position = phase_index, 0
                 self.log(f"step {self.step}: starting {phase.name}")
             stats = self._train_step(model, phase)
+            if self.on_update is not None:
+                self.on_update(self, stats)
             if stats is None:
                 self._on_skip()
                 continue
@@ -306,12 +320,12 @@ class Trainer:
             else:
                 self.pending.values = self.pending.values + stats.values
             spike = self.spikes.update(stats.loss)
-            if spike is not None and info.is_main:
+            if spike is not None:
                 self.log(
                     f"warning: loss spike at step {self.step}: {stats.loss:.4f} vs recent "
                     f"mean {spike:.4f}"
                 )
-                self.metrics.append(
+                self.record(
                     {"type": "spike", "step": self.step, "loss": stats.loss, "reference": spike}
                 )
             bar.update(1)
@@ -330,45 +344,32 @@ class Trainer:
                     self.step, self.window, figures, lr, self.skipped, now - t_window, peaks
                 )
                 t_window, self.window = now, {}
+                self.record(rec)
                 if info.is_main:
-                    self.metrics.append(rec)
                     bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}")
                 if self.deadline is not None and self.step < total:
-                    self._meet_deadline()
+                    meet_deadline(self)
                     total = self.schedule.total_steps
                     if hasattr(bar, "total"):
                         bar.total = total
             t_pause = time.perf_counter()  # evaluations and checkpoints are not training time
             if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < total:
                 self._eval_and_log()
-            if saving:
+            if saving and self.run_dir is not None:
                 R.save(self)
             paused = time.perf_counter() - t_pause
             if self.deadline is not None:
                 self.deadline.paused(paused)
             t_window += paused
 
-    def _meet_deadline(self) -> None:
-        """Shrink the run to what fits before the deadline (rank 0 decides for all ranks)."""
-        assert self.deadline is not None
-        last = self.phases[-1].steps
-        total = self.deadline.check(self.step, self.schedule, last) if self.info.is_main else None
-        new = int(D.broadcast_float(float(total or 0), self.info))
-        if new:
-            done = Shrink(self.step, new, self.schedule.total_steps)
-            self.schedule, self.phases = shrink(self.schedule, self.phases, new)
-            self.log(done.message)
-            if self.info.is_main:
-                self.metrics.append(done.record)
-
     def _finish(self, t_start: float) -> TrainResult:
         info, total = self.info, self.schedule.total_steps
-        finished, last_eval = R.finished(self)
+        finished, last_eval = R.finished(self) if self.run_dir is not None else (False, None)
         if finished:
             self.log(f"already finished ({total} steps); nothing to train")
         else:
             last_eval = self._eval_and_log()
-        if info.is_main:
+        if info.is_main and self.metrics is not None and self.run_dir is not None:
             plot_curves(self.metrics.read(), self.run_dir / "curves.png")
         return TrainResult(
             step=self.step,
@@ -381,7 +382,7 @@ class Trainer:
         D.mark("evaluation", self.step)
         result = self.evaluate()
         if result is not None:
-            self.metrics.append({"type": "eval", "step": self.step, **result})
+            self.record({"type": "eval", "step": self.step, **result})
             self.log(f"step {self.step} held-out: {self.objective.describe(result)}")
         D.barrier(self.info)
         return result
@@ -389,9 +390,7 @@ class Trainer:
     def _on_skip(self) -> None:
         self.skipped += 1
         self.consecutive_skips += 1
-        if self.info.is_main:
-            self.log(skip_warning(self.step, self.consecutive_skips))
-            self.metrics.append(
-                {"type": "skip", "step": self.step + 1, "attempt": self.attempts - 1}
-            )
-        check_skips(self.step, self.consecutive_skips, self.cfg.max_consecutive_skips)
+        where = f"{self.name}: " if self.name else ""
+        self.log(skip_warning(self.step, self.consecutive_skips, where))
+        self.record({"type": "skip", "step": self.step + 1, "attempt": self.attempts - 1})
+        check_skips(self.step, self.consecutive_skips, self.cfg.max_consecutive_skips, where)

@@ -21,10 +21,13 @@ fine-tuning head's loss (the head computes it; the objective weights micro-batch
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import torch
+
+from bertkit import precision as P
 
 
 class Objective(Protocol):
@@ -266,3 +269,37 @@ class TaskLoss:
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         pass
+
+    def figures(self, w: dict[str, float]) -> dict[str, float]:
+        """Nothing beyond the window's loss (dev is scored by the task's metric per epoch)."""
+        return {}
+
+
+@torch.no_grad()
+def evaluate_heldout(
+    model: torch.nn.Module,
+    objective: Any,
+    examples: Sequence[Any],
+    collate: Callable[[list[Any], list[int]], dict[str, torch.Tensor]],
+    *,
+    batch_size: int,
+    precision: str,
+    device: str,
+) -> dict[str, float]:
+    """A pre-training objective's held-out figures on ``examples`` (``eval_sums`` summed over
+    batches, then ``eval_metrics``). Examples are taken in order with epoch-0 masks, so every
+    evaluation scores the same predictions and the curve shows only the model changing; the
+    model's training mode is restored."""
+    was_training = model.training
+    model.eval()
+    sums: np.ndarray | None = None
+    for start in range(0, len(examples), batch_size):
+        items = list(examples[start : start + batch_size])
+        # always epoch 0: dynamic masking gives the same masks at every evaluation
+        b = {k: v.to(device) for k, v in collate(items, [0] * len(items)).items()}
+        with P.autocast(precision, device):
+            out = model(**b)
+        part = np.asarray(objective.eval_sums(out, b))
+        sums = part if sums is None else sums + part
+    model.train(was_training)
+    return objective.eval_metrics(sums if sums is not None else np.zeros(6))

@@ -6,15 +6,15 @@ each (``bertkit pretrain`` builds its flags from them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from bertkit import precision as P
 from bertkit.errors import ConfigError
-from bertkit.training.update import MAX_CONSECUTIVE_SKIPS
+from bertkit.training.update import MAX_CONSECUTIVE_SKIPS, MicroBatch
 
 Collate = Callable[[list[Any], list[int]], dict[str, torch.Tensor]]
 
@@ -34,6 +34,21 @@ class Phase:
     batch_size: int | None = None
     """Examples per update in this phase (None: ``TrainConfig.batch_size``); NVIDIA's BERT recipe
     runs its long phase with half the batch of its short one."""
+
+
+class BatchSource(Protocol):
+    """Where a Trainer's updates draw their data when not from its phases (fine-tuning's epochs:
+    :class:`bertkit.training.epochs.EpochBatches`)."""
+
+    def next_key(self) -> Hashable | None: ...
+
+    def upcoming(self, count: int) -> list[Hashable]: ...
+
+    def advance(self) -> None: ...
+
+    def make(
+        self, key: Any, prepare: Callable[[dict[str, torch.Tensor]], MicroBatch]
+    ) -> list[MicroBatch]: ...
 
 
 @dataclass
@@ -67,7 +82,7 @@ class TrainConfig:
     """Seconds a process waits for the others (joining the group, each collective) before every
     process stops with an error naming the rank that did not answer (distributed runs only)."""
     spike_factor: float = 2.0
-    """A loss this many times the recent mean is logged as a spike."""
+    """A loss this many times the recent mean is logged as a spike (``math.inf``: never)."""
     shard_window: int = 8
     """Shards shuffled together (a phase with shards): each rank caches at most twice this many;
     data with no more shards than this keep one permutation over all instances."""

@@ -1,0 +1,135 @@
+"""Fine-tuning's data order as a :class:`~bertkit.training.loop.Trainer`'s batch source: epochs.
+
+Every epoch is a fresh permutation of the training features drawn from one explicit
+``torch.Generator`` (the order torch's ``RandomSampler`` + ``BatchSampler`` give for the same
+generator, so one seed means the same batches as a reference loop built on them), cut into batches
+of ``batch_size`` (the last one may be smaller). ``bucket_batches`` > 1 adds length bucketing: the
+shuffled data are cut into chunks of that many batches, sorted by length inside each chunk, cut
+into batches, and the batch order is shuffled again (docs/finetune.md: why it is not the default).
+
+Under torchrun every rank draws the same global batches and takes its share
+(:func:`bertkit.training.sharding.rank_share`); a rank whose share of a (last, small) batch is
+empty runs one example with weight 0, so that DDP's collectives match. The source also keeps what
+this rank has drawn in the current epoch (count, sum and sum of squares of the indices), which the
+caller all-reduces to check that every example was seen exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from bertkit.training import distributed as D
+from bertkit.training import sharding as S
+from bertkit.training.update import MicroBatch
+
+Key = tuple[int, int]
+"""(epoch, batch index in the epoch), epochs counted from 0."""
+
+
+def length_bucketed_batches(
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator, chunk_batches: int = 50
+) -> list[list[int]]:
+    """Index batches of one epoch: shuffle, sort by length within chunks, shuffle the batches.
+
+    Every index appears exactly once. With ``chunk_batches <= 1`` this is a plain random split
+    into consecutive batches of one permutation (the last one may be smaller): the order torch's
+    ``RandomSampler`` + ``BatchSampler`` give for the same generator.
+    """
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    if chunk_batches <= 1:
+        return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+    chunk = batch_size * chunk_batches
+    batches: list[list[int]] = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda i: lengths[i], reverse=True)
+        batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
+    perm = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in perm]
+
+
+class EpochBatches:
+    """``epochs`` passes over ``features``; ``collate(features)`` makes a CPU batch of them.
+
+    The cursor is the next batch to train on; :meth:`advance` moves past it, and
+    :attr:`epoch_ended` tells whether that batch was its epoch's last.
+    """
+
+    def __init__(
+        self,
+        features: Sequence[Any],
+        lengths: Sequence[int],
+        collate: Callable[[list[Any]], dict[str, torch.Tensor]],
+        *,
+        batch_size: int,
+        epochs: int,
+        bucket_batches: int,
+        generator: torch.Generator,
+        info: D.DistInfo,
+    ) -> None:
+        self.features, self.lengths, self.collate = features, lengths, collate
+        self.batch_size, self.epochs, self.bucket_batches = batch_size, epochs, bucket_batches
+        self.generator, self.info = generator, info
+        self._drawn: list[list[list[int]]] = []  # this rank's share of each epoch's batches
+        self._drawing = threading.Lock()  # the prefetching thread draws too
+        self.epoch, self.index = 0, 0
+        self.epoch_ended = False
+        self.seen = [0.0, 0.0, 0.0]
+        """This epoch so far: indices drawn by this rank, their sum, the sum of their squares."""
+
+    def _epoch(self, epoch: int) -> list[list[int]]:
+        """This rank's shares of one epoch's batches (epochs drawn in order from the generator)."""
+        with self._drawing:
+            while len(self._drawn) <= epoch:
+                batches = length_bucketed_batches(
+                    self.lengths, self.batch_size, self.generator, self.bucket_batches
+                )
+                self._drawn.append([S.rank_share(b, self.info) for b in batches])
+            return self._drawn[epoch]
+
+    def _after(self, key: Key) -> Key | None:
+        epoch, index = key[0], key[1] + 1
+        if index == len(self._epoch(epoch)):
+            epoch, index = epoch + 1, 0
+        return (epoch, index) if epoch < self.epochs else None
+
+    def next_key(self) -> Key | None:
+        """The next batch's key, or None when every epoch is used up."""
+        return (self.epoch, self.index) if self.epoch < self.epochs else None
+
+    def upcoming(self, count: int) -> list[Key]:
+        """The keys of the ``count`` batches after the next one (fewer at the end)."""
+        out: list[Key] = []
+        key = self.next_key()
+        while key is not None and len(out) < count:
+            key = self._after(key)
+            if key is not None:
+                out.append(key)
+        return out
+
+    def advance(self) -> None:
+        """Move past the next batch (trained on or skipped: either way it is consumed)."""
+        if self.epoch_ended:
+            self.seen = [0.0, 0.0, 0.0]
+        idx = self._epoch(self.epoch)[self.index]
+        self.seen = [
+            self.seen[0] + len(idx),
+            self.seen[1] + sum(idx),
+            self.seen[2] + sum(i * i for i in idx),
+        ]
+        after = self._after((self.epoch, self.index))
+        self.epoch_ended = after is None or after[0] != self.epoch
+        self.epoch, self.index = after if after is not None else (self.epochs, 0)
+
+    def make(
+        self, key: Key, prepare: Callable[[dict[str, torch.Tensor]], MicroBatch]
+    ) -> list[MicroBatch]:
+        """The update's one micro-batch for this rank (an empty share: one example, weight 0)."""
+        idx = self._epoch(key[0])[key[1]]
+        micro = prepare(self.collate([self.features[i] for i in idx or [0]]))
+        if not idx:
+            micro.counts, micro.tokens = [0.0], 0.0
+        return [micro]
