@@ -142,6 +142,13 @@ def _key(obj: Any) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def _flat_repr(settings: Any) -> str:
+    """``PrepareSettings`` spelt as its repr was before the settings were composed (their flat
+    record), so that the cache keys of folders prepared earlier still match."""
+    fields = ", ".join(f"{k}={v!r}" for k, v in settings.to_record().items())
+    return f"{type(settings).__name__}({fields})"
+
+
 def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -177,7 +184,9 @@ def prepare_data(args: argparse.Namespace, variant: Variant) -> dict[str, Path]:
     """The vocabulary and prepared folders (phase 1, phase 2, held-out) for ``variant``, each
     cached in the workdir by the settings that decide it."""
     from bertkit.data.corpus import read_documents
+    from bertkit.data.masking import MaskingSettings
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.pretraining import InstanceConfig
     from bertkit.tokenizer import train_wordpiece
 
     files = sorted(args.wiki_dir.glob("wiki_*"))
@@ -208,14 +217,16 @@ def prepare_data(args: argparse.Namespace, variant: Variant) -> dict[str, Path]:
         )
     for name, (inputs, dynamic, length, dupe, ratios) in builds.items():
         settings = PrepareSettings(
-            max_seq_length=length,
-            dupe_factor=dupe,
+            instance=InstanceConfig(
+                max_seq_length=length,
+                dupe_factor=dupe,
+                balanced_next=args.balanced_next and dynamic,
+            ),
+            masking=MaskingSettings(mask_ratios=ratios),
             seed=12345,
             dynamic_masking=dynamic,
-            mask_ratios=ratios,
-            balanced_next=args.balanced_next and dynamic,
         )
-        key = _key([[f.name for f in inputs], vkey, repr(settings)])
+        key = _key([[f.name for f in inputs], vkey, _flat_repr(settings)])
         folder = args.workdir / "data" / f"{name}-{key}"
         if not (folder / "manifest.json").exists():
             t = time.perf_counter()

@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bertkit.data.corpus import read_documents
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.pretraining import InstanceConfig
     from bertkit.data.shards import PretrainingDataset
     from bertkit.evaluation.baselines import input_blind_baselines
     from bertkit.hardware import idle_threads
@@ -125,7 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         sentences = (s for doc in read_documents(train_files[:4]) for s in doc)
         train_wordpiece(sentences, vocab_size=args.vocab_size, output=vocab, show_progress=False)
     print(f"vocab: {vocab} ({time.perf_counter() - t0:.0f}s)")
-    common = {"max_seq_length": args.seq_length, "seed": 12345}
     builds = [("data", train_files, True, args.seq_length), ("heldout", held_files, False, None)]
     if args.phase1_seq_length:
         builds.append(("data-short", train_files, True, args.phase1_seq_length))
@@ -134,15 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         dupe = args.dupe_factor if dynamic else 1  # the held-out set is built once
         manifest = work / name / "manifest.json"
         if manifest.exists():
-            built = json.loads(manifest.read_text())["settings"]
-            if (built["max_seq_length"], built["dupe_factor"]) == (length, dupe):
+            built = PrepareSettings.from_record(json.loads(manifest.read_text())["settings"])
+            if (built.instance.max_seq_length, built.instance.dupe_factor) == (length, dupe):
                 continue
-        settings = PrepareSettings(
+        instance = InstanceConfig(
+            max_seq_length=length,
             dupe_factor=dupe,
-            dynamic_masking=dynamic,
             balanced_next=args.balanced_next and dynamic,
-            **(common | {"max_seq_length": length}),
         )
+        settings = PrepareSettings(instance=instance, seed=12345, dynamic_masking=dynamic)
         prepare_pretraining(
             inputs, vocab, work / name, num_workers=2, overwrite=True, settings=settings
         )
@@ -264,6 +264,7 @@ def wide_evaluation(
     import torch
 
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.pretraining import InstanceConfig
     from bertkit.data.shards import PretrainingDataset
     from bertkit.interop import load_pretrained
     from bertkit.model import BertForPreTraining
@@ -271,7 +272,8 @@ def wide_evaluation(
 
     out = work / f"heldout-x{copies}"
     if not (out / "manifest.json").exists():
-        settings = PrepareSettings(max_seq_length=128, seed=777, dupe_factor=copies)
+        instance = InstanceConfig(max_seq_length=128, dupe_factor=copies)
+        settings = PrepareSettings(instance=instance, seed=777)
         prepare_pretraining(
             held_files, vocab, out, num_workers=1, overwrite=True, settings=settings
         )

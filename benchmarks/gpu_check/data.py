@@ -49,7 +49,9 @@ def prepare_corpus(
     quarter of the chunk files: enough for timing batches, a quarter of the time), each with
     an ``eval`` split of about ``holdout`` of the articles. Returns what was made, with seconds
     per step."""
+    from bertkit.data.corpus import CorpusOptions
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.pretraining import InstanceConfig
     from bertkit.data.shards import PretrainingDataset
     from bertkit.tokenizer import train_wordpiece
 
@@ -86,11 +88,9 @@ def prepare_corpus(
     for length, inputs in parts:
         t2 = time.perf_counter()
         settings = PrepareSettings(
-            max_seq_length=length,
-            format="bert",
-            dupe_factor=1,
+            instance=InstanceConfig(max_seq_length=length, dupe_factor=1, balanced_next=True),
+            corpus=CorpusOptions(format="bert"),
             dynamic_masking=True,
-            balanced_next=True,
             holdout_fraction=holdout,
         )
         out = folder / f"data{length}"

@@ -61,8 +61,10 @@ def registry() -> Registry:
         names = list(names)
         original(parser, cls, names, **kw)
         for name in names:
-            flag = (kw.get("flags") or {}).get(name, "--" + name.replace("_", "-"))
-            calls.append((parser._option_string_actions[flag], cls, name, kw))
+            home, leaf = options.field_home(cls, name)  # a nested field: its own class's
+            flag = (kw.get("flags") or {}).get(name, "--" + leaf.replace("_", "-"))
+            asked = {k: {leaf: (kw.get(k) or {}).get(name)} for k in ("help", "choices")}
+            calls.append((parser._option_string_actions[flag], home, leaf, kw | asked))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(options, "add_fields", watch)
@@ -378,3 +380,59 @@ def test_is_folder_output(tmp_path: Path) -> None:
     assert options.is_folder_output(tmp_path)
     assert options.is_folder_output(tmp_path / "shards")
     assert not options.is_folder_output(tmp_path / "vectors.npy")
+
+
+@dataclass(frozen=True)
+class Inner:
+    depth: int = 2
+    """How deep."""
+    tags: tuple[str, ...] = ("a",)
+    """Tags to keep."""
+
+
+@dataclass(frozen=True)
+class Outer:
+    inner: Inner = field(default_factory=Inner)
+    """The inner part."""
+    spare: Inner | None = None
+    """Another, maybe."""
+    width: int = 5
+    """How wide."""
+
+
+def test_dotted_names_are_flat_flags_of_nested_fields() -> None:
+    assert options.field_home(Outer, "inner.depth") == (Inner, "depth")
+    assert options.field_home(Outer, "spare.tags") == (Inner, "tags")  # through ``| None``
+    assert options.field_home(Outer, "width") == (Outer, "width")
+    with pytest.raises(TypeError, match="width does not hold a dataclass"):
+        options.field_home(Outer, "width.depth")
+    p = argparse.ArgumentParser()
+    names = ["inner.depth", "width", "inner.tags"]
+    options.add_fields(p, Outer, names, choices={"inner.depth": (1, 2, 3)}, help={"width": "Wide."})
+    assert [a.dest for a in p._actions[1:]] == ["depth", "width", "tags"]  # in the order given
+    assert (_action(p, "--depth").help, _action(p, "--depth").choices) == (
+        "How deep. (default 2)",
+        [1, 2, 3],
+    )
+    assert (_action(p, "--tags").default, _action(p, "--width").help) == (
+        ["a"],
+        "Wide. (default 5)",
+    )
+    args = p.parse_args(["--depth", "3", "--tags", "x", "y"])
+    assert options.given(args, names) == {"depth": 3, "width": 5, "tags": ("x", "y")}
+    with pytest.raises(TypeError, match=r"fills the fields of Outer itself; use given\(\)"):
+        options.values(args, Outer, names)
+
+
+def test_prepare_pretraining_flags_come_from_the_settings_parts(registry: Registry) -> None:
+    homes = {
+        b.action.option_strings[0]: b.cls.__name__
+        for b in registry.flags
+        if b.command == "prepare-pretraining"
+    }
+    assert (homes["--max-seq-length"], homes["--mask-ratios"], homes["--format"]) == (
+        "InstanceConfig",
+        "MaskingSettings",
+        "CorpusOptions",
+    )
+    assert homes["--seed"] == "PrepareSettings" and len(homes) == 17

@@ -255,7 +255,9 @@ def prepare_tiny_corpus(
     """A synthetic corpus and vocabulary prepared with the real data pipeline; returns the data dir."""
     import random
 
+    from bertkit.data.corpus import CorpusOptions
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.pretraining import InstanceConfig
 
     rng = random.Random(0)
     words = [f"w{i}" for i in range(60)] + ["the", "a", "is", "of", "and"]
@@ -270,9 +272,8 @@ def prepare_tiny_corpus(
         "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]) + "\n"
     )
     settings = PrepareSettings(
-        max_seq_length=max_seq_length,
-        dupe_factor=2,
-        format="bert",
+        instance=InstanceConfig(max_seq_length=max_seq_length, dupe_factor=2),
+        corpus=CorpusOptions(format="bert"),
         holdout_fraction=holdout,
         dynamic_masking=dynamic,
     )

@@ -18,7 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.config import BertConfig
+from bertkit.data.corpus import CorpusOptions
 from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+from bertkit.data.pretraining import InstanceConfig
 from bertkit.data.shards import PretrainingDataset
 from bertkit.model import BertForPreTraining
 from bertkit.training.pretraining import make_collate
@@ -42,7 +44,10 @@ def prepared(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, dynamic in (("static", False), ("dynamic", True)):
         settings = PrepareSettings(
-            max_seq_length=24, dupe_factor=2, dynamic_masking=dynamic, format="bert", seed=3
+            instance=InstanceConfig(max_seq_length=24, dupe_factor=2),
+            corpus=CorpusOptions(format="bert"),
+            dynamic_masking=dynamic,
+            seed=3,
         )
         prepare_pretraining(
             [root / "corpus.txt"], root / "vocab.txt", root / name, settings, show_progress=False

@@ -66,6 +66,20 @@ def _base_type(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
+def field_home(cls: type, name: str) -> tuple[type, str]:
+    """The dataclass that defines the field ``name`` of ``cls``, and the field's name there.
+
+    ``name`` is a field of ``cls`` or a dotted path through fields that hold a dataclass:
+    ``field_home(PrepareSettings, "instance.max_seq_length") == (InstanceConfig,
+    "max_seq_length")``."""
+    *path, leaf = name.split(".")
+    for part in path:
+        cls, _optional = _base_type(typing.get_type_hints(cls)[part])
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{name}: {part} does not hold a dataclass")
+    return cls, leaf
+
+
 def add_fields(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     cls: type,
@@ -83,12 +97,16 @@ def add_fields(
 
     ``bool`` fields become ``--x/--no-x``; ``tuple[T, ...]`` fields take one or more values.
     ``saved``: every default is None, meaning "as saved with the model" (evaluate, predict).
+    A dotted name (``part.field``, see :func:`field_home`) is a field of a nested dataclass: its
+    flag and ``dest`` are named by ``field`` alone (flat), its type, default and docstring are
+    its own class's; the dicts are keyed by the name as given. Read them back with :func:`given`.
     """
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    docs = field_docs(cls)
+    hints: dict[type, dict[str, Any]] = {}
     for name in names:
-        f = fields[name]
+        home, leaf = field_home(cls, name)
+        if home not in hints:
+            hints[home] = typing.get_type_hints(home)
+        f = {f.name: f for f in dataclasses.fields(home)}[leaf]
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if required:
             default = None
@@ -96,11 +114,11 @@ def add_fields(
             default = f.default
         else:
             default = f.default_factory()
-        kind, _optional = _base_type(hints[name])
-        kw: dict[str, Any] = {"dest": dest_prefix + name, "default": None if saved else default}
+        kind, _optional = _base_type(hints[home][leaf])
+        kw: dict[str, Any] = {"dest": dest_prefix + leaf, "default": None if saved else default}
         if required:
             kw["required"] = True
-        text = (help or {}).get(name) or docs.get(name, "")
+        text = (help or {}).get(name) or field_docs(home).get(leaf, "")
         if typing.get_origin(kind) is tuple:
             parts = typing.get_args(kind)
             fixed = Ellipsis not in parts
@@ -111,7 +129,7 @@ def add_fields(
             kw["action"] = argparse.BooleanOptionalAction
         else:
             kw["type"] = Path if kind is Path else kind
-        flag = (flags or {}).get(name, _flag(name))
+        flag = (flags or {}).get(name, _flag(leaf))
         if metavars and name in metavars:
             kw["metavar"] = metavars[name]
         elif kind is not bool:
@@ -143,9 +161,12 @@ def values(
     **extra: Any,
 ) -> Any:
     """``cls(**fields found in args, **extra)``: the dataclass the flags of :func:`add_fields`
-    fill (only ``names`` when given; the other fields keep their defaults)."""
+    fill (only ``names`` when given; the other fields keep their defaults). The names are fields
+    of ``cls`` itself: flags of nested fields are read with :func:`given`."""
     kwargs: dict[str, Any] = {}
     wanted = None if names is None else set(names)
+    if wanted and any("." in n for n in wanted):
+        raise TypeError(f"values() fills the fields of {cls.__name__} itself; use given()")
     for f in dataclasses.fields(cls):
         if wanted is not None and f.name not in wanted:
             continue
@@ -154,6 +175,18 @@ def values(
             kwargs[f.name] = tuple(value) if isinstance(value, list) else value
     kwargs.update(extra)
     return cls(**kwargs)
+
+
+def given(args: argparse.Namespace, names: Iterable[str], dest_prefix: str = "") -> dict[str, Any]:
+    """``{flat name: value}`` of the flags :func:`add_fields` built for ``names`` (a dotted name
+    by its last part, lists back to tuples): the flat record of a dataclass that reads one, such
+    as ``PrepareSettings.from_record``."""
+    out = {}
+    for name in names:
+        leaf = name.rpartition(".")[2]
+        value = getattr(args, dest_prefix + leaf)
+        out[leaf] = tuple(value) if isinstance(value, list) else value
+    return out
 
 
 def add_precision(

@@ -1,5 +1,5 @@
 """``bertkit prepare-pretraining``: raw text -> sharded MLM + NSP instances (see
-``bertkit.data.prepare``). The flags are the fields of ``PrepareSettings``."""
+``bertkit.data.prepare``). The flags are the fields of ``PrepareSettings`` and its parts."""
 
 from __future__ import annotations
 
@@ -11,29 +11,32 @@ from bertkit.cli import options
 HELP = "build masked-LM + next-sentence pre-training shards from raw text files"
 
 _FIELDS = (
-    "max_seq_length",
-    "format",
-    "text_field",
-    "short_seq_prob",
-    "masked_lm_prob",
-    "max_predictions_per_seq",
-    "mask_ratios",
+    "instance.max_seq_length",
+    "corpus.format",
+    "corpus.text_field",
+    "instance.short_seq_prob",
+    "masking.masked_lm_prob",
+    "masking.max_predictions_per_seq",
+    "masking.mask_ratios",
     "split_special_tokens",
-    "whole_word_mask",
-    "balanced_next",
+    "masking.whole_word_mask",
+    "instance.balanced_next",
     "dynamic_masking",
     "seed",
     "shard_size",
     "holdout_fraction",
-    "encoding_errors",
-    "buffer_docs",
-    "buffer_tokens",
+    "corpus.encoding_errors",
+    "instance.buffer_docs",
+    "instance.buffer_tokens",
 )
+"""The flags, in the order shown: paths into ``PrepareSettings`` (flags and ``args`` are named
+by the last part, as in the manifest's flat record)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.data.corpus import FORMATS
     from bertkit.data.prepare import PrepareSettings
+    from bertkit.data.pretraining import InstanceConfig
     from bertkit.io import ENCODING_ERRORS
 
     p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="corpus files")
@@ -43,8 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p,
         PrepareSettings,
         _FIELDS,
-        choices={"format": FORMATS, "encoding_errors": ENCODING_ERRORS},
-        metavars={"mask_ratios": ("MASK", "SAME", "RANDOM")},
+        choices={"corpus.format": FORMATS, "corpus.encoding_errors": ENCODING_ERRORS},
+        metavars={"masking.mask_ratios": ("MASK", "SAME", "RANDOM")},
     )
     p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     p.add_argument(
@@ -52,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="uses of each document, fresh masks each time "
-        f"(default: {PrepareSettings.dupe_factor}, or 1 with --dynamic-masking)",
+        f"(default: {InstanceConfig.dupe_factor}, or 1 with --dynamic-masking)",
     )
     p.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1), metavar="N")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
@@ -71,13 +74,13 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+    from bertkit.data.pretraining import InstanceConfig
     from bertkit.training import distributed as D
 
-    default_dupe = 1 if args.dynamic_masking else PrepareSettings.dupe_factor
+    default_dupe = 1 if args.dynamic_masking else InstanceConfig.dupe_factor
     dupe = args.dupe_factor if args.dupe_factor is not None else default_dupe
-    settings = options.values(
-        args, PrepareSettings, _FIELDS, dupe_factor=dupe, do_lower_case=not args.cased
-    )
+    flags = options.given(args, _FIELDS) | {"dupe_factor": dupe, "do_lower_case": not args.cased}
+    settings = PrepareSettings.from_record(flags)  # every bad value in one error
     info = D.init_from_env("cpu", timeout=args.collective_timeout, kernels=False)  # alone: no-op
 
     def share(obj):

@@ -132,22 +132,24 @@ def split_sentences(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class CorpusOptions:
-    """How to read a corpus.
-
-    format: one of :data:`FORMATS`; ``auto`` detects per file.
-    text_field: the JSONL field holding the document text.
-    encoding_errors: ``strict`` (invalid UTF-8 -> InputError with file and line) or ``replace``.
-    """
+    """How to read a corpus (``format``: one of :data:`FORMATS`)."""
 
     format: str = "auto"
+    """Corpus format (auto: detected per file)."""
     text_field: str = "text"
+    """JSONL field holding the text."""
     encoding_errors: str = "strict"
+    """strict: invalid UTF-8 is an error naming file and line; replace: U+FFFD."""
 
     def __post_init__(self) -> None:
+        """Every problem in one ValueError."""
+        problems = []
         if self.format not in FORMATS:
-            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
+            problems.append(f"format must be one of {FORMATS}, got {self.format!r}")
         if self.encoding_errors not in ENCODING_ERRORS:
-            raise ValueError("encoding_errors must be 'strict' or 'replace'")
+            problems.append("encoding_errors must be 'strict' or 'replace'")
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines: int = 200) -> str:

@@ -90,38 +90,60 @@ def check_mask_ratios(ratios: Sequence[float]) -> tuple[float, float, float]:
     return (float(ratios[0]), float(ratios[1]), float(ratios[2]))
 
 
+@dataclass(frozen=True, kw_only=True)
+class MaskingSettings:
+    """How many positions of an instance to mask and how (no vocabulary: :class:`MaskingSpec`
+    adds it). The fields are keyword-only."""
+
+    masked_lm_prob: float = 0.15
+    """Fraction of tokens masked."""
+    max_predictions_per_seq: int = 20
+    """At most this many masked tokens per instance."""
+    whole_word_mask: bool = False
+    """Mask all pieces of a word together."""
+    mask_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    """Of the masked positions: shares made [MASK], kept, replaced by a random id (sum 1)."""
+
+    def __post_init__(self) -> None:
+        """Every problem in one ValueError; ``mask_ratios`` becomes a tuple of floats."""
+        problems = []
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            problems.append("masked_lm_prob must be in (0, 1)")
+        if self.max_predictions_per_seq < 1:
+            problems.append("max_predictions_per_seq must be >= 1")
+        try:
+            object.__setattr__(self, "mask_ratios", check_mask_ratios(self.mask_ratios))
+        except ValueError as e:
+            problems.append(str(e))
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
 @dataclass(frozen=True)
-class MaskingSpec:
-    """What masking needs to know about the vocabulary, plus the masking settings.
+class MaskingSpec(MaskingSettings):
+    """The masking settings plus what masking needs to know about the vocabulary.
 
     vocab_size: ids are drawn from ``range(vocab_size)`` for the 10% random replacement.
     mask_id: the [MASK] id.
     special_ids: ids never chosen for prediction ([CLS], [SEP], [PAD]).
     is_continuation: bool per id, True for ``##`` pieces (used only by whole-word masking).
+    The settings (:class:`MaskingSettings`) are keyword arguments.
     """
 
     vocab_size: int
     mask_id: int
     special_ids: frozenset[int]
     is_continuation: np.ndarray = field(repr=False, compare=False)
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
-    whole_word_mask: bool = False
-    mask_ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    """Of the chosen positions: the share made [MASK], kept as is, replaced by a random id."""
 
     def __post_init__(self) -> None:
-        check_mask_ratios(self.mask_ratios)
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ValueError("masked_lm_prob must be in (0, 1)")
-        if self.max_predictions_per_seq < 1:
-            raise ValueError("max_predictions_per_seq must be >= 1")
+        super().__post_init__()
         if len(self.is_continuation) != self.vocab_size:
             raise ValueError("is_continuation must have one entry per vocabulary id")
 
     @classmethod
     def from_tokens(cls, tokens: Sequence[str], **settings) -> MaskingSpec:
-        """Build from the vocabulary's token strings (index = id), e.g. ``vocab.id_to_token``."""
+        """Build from the vocabulary's token strings (index = id), e.g. ``vocab.id_to_token``;
+        ``settings``: fields of :class:`MaskingSettings`."""
         ids = {t: i for i, t in enumerate(tokens)}
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in ids]
         if missing:

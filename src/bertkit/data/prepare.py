@@ -121,7 +121,7 @@ def prepare_pretraining(
         shutil.copyfile(vocab, staging / "vocab.txt")
         manifest = {
             "num_instances": {k: v.instances for k, v in splits.items()},
-            "settings": asdict(settings),
+            "settings": settings.to_record(),
             "vocab": {
                 "size": len(tokens),
                 "sha256": sha256_file(vocab),

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertkit.data.corpus import CorpusOptions, detect_format, read_file_documents
+from bertkit.data.corpus import detect_format, read_file_documents
 from bertkit.data.masking import MaskingSpec, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, tokenize_document
 from bertkit.data.shards import ShardWriter
@@ -124,14 +124,8 @@ def prepare_file(task: FileTask, report: Callable[[int], None] | None = None) ->
     )
     spec = None
     if not s.dynamic_masking:
-        spec = MaskingSpec.from_tokens(
-            tokens,
-            masked_lm_prob=s.masked_lm_prob,
-            max_predictions_per_seq=s.max_predictions_per_seq,
-            whole_word_mask=s.whole_word_mask,
-            mask_ratios=s.mask_ratios,
-        )
-    config = s.instance_config()
+        spec = MaskingSpec.from_tokens(tokens, **asdict(s.masking))
+    config = s.instance
     splits = {"train": (config, _TRAIN)}
     if s.holdout_fraction > 0:
         splits["eval"] = (replace(config, dupe_factor=1), _EVAL)
@@ -153,8 +147,10 @@ def prepare_file(task: FileTask, report: Callable[[int], None] | None = None) ->
             c.random_next += inst.next_sentence_label
             c.masked += len(inst.masked_positions)
 
-    options = CorpusOptions(s.format, s.text_field, s.encoding_errors)
-    fmt = s.format if s.format != "auto" else detect_format(task.path, s.encoding_errors)
+    options = s.corpus
+    fmt = options.format
+    if fmt == "auto":
+        fmt = detect_format(task.path, options.encoding_errors)
     unreported = 0
     for doc in read_file_documents(task.path, replace(options, format=fmt)):
         if report is not None:

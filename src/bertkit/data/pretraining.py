@@ -50,33 +50,40 @@ Document = list[Sentence]
 class InstanceConfig:
     """Instance-building settings (names as in create_pretraining_data.py).
 
-    max_seq_length: total length including [CLS] and two [SEP]; >= 5.
-    short_seq_prob: probability of a shorter random target length.
-    dupe_factor: how many times each document is used (fresh random choices and masks each time).
-    buffer_docs / buffer_tokens: chunk size bounds (memory bound, see module docstring).
-    carry_docs: documents kept from the previous chunk as extra random-next sources.
-    balanced_next: a chunk of a single sentence gets the document's following sentences as its
-        actual-next B with probability 0.5, like longer chunks. google-research/bert always makes
-        such a chunk random-next; at short lengths (32 tokens) most chunks are one sentence, so
-        most instances are random-next and NSP there teaches little. Off by default (the
-        original algorithm, draw for draw).
+    ``max_seq_length`` is at least 5; ``buffer_docs`` / ``buffer_tokens`` bound a chunk (see the
+    module docstring). ``balanced_next``: google-research/bert always makes a chunk of a single
+    sentence random-next; at short lengths (32 tokens) most chunks are one sentence, so most
+    instances are random-next and NSP there teaches little. Off by default (the original
+    algorithm, draw for draw).
     """
 
     max_seq_length: int = 128
+    """Tokens per instance, [CLS] and [SEP]s included."""
     short_seq_prob: float = 0.1
+    """Probability of a shorter target length (google-research/bert's 0.1)."""
     dupe_factor: int = 10
+    """Uses of each document, with fresh masks each time."""
     buffer_docs: int = 1000
+    """Documents per chunk (memory bound)."""
     buffer_tokens: int = 250_000
+    """Tokens per chunk (memory bound)."""
     carry_docs: int = 64
+    """Documents kept from the previous chunk as extra random-next sources."""
     balanced_next: bool = False
+    """Single-sentence chunks get an actual-next B half the time (google-research/bert makes them
+    all random-next, which skews short instances' NSP labels; see ``InstanceConfig``)."""
 
     def __post_init__(self) -> None:
+        """Every problem in one ValueError."""
+        problems = []
         if self.max_seq_length < 5:
-            raise ValueError("max_seq_length must be >= 5")
+            problems.append("max_seq_length must be >= 5")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError("short_seq_prob must be in [0, 1]")
+            problems.append("short_seq_prob must be in [0, 1]")
         if self.dupe_factor < 1 or self.buffer_docs < 1 or self.buffer_tokens < 1:
-            raise ValueError("dupe_factor, buffer_docs and buffer_tokens must be >= 1")
+            problems.append("dupe_factor, buffer_docs and buffer_tokens must be >= 1")
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 @dataclass

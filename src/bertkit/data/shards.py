@@ -29,15 +29,16 @@ import hashlib
 import io
 import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bertkit.data.masking import MaskingSpec
+from bertkit.data.prepare_settings import PrepareSettings
 from bertkit.data.pretraining import TrainingInstance
-from bertkit.errors import InputError
+from bertkit.errors import ConfigError, InputError
 from bertkit.io import (
     atomic_write_bytes,
     read_json_manifest,
@@ -207,7 +208,11 @@ class PretrainingDataset:
         self.split = split
         self.shards = [ShardInfo(**s) for s in splits[split]["shards"]]
         self.settings: dict[str, Any] = self.manifest["settings"]
-        self.dynamic_masking = bool(self.settings["dynamic_masking"])
+        try:
+            self.prepared_with = PrepareSettings.from_record(self.settings)
+        except ConfigError as e:
+            raise InputError(self.folder / MANIFEST, None, f"settings: {e}") from e
+        self.dynamic_masking = self.prepared_with.dynamic_masking
         self.pad_token_id = int(self.manifest["vocab"]["pad_token_id"])
         self._verify = verify != "none"
         self._starts = [0]
@@ -228,14 +233,7 @@ class PretrainingDataset:
 
     def masking_spec(self) -> MaskingSpec:
         """The masking settings this data was prepared with (for the dynamic-masking collator)."""
-        s = self.settings
-        return MaskingSpec.from_vocab_file(
-            self.vocab_path,
-            masked_lm_prob=s["masked_lm_prob"],
-            max_predictions_per_seq=s["max_predictions_per_seq"],
-            whole_word_mask=s["whole_word_mask"],
-            mask_ratios=tuple(s.get("mask_ratios", (0.8, 0.1, 0.1))),
-        )
+        return MaskingSpec.from_vocab_file(self.vocab_path, **asdict(self.prepared_with.masking))
 
     def next_sentence_labels(self) -> np.ndarray:
         """Every instance's ``next_sentence_label`` (0 = actual next), read from the shard

@@ -35,8 +35,9 @@ import torch
 
 from bertkit import hardware
 from bertkit import precision as P
-from bertkit.data.corpus import read_documents
+from bertkit.data.corpus import CorpusOptions, read_documents
 from bertkit.data.prepare import PrepareSettings, prepare_pretraining
+from bertkit.data.pretraining import InstanceConfig
 from bertkit.data.shards import PretrainingDataset
 from bertkit.errors import ConfigError
 from bertkit.evaluation.baselines import input_blind_baselines
@@ -130,12 +131,10 @@ def run_quickstart(s: QuickstartSettings, log: Callable[[str], None] = print) ->
     for name, source, dynamic, length in builds:
         if not (out / name / "manifest.json").exists():
             settings = PrepareSettings(
-                max_seq_length=length,
-                format="bert",
+                instance=InstanceConfig(max_seq_length=length, dupe_factor=1, balanced_next=True),
+                corpus=CorpusOptions(format="bert"),
                 seed=12345,
-                dupe_factor=1,
                 dynamic_masking=dynamic,
-                balanced_next=True,
             )
             prepare_pretraining(
                 [out / source],

@@ -334,12 +334,13 @@ def export_model(model: Any, directory: Path, data_dir: Path) -> None:
     """Save the model in the Hugging Face layout with the data's vocabulary (and casing): the
     tokenizer's files (vocab.txt, tokenizer.json, tokenizer_config.json) come from its
     ``save_pretrained``, like every folder bertkit writes."""
+    from bertkit.data.prepare_settings import PrepareSettings
     from bertkit.interop import save_pretrained
     from bertkit.tokenizer import BertTokenizer
 
     model = model.cpu() if hasattr(model, "cpu") else model
     manifest = json.loads((data_dir / "manifest.json").read_text(encoding="utf-8"))
-    lower = bool(manifest.get("settings", {}).get("do_lower_case", True))
+    lower = PrepareSettings.from_record(manifest.get("settings", {})).do_lower_case
     tokenizer = BertTokenizer(
         data_dir / "vocab.txt",
         do_lower_case=lower,
