@@ -71,7 +71,7 @@ class InstanceConfig:
     """Documents kept from the previous chunk as extra random-next sources."""
     balanced_next: bool = False
     """Single-sentence chunks get an actual-next B half the time (google-research/bert makes them
-    all random-next, which skews short instances' NSP labels; see ``InstanceConfig``)."""
+    all random-next, which skews short instances' NSP labels; docs/pretraining-data.md)."""
 
     def __post_init__(self) -> None:
         """Every problem in one ValueError."""
