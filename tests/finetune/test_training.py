@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from bertkit.data.tasks.glue import read_glue_split
@@ -199,3 +200,12 @@ def test_finetuning_is_a_run_of_the_one_trainer_and_prefetch_keeps_its_results(
         assert [e["train_loss"] for e in a.epochs] == [e["train_loss"] for e in b.epochs]
         assert [e["seen"] for e in a.epochs] == [e["seen"] for e in b.epochs]
         assert (a.score, a.steps) == (b.score, b.steps)
+
+
+def test_the_summary_spread_of_two_runs_has_their_standard_deviation() -> None:
+    from bertkit.training.selection import _spread
+
+    assert _spread([0.5, 0.7]) == pytest.approx(
+        {"mean": 0.6, "std": 0.1414213562, "min": 0.5, "max": 0.7, "n": 2}
+    )
+    assert _spread([0.5])["std"] == 0.0  # one run: no spread (stdev needs two)

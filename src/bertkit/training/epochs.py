@@ -31,7 +31,7 @@ Key = tuple[int, int]
 
 
 def length_bucketed_batches(
-    lengths: Sequence[int], batch_size: int, generator: torch.Generator, chunk_batches: int = 50
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator, chunk_batches: int
 ) -> list[list[int]]:
     """Index batches of one epoch: shuffle, sort by length within chunks, shuffle the batches.
 

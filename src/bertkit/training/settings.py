@@ -100,11 +100,21 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         P.check(self.precision)
-        for name in ("batch_size", "grad_accum", "log_every", "save_every", "keep_last"):
+        at_least_one = (
+            "batch_size",
+            "grad_accum",
+            "log_every",
+            "save_every",
+            "keep_last",
+            "eval_examples",
+            "max_consecutive_skips",
+            "shard_window",
+        )
+        for name in at_least_one:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.shard_window < 1:
-            raise ConfigError(f"shard_window must be >= 1, got {self.shard_window}")
+        if self.eval_every < 0:
+            raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
         if self.prefetch is not None and self.prefetch < 0:
             raise ConfigError(f"prefetch must be >= 0, got {self.prefetch}")
         if not self.collective_timeout > 0:
