@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from finetune.conftest import FIXTURES, write_sentiment
+from helpers.tiny_glue import FIXTURES, write_sentiment
 
 FAST = [
     "--max-steps",

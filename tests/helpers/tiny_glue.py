@@ -1,12 +1,13 @@
-"""Fixtures for the fine-tuning tests: a tiny random BERT saved like a real checkpoint, with a
-hand-made whole-word vocabulary covering the task fixtures and the synthetic data below."""
+"""The tiny fine-tuning setup shared by tests/training/finetune, tests/cli and tests/inference: a
+tiny random BERT saved like a real checkpoint (the session fixture ``tiny_model`` of
+tests/conftest.py builds it once), with a hand-made whole-word vocabulary covering the task
+fixtures and the synthetic data below."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import pytest
 import torch
 
 from bertkit.config import BertConfig
@@ -30,10 +31,8 @@ def _fixture_words() -> set[str]:
     return words
 
 
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer, hidden-32 BertModel (no heads) + vocab.txt, saved with save_pretrained."""
-    d = tmp_path_factory.mktemp("tiny_bert")
+def build_tiny_model(d: Path) -> Path:
+    """A 2-layer, hidden-32 BertModel (no heads) + vocab.txt, saved with save_pretrained in ``d``."""
     words = sorted(_fixture_words() | set(POSITIVE + NEGATIVE + FILLER) - set(SPECIALS))
     (d / "vocab_src.txt").write_text("\n".join(SPECIALS + words) + "\n", encoding="utf-8")
     tok = BertTokenizer(d / "vocab_src.txt")
