@@ -171,7 +171,7 @@ def bf16_path(request):
         yield request.param
 
 
-# --- the tiny fine-tuning checkpoint (tests/helpers/tiny_glue.py) -------------------------------
+# --- the tiny fine-tuning checkpoint (tests/support/tiny_glue.py) -------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -179,7 +179,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, hidden-32 BertModel (no heads) + vocab.txt, saved with save_pretrained: the
     checkpoint the fine-tuning tests (tests/training/finetune, tests/cli, tests/inference) start
     from. Built once per session, and only where a test asks for it."""
-    from helpers.tiny_glue import build_tiny_model
+    from support.tiny_glue import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_bert"))
 

@@ -1,2 +1,2 @@
 """The CLI tests, one file per command; the fine-tuning commands run on the tiny checkpoint of
-tests/helpers/tiny_glue.py (the ``tiny_model`` fixture of tests/conftest.py)."""
+tests/support/tiny_glue.py (the ``tiny_model`` fixture of tests/conftest.py)."""

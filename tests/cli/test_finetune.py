@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from helpers.tiny_glue import FIXTURES, write_sentiment
+from support.tiny_glue import FIXTURES, write_sentiment
 
 FAST = [
     "--max-steps",

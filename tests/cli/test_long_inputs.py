@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.tiny_glue import FIXTURES, NEGATIVE, POSITIVE
+from support.tiny_glue import FIXTURES, NEGATIVE, POSITIVE
 
 from .test_finetune import evaluate, finetune, predict
 

@@ -17,7 +17,7 @@ from bertkit.errors import ConfigError, InputError
 from bertkit.inference import TaskModel
 from bertkit.inference.corpus import load_predictions, predict_to
 from bertkit.inference.sharded import MANIFEST, StreamConfig
-from helpers.tiny_glue import write_sentiment
+from support.tiny_glue import write_sentiment
 
 N = 47  # shards of 5 examples (9 full, one of 2); windows of 15 examples = 3 shards
 FLAGS = ["--shard-size", "5", "--sort-window", "15", "--batch-size", "4", "--precision", "fp32"]

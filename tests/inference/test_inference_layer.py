@@ -13,7 +13,7 @@ from bertkit.cli.main import main
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.inference import Classifier, Embedder, QuestionAnswerer, Tagger, pipeline, task_of
 from cli.test_finetune import finetune
-from helpers.tiny_glue import FIXTURES
+from support.tiny_glue import FIXTURES
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from helpers.tiny_glue import write_sentiment
+from support.tiny_glue import write_sentiment
 
 N_TRAIN, N_DEV = 81, 16  # batch 8: the last batch holds 1 example, so rank 1's share is empty
 ARGS = [

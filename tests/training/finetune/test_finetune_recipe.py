@@ -16,7 +16,7 @@ import torch
 
 from bertkit.cli.main import main
 from bertkit.interop import load_pretrained
-from helpers.tiny_glue import write_sentiment
+from support.tiny_glue import write_sentiment
 
 RUN = {"epochs": 1, "max_steps": 2, "progress": False, "bucket_batches": 1}
 

@@ -13,7 +13,7 @@ import pytest
 
 from bertkit.cli.main import main
 from bertkit.data.tasks.retrieval import RetrievalSet, write_beir
-from helpers.tiny_glue import FILLER, NEGATIVE, POSITIVE
+from support.tiny_glue import FILLER, NEGATIVE, POSITIVE
 
 KEYS = POSITIVE + NEGATIVE  # 12 words: a query is one word, its passage holds it among fillers
 

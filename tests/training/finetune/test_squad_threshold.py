@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from helpers.tiny_glue import FILLER, FIXTURES, NEGATIVE, POSITIVE
+from support.tiny_glue import FILLER, FIXTURES, NEGATIVE, POSITIVE
 
 WINDOWS = ["--max-seq-length", "40", "--doc-stride", "8", "--max-query-length", "12"]
 FAST = ["--epochs", "2", "--batch-size", "4", "--learning-rate", "1e-3", "--seed", "5"]

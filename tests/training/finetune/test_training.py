@@ -15,7 +15,7 @@ from bertkit.tokenizer import BertTokenizer
 from bertkit.training.epochs import length_bucketed_batches
 from bertkit.training.finetune import FinetuneConfig, TaskData
 from bertkit.training.selection import finetune
-from helpers.tiny_glue import write_sentiment
+from support.tiny_glue import write_sentiment
 
 
 def _run(tiny_model: Path, tmp_path: Path, config: FinetuneConfig, out: str):
