@@ -1,7 +1,7 @@
 """Adapter edges the rooms' mutation pass found untested: a GLUE adapter keeps the window
 settings it is given, a Hugging Face classifier's metric follows its label count, a reranker's
 scores are the sigmoid of its logits and a label of exactly 0.5 is relevant, a Matryoshka size
-of 1 is a size."""
+of 1 is a size, a training batch of one pair collates."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from bertkit.data.tasks.retrieval import LabelledPair
+from bertkit.data.tasks.retrieval import LabelledPair, TrainingPair
 from bertkit.errors import ConfigError
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.embedding import EmbeddingAdapter
@@ -53,3 +53,25 @@ def test_a_matryoshka_size_of_one_is_a_size_and_zero_is_not() -> None:
     assert EmbeddingAdapter("embeddings", "e", matryoshka_dims=[1, 8]).matryoshka_dims == [8, 1]
     with pytest.raises(ConfigError, match="Matryoshka dimensions must be positive"):
         EmbeddingAdapter("embeddings", "e", matryoshka_dims=[0, 8])
+
+
+def test_a_training_batch_of_one_pair_collates_column_by_column(tiny_tok) -> None:
+    """The last batch of an epoch (or a training set) can hold one pair: its rows are still the
+    query, its positive and its negative, and its label is itself."""
+    adapter = EmbeddingAdapter("embeddings", "e", max_seq_length=16)
+    pairs = [TrainingPair("a", "b bxy", ("c d a",)), TrainingPair("d", "a", ("b",))]
+    one = adapter.collate(adapter.encode(tiny_tok, pairs[:1], training=True), 0, training=True)
+    query, positive, negative = [2, 5, 3, 0, 0, 0], [2, 6, 6, 9, 10, 3], [2, 7, 8, 5, 3, 0]
+    assert one["input_ids"].tolist() == [query, positive, negative]
+    assert one["labels"].tolist() == [0]
+    two = adapter.collate(adapter.encode(tiny_tok, pairs, training=True), 0, training=True)
+    # column by column: the two queries, the two positives, the two negatives
+    assert two["input_ids"].tolist() == [
+        query,
+        [2, 8, 3, 0, 0, 0],
+        positive,
+        [2, 5, 3, 0, 0, 0],
+        negative,
+        [2, 6, 3, 0, 0, 0],
+    ]
+    assert two["labels"].tolist() == [0, 1]

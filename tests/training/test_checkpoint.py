@@ -116,3 +116,22 @@ def test_rng_capture_restore_round_trip():
         torch.rand(3),
     )
     assert got[:4] == expected[:4] and torch.equal(got[4], expected[4])
+
+
+def test_rng_capture_leaves_cuda_alone_until_the_run_has_used_it(monkeypatch):
+    """On a CUDA machine, a run that never touched CUDA (a CPU run) stores no CUDA streams: reading
+    them would create a CUDA context (GPU memory, a slow start) for nothing."""
+    read: list[str] = []
+
+    def get_rng_state_all():
+        read.append("cuda")
+        return [torch.zeros(16, dtype=torch.uint8)]
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", get_rng_state_all)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert not any(k.startswith("cuda_") for k in rng_state.capture_rng())
+    assert read == []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert "cuda_0" in rng_state.capture_rng()
+    assert read == ["cuda"]

@@ -111,6 +111,13 @@ def test_ddp_resume_restores_every_ranks_rng(tmp_path, restore_rng):
     assert same == restore_rng  # per-rank dropout streams must be restored exactly
 
 
+def test_the_phase_of_an_update_past_the_end_is_the_last():
+    # update 5 of phases of 2 and 3 updates is past the end: where a finished run stands
+    assert [S.phase_of([2, 3], s) for s in range(7)] == [0, 0, 1, 1, 1, 1, 1]
+    assert [S.phase_of([2, 3, 1], s) for s in (5, 6, 9)] == [2, 2, 2]
+    assert S.upcoming([2, 3], [8, 4], 0, 0, 0, 3) == [(0, 8), (1, 0), (1, 4)]
+
+
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 @pytest.mark.parametrize("size", [0, 1, 2, 5, 8, 9])
 def test_rank_shares_cover_a_batch_of_any_size_once(world, size):

@@ -1,8 +1,10 @@
 """The next update's micro-batches are collated while the current update runs (recorded events,
-not timings), and prefetching changes no value."""
+not timings), prefetching changes no value, and every ``make`` runs on the one worker thread, one
+at a time."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -83,6 +85,59 @@ def test_a_wrong_prediction_is_dropped():
     finally:
         p.close()
     assert made[0] == 1 and 5 in made and 6 in made
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_every_make_runs_on_one_worker_thread_one_at_a_time(depth):
+    """Any depth above 0 makes on a worker thread, not the caller's, and only one: ``make`` may keep
+    state without locks (a shard cache), so while one call runs no other starts. The first call
+    waits a little for a second one to start, which only a second thread could do."""
+    second_started = threading.Event()
+    overlapped: list[bool] = []
+    threads: set[str] = set()
+
+    def make(k: int) -> int:
+        threads.add(threading.current_thread().name)
+        if k == 0:
+            overlapped.append(second_started.wait(0.5))
+        else:
+            second_started.set()
+        return k * 10
+
+    p = Prefetcher(make, depth=depth)
+    try:
+        assert [p.get(k, [k + 1, k + 2]) for k in range(4)] == [0, 10, 20, 30]
+    finally:
+        p.close()
+    assert overlapped == [False]
+    assert len(threads) == 1 and threads != {threading.current_thread().name}
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_at_most_depth_results_are_made_ahead(depth):
+    p = Prefetcher(lambda k: k, depth=depth)
+    try:
+        assert p.get(0, range(1, 10)) == 0
+        assert list(p._ahead) == list(range(1, depth + 1))  # the next ones, in order, no more
+        assert p.get(1, range(2, 10)) == 1
+        assert list(p._ahead) == list(range(2, depth + 2))
+    finally:
+        p.close()
+
+
+def test_depth_0_makes_everything_in_the_callers_thread():
+    threads: list[str] = []
+
+    def make(k: int) -> int:
+        threads.append(threading.current_thread().name)
+        return k
+
+    p = Prefetcher(make, depth=0)
+    try:
+        assert [p.get(k, [k + 1]) for k in range(3)] == [0, 1, 2]
+    finally:
+        p.close()
+    assert threads == [threading.current_thread().name] * 3  # in series: nothing made ahead
 
 
 def test_negative_prefetch_is_refused():

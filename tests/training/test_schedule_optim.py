@@ -41,6 +41,8 @@ def test_schedule_exact_values():
         0.0,
     ]
     assert lr_factor(0, ScheduleConfig(5, 0)) == 1.0
+    # no warmup and one segment unless asked: the first update runs at the peak
+    assert [lr_factor(s, ScheduleConfig(5)) for s in range(6)] == [1.0, 0.8, 0.6, 0.4, 0.2, 0.0]
     assert ScheduleConfig.from_proportion(1000, 0.01).warmup_steps == 10
 
 

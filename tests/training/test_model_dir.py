@@ -1,0 +1,102 @@
+"""A fine-tuned model's folder (``save_model_dir``): every file renamed into place with config.json
+last, a bi-encoder written as a sentence-transformers folder (its module folders, no task file, a
+stale one removed), nothing of the hidden work folder left behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.interop import load_pretrained, save_pretrained
+from bertkit.model import BertModel
+from bertkit.model.contrastive import BiEncoder
+from bertkit.tasks import ClassificationAdapter
+from bertkit.tasks.base import TASK_FILE
+from bertkit.tasks.embedding import EmbeddingAdapter
+from bertkit.tokenizer import BertTokenizer
+from bertkit.training import model_dir
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> tuple[Path, BertTokenizer]:
+    vocab = tmp_path / "vocab_src.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    tok = BertTokenizer(vocab)
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), tmp_path / "base", tok)
+    return tmp_path / "base", tok
+
+
+@pytest.fixture
+def renames(monkeypatch) -> list[tuple[str, Path]]:
+    """(source name, destination) of every rename save_model_dir makes."""
+    done: list[tuple[str, Path]] = []
+    real = os.replace
+
+    def replace(src, dst) -> None:
+        done.append((Path(src).name, Path(dst)))
+        real(src, dst)
+
+    monkeypatch.setattr(model_dir, "os", SimpleNamespace(replace=replace))
+    return done
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_classifier_is_renamed_into_place_config_last(base, renames, tmp_path) -> None:
+    path, tok = base
+    adapter = ClassificationAdapter("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy")
+    model = load_pretrained(path, adapter.head_class, **adapter.config_overrides())
+    out = tmp_path / "out"
+    model_dir.save_model_dir(model, adapter, tok, out)
+    written = [
+        "bertkit_task.json",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
+    assert files(out) == written  # the hidden work folder is gone
+    # each file is renamed from the work folder to the same name in the output; config.json last,
+    # so that a folder whose config.json is new has every other new file too
+    assert [str(dst.relative_to(out)) for _, dst in renames] == [
+        *(n for n in written if n != "config.json"),
+        "config.json",
+    ]
+    assert all(src == dst.name for src, dst in renames)
+    again = load_pretrained(out, adapter.head_class)
+    assert all(torch.equal(v, again.state_dict()[k]) for k, v in model.state_dict().items())
+
+
+def test_a_bi_encoder_is_a_sentence_transformers_folder(base, renames, tmp_path) -> None:
+    path, tok = base
+    adapter = EmbeddingAdapter("embeddings", "e", max_seq_length=16, normalize=True)
+    model = BiEncoder(load_pretrained(path, "BertModel"), adapter.pooling)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / TASK_FILE).write_text("{}")  # a classifier saved here before
+    model_dir.save_model_dir(model, adapter, tok, out)
+    listed = files(out)
+    assert TASK_FILE not in listed
+    assert "1_Pooling/config.json" in listed
+    assert {"config.json", "model.safetensors", "modules.json", "vocab.txt"} <= set(listed)
+    assert not [p for p in out.iterdir() if p.name.startswith(".model-tmp-")]
+    moved = [(src, str(dst.relative_to(out))) for src, dst in renames]
+    assert moved[-1] == ("config.json", "config.json")
+    assert ("config.json", "1_Pooling/config.json") in moved  # a module folder's file, in place
