@@ -44,7 +44,7 @@ class Prefetcher(Generic[K, V]):
     Every ``make`` runs on the one worker thread (when depth > 0), in the order asked, so
     ``make`` may keep state (a shard cache) without locks."""
 
-    def __init__(self, make: Callable[[K], V], depth: int = 2, pin: bool = False) -> None:
+    def __init__(self, make: Callable[[K], V], depth: int, pin: bool = False) -> None:
         self.make, self.depth, self.pin = make, depth, pin
         self._pool = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertkit-prefetch")
