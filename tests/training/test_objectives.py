@@ -198,3 +198,14 @@ def test_num_attention_heads_overrides_the_size_and_is_checked(data: Path, tmp_p
     )
     with pytest.raises(ConfigError, match="has 4 attention heads, --num-attention-heads says 2"):
         pretrain(warm, log=lambda m: None)
+
+
+def test_one_attention_head_is_a_valid_override_and_none_is_refused(data: Path, tmp_path: Path):
+    from bertkit.errors import ConfigError
+    from bertkit.training.pretraining import build_config
+
+    one = build_config(_opts(data, tmp_path / "h1", "mlm+nsp", num_attention_heads=1), 64)
+    assert (one.hidden_size, one.num_attention_heads) == (128, 1)  # one head of 128
+    for bad in (0, -2):  # -2 divides 128: the sign is checked apart
+        with pytest.raises(ConfigError, match=f"must divide hidden_size 128, got {bad}"):
+            build_config(_opts(data, tmp_path / "h", "mlm+nsp", num_attention_heads=bad), 64)
