@@ -13,40 +13,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from bertkit.cli.main import main
-from bertkit.config import BertConfig
 from bertkit.inference import Embedder
 from bertkit.inference.corpus import bound_shapes, embed_to, load_vectors
 from bertkit.inference.sharded import MANIFEST, StreamConfig
-from bertkit.interop import save_pretrained
-from bertkit.model import BertForMaskedLM
-from bertkit.tokenizer import BertTokenizer
+from support.tiny_mlm import WORDS
+from support.tiny_mlm import tiny_mlm as _model
 
-WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "big", "small", "red", "ran", ",", "."]
 N = 47  # 9 shards of 5 lines and one of 2; windows of 15 lines = 3 shards
 FLAGS = ["--shard-size", "5", "--sort-window", "15", "--batch-size", "4", "--precision", "fp32"]
 ENV = {**os.environ, "BERTKIT_FP32_MATMUL": "blas", "BERTKIT_PROGRESS": "0"}
 os.environ.setdefault("BERTKIT_FP32_MATMUL", "blas")  # the same kernel path in every process
-
-
-def _model(root: Path, seed: int = 0) -> Path:
-    (root / "vocab.txt").write_text(
-        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n"
-    )
-    tok = BertTokenizer(root / "vocab.txt")
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        max_position_embeddings=32,
-    )
-    save_pretrained(BertForMaskedLM(config), root / "model", tokenizer=tok)
-    return root / "model"
 
 
 @pytest.fixture(scope="module")

@@ -13,45 +13,8 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
+from support.cli_runs import FAST, evaluate, finetune, predict
 from support.tiny_glue import FIXTURES, write_sentiment
-
-FAST = [
-    "--max-steps",
-    "2",
-    "--epochs",
-    "1",
-    "--batch-size",
-    "4",
-    "--learning-rate",
-    "1e-3",
-    "--seed",
-    "3",
-]
-
-
-def finetune(family: str, model: Path, out: Path, *args: str) -> dict:
-    assert (
-        main(["finetune", family, "--model", str(model), "--output", str(out), *FAST, *args]) == 0
-    )
-    return json.loads((out / "metrics.json").read_text())
-
-
-def evaluate(model: Path, data: Path, tmp_path: Path, *args: str) -> dict:
-    out = tmp_path / "eval.json"
-    assert (
-        main(["evaluate", "--model", str(model), "--data", str(data), "--output", str(out), *args])
-        == 0
-    )
-    return json.loads(out.read_text())
-
-
-def predict(model: Path, data: Path, out: Path, *args: str) -> list:
-    assert (
-        main(["predict", "--model", str(model), "--input", str(data), "--output", str(out), *args])
-        == 0
-    )
-    text = out.read_text()
-    return json.loads(text) if out.suffix == ".json" else [json.loads(x) for x in text.splitlines()]
 
 
 def test_glue_official_layout_evaluate_and_predict(tiny_model: Path, tmp_path: Path) -> None:

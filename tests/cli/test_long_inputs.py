@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.cli_runs import evaluate, finetune, predict
 from support.tiny_glue import FIXTURES, NEGATIVE, POSITIVE
-
-from .test_finetune import evaluate, finetune, predict
 
 
 def _long_reviews(path: Path) -> Path:

@@ -10,7 +10,8 @@ from bertkit.inference import Embedder
 from bertkit.inference.corpus import StreamSummary, embed_to
 from bertkit.inference.sharded import StreamConfig
 from bertkit.tasks.windows import WindowCounts
-from cli.test_embed_stream import WORDS, _model
+from support.tiny_mlm import WORDS
+from support.tiny_mlm import tiny_mlm as _model
 
 
 def test_embed_to_counts_every_line_and_window_once(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from bertkit.cli.main import main
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.inference import Classifier, Embedder, QuestionAnswerer, Tagger, pipeline, task_of
-from cli.test_finetune import finetune
+from support.cli_runs import finetune
 from support.tiny_glue import FIXTURES
 
 
