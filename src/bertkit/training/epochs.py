@@ -76,7 +76,6 @@ class EpochBatches:
         self._drawn: list[list[list[int]]] = []  # this rank's share of each epoch's batches
         self._drawing = threading.Lock()  # the prefetching thread draws too
         self.epoch, self.index = 0, 0
-        self.epoch_ended = False
         self.seen = [0.0, 0.0, 0.0]
         """This epoch so far: indices drawn by this rank, their sum, the sum of their squares."""
 
@@ -95,6 +94,12 @@ class EpochBatches:
         if index == len(self._epoch(epoch)):
             epoch, index = epoch + 1, 0
         return (epoch, index) if epoch < self.epochs else None
+
+    @property
+    def epoch_ended(self) -> bool:
+        """Whether the batch :meth:`advance` last moved past was its epoch's last (the cursor
+        then stands at the start of the next epoch, or past the end)."""
+        return self.index == 0 and self.epoch > 0
 
     def next_key(self) -> Key | None:
         """The next batch's key, or None when every epoch is used up."""
@@ -121,7 +126,6 @@ class EpochBatches:
             self.seen[2] + sum(i * i for i in idx),
         ]
         after = self._after((self.epoch, self.index))
-        self.epoch_ended = after is None or after[0] != self.epoch
         self.epoch, self.index = after if after is not None else (self.epochs, 0)
 
     def make(

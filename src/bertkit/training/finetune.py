@@ -197,7 +197,7 @@ def train_one(
             generator=torch.Generator().manual_seed(seed),  # data order
             info=info,
         )
-        epoch_end = _EpochEnd(adapter, data, config, pad_id, result, on_best, log, name, total)
+        epoch_end = _EpochEnd(adapter, data, config, pad_id, result, on_best, log)
         trainer = Trainer(
             core,
             opt,
@@ -251,12 +251,9 @@ class _EpochEnd:
         result: RunResult,
         on_best: Callable[[torch.nn.Module, TaskAdapter, float, dict[str, Any]], None],
         log: Callable[[str], None],
-        name: str,
-        total: int,
     ) -> None:
         self.adapter, self.data, self.config, self.pad_id = adapter, data, config, pad_id
         self.result, self.on_best, self._log = result, on_best, log
-        self.name, self.total = name, total
         self.epoch, self.loss_sum, self.updates = 0, 0.0, 0
 
     def __call__(self, t: Trainer, stats: StepStats | None) -> None:
@@ -264,7 +261,7 @@ class _EpochEnd:
             self.loss_sum, self.updates = self.loss_sum + stats.loss, self.updates + 1
         batches = t.batches
         assert isinstance(batches, EpochBatches)
-        if not (batches.epoch_ended or t.step >= self.total):
+        if not (batches.epoch_ended or t.step >= t.schedule.total_steps):
             return
         self.epoch += 1
         info = t.info
@@ -295,7 +292,7 @@ class _EpochEnd:
         result.epochs.append(record)
         if info.is_main:
             self._log(
-                f"{self.name} epoch {self.epoch} step {t.step}: train loss "
+                f"{t.name} epoch {self.epoch} step {t.step}: train loss "
                 f"{record['train_loss']:.4f}, dev {metric_name(self.adapter)} {score:.4f}"
             )
         if result.best_epoch == 0 or score_key(score) > score_key(result.score):
