@@ -110,6 +110,32 @@ def test_bf16_step_matches_fp32_on_the_same_batch(record_property):
     assert all(torch.isfinite(g).all() for g in grads.values()) and len(grads) == len(ref)
 
 
+def test_an_update_step_alone_and_plain_dict_batches_run_on_cuda():
+    """``UpdateStep`` built without a ``DistInfo`` (as stage 2's host-sync count builds it) runs
+    on the device it was given, and a plain dict batch already on the GPU (its layout counted on
+    the host) trains there: both once moved tensors to the CPU mid-update."""
+    from bertkit.training.objectives import MlmNsp
+    from bertkit.training.optim import OptimizerConfig, build_optimizer
+    from bertkit.training.update import UpdateStep
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(_config(0.0)).cuda().train()
+    update = UpdateStep(
+        build_optimizer(model, OptimizerConfig()),
+        MlmNsp(),
+        list(model.parameters()),
+        "bf16",
+        "cuda",
+    )
+    assert update.info.device == "cuda"
+    plain = {k: v.to("cuda") for k, v in _batch().items() if k != "layout"}
+    prepared = update.prepare(_batch()).to("cuda")
+    for batch in (plain, prepared):
+        stats = update(model, [batch])
+        assert stats is not None and torch.isfinite(torch.tensor(stats.loss))
+        assert stats.values.device.type == "cuda"
+
+
 def _weights(trainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().clone() for k, v in trainer.core.state_dict().items()}
 

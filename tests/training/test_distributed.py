@@ -142,3 +142,30 @@ def test_shard_local_order_sees_each_example_once_and_reads_two_windows_at_most(
     assert small.tolist() == S.global_batch_indices(200, 0, 50, 7, 0)[0].tolist()
     # and a window smaller than the data does change the order (the test is not vacuous)
     assert S.global_batch_indices(200, 0, 50, 7, 0, shards, 3)[0].tolist() != small.tolist()
+
+
+def test_alone_an_update_runs_on_its_own_device_and_reduces_nothing():
+    """Without a ``DistInfo`` an ``UpdateStep`` takes its device from its own argument (a default
+    one says "cpu", which once copied a GPU update's statistics to the host mid-update), and a
+    lone process's all-reduce returns its tensor where it is (``meta`` stands in for a GPU)."""
+    from bertkit.training.objectives import MlmNsp
+    from bertkit.training.update import UpdateStep
+
+    assert UpdateStep(None, MlmNsp(), [], "fp32", "meta").info.device == "meta"
+    t = torch.ones(3, device="meta")
+    assert D.all_reduce_tensor(t, D.DistInfo()) is t
+
+
+def test_cuda_rng_states_are_restored_to_their_devices_in_numeric_order(monkeypatch):
+    """Eleven GPUs' states go back to devices 0..10 in that order (a text sort put cuda_10
+    before cuda_2)."""
+    from bertkit.training import rng_state
+
+    state = rng_state.capture_rng()
+    for i in range(11):
+        state[f"cuda_{i}"] = torch.full((2,), i, dtype=torch.uint8)
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: restored.extend(states))
+    rng_state.restore_rng(state)
+    assert [int(s[0]) for s in restored] == list(range(11))

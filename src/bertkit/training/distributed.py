@@ -275,9 +275,9 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 def all_reduce_tensor(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     """``t`` summed over all ranks, on this rank's device and not read back (identity alone)."""
-    t = t.to(info.device, non_blocking=True)
     if not info.distributed:
         return t
+    t = t.to(info.device, non_blocking=True)
     _enter("all_reduce")
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t

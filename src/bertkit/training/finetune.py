@@ -170,7 +170,7 @@ def train_one(
     (last, small) batch is empty runs one example with weight 0, so that DDP's collectives match.
     """
     info = info or D.DistInfo()
-    device = device or torch.device(info.device)
+    device = torch.device(device or info.device)
     info = dataclasses.replace(info, device=str(device))
     t0 = time.perf_counter()
     steps_per_epoch = math.ceil(len(data.train) / config.batch_size)
@@ -179,7 +179,8 @@ def train_one(
         total = min(total, config.max_steps)
     name = f"lr {lr:g} seed {seed}"
     result = RunResult(lr, seed, -math.inf, 0, 0, 0.0)
-    with torch.random.fork_rng(devices=[]):
+    # manual_seed reseeds every CUDA device too: fork this one's stream as well as the CPU's
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)  # head initialisation and dropout
         core = build_model().to(device)
         if info.rank > 0:  # rank 0 keeps the one-process dropout stream; the others their own

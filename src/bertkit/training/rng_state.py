@@ -47,6 +47,6 @@ def restore_rng(state: dict[str, torch.Tensor]) -> None:
         )
     )
     torch.set_rng_state(state["torch_cpu"])
-    cuda = sorted(k for k in state if k.startswith("cuda_"))
+    cuda = sorted((k for k in state if k.startswith("cuda_")), key=lambda k: int(k[5:]))
     if cuda and torch.cuda.is_available():
         torch.cuda.set_rng_state_all([state[k] for k in cuda])

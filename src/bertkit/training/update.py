@@ -113,7 +113,8 @@ class UpdateStep:
     """A micro-batch's training FLOPs from its :class:`Layout` (MFU)."""
 
     def __post_init__(self) -> None:
-        self.info = self.info or D.DistInfo()
+        # alone, the process runs where the update does (a default DistInfo says "cpu")
+        self.info = self.info or D.DistInfo(device=str(self.device))
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.keys = ("loss", *self.objective.stat_keys, "tokens", "flops", "grad_norm", "steps")
 
@@ -141,11 +142,12 @@ class UpdateStep:
     ) -> StepStats | None:
         """Run the update; returns its :class:`StepStats` (``loss``, the objective's keys,
         ``tokens``, ``flops``, ``grad_norm``, ``steps``) or None when it was skipped. Plain dict
-        batches are prepared here (on the device that reads back). ``poison`` makes the loss
-        NaN (fault injection, tests only)."""
+        batches are prepared here and moved to the update's device with their layout (the
+        layout is counted on the host). ``poison`` makes the loss NaN (fault injection, tests
+        only)."""
         info, obj = self.info, self.objective
         assert info is not None
-        mbs = [b if isinstance(b, MicroBatch) else self.prepare(b) for b in batches]
+        mbs = [b if isinstance(b, MicroBatch) else self.prepare(b).to(self.device) for b in batches]
         own = [m.counts for m in mbs]
         totals: list[float] | torch.Tensor = [sum(c) for c in zip(*own, strict=True)]
         if info.distributed:  # on the device, not read back: the terms divide by it there
