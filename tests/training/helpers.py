@@ -167,8 +167,8 @@ def stop_after(trainer: Trainer, last_step: int) -> None:
     """Make ``trainer`` raise Stop right after update ``last_step + 1`` (like a kill mid-run)."""
     original = trainer._train_step
 
-    def step(model, phase):
-        out = original(model, phase)
+    def step(model):
+        out = original(model)
         if trainer.step > last_step:
             raise Stop
         return out

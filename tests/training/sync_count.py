@@ -74,12 +74,11 @@ def pretraining_step_syncs(run_dir) -> Counter:
         run_dir, steps=6, log_every=1000, save_every=1000, dropout=0.1, prefetch=2
     )
     model = trainer.core.train()
-    phase = trainer.phases[0]
     if hasattr(trainer, "start_prefetch"):
         trainer.start_prefetch()  # as fit() runs it: collation in the background thread
-    trainer._train_step(model, phase)  # warm-up (first-use work is not a step's)
+    trainer._train_step(model)  # warm-up (first-use work is not a step's)
     threading.Event().wait(0.05)
-    return count_syncs(lambda: trainer._train_step(model, phase))
+    return count_syncs(lambda: trainer._train_step(model))
 
 
 def finetuning_step_syncs() -> Counter:

@@ -10,7 +10,7 @@ from bertkit.model import BertForPreTraining
 from bertkit.training.distributed import DistInfo
 from bertkit.training.epochs import EpochBatches, length_bucketed_batches
 from bertkit.training.faults import Faults
-from bertkit.training.loop import Phase, TrainConfig, Trainer
+from bertkit.training.loop import TrainConfig, Trainer
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.schedule import ScheduleConfig
 from bertkit.training.update import MicroBatch
@@ -41,7 +41,7 @@ def _prepare(batch: dict[str, torch.Tensor]) -> MicroBatch:
 def _walk(src: EpochBatches) -> list[tuple[tuple[int, int], list[int], bool]]:
     """(key, the indices trained on, whether the epoch ended) of every batch, in order."""
     out = []
-    while (key := src.next_key()) is not None:
+    while (key := src.next_key(0)) is not None:
         ids = src.make(key, _prepare)[0].inputs["input_ids"].flatten().tolist()
         src.advance()
         out.append((key, [i - 1 for i in ids], src.epoch_ended))
@@ -71,21 +71,21 @@ def test_ranks_take_disjoint_shares_of_the_same_global_batches():
 
 def test_upcoming_keys_cross_epochs_and_stop_at_the_end():
     src = _source(5, 2, 2)  # 3 batches an epoch
-    assert src.next_key() == (0, 0)
-    assert src.upcoming(4) == [(0, 1), (0, 2), (1, 0), (1, 1)]
+    assert src.next_key(0) == (0, 0)
+    assert src.upcoming(0, 4) == [(0, 1), (0, 2), (1, 0), (1, 1)]
     for _ in range(4):
         src.advance()
-    assert src.next_key() == (1, 1)
-    assert src.upcoming(4) == [(1, 2)]
+    assert src.next_key(0) == (1, 1)
+    assert src.upcoming(0, 4) == [(1, 2)]
     src.advance()
     src.advance()
-    assert src.next_key() is None and src.upcoming(3) == []
+    assert src.next_key(0) is None and src.upcoming(0, 3) == []
 
 
 def test_seen_sums_one_epoch_and_restart_with_the_next():
     src = _source(7, 3, 2)
     ends = []
-    while src.next_key() is not None:
+    while src.next_key(0) is not None:
         src.advance()
         if src.epoch_ended:
             ends.append(list(src.seen))
@@ -96,7 +96,7 @@ def test_seen_sums_one_epoch_and_restart_with_the_next():
 def test_an_empty_share_runs_one_example_with_weight_zero():
     src = _source(5, 4, 1, DistInfo(rank=0, world_size=2))  # batches of 4 and 1: rank 0 gets none
     src.advance()
-    last = src.make(src.next_key(), _prepare)[0]
+    last = src.make(src.next_key(0), _prepare)[0]
     assert last.counts == [0.0] and last.tokens == 0.0
     assert last.inputs["input_ids"].shape == (1, 1)  # one example, so DDP's collectives match
 
@@ -121,8 +121,8 @@ def test_a_trainer_on_epochs_ends_when_its_batches_are_used_up(tmp_path, monkeyp
         model,
         build_optimizer(model, OptimizerConfig(lr=1e-3)),
         ScheduleConfig(6, 1),
-        [Phase(data, 6)],
-        collate,
+        None,
+        None,
         TrainConfig(batch_size=4, log_every=2, show_progress=False),
         None,
         log=lambda m: None,

@@ -41,8 +41,8 @@ def _train_until(trainer, stop: int) -> None:
 
     original = trainer._train_step
 
-    def step(model, phase):
-        out = original(model, phase)
+    def step(model):
+        out = original(model)
         if trainer.step > stop:
             raise Killed
         return out
@@ -116,8 +116,8 @@ def test_loss_spike_is_reported(tmp_path):
     trainer._log = msgs.append
     original = trainer._train_step
 
-    def step(model, phase):
-        out = original(model, phase)
+    def step(model):
+        out = original(model)
         if out is not None and trainer.step == 9:
             out.loss *= 3.0  # a synthetic 3x jump
         return out
@@ -208,12 +208,12 @@ def test_phase_batch_size_must_divide_by_grad_accum(tmp_path):
     from bertkit.errors import ConfigError
     from bertkit.training.loop import Phase, Trainer
 
-    from .helpers import make_examples
+    from .helpers import collate, make_examples
 
     t = make_trainer(tmp_path / "r", steps=4, grad_accum=2)
     phases = [Phase(make_examples(8), 2), Phase(make_examples(8), 2, batch_size=3)]
     with pytest.raises(ConfigError, match="batch size 3 must be divisible"):
-        Trainer(t.core, t.optimizer, t.schedule, phases, t.collate, t.cfg, tmp_path / "r2")
+        Trainer(t.core, t.optimizer, t.schedule, phases, collate, t.cfg, tmp_path / "r2")
 
 
 def test_bf16_evaluations_during_a_run_score_the_current_weights(tmp_path, bf16_path):

@@ -31,8 +31,8 @@ def _events(tmp_path, prefetch: int) -> list[tuple[str, int]]:
         events.append(("collate", position // trainer.cfg.batch_size + 1))
         return make(phase_index, position)
 
-    def stepped(model, phase):
-        out = step(model, phase)
+    def stepped(model):
+        out = step(model)
         time.sleep(0.03)  # the host waiting for a device step: the worker thread gets the CPU
         events.append(("done", trainer.step))
         return out

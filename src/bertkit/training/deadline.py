@@ -100,26 +100,29 @@ class DeadlineSchedule:
 
 
 def shrink(
-    schedule: ScheduleConfig, phases: list[Phase], total: int
-) -> tuple[ScheduleConfig, list[Phase]]:
+    schedule: ScheduleConfig, phases: list[Phase] | None, total: int
+) -> tuple[ScheduleConfig, list[Phase] | None]:
     """The schedule and phases of a run ended at update ``total``: the last phase and the
-    schedule's decay end there, the earlier phases are unchanged."""
+    schedule's decay end there, the earlier phases are unchanged (no phases: None)."""
     cut = schedule.total_steps - total
+    shorter = dataclasses.replace(schedule, total_steps=total)
+    if phases is None:
+        return shorter, None
     last = phases[-1]
-    return (
-        dataclasses.replace(schedule, total_steps=total),
-        [*phases[:-1], dataclasses.replace(last, steps=last.steps - cut)],
-    )
+    return shorter, [*phases[:-1], dataclasses.replace(last, steps=last.steps - cut)]
 
 
 def meet_deadline(t: Trainer) -> None:
     """Shrink ``t``'s run to what fits before its deadline (rank 0 decides for all ranks)."""
     assert t.deadline is not None
-    last = t.phases[-1].steps
+    phases = t.phases  # None for a source of another kind: one stretch
+    last = phases[-1].steps if phases is not None else t.schedule.total_steps
     total = t.deadline.check(t.step, t.schedule, last) if t.info.is_main else None
     new = int(D.broadcast_float(float(total or 0), t.info))
     if new:
         done = Shrink(t.step, new, t.schedule.total_steps)
-        t.schedule, t.phases = shrink(t.schedule, t.phases, new)
+        t.schedule, phases = shrink(t.schedule, phases, new)
+        if phases is not None:
+            t.phases = phases
         t.log(done.message)
         t.record(done.record)

@@ -101,14 +101,15 @@ class EpochBatches:
         then stands at the start of the next epoch, or past the end)."""
         return self.index == 0 and self.epoch > 0
 
-    def next_key(self) -> Key | None:
-        """The next batch's key, or None when every epoch is used up."""
+    def next_key(self, step: int) -> Key | None:
+        """The next batch's key, or None when every epoch is used up (``step``: unused, the
+        order does not depend on the updates that succeeded)."""
         return (self.epoch, self.index) if self.epoch < self.epochs else None
 
-    def upcoming(self, count: int) -> list[Key]:
+    def upcoming(self, step: int, count: int) -> list[Key]:
         """The keys of the ``count`` batches after the next one (fewer at the end)."""
         out: list[Key] = []
-        key = self.next_key()
+        key = self.next_key(step)
         while key is not None and len(out) < count:
             key = self._after(key)
             if key is not None:

@@ -33,7 +33,7 @@ from bertkit.training.loop import Trainer
 from bertkit.training.objectives import TaskLoss
 from bertkit.training.optim import OptimizerConfig, build_optimizer
 from bertkit.training.schedule import ScheduleConfig
-from bertkit.training.settings import Phase, TrainConfig
+from bertkit.training.settings import TrainConfig
 from bertkit.training.update import MAX_CONSECUTIVE_SKIPS, StepStats
 
 
@@ -203,9 +203,9 @@ def train_one(
             core,
             opt,
             ScheduleConfig.from_proportion(total, config.warmup_proportion),
-            [Phase(data.train, total, "finetune")],
-            _unused_collate,
-            TrainConfig(
+            phases=None,  # the data come from the epochs source
+            collate=None,
+            config=TrainConfig(
                 batch_size=config.batch_size,
                 seed=seed,
                 precision=config.precision,
@@ -216,7 +216,7 @@ def train_one(
                 show_progress=config.show_progress,
                 spike_factor=math.inf,  # one batch's loss is noisy: no spike warnings
             ),
-            None,
+            run_dir=None,
             info=info,
             log=log,
             objective=TaskLoss(),
@@ -232,10 +232,6 @@ def train_one(
 
 LOG_EVERY = 10
 """Updates per progress-bar loss (fine-tuning writes no metrics file: its record is per epoch)."""
-
-
-def _unused_collate(items: list[Any], epochs: list[int]) -> dict[str, torch.Tensor]:
-    raise AssertionError("fine-tuning's batches source collates its batches")
 
 
 class _EpochEnd:

@@ -1,7 +1,9 @@
 """The training loop: phases or epochs, logging, evaluation, checkpoints, deadline.
 
 Generic over the model and data: ``model(**batch)`` returns an object with ``loss`` (and, for BERT,
-``mlm_loss``/``nsp_loss``/``mlm_correct``/``nsp_correct``); a phase's dataset is a sequence of
+``mlm_loss``/``nsp_loss``/``mlm_correct``/``nsp_correct``). The updates draw their batches from a
+source (:class:`~bertkit.training.settings.BatchSource`): by default the phases
+(:class:`~bertkit.training.phase_batches.PhaseBatches`), where a phase's dataset is a sequence of
 examples and ``collate(examples, epochs)`` (``epochs[i]``: the data epoch example ``i`` is drawn
 in, for dynamic masking) turns a list of them into a dict of tensors.
 
@@ -11,7 +13,7 @@ over the global batch, is the objective's (:mod:`bertkit.training.objectives`) a
 non-finite updates, :class:`~bertkit.training.update.UpdateStep`'s.
 
 Fine-tuning is a run of the same loop: a :class:`~bertkit.training.objectives.TaskLoss` objective,
-its data drawn from a ``batches`` source (:class:`~bertkit.training.epochs.EpochBatches`: an epoch
+its data drawn from another source (:class:`~bertkit.training.epochs.EpochBatches`: an epoch
 order rather than the phases'), an ``on_update`` hook that scores dev when an epoch ends, and no
 ``run_dir`` (no checkpoints, no metrics file; the caller seeds the RNGs).
 
@@ -36,7 +38,6 @@ from bertkit.model.batching import Layout
 from bertkit.progress import progress
 from bertkit.training import distributed as D
 from bertkit.training import resume as R
-from bertkit.training import sharding as S
 from bertkit.training.deadline import DeadlineSchedule, meet_deadline
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
@@ -48,6 +49,7 @@ from bertkit.training.metrics import (
     train_record,
 )
 from bertkit.training.objectives import MlmNsp, Objective, evaluate_heldout
+from bertkit.training.phase_batches import PhaseBatches
 from bertkit.training.prefetch import Prefetcher, default_depth
 from bertkit.training.schedule import ScheduleConfig, set_lr
 from bertkit.training.settings import BatchSource, Collate, Phase, TrainConfig, TrainResult
@@ -63,10 +65,12 @@ class Trainer:
     its parameters; ``peak_lrs`` are the groups' peak learning rates. ``flops_fn(layout)`` (optional)
     gives the model FLOPs of a training step on a micro-batch of that :class:`Layout` for MFU.
 
-    ``batches`` (optional) replaces the phases' data order (the phases then only give the step
-    count); ``on_update(trainer, stats)`` is called after every update attempt (``stats`` None:
-    skipped); ``run_dir`` None trains without checkpoints, metrics file or resume; ``name`` labels
-    the progress bar and the messages.
+    The data: ``phases`` with ``collate`` (:class:`PhaseBatches`; their steps must add up to the
+    schedule's), or another ``batches`` source (then ``phases`` and ``collate`` are None; the run
+    ends at the schedule's total or when the source is used up, and has no ``run_dir``: a
+    checkpoint holds the phases' cursor). ``on_update(trainer, stats)`` is called after every
+    update attempt (``stats`` None: skipped); ``run_dir`` None trains without checkpoints, metrics
+    file or resume; ``name`` labels the progress bar and the messages.
     """
 
     def __init__(
@@ -74,8 +78,8 @@ class Trainer:
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
         schedule: ScheduleConfig,
-        phases: list[Phase],
-        collate: Collate,
+        phases: list[Phase] | None,
+        collate: Collate | None,
         config: TrainConfig,
         run_dir: str | Path | None,
         info: D.DistInfo | None = None,
@@ -93,22 +97,25 @@ class Trainer:
         self.core = model
         self.optimizer = optimizer
         self.peak_lrs = [g["lr"] for g in optimizer.param_groups]
-        self.schedule, self.phases, self.collate, self.cfg = schedule, phases, collate, config
+        self.schedule, self.cfg = schedule, config
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.batches, self.on_update, self.name = batches, on_update, name
+        self.on_update, self.name = on_update, name
         self.info = info or D.DistInfo()
         self.eval_dataset, self.flops_fn = eval_dataset, flops_fn
         self.eval_collate = eval_collate or collate
         self.settings = settings or {}
         self._log = log or (lambda msg: print(msg, file=sys.stderr))
-        if sum(p.steps for p in phases) != schedule.total_steps:
-            raise ConfigError("the phases' steps must add up to the schedule's total steps")
-        parts = config.grad_accum * self.info.world_size
-        for size in {p.batch_size or config.batch_size for p in phases} if batches is None else ():
-            if size % parts:
-                raise ConfigError(
-                    f"batch size {size} must be divisible by grad_accum x world size = {parts}"
-                )
+        if (phases is None) == (batches is None):
+            raise ConfigError("a Trainer takes its data from phases or from a batches source")
+        if phases is not None:
+            if sum(p.steps for p in phases) != schedule.total_steps:
+                raise ConfigError("the phases' steps must add up to the schedule's total steps")
+            batches = PhaseBatches(phases, collate, config, self.info, self.log)
+        elif run_dir is not None:
+            raise ConfigError(
+                "a run with a run_dir draws from phases (checkpoints keep their cursor)"
+            )
+        self.batches: BatchSource = batches
         # the precision this machine runs (bf16 without native support: fp32, with a notice)
         self.precision = P.resolve(config.precision, self.info.device)
         self.objective = objective or MlmNsp()
@@ -128,8 +135,6 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl") if self.run_dir else None
         self.spikes = SpikeDetector(config.spike_factor)
         self.step = 0
-        self.position = 0  # examples consumed in the current phase's stream
-        self.phase_index = 0
         self.attempts = 0
         self.skipped = 0
         self.consecutive_skips = 0
@@ -156,53 +161,30 @@ class Trainer:
 
     # ---- one update -----------------------------------------------------------------------------
 
-    def phase_at(self, step: int) -> tuple[int, Phase]:
-        i = S.phase_of([p.steps for p in self.phases], step)
-        return i, self.phases[i]
+    @property
+    def phases(self) -> list[Phase] | None:
+        """The phases the run draws from (None with another source)."""
+        return self.batches.phases if isinstance(self.batches, PhaseBatches) else None
 
-    def _make_micro_batches(self, phase_index: int, position: int) -> list[MicroBatch]:
-        """This rank's micro-batches of the update at ``position`` of phase ``phase_index``
-        (:func:`bertkit.training.sharding.update_micro_batches`; run ahead of time by the
-        prefetching thread); with a ``batches`` source, of its key ``(phase_index, position)``."""
-        if self.batches is not None:
-            return self.batches.make((phase_index, position), self.update.prepare)
-        phase, cfg = self.phases[phase_index], self.cfg
-        return [
-            self.update.prepare((phase.collate or self.collate)(examples, epochs))
-            for examples, epochs in S.update_micro_batches(
-                phase,
-                phase_index,
-                position,
-                self._batch_size(phase_index),
-                cfg.seed,
-                cfg.grad_accum,
-                cfg.shard_window,
-                self.info,
-            )
-        ]
+    @phases.setter
+    def phases(self, phases: list[Phase]) -> None:
+        if not isinstance(self.batches, PhaseBatches):
+            raise ConfigError("this run draws from a batches source, not from phases")
+        self.batches.phases = phases
 
-    def _upcoming(self) -> list[tuple[int, int]]:
-        """The (phase, position) keys of the next updates, should this one succeed."""
-        count = min(self._depth(), self.schedule.total_steps - self.step - 1)
-        if self.batches is not None:
-            return self.batches.upcoming(count)
-        sizes = [self._batch_size(i) for i in range(len(self.phases))]
-        steps = [p.steps for p in self.phases]
-        return S.upcoming(steps, sizes, self.step, self.phase_index, self.position, count)
+    def _make_micro_batches(self, *key: int) -> list[MicroBatch]:
+        """This rank's micro-batches of the update at ``key`` (both sources' keys are pairs of
+        ints; run ahead of time by the prefetching thread)."""
+        return self.batches.make(key, self.update.prepare)
 
-    def _batch_size(self, phase_index: int) -> int:
-        return self.phases[phase_index].batch_size or self.cfg.batch_size
-
-    def _micro_batches(self, phase: Phase) -> list[MicroBatch]:
-        key = (self.phase_index, self.position) if self.batches is None else self.batches.next_key()
+    def _micro_batches(self) -> list[MicroBatch]:
+        key = self.batches.next_key(self.step)
         if self._prefetch is None:
             ready = self._make_micro_batches(*key)
         else:
-            ready = self._prefetch.get(key, self._upcoming())
-        if self.batches is None:
-            self.position += self._batch_size(self.phase_index)
-        else:
-            self.batches.advance()
+            count = min(self._depth(), self.schedule.total_steps - self.step - 1)
+            ready = self._prefetch.get(key, self.batches.upcoming(self.step, count))
+        self.batches.advance()
         return [m.to(self.info.device, non_blocking=True) for m in ready]
 
     def _fold(self) -> None:
@@ -212,13 +194,13 @@ class Trainer:
                 self.window[k] = self.window.get(k, 0.0) + v
             self.pending = None
 
-    def _train_step(self, model: nn.Module, phase: Phase) -> StepStats | None:
+    def _train_step(self, model: nn.Module) -> StepStats | None:
         """One update attempt; returns its statistics, or None when the update was skipped."""
         attempt = self.attempts
         self.attempts += 1
         D.mark("update", self.step + 1)
         self.faults.at_step(self.info.rank, self.step + 1)
-        batches = self._micro_batches(phase)
+        batches = self._micro_batches()
         if attempt in self.faults.drop_attempts:
             return None
         set_lr(self.optimizer, self.peak_lrs, self.step, self.schedule)
@@ -301,14 +283,9 @@ class Trainer:
         cfg, info, total = self.cfg, self.info, self.schedule.total_steps
         t_window = time.perf_counter()
         while self.step < total:
-            phase_index, phase = self.phase_at(self.step)
-            if self.batches is not None:
-                if self.batches.next_key() is None:
-                    break  # the source's data are used up (updates skipped on the way)
-            elif phase_index != self.phase_index:
-                self.phase_index, self.position = phase_index, 0
-                self.log(f"step {self.step}: starting {phase.name}")
-            stats = self._train_step(model, phase)
+            if self.batches.next_key(self.step) is None:
+                break  # the source's data are used up (updates skipped on the way)
+            stats = self._train_step(model)
             if self.on_update is not None:
                 self.on_update(self, stats)
             if stats is None:

@@ -19,17 +19,24 @@ from bertkit.training import distributed as D
 from bertkit.training import rng_state
 from bertkit.training.deadline import shrink
 from bertkit.training.optim import optimizer_state_from_tensors, optimizer_state_to_tensors
+from bertkit.training.phase_batches import PhaseBatches
 
 if TYPE_CHECKING:
     from bertkit.training.loop import Trainer
+
+
+def _cursor(t: Trainer) -> PhaseBatches:
+    """The source whose cursor a checkpoint keeps: a Trainer with a run_dir draws from phases."""
+    assert isinstance(t.batches, PhaseBatches)
+    return t.batches
 
 
 def loop_state(t: Trainer) -> ckpt.LoopState:
     """The loop's state at ``t``'s current step (all but the tensors)."""
     return ckpt.LoopState(
         step=t.step,
-        phase=t.phase_index,
-        position=t.position,
+        phase=_cursor(t).phase_index,
+        position=_cursor(t).position,
         seed=t.cfg.seed,
         total_steps=t.schedule.total_steps,
         warmup_steps=t.schedule.warmup_steps,
@@ -107,10 +114,11 @@ def resume(t: Trainer) -> bool:
     t.consecutive_skips = s.consecutive_skips
     t.window = dict(s.window or {})
     t.spikes.load(s.spike_history or [])
+    cursor = _cursor(t)
     if t.faults.restore_cursor:
-        t.phase_index, t.position = s.phase, s.position
+        cursor.phase_index, cursor.position = s.phase, s.position
     else:  # negative control: the data order restarts
-        t.phase_index = t.phase_at(t.step)[0]
+        cursor.phase_index = cursor.phase_at(t.step)[0]
     if t.faults.restore_rng:
         if s.world_size != t.info.world_size:
             t.log(

@@ -37,18 +37,28 @@ class Phase:
 
 
 class BatchSource(Protocol):
-    """Where a Trainer's updates draw their data when not from its phases (fine-tuning's epochs:
-    :class:`bertkit.training.epochs.EpochBatches`)."""
+    """Where a Trainer's updates draw their data: pre-training's phases
+    (:class:`bertkit.training.phase_batches.PhaseBatches`, the default) or fine-tuning's epochs
+    (:class:`bertkit.training.epochs.EpochBatches`). ``step`` is the count of successful updates
+    so far; a key names one update's batch (the prefetching thread makes batches by key)."""
 
-    def next_key(self) -> Hashable | None: ...
+    def next_key(self, step: int) -> Hashable | None:
+        """The next update's key, or None when the data are used up."""
+        ...
 
-    def upcoming(self, count: int) -> list[Hashable]: ...
+    def upcoming(self, step: int, count: int) -> list[Hashable]:
+        """The keys of the ``count`` updates after the next one, should each succeed."""
+        ...
 
-    def advance(self) -> None: ...
+    def advance(self) -> None:
+        """Move past the next update's batch (trained on or skipped)."""
+        ...
 
     def make(
         self, key: Any, prepare: Callable[[dict[str, torch.Tensor]], MicroBatch]
-    ) -> list[MicroBatch]: ...
+    ) -> list[MicroBatch]:
+        """This rank's micro-batches of the update at ``key``."""
+        ...
 
 
 @dataclass
