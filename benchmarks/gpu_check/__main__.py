@@ -67,13 +67,15 @@ def environment() -> dict[str, Any]:
             capability=".".join(map(str, torch.cuda.get_device_capability(0))),
         )
     try:
-        env["commit"] = subprocess.run(
+        env_commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
             cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=10,
-        ).stdout.strip()
+        )
+        # the device machine's copy of the tree may have no .git: the session notes the commit
+        env["commit"] = env_commit.stdout.strip() if env_commit.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         env["commit"] = "unknown"
     return env

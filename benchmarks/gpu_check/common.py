@@ -14,9 +14,12 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -312,6 +315,28 @@ def synchronize(device: str) -> None:
 
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def attempt(ctx: Context, part: str, fn: Callable[[], T]) -> T | None:
+    """``fn()``, or None when it raises: the error goes into the stage's ``errors`` and the
+    stage goes on with its other parts (one model's out-of-memory must not lose the rest of a
+    device call). The GPU's cache is emptied after a failure so the next part starts clean."""
+    try:
+        return fn()
+    except Exception as e:
+        import gc
+        import traceback
+
+        import torch
+
+        errors = ctx.record.setdefault("errors", {})
+        errors[part] = f"{type(e).__name__}: {e}"[:500]
+        print(f"stage {ctx.stage.title}: {part} failed:\n{traceback.format_exc()}", flush=True)
+        ctx.write(errors=errors)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return None
 
 
 def finish(ctx: Context, ok: bool, reason: str = "") -> int:

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from benchmarks.gpu_check.common import (
+    attempt,
     context,
     finish,
     hf_config,
@@ -285,22 +286,29 @@ def main(argv: list[str] | None = None) -> int:
             missing[length] = why
     rows: list[dict] = []
     ctx.write(rows=rows, real_missing=missing)
+    # the host-sync count first (small, and a goal of its own), then each model size; a part
+    # that fails is recorded in "errors" and the others still run
+    first = cases_by_length[s.lengths[0]]
+    syncs = attempt(ctx, "host_syncs", lambda: host_syncs(ctx, first.get("real", first["full"])))
+    if syncs is not None:
+        print(f"stage 2: host syncs {syncs['counts']} in {syncs['updates']} updates", flush=True)
+        ctx.write(host_syncs=syncs)
     for size in s.speed_models:
-        time_size(ctx, size, peak, rows, cases_by_length)
+        attempt(
+            ctx,
+            f"speed {size}",
+            lambda size=size: time_size(ctx, size, peak, rows, cases_by_length),
+        )
     if ctx.compile:
         try:
             ctx.write(compiled=time_compiled(ctx, peak, rows, cases_by_length), rows=rows)
         except Exception as e:  # optional: a compile failure is reported, not fatal
             ctx.write(compiled={"error": f"{type(e).__name__}: {e}"[:500]})
-    first = cases_by_length[s.lengths[0]]
-    syncs = host_syncs(ctx, first.get("real", first["full"]))
-    print(f"stage 2: host syncs {syncs['counts']} in {syncs['updates']} updates", flush=True)
-    ctx.write(host_syncs=syncs)
-    if missing:
-        return finish(ctx, False, "; ".join(f"T={k}: {v}" for k, v in missing.items()))
-    if syncs.get("applicable") and not syncs["goal_met"]:
-        return finish(ctx, False, f"{syncs['cuda_waits_per_update']:.1f} host waits per update")
-    return finish(ctx, True)
+    problems = [f"T={k}: {v}" for k, v in missing.items()]
+    problems += [f"{k}: {v}" for k, v in ctx.record.get("errors", {}).items()]
+    if syncs is not None and syncs.get("applicable") and not syncs["goal_met"]:
+        problems.append(f"{syncs['cuda_waits_per_update']:.1f} host waits per update")
+    return finish(ctx, not problems, "; ".join(problems))
 
 
 if __name__ == "__main__":

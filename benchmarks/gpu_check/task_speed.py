@@ -29,7 +29,15 @@ import numpy as np
 import torch
 
 from benchmarks.flops import inference_flops
-from benchmarks.gpu_check.common import context, finish, hf_config, mfu, model_config, peaks
+from benchmarks.gpu_check.common import (
+    attempt,
+    context,
+    finish,
+    hf_config,
+    mfu,
+    model_config,
+    peaks,
+)
 from benchmarks.gpu_check.common import synchronize as sync
 from benchmarks.gpu_pretrain import cycle_fn, step_fn, time_steps
 
@@ -257,16 +265,21 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
     peak = peaks(ctx.device)
     ctx.write(peak=peak)
-    rows = finetune_rows(ctx, peak)
-    print(
-        "stage 3: fine-tuning "
-        + ", ".join(f"{r['case']} {r['impl']} {r['step_ms']:.1f} ms" for r in rows),
-        flush=True,
-    )
-    embed = embed_rows(ctx, peak)
-    print(f"stage 3: embeddings {embed.get('rows', embed.get('reason'))}", flush=True)
-    ctx.write(embed=embed)
-    return finish(ctx, embed["status"] == "passed", embed.get("reason", ""))
+    rows = attempt(ctx, "finetune", lambda: finetune_rows(ctx, peak))  # a failure: recorded
+    if rows is not None:
+        print(
+            "stage 3: fine-tuning "
+            + ", ".join(f"{r['case']} {r['impl']} {r['step_ms']:.1f} ms" for r in rows),
+            flush=True,
+        )
+    embed = attempt(ctx, "embed", lambda: embed_rows(ctx, peak))
+    if embed is not None:
+        print(f"stage 3: embeddings {embed.get('rows', embed.get('reason'))}", flush=True)
+        ctx.write(embed=embed)
+    problems = [f"{k}: {v}" for k, v in ctx.record.get("errors", {}).items()]
+    if embed is not None and embed["status"] != "passed":
+        problems.append(embed.get("reason", ""))
+    return finish(ctx, not problems, "; ".join(problems))
 
 
 if __name__ == "__main__":

@@ -152,3 +152,15 @@ def test_the_pause_is_measured_through_the_trainer(tmp_path, monkeypatch, second
     # s = 0: 24.5 s left, 6 + int(24.5 * 0.98) = 30; s = 3: 4 updates took 7 s, 21.5 s left
     # less the 3 s kept back fit 18.5 / 1.75 = 10.57 updates, 6 + int(10.57 * 0.98) = 16
     assert _records(tmp_path / "run", "deadline")[0]["total_steps"] == total
+
+
+def test_reserved_updates_are_kept_back_when_more_than_the_longest_pause():
+    """The worked example with 6 updates' worth kept back: 14.5 - 6 s fit 8.5 updates, 6 +
+    int(8.5 * 0.98) = 14; a longer pause measured (7 s) is kept back instead: 6 + int(7.35) = 13."""
+    clock = Clock(1002.0)
+    deadline = DeadlineSchedule(1020.5, 2, clock, reserve_updates=6)
+    assert deadline.check(2, FORTY, 40) is None
+    assert at(deadline, clock, 4, 1004.0) is None
+    assert at(deadline, clock, 6, 1006.0) == 14
+    deadline.paused(7.0)
+    assert at(deadline, clock, 6, 1006.0) == 13

@@ -19,6 +19,7 @@ BOUNDS = [
     ("shard_window", 1, 0),
     ("eval_every", 0, -1),
     ("prefetch", 0, -1),
+    ("reserve_updates", 0, -1),
 ]
 
 
@@ -39,3 +40,11 @@ def test_the_collective_timeout_must_be_positive():
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ConfigError, match="fp8"):
         TrainConfig(precision="fp8")
+
+
+def test_a_fine_tuning_budget_must_be_positive():
+    from bertkit.training.finetune import FinetuneConfig
+
+    assert FinetuneConfig(minutes=0.01).minutes == 0.01
+    with pytest.raises(ConfigError, match=r"^minutes must be positive, got 0"):
+        FinetuneConfig(minutes=0)

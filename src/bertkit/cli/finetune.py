@@ -36,6 +36,7 @@ _RUN_FIELDS = (
     "dropout",
     "eval_batch_size",
     "bucket_batches",
+    "minutes",
 )
 _WINDOWED = ("glue", "classify", "ner", "tag")
 """The families with the long-input flags; squad has its own --doc-stride, swag truncates (and

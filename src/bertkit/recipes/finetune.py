@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,6 +82,7 @@ def run_finetune(job: FinetuneJob, log: Callable[[str], None] = _stderr) -> dict
 
 
 def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict[str, Any] | None:
+    started = time.time()  # --minutes counts from here: reading the data is part of the job
     config, device = job.config, torch.device(info.device)
     if isinstance(job.task, TaskSettings):
         adapter, train, dev = build_task(job.task)
@@ -125,6 +127,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         log=say,
         device=device,
         info=info,
+        started=started,
     )
     if not info.is_main:
         return None

@@ -4,7 +4,8 @@ the schedule's total shrinks so that the decay still ends at zero, on time.
 At each log line the Trainer asks :meth:`DeadlineSchedule.check` for a new total. The rate is
 measured from this process's first log line (so the first window's start-up, kernel creation and
 prefetch, does not count), evaluations and checkpoints included, over two windows at least; the
-longest evaluation-and-checkpoint pause so far is kept back for the final evaluation. The decay is
+longest evaluation-and-checkpoint pause so far is kept back for the final evaluation (or, when
+more, ``reserve_updates`` at the measured rate: work after the last update the loop does not time). The decay is
 linear, so a shrink steps the learning rate down once (to what the shorter schedule has at this
 update) and it still reaches zero at the last update. Never below the last phase's first update,
 nor into a warmup; never longer.
@@ -69,6 +70,9 @@ class DeadlineSchedule:
     log_every: int
     """Updates between log lines: the rate is measured over two such windows at least."""
     clock: Callable[[], float] = time.time
+    reserve_updates: float = 0.0
+    """Updates' worth of time kept back for the work after the last update, when more than the
+    longest pause (``TrainConfig.reserve_updates``)."""
     started: tuple[float, int] | None = field(default=None, init=False)
     """(clock, update) at the first log line, where the rate is measured from."""
     pause: float = field(default=0.0, init=False)
@@ -89,7 +93,8 @@ class DeadlineSchedule:
         if step - first < 2 * self.log_every:
             return None
         rate = (now - start) / (step - first)
-        more = max(self.end_by - now - self.pause, 0.0) / rate
+        keep = max(self.pause, self.reserve_updates * rate)
+        more = max(self.end_by - now - keep, 0.0) / rate
         total = schedule.total_steps
         if step + int(more) >= total:
             return None

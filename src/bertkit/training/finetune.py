@@ -74,6 +74,11 @@ class FinetuneConfig:
     """Batches per length-sorting chunk (1 = random batches, no length bucketing)."""
     show_progress: bool | None = None
     """Progress bars (None: on a terminal)."""
+    minutes: float | None = None
+    """Wall-clock budget of the whole job, from reading the data to the last save: the runs
+    share the time left equally, and a run whose updates would not fit ends its learning-rate
+    decay sooner (the deadline of pre-training), still scoring dev at its last update.
+    None: every run trains its epochs in full."""
 
     def __post_init__(self) -> None:
         if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
@@ -88,6 +93,8 @@ class FinetuneConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.minutes is not None and not self.minutes > 0:
+            raise ConfigError(f"minutes must be positive, got {self.minutes}")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"max_steps must be at least 1, got {self.max_steps}")
         P.check(self.precision)
@@ -158,10 +165,12 @@ def train_one(
     log: Callable[[str], None] = print,
     device: torch.device | None = None,
     info: D.DistInfo | None = None,
+    end_by: float | None = None,
 ) -> RunResult:
     """Train one run; after each epoch score dev and call ``on_best(model, adapter, score, record)``
     (record: epoch, step, train_loss, dev metrics, the examples seen) when the run improves on its
-    own best. The global RNG is forked, so callers are unaffected.
+    own best. The global RNG is forked, so callers are unaffected. ``end_by`` (``time.time()``
+    seconds): the run's deadline, its last scoring and save included (``FinetuneConfig.minutes``).
 
     Under torchrun (``info`` distributed) every rank draws the same global batches and trains
     on its share (:func:`bertkit.training.sharding.rank_share`), gradients averaged by DDP and
@@ -215,6 +224,8 @@ def train_one(
                 max_consecutive_skips=config.max_consecutive_skips,
                 show_progress=config.show_progress,
                 spike_factor=math.inf,  # one batch's loss is noisy: no spike warnings
+                end_by=end_by,
+                reserve_updates=_scoring_updates(data, config),
             ),
             run_dir=None,
             info=info,
@@ -232,6 +243,16 @@ def train_one(
 
 LOG_EVERY = 10
 """Updates per progress-bar loss (fine-tuning writes no metrics file: its record is per epoch)."""
+SAVE_UPDATES = 40
+"""Updates' worth of time a deadline keeps back for saving the model after the last scoring."""
+
+
+def _scoring_updates(data: TaskData, config: FinetuneConfig) -> float:
+    """Updates' worth of time to keep back before a deadline for the last dev scoring and save,
+    until an epoch end has measured them: a forward pass costs about a third of a training step
+    on the same examples, counted here as half for the padding of unbucketed dev batches."""
+    dev = sum(len(feats) for _, feats in data.dev.values())
+    return dev / (2 * config.batch_size) + SAVE_UPDATES
 
 
 class _EpochEnd:
@@ -271,6 +292,7 @@ class _EpochEnd:
         }
         self.loss_sum, self.updates = 0.0, 0
         score = math.nan
+        started = time.perf_counter()
         if info.is_main:
             scored = evaluate_sets(
                 t.core,
@@ -297,6 +319,8 @@ class _EpochEnd:
             if info.is_main:
                 self.on_best(t.core, self.adapter.with_tuned(main.metrics), score, record)
         D.barrier(info)  # rank 0 has saved before anyone goes on
+        if t.deadline is not None:  # kept back for the last scoring and save, once measured
+            t.deadline.paused(time.perf_counter() - started)
 
 
 def score_key(score: float) -> float:

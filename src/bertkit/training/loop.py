@@ -143,7 +143,9 @@ class Trainer:
         """Statistics since the last fold into ``window``, still on the device."""
         self._prefetch: Prefetcher | None = None
         self.deadline = (
-            DeadlineSchedule(config.end_by, config.log_every, clock=time.time)
+            DeadlineSchedule(
+                config.end_by, config.log_every, time.time, reserve_updates=config.reserve_updates
+            )
             if config.end_by is not None
             else None
         )

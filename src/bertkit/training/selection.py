@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,12 +75,18 @@ def finetune(
     log: Callable[[str], None] = print,
     device: torch.device | None = None,
     info: D.DistInfo | None = None,
+    started: float | None = None,
 ) -> FinetuneResult:
     """Run the selection procedure (see the module doc) and leave the selected model in ``output``.
 
     ``build_model()`` returns a fresh model (pretrained encoder + new head) each call; it is
     called under the run's seed. Returns the result; the caller writes ``metrics.json``.
+    ``started`` (``time.time()``; default now): when the job began, which ``config.minutes``
+    counts from; each run's deadline is an equal share of the time then left.
     """
+    job_end = None
+    if config.minutes is not None:
+        job_end = (started if started is not None else time.time()) + 60 * config.minutes
     if not data.train:
         raise ConfigError("no training examples")
     if not data.dev:
@@ -100,9 +107,14 @@ def finetune(
 
         return on_best
 
+    planned = len(config.learning_rates) * config.restarts
     for lr in config.learning_rates:
         for r in range(config.restarts):
             seed = config.seed + r
+            end_by = None
+            if job_end is not None:  # the runs left share the time left
+                now = time.time()
+                end_by = now + (job_end - now) / (planned - len(runs))
             runs.append(
                 train_one(
                     build_model,
@@ -116,6 +128,7 @@ def finetune(
                     log=log,
                     device=device,
                     info=info,
+                    end_by=end_by,
                 )
             )
     scores = [r.score for r in runs]

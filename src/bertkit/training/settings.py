@@ -107,6 +107,10 @@ class TrainConfig:
     included. Measured against it at every log line, the run ends its decay sooner when the
     updates left would not fit: the schedule's total shrinks (never grows) so that the learning
     rate still reaches zero at the last update. None: the step count is fixed."""
+    reserve_updates: float = 0.0
+    """With ``end_by``: this many updates' worth of time (at the measured rate) is kept back for
+    work after the last update that the loop does not time (fine-tuning's last dev scoring and
+    save), when more than the longest pause measured so far."""
 
     def __post_init__(self) -> None:
         P.check(self.precision)
@@ -123,6 +127,8 @@ class TrainConfig:
         for name in at_least_one:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.reserve_updates < 0:
+            raise ConfigError(f"reserve_updates must be >= 0, got {self.reserve_updates}")
         if self.eval_every < 0:
             raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
         if self.prefetch is not None and self.prefetch < 0:

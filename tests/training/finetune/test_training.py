@@ -208,3 +208,38 @@ def test_the_summary_spread_of_two_runs_has_their_standard_deviation() -> None:
         {"mean": 0.6, "std": 0.1414213562, "min": 0.5, "max": 0.7, "n": 2}
     )
     assert _spread([0.5])["std"] == 0.0  # one run: no spread (stdev needs two)
+
+
+def test_a_budget_ends_the_run_early_and_still_scores_its_last_update(
+    tiny_model: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``minutes`` on a clock where every update takes 1 s: 48 updates planned (12 epochs of 4),
+    80 s for the job. The deadline measures the rate at update 30 (its third log line), keeps
+    back 42 updates' worth for the last scoring and save (16 dev / (2 x 4) + 40), and 8 fit:
+    the run ends at 30 + int(8 x 0.98) = 37, where dev is scored once more; without a budget
+    all 48 run."""
+    import types
+
+    import bertkit.training.loop as loop
+    import bertkit.training.selection as selection
+    from bertkit.training.loop import Trainer
+
+    updates = {"n": 0}
+    original = Trainer._train_step
+
+    def counted(self, model):
+        updates["n"] += 1
+        return original(self, model)
+
+    fake = types.SimpleNamespace(time=lambda: 1000.0 + updates["n"], perf_counter=lambda: 0.0)
+    monkeypatch.setattr(Trainer, "_train_step", counted)
+    monkeypatch.setattr(loop, "time", fake)
+    monkeypatch.setattr(selection, "time", fake)
+    cfg = FinetuneConfig(learning_rates=(1e-3,), epochs=12, batch_size=4, minutes=80 / 60)
+    run = _run(tiny_model, tmp_path, cfg, "budget").runs[0]
+    assert run.steps == 37
+    assert [e["step"] for e in run.epochs] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 37]
+    assert "dev" in run.epochs[-1]
+    updates["n"] = 0
+    whole = FinetuneConfig(learning_rates=(1e-3,), epochs=12, batch_size=4)
+    assert _run(tiny_model, tmp_path, whole, "whole").runs[0].steps == 48
