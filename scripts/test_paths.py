@@ -2,7 +2,8 @@
 path this machine's probe picks.
 
 bertkit makes each hardware-dependent choice once per process (:mod:`bertkit.hardware`: fp32
-products on oneDNN or BLAS, bf16 native / emulated / off, int8 weights of 8 or 7 bits), and each
+products on oneDNN or BLAS, bf16 native / emulated / off, int8 weights of 8 or 7 bits, CPU bf16
+attention in the fused kernel or two matmuls), and each
 can be forced by an environment variable. ``scripts/test.sh`` runs the suite on the probe's
 picks; this script re-runs it under ``RUNS``, which between them force every choice of every
 decision (checked below against :data:`bertkit.hardware.CHOICES`, so a new decision or choice
@@ -43,9 +44,25 @@ AVX2_CAP = {
 
 RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
     # (forced decisions, other environment)
-    ({"fp32_matmul": "onednn", "bf16": "native", "int8_weights": "8bit"}, {}),
-    ({"fp32_matmul": "blas", "bf16": "emulated", "int8_weights": "7bit"}, {}),
-    ({"bf16": "fp32"}, AVX2_CAP),
+    (
+        {
+            "fp32_matmul": "onednn",
+            "bf16": "native",
+            "int8_weights": "8bit",
+            "bf16_attention": "fused",
+        },
+        {},
+    ),
+    (
+        {
+            "fp32_matmul": "blas",
+            "bf16": "emulated",
+            "int8_weights": "7bit",
+            "bf16_attention": "matmul",
+        },
+        {},
+    ),
+    ({"bf16": "fp32", "bf16_attention": "fused_inference"}, AVX2_CAP),
 ]
 SLOW_RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
     ({"fp32_matmul": "onednn"}, {}),

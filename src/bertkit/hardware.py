@@ -24,6 +24,12 @@ int8_weights  ``8bit``, ``7bit``        ``8bit`` where oneDNN has int8 dot produ
                                         ``ONEDNN_MAX_CPU_ISA``); else ``7bit``, whose
                                         int16 pair sums cannot saturate
                                         (:mod:`bertkit.model.quantize`)
+bf16_         ``fused``,                a timed probe: torch's fused attention kernel   ``BERTKIT_BF16_ATTENTION``
+attention     ``fused_inference``,      against two batched matmuls around a softmax,
+              ``matmul``                in bf16, inference and training, at 128 tokens;
+                                        the fused kernel where >= 1.10x faster (cached
+                                        like fp32_matmul). CPU attention in bf16/fp16
+                                        only: elsewhere it is always the fused kernel
 ============  ========================  ==============================================  ======================
 
 ``native`` bf16 lets bertkit call oneDNN's bf16 kernels directly (cached bf16 weights at
@@ -68,11 +74,13 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "fp32_matmul": probes.FP32_MATMUL_CHOICES,
     "bf16": ("native", "emulated", "fp32"),
     "int8_weights": ("8bit", "7bit"),
+    "bf16_attention": probes.BF16_ATTENTION_CHOICES,
 }
 ENV = {
     "fp32_matmul": "BERTKIT_FP32_MATMUL",
     "bf16": "BERTKIT_BF16",
     "int8_weights": "BERTKIT_INT8_WEIGHTS",
+    "bf16_attention": "BERTKIT_BF16_ATTENTION",
 }
 
 
@@ -92,15 +100,18 @@ _decisions: dict[str, Decision] = {}
 # hot-path flags, kept in step with _decisions (None: not decided yet)
 _fp32_onednn: bool | None = None
 _bf16_mode: str | None = None
+_fused_attention: str | None = None
 
 
 def _set(decision: Decision, announce: bool = True) -> None:
-    global _fp32_onednn, _bf16_mode
+    global _fp32_onednn, _bf16_mode, _fused_attention
     _decisions[decision.name] = decision
     if decision.name == "fp32_matmul":
         _fp32_onednn = decision.choice == "onednn"
     elif decision.name == "bf16":
         _bf16_mode = decision.choice
+    elif decision.name == "bf16_attention":
+        _fused_attention = decision.choice
     if announce:
         log.info(
             "%s: %s (%s: %s)", decision.name, decision.choice, decision.source, decision.reason
@@ -193,12 +204,14 @@ def forced(name: str, choice: str) -> Iterator[Decision]:
 
 
 def _forget(name: str) -> None:
-    global _fp32_onednn, _bf16_mode
+    global _fp32_onednn, _bf16_mode, _fused_attention
     _decisions.pop(name, None)
     if name == "fp32_matmul":
         _fp32_onednn = None
     elif name == "bf16":
         _bf16_mode = None
+    elif name == "bf16_attention":
+        _fused_attention = None
 
 
 def _check_choice(name: str, choice: str, where: str) -> None:
@@ -239,6 +252,14 @@ def bf16_mode() -> str:
     if _bf16_mode is None:
         decision("bf16")
     return str(_bf16_mode)
+
+
+def fused_bf16_attention(training: bool) -> bool:
+    """Whether CPU attention in bf16/fp16 runs torch's fused kernel (else two batched matmuls)
+    for a training pass (gradients) or an inference pass."""
+    if _fused_attention is None:
+        decision("bf16_attention")
+    return _fused_attention == "fused" or (_fused_attention == "fused_inference" and not training)
 
 
 # --- devices --------------------------------------------------------------------------------
@@ -332,6 +353,9 @@ def _decide_plain(name: str) -> Decision:
     if name == "int8_weights":
         ok, why = int8_dot_products()
         return Decision(name, "8bit" if ok else "7bit", why, "probe")
+    if name == "bf16_attention":
+        found = probes.bf16_attention()
+        return Decision(name, found.choice, found.reason, found.source)
     found = probes.fp32_matmul()
     return Decision(name, found.choice, found.reason, found.source)
 

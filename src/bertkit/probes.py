@@ -1,6 +1,6 @@
 """The measurements behind :mod:`bertkit.hardware`'s decisions: what oneDNN runs on this CPU
 (native bf16, int8 dot products) and how fast (oneDNN's fp32 linear against ATen's BLAS, bf16
-against fp32).
+against fp32, torch's fused bf16 attention kernel against two batched matmuls).
 
 Each probe runs as plain fp32 code whatever the caller's context (autocast, grad), on its own RNG
 (a model's initialisation must not move). The fp32 timing is cached on disk (:mod:`bertkit.probe_cache`,
@@ -28,6 +28,10 @@ PROBE_MAX_OTHERS = 0.5
 disk: a probe on shared cores measured oneDNN 63 and BLAS 53 GFLOP/s here (against ~250 on idle
 cores), picked oneDNN, and left the quickstart 1.4x slower per update in every later run."""
 PROBE_SHAPE = (512, 384, 1536)  # (M, K, N): a MiniLM-sized feed-forward product
+BF16_ATTENTION_CHOICES = ("fused", "fused_inference", "matmul")
+ATTENTION_SHAPE = (32, 12, 128, 64)
+"""(B, N, T, D) of the attention probe: BERT-Base heads at 128 tokens, lengths 64..128."""
+FUSED_MIN_SPEEDUP = 1.10  # below this, keep the two matmuls (the measured default before)
 CACHE_VERSION = 1
 
 # torch's bundled oneDNN linear; absent in builds without mkldnn
@@ -172,6 +176,92 @@ def _time_fp32_backends() -> Measured:
     reason = (
         f"at {threads} thread{'s' if threads > 1 else ''}: oneDNN {gflops['onednn']:.0f} "
         f"GFLOP/s, BLAS {gflops['blas']:.0f} ({ratio:.2f}x; oneDNN needs {ONEDNN_MIN_SPEEDUP:.2f}x)"
+    )
+    return Measured(choice, reason)
+
+
+def bf16_attention() -> Measured:
+    """Torch's fused CPU attention kernel (``scaled_dot_product_attention``) against two batched
+    matmuls around a softmax, in bf16, at the current thread count, for inference and for
+    training (forward and backward): ``fused`` where the kernel is at least
+    :data:`FUSED_MIN_SPEEDUP` faster in both, ``fused_inference`` where only in inference, else
+    ``matmul`` (cached on disk like the fp32 probe)."""
+    key = _cache_key() + "|bf16_attention"
+    with probe_cache.locked() as cache_file:
+        cached = probe_cache.read(cache_file).get(key)
+        if cached and cached.get("choice") in BF16_ATTENTION_CHOICES:
+            return Measured(cached["choice"], cached["reason"], "cache")
+        made, others = cpu.others_busy_cores(_time_attention_kernels)
+        if others > PROBE_MAX_OTHERS:
+            why = f"not cached: other work kept {others:.1f} cores busy during the probe"
+            return replace(made, reason=f"{made.reason}; {why}")
+        if cache_file is not None:
+            entries = probe_cache.read(cache_file)
+            entries[key] = {"choice": made.choice, "reason": made.reason, "at": time.time()}
+            probe_cache.write(cache_file, entries)
+        return made
+
+
+def attention_choice(inference: float, training: float) -> str:
+    """The bf16 attention choice from the fused kernel's speed-ups over two matmuls: the fused
+    kernel wherever it is at least :data:`FUSED_MIN_SPEEDUP` faster; a kernel slower in
+    inference than the matmuls is not trusted with training either."""
+    if inference < FUSED_MIN_SPEEDUP:
+        return "matmul"
+    return "fused" if training >= FUSED_MIN_SPEEDUP else "fused_inference"
+
+
+def two_matmul_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(D), keys where ``mask``) v as two batched matmuls (bf16 in, fp32
+    accumulation inside the softmax, bf16 out)."""
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))  # in place: matmul's backward keeps q, k
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def _time_attention_kernels() -> Measured:
+    b, n, t, d = ATTENTION_SHAPE
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(b, n, t, d, generator=g).bfloat16() for _ in range(3))
+    lengths = torch.randint(t // 2, t + 1, (b,), generator=g)
+    mask = (torch.arange(t)[None] < lengths[:, None])[:, None, None, :]
+    kernels = {
+        "fused": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        "matmul": lambda q, k, v: two_matmul_attention(q, k, v, mask),
+    }
+
+    def infer(fn):
+        return lambda: fn(q, k, v)
+
+    def train(fn):
+        leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+
+        def step() -> None:
+            with torch.enable_grad():
+                fn(*leaves).float().sum().backward()
+
+        return step
+
+    times = {}
+    for mode, wrap in (("inference", infer), ("training", train)):
+        fns = {name: wrap(fn) for name, fn in kernels.items()}
+        for fn in fns.values():
+            fn()  # warm
+        best = dict.fromkeys(fns, float("inf"))
+        for _ in range(3):  # interleaved, best of 3
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - start)
+        times[mode] = best["matmul"] / best["fused"]
+    choice = attention_choice(times["inference"], times["training"])
+    reason = (
+        f"at {torch.get_num_threads()} threads, the fused kernel against two matmuls: inference "
+        f"{times['inference']:.2f}x, training {times['training']:.2f}x (fused needs "
+        f"{FUSED_MIN_SPEEDUP:.2f}x)"
     )
     return Measured(choice, reason)
 

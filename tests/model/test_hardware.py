@@ -270,3 +270,30 @@ def test_first_use_inside_autocast_probes_in_plain_fp32(unforced):
     assert hardware.decision("bf16").source == "probe"
     assert hardware.decision("fp32_matmul").source in ("probe", "cache")
     assert layer.weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("inference", "training", "choice"),
+    [
+        (1.10, 1.10, "fused"),
+        (4.0, 0.3, "fused_inference"),
+        (1.09, 3.0, "matmul"),  # slower in inference: not trusted with training either
+        (0.6, 0.3, "matmul"),
+    ],
+)
+def test_bf16_attention_takes_the_fused_kernel_where_it_is_faster(inference, training, choice):
+    assert probes.attention_choice(inference, training) == choice
+
+
+def test_bf16_attention_probe_then_cache(unforced, monkeypatch):
+    _others_busy(monkeypatch, 0.0)
+    d = hardware.decision("bf16_attention")
+    assert d.source == "probe" and "inference" in d.reason and "training" in d.reason
+    assert d.choice in probes.BF16_ATTENTION_CHOICES
+    hardware.force("bf16_attention", None)
+    again = hardware.decision("bf16_attention")
+    assert (again.source, again.choice, again.reason) == ("cache", d.choice, d.reason)
+    monkeypatch.setenv("BERTKIT_BF16_ATTENTION", "matmul")
+    hardware.force("bf16_attention", None)
+    assert hardware.decision("bf16_attention").source == "env"
+    assert not hardware.fused_bf16_attention(training=False)

@@ -258,3 +258,44 @@ def test_importing_the_model_registers_no_global_hook():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "1", "1"]
+
+
+def _attention_pass(choice: str, training: bool, monkeypatch) -> tuple[list, torch.Tensor, list]:
+    """bf16 CPU attention under ``choice``: the kernels it called, its output and (training)
+    the fp32 gradients of q, k, v."""
+    from bertkit.model import attention
+
+    calls: list[str] = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kw):
+        calls.append("fused")
+        return sdpa(*args, **kw)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(3, 2, 9, 8, generator=g).requires_grad_(training) for _ in range(3))
+    mask = (torch.arange(9)[None, :] < torch.tensor([9, 5, 2])[:, None])[:, None, None, :]
+    with hardware.forced("bf16_attention", choice), torch.set_grad_enabled(training):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = attention.attend(q, k, v, mask, 0.0)
+        grads = []
+        if training:
+            out.float().sum().backward()
+            grads = [x.grad for x in (q, k, v)]
+    monkeypatch.undo()
+    return calls, out.float().detach(), grads
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_each_bf16_attention_kernel_is_the_one_taken_and_they_agree(training, monkeypatch):
+    """Forced ``fused`` calls torch's fused kernel, ``matmul`` never does, ``fused_inference``
+    only without gradients; outputs and gradients agree with each other within bf16."""
+    fused = _attention_pass("fused", training, monkeypatch)
+    matmul = _attention_pass("matmul", training, monkeypatch)
+    mixed = _attention_pass("fused_inference", training, monkeypatch)
+    assert fused[0] == ["fused"] and matmul[0] == []
+    assert mixed[0] == ([] if training else ["fused"])
+    torch.testing.assert_close(fused[1], matmul[1], rtol=3e-2, atol=3e-2)
+    for a, b in zip(fused[2], matmul[2], strict=True):
+        torch.testing.assert_close(a, b, rtol=5e-2, atol=5e-2)

@@ -76,6 +76,7 @@ def test_every_rank_runs_rank_0s_kernel_paths(tmp_path):
         "BERTKIT_FP32_MATMUL": "onednn",
         "BERTKIT_BF16": "emulated",
         "BERTKIT_INT8_WEIGHTS": "7bit",
+        "BERTKIT_BF16_ATTENTION": "fused",
     }
     for name, rank1 in (("adopts", {}), ("keeps", {"BERTKIT_FP32_MATMUL": "blas"})):
         out = tmp_path / name
@@ -86,12 +87,14 @@ def test_every_rank_runs_rank_0s_kernel_paths(tmp_path):
             "fp32_matmul": ["onednn", "env"],
             "bf16": ["emulated", "env"],
             "int8_weights": ["7bit", "env"],
+            "bf16_attention": ["fused", "env"],
         }
         want_fp32 = ["blas", "env"] if rank1 else ["onednn", "rank 0"]
         assert got[1] == {
             "fp32_matmul": want_fp32,
             "bf16": ["emulated", "rank 0"],
             "int8_weights": ["7bit", "rank 0"],
+            "bf16_attention": ["fused", "rank 0"],
         }
 
 

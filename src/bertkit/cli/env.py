@@ -27,26 +27,26 @@ def format_report(r: dict) -> str:
     )
     cuda = cuda or "none"
     lines = [
-        f"bertkit       {r['bertkit']}",
-        f"python        {r['python']} ({r['platform']})",
-        f"torch         {r['torch']} (BLAS: {r['blas']}; oneDNN: {'yes' if r['onednn'] else 'no'}"
+        f"bertkit         {r['bertkit']}",
+        f"python          {r['python']} ({r['platform']})",
+        f"torch           {r['torch']} (BLAS: {r['blas']}; oneDNN: {'yes' if r['onednn'] else 'no'}"
         f"{_supported(r['torch_supported'])})",
-        f"transformers  {r['transformers'] or '-'}; tokenizers {r['tokenizers'] or '-'}",
-        f"cpu           {cpu['model']} [{cpu['class']}], {cpu['logical_cores']} logical cores, "
+        f"transformers    {r['transformers'] or '-'}; tokenizers {r['tokenizers'] or '-'}",
+        f"cpu             {cpu['model']} [{cpu['class']}], {cpu['logical_cores']} logical cores, "
         f"{cpu['arch']}",
-        f"cpu features  {features}; ATen kernels: {cpu['torch_capability']}",
-        f"threads       torch {r['threads']['torch']}, inter-op {r['threads']['interop']}",
-        f"cuda          {cuda}",
+        f"cpu features    {features}; ATen kernels: {cpu['torch_capability']}",
+        f"threads         torch {r['threads']['torch']}, inter-op {r['threads']['interop']}",
+        f"cuda            {cuda}",
     ]
     for name, d in r["decisions"].items():
-        lines.append(f"{name:<13} {d['choice']} ({d['source']}: {d['reason']})")
+        lines.append(f"{name:<15} {d['choice']} ({d['source']}: {d['reason']})")
     if r["bf16_speedup"]:
         lines.append(
-            f"bf16 speed    {r['bf16_speedup']:.2f}x fp32 (a 256 x 256 -> 1024 linear, autocast)"
+            f"bf16 speed      {r['bf16_speedup']:.2f}x fp32 (a 256 x 256 -> 1024 linear, autocast)"
         )
     if r.get("int8"):
-        lines.append(f"int8          {r['int8']}")
-    lines.append(f"probe cache   {r['probe_cache'] or 'off'}")
+        lines.append(f"int8            {r['int8']}")
+    lines.append(f"probe cache     {r['probe_cache'] or 'off'}")
     return "\n".join(lines)
 
 

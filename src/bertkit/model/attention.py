@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit import hardware
 from bertkit.config import BertConfig
 from bertkit.model.kernels import Linear
 
@@ -146,10 +147,12 @@ def attend(
     ``causal``: query t also ignores keys after t (sequences start at position 0, padding at the
     end, so this is the left-to-right mask in every layout used here).
 
-    On the CPU in bf16/fp16 (explicitly or under autocast) this is two batched matmuls around a
-    softmax (fp32 accumulation, output rounded to bf16, as autocast's matmul inputs are): torch's
-    fused CPU attention kernel was measured 3.5-4x slower there in forward + backward (mini,
-    (32, 4, 128, 64): 41.6 vs 11.7 ms) and ~1.7x slower in inference.
+    On the CPU in bf16/fp16 (explicitly or under autocast) the kernel is a hardware decision
+    (:func:`bertkit.hardware.fused_bf16_attention`, probed per machine): torch's fused kernel, or
+    two batched matmuls around a softmax (fp32 accumulation, output rounded to bf16, as
+    autocast's matmul inputs are). On a 2-core Xeon with AMX (torch 2.13) the fused kernel was
+    3-4x slower in forward + backward at 128 tokens but 1.3-4.3x faster in inference, most at
+    256-512 tokens; elsewhere it was measured ~1.7x slower in inference too.
     Everywhere else it is ``scaled_dot_product_attention``.
     """
     if causal:
@@ -161,8 +164,11 @@ def attend(
     low = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
     if q.device.type != "cpu" or low not in (torch.bfloat16, torch.float16):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    training = torch.is_grad_enabled() and q.requires_grad
     with torch.autocast("cpu", enabled=False):  # keep the softmax in `low` (fp32 inside)
         q, k, v = q.to(low), k.to(low), v.to(low)
+        if hardware.fused_bf16_attention(training):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, N, T, T)
         if mask is not None:
             scores.masked_fill_(~mask, float("-inf"))  # in place: matmul's backward keeps q, k
