@@ -328,7 +328,9 @@ def resolve_device(
 
 
 def _decide(name: str) -> Decision:
-    with torch.no_grad(), torch.autocast("cpu", enabled=False):
+    # a first use may come inside the caller's inference mode, autocast or grad: the probes
+    # measure plain fp32 or bf16, and the attention probe's training pass needs autograd
+    with torch.inference_mode(False), torch.no_grad(), torch.autocast("cpu", enabled=False):
         return _decide_plain(name)
 
 

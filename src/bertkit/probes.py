@@ -133,12 +133,17 @@ def fp32_matmul() -> Measured:
     machine measured it before)."""
     if not ONEDNN_AVAILABLE:
         return Measured("blas", "this torch build has no oneDNN linear")
-    key = _cache_key()
+    return _measured_once(_cache_key(), FP32_MATMUL_CHOICES, _time_fp32_backends)
+
+
+def _measured_once(key: str, choices: tuple[str, ...], measure) -> Measured:
+    """``measure()``'s result, read from the disk cache under ``key`` where this machine took it
+    before; a new measurement is cached unless other work shared the cores while it ran."""
     with probe_cache.locked() as cache_file:
         cached = probe_cache.read(cache_file).get(key)
-        if cached and cached.get("choice") in FP32_MATMUL_CHOICES:
+        if cached and cached.get("choice") in choices:
             return Measured(cached["choice"], cached["reason"], "cache")
-        made, others = cpu.others_busy_cores(_time_fp32_backends)
+        made, others = cpu.others_busy_cores(measure)
         if others > PROBE_MAX_OTHERS:  # a measurement on shared cores: this process only
             why = f"not cached: other work kept {others:.1f} cores busy during the probe"
             return replace(made, reason=f"{made.reason}; {why}")
@@ -187,19 +192,7 @@ def bf16_attention() -> Measured:
     :data:`FUSED_MIN_SPEEDUP` faster in both, ``fused_inference`` where only in inference, else
     ``matmul`` (cached on disk like the fp32 probe)."""
     key = _cache_key() + "|bf16_attention"
-    with probe_cache.locked() as cache_file:
-        cached = probe_cache.read(cache_file).get(key)
-        if cached and cached.get("choice") in BF16_ATTENTION_CHOICES:
-            return Measured(cached["choice"], cached["reason"], "cache")
-        made, others = cpu.others_busy_cores(_time_attention_kernels)
-        if others > PROBE_MAX_OTHERS:
-            why = f"not cached: other work kept {others:.1f} cores busy during the probe"
-            return replace(made, reason=f"{made.reason}; {why}")
-        if cache_file is not None:
-            entries = probe_cache.read(cache_file)
-            entries[key] = {"choice": made.choice, "reason": made.reason, "at": time.time()}
-            probe_cache.write(cache_file, entries)
-        return made
+    return _measured_once(key, BF16_ATTENTION_CHOICES, _time_attention_kernels)
 
 
 def attention_choice(inference: float, training: float) -> str:

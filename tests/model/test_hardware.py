@@ -297,3 +297,15 @@ def test_bf16_attention_probe_then_cache(unforced, monkeypatch):
     hardware.force("bf16_attention", None)
     assert hardware.decision("bf16_attention").source == "env"
     assert not hardware.fused_bf16_attention(training=False)
+
+
+def test_first_use_of_the_attention_decision_inside_inference_mode(unforced, monkeypatch):
+    """A server's first bf16 pass decides the attention kernel inside ``inference_mode``: the
+    probe's training measurement still gets its gradients."""
+    from bertkit.model.attention import attend
+
+    _others_busy(monkeypatch, 0.0)
+    q = torch.randn(2, 2, 8, 8)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert attend(q, q, q, None, 0.0).shape == (2, 2, 8, 8)
+    assert hardware.decision("bf16_attention").source == "probe"
