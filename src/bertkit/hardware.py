@@ -100,18 +100,18 @@ _decisions: dict[str, Decision] = {}
 # hot-path flags, kept in step with _decisions (None: not decided yet)
 _fp32_onednn: bool | None = None
 _bf16_mode: str | None = None
-_fused_attention: str | None = None
+_bf16_attention: str | None = None
 
 
 def _set(decision: Decision, announce: bool = True) -> None:
-    global _fp32_onednn, _bf16_mode, _fused_attention
+    global _fp32_onednn, _bf16_mode, _bf16_attention
     _decisions[decision.name] = decision
     if decision.name == "fp32_matmul":
         _fp32_onednn = decision.choice == "onednn"
     elif decision.name == "bf16":
         _bf16_mode = decision.choice
     elif decision.name == "bf16_attention":
-        _fused_attention = decision.choice
+        _bf16_attention = decision.choice
     if announce:
         log.info(
             "%s: %s (%s: %s)", decision.name, decision.choice, decision.source, decision.reason
@@ -204,14 +204,14 @@ def forced(name: str, choice: str) -> Iterator[Decision]:
 
 
 def _forget(name: str) -> None:
-    global _fp32_onednn, _bf16_mode, _fused_attention
+    global _fp32_onednn, _bf16_mode, _bf16_attention
     _decisions.pop(name, None)
     if name == "fp32_matmul":
         _fp32_onednn = None
     elif name == "bf16":
         _bf16_mode = None
     elif name == "bf16_attention":
-        _fused_attention = None
+        _bf16_attention = None
 
 
 def _check_choice(name: str, choice: str, where: str) -> None:
@@ -257,9 +257,9 @@ def bf16_mode() -> str:
 def fused_bf16_attention(training: bool) -> bool:
     """Whether CPU attention in bf16/fp16 runs torch's fused kernel (else two batched matmuls)
     for a training pass (gradients) or an inference pass."""
-    if _fused_attention is None:
+    if _bf16_attention is None:
         decision("bf16_attention")
-    return _fused_attention == "fused" or (_fused_attention == "fused_inference" and not training)
+    return _bf16_attention == "fused" or (_bf16_attention == "fused_inference" and not training)
 
 
 # --- devices --------------------------------------------------------------------------------

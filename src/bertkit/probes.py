@@ -205,14 +205,22 @@ def attention_choice(inference: float, training: float) -> str:
 
 
 def two_matmul_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(D), keys where ``mask``) v as two batched matmuls (bf16 in, fp32
-    accumulation inside the softmax, bf16 out)."""
-    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))
+    accumulation inside the softmax, bf16 out): the kernel ``model/attention.py`` runs when the
+    ``bf16_attention`` decision says ``matmul``, defined here so the probe times that very code."""
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, N, T, T)
     if mask is not None:
         scores.masked_fill_(~mask, float("-inf"))  # in place: matmul's backward keeps q, k
-    return torch.matmul(torch.softmax(scores, dim=-1), v)
+    probs = torch.softmax(scores, dim=-1)  # accumulates in fp32, rounds to the inputs' dtype
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, dropout_p)
+    return torch.matmul(probs, v)  # (B, N, T, D)
 
 
 def _time_attention_kernels() -> Measured:

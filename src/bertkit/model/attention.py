@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit import hardware
+from bertkit import hardware, probes
 from bertkit.config import BertConfig
 from bertkit.model.kernels import Linear
 
@@ -169,13 +169,7 @@ def attend(
         q, k, v = q.to(low), k.to(low), v.to(low)
         if hardware.fused_bf16_attention(training):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, N, T, T)
-        if mask is not None:
-            scores.masked_fill_(~mask, float("-inf"))  # in place: matmul's backward keeps q, k
-        probs = torch.softmax(scores, dim=-1)  # accumulates in fp32, rounds to `low`
-        if dropout_p > 0.0:
-            probs = F.dropout(probs, dropout_p)
-        return torch.matmul(probs, v)  # (B, N, T, D)
+        return probes.two_matmul_attention(q, k, v, mask, dropout_p)
 
 
 PACKED_BACKENDS = ("varlen", "nested", "reference")

@@ -36,15 +36,6 @@ class PhaseBatches:
         info: D.DistInfo,
         log: Callable[[str], None],
     ) -> None:
-        parts = config.grad_accum * info.world_size
-        for p in phases:
-            if p.collate is None and collate is None:
-                raise ConfigError(f"phase {p.name!r} has no collate function, nor has the run")
-            if (p.batch_size or config.batch_size) % parts:
-                raise ConfigError(
-                    f"batch size {p.batch_size or config.batch_size} must be divisible by "
-                    f"grad_accum x world size = {parts}"
-                )
         self.phases, self.collate, self.cfg, self.info, self._log = (
             phases,
             collate,
@@ -52,6 +43,15 @@ class PhaseBatches:
             info,
             log,
         )
+        parts = config.grad_accum * info.world_size
+        for i, p in enumerate(phases):
+            if p.collate is None and collate is None:
+                raise ConfigError(f"phase {p.name!r} has no collate function, nor has the run")
+            if self.batch_size(i) % parts:
+                raise ConfigError(
+                    f"batch size {self.batch_size(i)} must be divisible by "
+                    f"grad_accum x world size = {parts}"
+                )
         self.phase_index = 0
         self.position = 0
         """Examples of the current phase's stream consumed (all ranks together)."""
