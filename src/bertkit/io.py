@@ -128,17 +128,25 @@ ENCODING_ERRORS = ("strict", "replace")
 """What invalid UTF-8 becomes (``--encoding-errors``): an error naming file and line, or U+FFFD."""
 
 
-def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[int, str]]:
+def read_text_lines(
+    path: str | Path, errors: str = "strict", span: tuple[int, int] | None = None
+) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming; ``.xz``,
     ``.gz`` and ``.bz2`` files are decompressed on the fly.
 
     With ``errors="strict"`` invalid UTF-8 raises InputError naming the file and line; with
     ``errors="replace"`` the bad bytes become U+FFFD. A corrupt or truncated compressed file is
     an InputError naming the line reached.
+
+    ``span=(start, end)``: only the lines starting in bytes ``[start, end)`` of an uncompressed
+    file, where ``start`` is a line start; they are numbered from 1 (the caller knows where the
+    span begins: :func:`lines_before` turns a number back into the file's).
     """
     from bertkit.errors import InputError, MissingFileError
 
     path = Path(path)
+    if span is not None and path.suffix.lower() in COMPRESSED_SUFFIXES:
+        raise ValueError(f"{path}: a byte span of a compressed file cannot be read")
     try:
         f = _open_maybe_compressed(path)
     except FileNotFoundError as e:
@@ -146,7 +154,36 @@ def read_text_lines(path: str | Path, errors: str = "strict") -> Iterator[tuple[
     except OSError as e:
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
     with f:
-        yield from _decoded_lines(f, path, errors)
+        if span is None:
+            yield from _decoded_lines(f, path, errors)
+        else:
+            f.seek(span[0])
+            yield from _decoded_lines(_lines_until(f, span[1] - span[0]), path, errors)
+
+
+COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2")
+"""Suffixes of the files read through a decompressor (whole: they have no byte spans)."""
+
+
+def _lines_until(f: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The lines of ``f`` that start within its next ``size`` bytes."""
+    read = 0
+    for raw in f:
+        if read >= size:
+            return
+        read += len(raw)
+        yield raw
+
+
+def lines_before(path: str | Path, offset: int, chunk: int = 1 << 20) -> int:
+    """How many lines of an uncompressed file end before byte ``offset`` (a line start): what
+    turns a line number within a span starting there into the file's."""
+    n, left = 0, offset
+    with open(path, "rb") as f:
+        while left > 0 and (block := f.read(min(chunk, left))):
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
 
 
 def read_input_lines(path: str | Path | None, errors: str = "strict") -> Iterator[tuple[int, str]]:
@@ -192,7 +229,7 @@ def count_lines(path: str | Path, chunk: int = 1 << 20) -> int | None:
     second per GB; a last line without a newline counts); None for compressed files, whose
     count would cost a full decompression."""
     path = Path(path)
-    if path.suffix.lower() in (".xz", ".gz", ".bz2"):
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
         return None
     n, last = 0, b"\n"
     with open(path, "rb") as f:

@@ -26,7 +26,7 @@ DEFAULT_RECORD = (
     '"mask_ratios": [0.8, 0.1, 0.1], "dynamic_masking": false, "do_lower_case": true, '
     '"seed": 12345, "shard_size": 10000, "holdout_fraction": 0.0, "format": "auto", '
     '"text_field": "text", "encoding_errors": "strict", "buffer_docs": 1000, '
-    '"buffer_tokens": 250000, "balanced_next": false}'
+    '"buffer_tokens": 250000, "balanced_next": false, "piece_mib": 256.0}'
 )
 
 EVERY_OPTION_CHANGED = PrepareSettings(
@@ -48,6 +48,7 @@ EVERY_OPTION_CHANGED = PrepareSettings(
     seed=7,
     shard_size=40,
     holdout_fraction=0.25,
+    piece_mib=64.0,
 )
 
 
@@ -86,6 +87,7 @@ def test_every_problem_is_one_config_error() -> None:
     record = json.loads(DEFAULT_RECORD) | {
         "holdout_fraction": 1.0,
         "shard_size": 0,
+        "piece_mib": 0,
         "masked_lm_prob": 0.0,
         "mask_ratios": [0.5, 0.1, 0.1],
         "max_seq_length": 3,
@@ -96,7 +98,8 @@ def test_every_problem_is_one_config_error() -> None:
     with pytest.raises(ConfigError) as e:
         PrepareSettings.from_record(record)
     assert str(e.value) == (
-        "holdout fraction must be in [0, 1); shard size must be >= 1; unknown settings colour; "
+        "holdout fraction must be in [0, 1); shard size must be >= 1; piece size must be > 0 MiB; "
+        "unknown settings colour; "
         "masked_lm_prob must be in (0, 1); mask ratios must sum to 1, got [0.5, 0.1, 0.1] "
         "(sum 0.7); max_seq_length must be >= 5; short_seq_prob must be in [0, 1]; "
         f"format must be one of {FORMATS}, got 'xml'"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from bertkit.data.prepare import deal_files
+from bertkit.data.prepare import deal
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 INPUTS = [FIX / n for n in ("pt_wiki.txt", "pt_bert.txt", "pt_docs.jsonl", "pt_paragraphs.txt")]
@@ -37,7 +37,9 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def _torchrun(inputs: list[Path], out: Path) -> subprocess.CompletedProcess:
+def _torchrun(
+    inputs: list[Path], out: Path, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -59,27 +61,32 @@ def _torchrun(inputs: list[Path], out: Path) -> subprocess.CompletedProcess:
         "--output",
         str(out),
         *ARGS,
+        *extra,
     ]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_files_are_dealt_largest_first_to_the_lightest_rank() -> None:
-    assert deal_files([5, 100, 40, 60, 1], 2) == [[0, 1], [2, 3, 4]]  # 105 and 101 bytes
-    assert deal_files([10, 10, 10], 2) == [[0, 2], [1]]
-    assert deal_files([3], 4) == [[0], [], [], []]  # more ranks than files: idle ranks
-    shares = deal_files(list(range(1, 50)), 3)
+    assert deal([5, 100, 40, 60, 1], 2) == [[0, 1], [2, 3, 4]]  # 105 and 101 bytes
+    assert deal([10, 10, 10], 2) == [[0, 2], [1]]
+    assert deal([3], 4) == [[0], [], [], []]  # more ranks than files: idle ranks
+    shares = deal(list(range(1, 50)), 3)
     assert sorted(i for s in shares for i in s) == list(range(49))
 
 
 @pytest.mark.slow
-def test_two_ranks_write_the_one_process_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pieces", [[], ["--piece-mib", "0.0005"]], ids=["whole", "pieces"])
+def test_two_ranks_write_the_one_process_folder(tmp_path: Path, pieces: list[str]) -> None:
     args = ["prepare-pretraining", "--input", *map(str, INPUTS), "--output", str(tmp_path / "one")]
-    assert main([*args, *ARGS]) == 0
-    run = _torchrun(INPUTS, tmp_path / "two")
+    assert main([*args, *ARGS, *pieces]) == 0
+    run = _torchrun(INPUTS, tmp_path / "two", tuple(pieces))
     assert run.returncode == 0, run.stderr[-3000:]
-    sizes = [p.stat().st_size for p in INPUTS]
-    theirs = deal_files(sizes, 2)[1]
-    assert f"rank 1/2: {len(theirs)} file(s)" in run.stdout, run.stdout + run.stderr[-2000:]
+    if not pieces:
+        theirs = deal([p.stat().st_size for p in INPUTS], 2)[1]
+        assert f"rank 1/2: {len(theirs)} file(s)" in run.stdout, run.stdout + run.stderr[-2000:]
+    else:  # 524-byte pieces: every file is cut, and both ranks work on each file
+        assert "rank 1/2: 4 file(s)" in run.stdout, run.stdout + run.stderr[-2000:]
+        assert '"pieces": 5' in (tmp_path / "one" / "manifest.json").read_text()
     assert _files(tmp_path / "two") == _files(tmp_path / "one")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 

@@ -25,6 +25,7 @@ _FIELDS = (
     "seed",
     "shard_size",
     "holdout_fraction",
+    "piece_mib",
     "corpus.encoding_errors",
     "instance.buffer_docs",
     "instance.buffer_tokens",

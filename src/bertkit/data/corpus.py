@@ -48,6 +48,10 @@ from bertkit.errors import InputError, MissingFileError
 from bertkit.io import ENCODING_ERRORS, read_text_lines
 
 FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
+SPLITTABLE_FORMATS = ("bert", "paragraphs", "wikiextractor", "wikitext", "jsonl")
+"""The formats :func:`document_start` can cut (not Parquet, which is read by row groups)."""
+Span = tuple[int, int] | None
+"""Bytes ``(start, end)`` of a file to read, or None for the whole file."""
 PARQUET_MAGIC = b"PAR1"
 PARQUET_BATCH_ROWS = 1024
 _WIKITEXT_TITLE = re.compile(r"^ ?= ([^=].*) = ?$")  # " = Title = "; sections are "= = Section = ="
@@ -192,10 +196,11 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     return "bert" if one_sentence >= 0.8 * len(lines) else "paragraphs"
 
 
-def _lines(path: str | Path, errors: str) -> Iterator[tuple[int, str]]:
+def _lines(path: str | Path, errors: str, span: Span = None) -> Iterator[tuple[int, str]]:
     """``read_text_lines`` without a leading byte-order mark (editors on Windows add one)."""
-    for n, line in read_text_lines(path, errors):
-        yield n, (line[1:] if n == 1 and line.startswith("\ufeff") else line)
+    first = span is None or span[0] == 0
+    for n, line in read_text_lines(path, errors, span):
+        yield n, (line[1:] if first and n == 1 and line.startswith("\ufeff") else line)
 
 
 def _split_paragraph_text(text: str) -> list[str]:
@@ -207,9 +212,9 @@ def _split_paragraph_text(text: str) -> list[str]:
     return out
 
 
-def _read_bert(path: Path, errors: str) -> Iterator[list[str]]:
+def _read_bert(path: Path, errors: str, span: Span = None) -> Iterator[list[str]]:
     doc: list[str] = []
-    for _, line in _lines(path, errors):
+    for _, line in _lines(path, errors, span):
         line = line.strip()
         if line:
             doc.append(line)
@@ -220,9 +225,9 @@ def _read_bert(path: Path, errors: str) -> Iterator[list[str]]:
         yield doc
 
 
-def _read_paragraphs(path: Path, errors: str) -> Iterator[list[str]]:
+def _read_paragraphs(path: Path, errors: str, span: Span = None) -> Iterator[list[str]]:
     para: list[str] = []
-    for _, line in _lines(path, errors):
+    for _, line in _lines(path, errors, span):
         line = line.strip()
         if line:
             para.append(line)
@@ -234,11 +239,11 @@ def _read_paragraphs(path: Path, errors: str) -> Iterator[list[str]]:
         yield sentences
 
 
-def _read_wikiextractor(path: Path, errors: str) -> Iterator[list[str]]:
+def _read_wikiextractor(path: Path, errors: str, span: Span = None) -> Iterator[list[str]]:
     doc: list[str] | None = None  # None: outside a <doc>
     doc_line = 0
     title_seen = False
-    for n, line in _lines(path, errors):
+    for n, line in _lines(path, errors, span):
         stripped = line.strip()
         if doc is None:
             if not stripped:
@@ -261,9 +266,9 @@ def _read_wikiextractor(path: Path, errors: str) -> Iterator[list[str]]:
         raise InputError(path, doc_line, "expected '</doc>' before the end of the file")
 
 
-def _read_wikitext(path: Path, errors: str) -> Iterator[list[str]]:
+def _read_wikitext(path: Path, errors: str, span: Span = None) -> Iterator[list[str]]:
     doc: list[str] = []
-    for _, line in _lines(path, errors):
+    for _, line in _lines(path, errors, span):
         if _WIKITEXT_TITLE.match(line):
             if doc:
                 yield doc
@@ -279,9 +284,9 @@ def _read_wikitext(path: Path, errors: str) -> Iterator[list[str]]:
         yield doc
 
 
-def _read_jsonl(path: Path, errors: str, field: str) -> Iterator[list[str]]:
+def _read_jsonl(path: Path, errors: str, field: str, span: Span = None) -> Iterator[list[str]]:
     expected = f"expected a JSON object with a string field {field!r}"
-    for n, line in _lines(path, errors):
+    for n, line in _lines(path, errors, span):
         if not line.strip():
             continue
         try:
@@ -327,9 +332,13 @@ def _read_parquet(path: Path, field: str) -> Iterator[list[str]]:
 
 
 def read_file_documents(
-    path: str | Path, options: CorpusOptions | None = None
+    path: str | Path, options: CorpusOptions | None = None, span: Span = None
 ) -> Iterator[list[str]]:
-    """Yield the non-empty documents of one file, streaming (bounded by the largest document)."""
+    """Yield the non-empty documents of one file, streaming (bounded by the largest document).
+
+    ``span=(start, end)``: only the documents in those bytes of an uncompressed text file, whose
+    ends are document starts (:func:`document_start`); its lines are numbered from 1 in errors.
+    """
     options = options or CorpusOptions()
     path = Path(path)
     if not path.is_file():
@@ -337,18 +346,89 @@ def read_file_documents(
     fmt = options.format
     if fmt == "auto":
         fmt = detect_format(path, options.encoding_errors)
+    if span is not None and fmt == "parquet":
+        raise ValueError(f"{path}: a Parquet file is read whole, not in byte spans")
     if fmt == "bert":
-        yield from _read_bert(path, options.encoding_errors)
+        yield from _read_bert(path, options.encoding_errors, span)
     elif fmt == "paragraphs":
-        yield from _read_paragraphs(path, options.encoding_errors)
+        yield from _read_paragraphs(path, options.encoding_errors, span)
     elif fmt == "wikiextractor":
-        yield from _read_wikiextractor(path, options.encoding_errors)
+        yield from _read_wikiextractor(path, options.encoding_errors, span)
     elif fmt == "wikitext":
-        yield from _read_wikitext(path, options.encoding_errors)
+        yield from _read_wikitext(path, options.encoding_errors, span)
     elif fmt == "parquet":
         yield from _read_parquet(path, options.text_field)
     else:
-        yield from _read_jsonl(path, options.encoding_errors, options.text_field)
+        yield from _read_jsonl(path, options.encoding_errors, options.text_field, span)
+
+
+def document_start(path: str | Path, fmt: str, lo: int, hi: int | None = None) -> int | None:
+    """The first byte offset in ``[lo, hi)`` (``hi`` None: to the end) of an uncompressed text
+    file in format ``fmt`` at which a document starts, or None: where a file can be cut so that
+    reading the two spans gives the whole file's documents. A pure function of the file and the
+    offsets, so two workers cutting at the same nominal offset agree. Offset 0 is always a start.
+
+    A line start ``q`` is a document start when the line there is, by format:
+
+    - ``bert``, ``paragraphs``: not blank, and the line before it is blank;
+    - ``wikiextractor``: ``<doc ...`` (after leading whitespace);
+    - ``wikitext``: an article title (`` = Title = ``);
+    - ``jsonl``: any line (one document a line).
+
+    >>> import tempfile, os
+    >>> with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
+    ...     _ = f.write(b"A b.\\nC d.\\n\\nE f.\\n")
+    >>> document_start(f.name, "bert", 1), document_start(f.name, "bert", 1, 11)
+    (11, None)
+    >>> os.unlink(f.name)
+    """
+    if fmt not in SPLITTABLE_FORMATS:
+        raise ValueError(f"format {fmt!r} has no byte spans (one of {SPLITTABLE_FORMATS})")
+    if lo == 0:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(lo - 1)
+        pos = lo - 1 + len(f.readline())  # the first line start at or after lo
+        prev_blank = None  # the line before pos: read back only if the rule needs it
+        while hi is None or pos < hi:
+            raw = f.readline()
+            if not raw:
+                return None
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")  # as the readers see it
+            text = line.strip()
+            if fmt in ("bert", "paragraphs"):
+                if prev_blank is None:
+                    prev_blank = _blank_line_before(f, pos)
+                    f.seek(pos + len(raw))
+                if text and prev_blank:
+                    return pos
+                prev_blank = not text
+            elif fmt == "jsonl" or (
+                text.startswith("<doc") if fmt == "wikiextractor" else _WIKITEXT_TITLE.match(line)
+            ):
+                return pos
+            pos += len(raw)
+    return None
+
+
+def _blank_line_before(f, pos: int, chunk: int = 4096) -> bool:
+    """Whether the line that ends at byte ``pos - 1`` (its newline) of binary file ``f`` is
+    blank (whitespace only; the file's start counts as blank). Reads back only as far as that
+    line's last non-whitespace byte."""
+    end = pos - 1
+    while end > 0:
+        start = max(0, end - chunk)
+        f.seek(start)
+        block = f.read(end - start)
+        cut = block.rfind(b"\n")
+        # A multi-byte space cut by the chunk decodes to U+FFFD, "not blank": a missed cut
+        # point, never a wrong one, and the same answer for every worker.
+        if block[cut + 1 :].decode("utf-8", "replace").strip():
+            return False
+        if cut >= 0:
+            return True
+        end = start
+    return True
 
 
 def read_documents(

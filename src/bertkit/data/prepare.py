@@ -1,19 +1,21 @@
 """Raw text files -> sharded pre-training instances (the library side of ``prepare-pretraining``).
 
-Work is split by input file: each file is read, tokenized and turned into instances by one worker
-process (:mod:`bertkit.data.prepare_files`) with its own RNG,
-``derive_rng(seed, file_index, stream)``, so the output does not depend on the number of workers.
+Work is split by input file, and a large uncompressed text file into pieces of about
+``PrepareSettings.piece_mib`` cut at document starts: each file or piece is read, tokenized and
+turned into instances by one worker process (:mod:`bertkit.data.prepare_files`) with its own RNG,
+``derive_rng(seed, file_index, stream[, piece])``, so the output does not depend on the number of
+workers.
 Memory per worker is bounded by the instance builder's chunk (``InstanceConfig.buffer_docs`` /
 ``buffer_tokens``) and the shard writer's ``shard_size``, not by the corpus size. Everything is
 written into a hidden staging folder next to the output; the manifest is written last and the folder
 renamed into place only when all files succeeded, so an interrupted run leaves no half-written
 output under the final name.
 
-Many processes, many machines (torchrun ranks, ``share`` given): the files are dealt out to the
-ranks by size (largest first, each to the rank with the fewest bytes so far), every rank writes
-its files' shards into rank 0's staging folder (on a file system all ranks see), and rank 0
-merges the counts into the manifest. A file's instances depend only on its index and the seed,
-so the folder equals a one-process run's byte for byte.
+Many processes, many machines (torchrun ranks, ``share`` given): the files and pieces are dealt
+out to the ranks by size (largest first, each to the rank with the fewest bytes so far), every
+rank writes its shards into rank 0's staging folder (on a file system all ranks see), and rank 0
+merges the counts into the manifest. A piece's instances depend only on the file's index, the
+piece's number and the seed, so the folder equals a one-process run's byte for byte.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bertkit.data.prepare_files import FileTask, SplitCounts, load_vocab_tokens, run_file_tasks
+from bertkit.data.prepare_files import (
+    FileTask,
+    SplitCounts,
+    count_pieces,
+    load_vocab_tokens,
+    run_file_tasks,
+    task_bytes,
+)
 from bertkit.data.prepare_settings import PrepareSettings
 from bertkit.data.shards import write_manifest
 from bertkit.errors import BertkitError, InputError, MissingFileError
@@ -43,9 +52,10 @@ class PrepareSummary:
     output_bytes: int
 
 
-def deal_files(sizes: list[int], world: int) -> list[list[int]]:
-    """File indices per rank: largest file first, each to the rank with the fewest bytes so far
-    (ties: the lower rank), so that ranks finish at about the same time. Deterministic."""
+def deal(sizes: list[int], world: int) -> list[list[int]]:
+    """Task indices per rank: the largest task (file or piece) first, each to the rank with the
+    fewest bytes so far (ties: the lower rank), so that ranks finish at about the same time.
+    Deterministic."""
     shares: list[list[int]] = [[] for _ in range(world)]
     load = [0] * world
     for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
@@ -96,17 +106,23 @@ def prepare_pretraining(
     if share is not None:
         staging = Path(share(str(staging))[0])  # rank 0's, made before anyone writes
     try:
-        mine = deal_files([p.stat().st_size for p in paths], world)[rank]
-        tasks = [FileTask(str(paths[i]), i, str(staging), str(vocab), settings) for i in mine]
+        pieces = [count_pieces(p, settings.piece_mib) for p in paths]
+        every_task = [
+            FileTask(str(p), i, str(staging), str(vocab), settings, k, n)
+            for i, (p, n) in enumerate(zip(paths, pieces))
+            for k in range(n)
+        ]
+        mine = deal([task_bytes(t) for t in every_task], world)[rank]
+        tasks = [every_task[i] for i in mine]
         results = run_file_tasks(tasks, num_workers, show_progress)
         if share is not None:
             every = share(results)
             if rank != 0:
                 share(None)  # wait until rank 0 has the output in place (or failed)
-                return _summary(output, results, len(tasks), start, 0)
+                return _summary(output, results, len({t.index for t in tasks}), start, 0)
             results = [r for part in every for r in part]
             _check_shards(staging, results)
-        results.sort(key=lambda r: r["index"])
+        results.sort(key=lambda r: (r["index"], r["piece"]))
         splits = _merge(results)
         train = splits.get("train", SplitCounts())
         if train.instances == 0:
@@ -130,10 +146,7 @@ def prepare_pretraining(
                     for t in ("cls", "sep", "mask", "pad")
                 },
             },
-            "inputs": [
-                {"path": str(p), "bytes": p.stat().st_size, "format": r["format"]}
-                for p, r in zip(paths, results)
-            ],
+            "inputs": _input_records(paths, pieces, results),
             "splits": {
                 k: {**{f: v for f, v in asdict(c).items() if f != "shards"}, "shards": c.shards}
                 for k, c in splits.items()
@@ -149,6 +162,16 @@ def prepare_pretraining(
         share(None)
     size = sum(f.stat().st_size for f in output.iterdir())
     return _summary(output, results, len(paths), start, size)
+
+
+def _input_records(paths: list[Path], pieces: list[int], results: list[dict]) -> list[dict]:
+    """The manifest's entry for each input file (``pieces`` only when it was cut)."""
+    formats = {r["index"]: r["format"] for r in results if r["piece"] == 0}
+    return [
+        {"path": str(p), "bytes": p.stat().st_size, "format": formats[i]}
+        | ({"pieces": n} if n > 1 else {})
+        for i, (p, n) in enumerate(zip(paths, pieces))
+    ]
 
 
 def _merge(results: list[dict]) -> dict[str, SplitCounts]:
@@ -174,7 +197,8 @@ def _check_shards(staging: Path, results: list[dict]) -> None:
             for shard in c["shards"]:
                 if not (staging / shard["file"]).is_file():
                     raise BertkitError(
-                        f"{staging / shard['file']} (input file {r['index'] + 1}) is not there: "
+                        f"{staging / shard['file']} (input file {r['index'] + 1}, piece "
+                        f"{r['piece'] + 1}) is not there: "
                         "with ranks on several machines, --output must be on a file system "
                         "every machine sees"
                     )

@@ -47,6 +47,7 @@ RECORD = (
     "instance.buffer_docs",
     "instance.buffer_tokens",
     "instance.balanced_next",
+    "piece_mib",
 )
 """The keys of the record, always written, in this order: the flat layout manifests have had
 since before the settings were composed (prepared data folders, benchmarks and resumed runs read
@@ -75,6 +76,9 @@ class PrepareSettings:
     """Instances per shard."""
     holdout_fraction: float = 0.0
     """Fraction of documents put in an 'eval' split."""
+    piece_mib: float = 256.0
+    """Uncompressed text files larger than this (MiB) are cut at document boundaries into
+    pieces of about this size, each prepared by its own worker with its own RNG."""
 
     def __post_init__(self) -> None:
         """Check this class's own values (the parts check theirs), every problem in one
@@ -84,6 +88,8 @@ class PrepareSettings:
             problems.append("holdout fraction must be in [0, 1)")
         if self.shard_size < 1:
             problems.append("shard size must be >= 1")
+        if not self.piece_mib > 0:
+            problems.append("piece size must be > 0 MiB")
         for name, part in PARTS.items():
             if not isinstance(getattr(self, name), part):
                 problems.append(f"{name} must be a {part.__name__}")

@@ -6,6 +6,7 @@ Layout of an output folder ``DIR`` (written by ``bertkit prepare-pretraining``):
     DIR/vocab.txt              the vocabulary the ids refer to
     DIR/train-00003-0000.npz   shards: split, input file index, shard number within that file
     DIR/eval-00003-0000.npz    held-out shards (when a holdout fraction was asked for)
+    DIR/train-00003-p0002-0000.npz   piece 2 (the third) of a large input file
 
 A shard is an uncompressed ``.npz`` of flat integer arrays (no pickle; loaded with
 ``allow_pickle=False``), for ``n`` instances:
