@@ -8,6 +8,7 @@ import pytest
 
 from bertkit.data.corpus import detect_format, read_documents, split_sentences
 from bertkit.errors import InputError
+from support.corpus_fixtures import FORMAT_FIXTURES
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -61,15 +62,7 @@ def test_split_sentences(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected
 
 
-@pytest.mark.parametrize(
-    ("name", "fmt"),
-    [
-        ("pt_wiki.txt", "wikiextractor"),
-        ("pt_bert.txt", "bert"),
-        ("pt_docs.jsonl", "jsonl"),
-        ("pt_paragraphs.txt", "paragraphs"),
-    ],
-)
+@pytest.mark.parametrize(("name", "fmt"), FORMAT_FIXTURES)
 def test_each_format_reads_the_same_documents(name: str, fmt: str) -> None:
     assert detect_format(FIX / name) == fmt
     kwargs = {"text_field": "body"} if fmt == "jsonl" else {}

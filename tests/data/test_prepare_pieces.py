@@ -15,6 +15,7 @@ from bertkit.data.prepare import PrepareSettings, prepare_pretraining
 from bertkit.data.prepare_files import count_pieces, nominal_bounds, piece_span
 from bertkit.data.pretraining import InstanceConfig
 from bertkit.errors import InputError
+from support.corpus_fixtures import FORMAT_FIXTURES
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 VOCAB = FIX / "pt_vocab.txt"
@@ -73,15 +74,7 @@ def test_document_starts_follow_each_format_rule(tmp_path: Path) -> None:
         document_start(jsonl, "parquet", 1)
 
 
-@pytest.mark.parametrize(
-    ("name", "fmt"),
-    [
-        ("pt_wiki.txt", "wikiextractor"),
-        ("pt_bert.txt", "bert"),
-        ("pt_docs.jsonl", "jsonl"),
-        ("pt_paragraphs.txt", "paragraphs"),
-    ],
-)
+@pytest.mark.parametrize(("name", "fmt"), FORMAT_FIXTURES)
 def test_every_piece_count_reads_each_document_once(name: str, fmt: str) -> None:
     path = FIX / name
     whole = list(read_file_documents(path, CorpusOptions(fmt, "body")))
