@@ -29,6 +29,7 @@ SHAPES = [
     (32, 12, 256, 32),
     (32, 12, 128, 64),
     (32, 4, 128, 64),
+    (12, 12, 384, 64),
     (8, 12, 512, 64),
 ]
 
@@ -155,6 +156,68 @@ def model_rows(reps: int) -> list[dict]:
     ]
 
 
+def training_rows(reps: int, batch: int = 8, length: int = 384) -> list[dict]:
+    """A SQuAD-shaped training step (MiniLM weights with a span head, ``batch`` question and
+    passage pairs padded to ``length`` tokens, bf16 autocast, forward + backward) under each
+    bf16 attention choice for training, and transformers' BertForQuestionAnswering (sdpa)."""
+    from transformers import AutoTokenizer
+    from transformers import BertForQuestionAnswering as HFQuestionAnswering
+
+    from benchmarks.serve_load import DEFAULT_CORPUS
+    from benchmarks.tokenizer import minilm_dir
+    from bertkit import hardware
+    from bertkit.interop import load_pretrained
+
+    path = minilm_dir()
+    tok = AutoTokenizer.from_pretrained(path)
+    lines = [line.strip() for line in _corpus_lines(DEFAULT_CORPUS) if not line.startswith("<")]
+    passages = [" ".join(lines[20 * i : 20 * i + 20]) for i in range(batch)]
+    enc = tok(
+        ["who wrote the history of the city"] * batch,
+        passages,
+        truncation="only_second",
+        max_length=length,
+        padding="max_length",
+        return_tensors="pt",
+    )
+    inputs = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    g = torch.Generator().manual_seed(0)
+    spans = {
+        "start_positions": torch.randint(10, length // 2, (batch,), generator=g),
+        "end_positions": torch.randint(length // 2, length - 1, (batch,), generator=g),
+    }
+    ours = load_pretrained(path, "BertForQuestionAnswering").train()
+    hf = HFQuestionAnswering.from_pretrained(path, attn_implementation="sdpa").train()
+    for model in (ours, hf):  # the timing is of the kernels: no dropout noise between runs
+        for m in model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+
+    def step(model, choice: str | None = None):
+        def run() -> None:
+            model.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                if choice is None:
+                    out = model(**inputs, **spans)
+                else:
+                    with hardware.forced("bf16_attention", choice):
+                        out = model(**inputs, **spans)
+            out.loss.backward()
+
+        return run
+
+    fns = {
+        "bertkit, matmul (fused_inference)": step(ours, "fused_inference"),
+        f"bertkit, fused from {length} (fused_long)": step(ours, "fused_long"),
+        "transformers sdpa": step(hf),
+    }
+    best = _best(fns, reps)
+    return [
+        {"impl": name, "batch": batch, "length": length, "ms": s * 1e3, "seqs_per_s": batch / s}
+        for name, s in best.items()
+    ]
+
+
 def _corpus_lines(path: Path) -> list[str]:
     import lzma
 
@@ -189,6 +252,14 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['impl']} | {r['pairs']} | {r['padded_length']} | {r['ms']:.1f} "
             f"| {r['pairs_per_s']:.1f} |"
         )
+    training = training_rows(max(2, a.reps - 2))
+    print("\n| MiniLM span model, bf16 training step | batch x T | ms | sequences/s |")
+    print("|---|---:|---:|---:|")
+    for r in training:
+        print(
+            f"| {r['impl']} | {r['batch']} x {r['length']} | {r['ms']:.0f} "
+            f"| {r['seqs_per_s']:.1f} |"
+        )
     decision = hardware.decision("bf16_attention")
     print(
         f"\nthis machine's bf16_attention: {decision.choice} ({decision.source}: {decision.reason})"
@@ -201,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             "decision": {"choice": decision.choice, "reason": decision.reason},
             "kernels": kernels,
             "model": models,
+            "training": training,
         }
         a.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -7,9 +7,11 @@ attention in the fused kernel or two matmuls), and each
 can be forced by an environment variable. ``scripts/test.sh`` runs the suite on the probe's
 picks; this script re-runs it under ``RUNS``, which between them force every choice of every
 decision (checked below against :data:`bertkit.hardware.CHOICES`, so a new decision or choice
-without a run fails here). The last run also caps oneDNN, ATen and MKL at AVX2, the instruction
-set of the AVX2-only CPUs bertkit runs on. A choice this CPU cannot run (native bf16 or 8-bit
-int8 weights without the instructions) is left to the probe in that run and named in the log.
+without a run fails here). The third run also caps oneDNN, ATen and MKL at AVX2, the
+instruction set of the AVX2-only CPUs bertkit runs on; the last two run only the files where
+the choice they force matters (:data:`BF16_ATTENTION_TESTS`). A choice this CPU cannot run
+(native bf16 or 8-bit int8 weights without the instructions) is left to the probe in that run
+and named in the log.
 
     .venv/bin/python scripts/test_paths.py              # the default suite, every run
     .venv/bin/python scripts/test_paths.py --slow       # the slow suite on the fp32 paths
@@ -42,8 +44,22 @@ AVX2_CAP = {
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
 }
 
-RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
-    # (forced decisions, other environment)
+BF16_ATTENTION_TESTS = [
+    "tests/model/test_kernels.py",
+    "tests/model/test_model.py",
+    "tests/model/test_precision.py",
+    "tests/model/test_packed_attention.py",
+    "tests/training/test_loop.py",
+    "tests/cli/test_finetune.py",
+    "tests/cli/test_embed_fillmask.py",
+    "tests/interop/test_interop_minilm.py",
+]
+"""The test files that run attention in bf16 on the CPU (training, inference, parity)."""
+
+Run = tuple[dict[str, str], dict[str, str]] | tuple[dict[str, str], dict[str, str], list[str]]
+"""(forced decisions, other environment[, test files: the whole suite when left out])."""
+
+RUNS: list[Run] = [
     (
         {
             "fp32_matmul": "onednn",
@@ -62,9 +78,13 @@ RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
         },
         {},
     ),
-    ({"bf16": "fp32", "bf16_attention": "fused_inference"}, AVX2_CAP),
+    ({"bf16": "fp32"}, AVX2_CAP),
+    # The mixed attention choices matter only where attention runs in bf16 on the CPU: emulated
+    # bf16 (which every CPU runs) over the test files that do that.
+    ({"bf16": "emulated", "bf16_attention": "fused_long"}, {}, BF16_ATTENTION_TESTS),
+    ({"bf16": "emulated", "bf16_attention": "fused_inference"}, {}, BF16_ATTENTION_TESTS),
 ]
-SLOW_RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
+SLOW_RUNS: list[Run] = [
     ({"fp32_matmul": "onednn"}, {}),
     ({"fp32_matmul": "blas"}, {}),
 ]
@@ -72,7 +92,7 @@ SLOW_RUNS: list[tuple[dict[str, str], dict[str, str]]] = [
 
 def check_coverage() -> None:
     """Every choice of every decision is forced by some run."""
-    forced = {(n, c) for decisions, _ in RUNS for n, c in decisions.items()}
+    forced = {(n, c) for settings in RUNS for n, c in settings[0].items()}
     missing = [
         f"{n}={c}"
         for n, choices in hardware.CHOICES.items()
@@ -112,7 +132,10 @@ def available_under(name: str, choice: str, extra: dict[str, str]) -> tuple[bool
     return ok == "1", why or " ".join(out.stderr.strip().splitlines()[-1:])
 
 
-def run(index: int, total: int, decisions, extra, marker: str, args: list[str]) -> bool:
+def run(index: int, total: int, settings: Run, marker: str, args: list[str]) -> bool:
+    """One run of pytest under ``settings``; ``args`` (files, -k, ...) replace its test files."""
+    decisions, extra, *files = settings
+    args = args or (files[0] if files else [])
     env, notes = environment(decisions, extra)
     label = " ".join(
         f"{k}={v}"
@@ -166,7 +189,7 @@ def main() -> int:
     runs = SLOW_RUNS if a.slow else RUNS
     marker = "slow and not gpu" if a.slow else "not slow and not gpu and not probe"
     chosen = [(i, r) for i, r in enumerate(runs, 1) if a.only in (None, i)]
-    results = [run(i, len(runs), *r, marker, a.pytest_args) for i, r in chosen]
+    results = [run(i, len(runs), r, marker, a.pytest_args) for i, r in chosen]
     return 0 if all(results) else 1
 
 

@@ -25,11 +25,13 @@ int8_weights  ``8bit``, ``7bit``        ``8bit`` where oneDNN has int8 dot produ
                                         int16 pair sums cannot saturate
                                         (:mod:`bertkit.model.quantize`)
 bf16_         ``fused``,                a timed probe: torch's fused attention kernel   ``BERTKIT_BF16_ATTENTION``
-attention     ``fused_inference``,      against two batched matmuls around a softmax,
-              ``matmul``                in bf16, inference and training, at 128 tokens;
-                                        the fused kernel where >= 1.10x faster (cached
-                                        like fp32_matmul). CPU attention in bf16/fp16
-                                        only: elsewhere it is always the fused kernel
+attention     ``fused_long``,           against two batched matmuls around a softmax,
+              ``fused_inference``,      in bf16, inference and training at 128 tokens,
+              ``matmul``                training at 384; the fused kernel where >= 1.10x
+                                        faster (``fused_long``: inference, and training
+                                        passes of 384 tokens or more; cached like
+                                        fp32_matmul). CPU attention in bf16/fp16 only:
+                                        elsewhere it is always the fused kernel
 ============  ========================  ==============================================  ======================
 
 ``native`` bf16 lets bertkit call oneDNN's bf16 kernels directly (cached bf16 weights at
@@ -254,12 +256,12 @@ def bf16_mode() -> str:
     return str(_bf16_mode)
 
 
-def fused_bf16_attention(training: bool) -> bool:
+def fused_bf16_attention(training: bool, tokens: int) -> bool:
     """Whether CPU attention in bf16/fp16 runs torch's fused kernel (else two batched matmuls)
-    for a training pass (gradients) or an inference pass."""
+    for a training pass (gradients) or an inference pass over ``tokens`` (T) tokens."""
     if _bf16_attention is None:
         decision("bf16_attention")
-    return _bf16_attention == "fused" or (_bf16_attention == "fused_inference" and not training)
+    return probes.fused_attention_for(str(_bf16_attention), training, tokens)
 
 
 # --- devices --------------------------------------------------------------------------------

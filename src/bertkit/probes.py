@@ -28,9 +28,16 @@ PROBE_MAX_OTHERS = 0.5
 disk: a probe on shared cores measured oneDNN 63 and BLAS 53 GFLOP/s here (against ~250 on idle
 cores), picked oneDNN, and left the quickstart 1.4x slower per update in every later run."""
 PROBE_SHAPE = (512, 384, 1536)  # (M, K, N): a MiniLM-sized feed-forward product
-BF16_ATTENTION_CHOICES = ("fused", "fused_inference", "matmul")
+BF16_ATTENTION_CHOICES = ("fused", "fused_long", "fused_inference", "matmul")
 ATTENTION_SHAPE = (32, 12, 128, 64)
 """(B, N, T, D) of the attention probe: BERT-Base heads at 128 tokens, lengths 64..128."""
+LONG_ATTENTION_TOKENS = 384
+"""Where ``fused_long`` trains with the fused kernel: passes of this many tokens or more (SQuAD's
+length and pre-training's second phase). On a 2-core Xeon with AMX (torch 2.13) the fused
+kernel's training pass was 0.5x the matmuls at 128 tokens, 1.0x at 256, 1.25x at 384, 1.4x at
+512."""
+LONG_ATTENTION_SHAPE = (8, 12, LONG_ATTENTION_TOKENS, 64)
+"""(B, N, T, D) of the probe's long training pass."""
 FUSED_MIN_SPEEDUP = 1.10  # below this, keep the two matmuls (the measured default before)
 CACHE_VERSION = 1
 
@@ -188,20 +195,32 @@ def _time_fp32_backends() -> Measured:
 def bf16_attention() -> Measured:
     """Torch's fused CPU attention kernel (``scaled_dot_product_attention``) against two batched
     matmuls around a softmax, in bf16, at the current thread count, for inference and for
-    training (forward and backward): ``fused`` where the kernel is at least
-    :data:`FUSED_MIN_SPEEDUP` faster in both, ``fused_inference`` where only in inference, else
-    ``matmul`` (cached on disk like the fp32 probe)."""
-    key = _cache_key() + "|bf16_attention"
+    training (forward and backward) at 128 tokens and at :data:`LONG_ATTENTION_TOKENS`: the
+    fused kernel wherever it is at least :data:`FUSED_MIN_SPEEDUP` faster
+    (:func:`attention_choice`; cached on disk like the fp32 probe)."""
+    key = _cache_key() + "|bf16_attention|2"  # 2: the long training pass was added
     return _measured_once(key, BF16_ATTENTION_CHOICES, _time_attention_kernels)
 
 
-def attention_choice(inference: float, training: float) -> str:
-    """The bf16 attention choice from the fused kernel's speed-ups over two matmuls: the fused
-    kernel wherever it is at least :data:`FUSED_MIN_SPEEDUP` faster; a kernel slower in
-    inference than the matmuls is not trusted with training either."""
+def attention_choice(inference: float, training: float, training_long: float) -> str:
+    """The bf16 attention choice from the fused kernel's speed-ups over two matmuls (inference
+    and training at 128 tokens, training at :data:`LONG_ATTENTION_TOKENS`): ``fused`` where it
+    is at least :data:`FUSED_MIN_SPEEDUP` faster in all, ``fused_long`` where in inference and
+    long training, ``fused_inference`` where in inference only, else ``matmul``. A kernel slower
+    in inference than the matmuls is not trusted with training either."""
     if inference < FUSED_MIN_SPEEDUP:
         return "matmul"
-    return "fused" if training >= FUSED_MIN_SPEEDUP else "fused_inference"
+    if training >= FUSED_MIN_SPEEDUP:
+        return "fused"
+    return "fused_long" if training_long >= FUSED_MIN_SPEEDUP else "fused_inference"
+
+
+def fused_attention_for(choice: str, training: bool, tokens: int) -> bool:
+    """Whether ``choice`` takes the fused kernel for a pass over ``tokens`` (T) tokens, with
+    gradients (``training``) or without."""
+    if choice == "fused" or (choice in ("fused_inference", "fused_long") and not training):
+        return True
+    return choice == "fused_long" and tokens >= LONG_ATTENTION_TOKENS
 
 
 def two_matmul_attention(
@@ -224,7 +243,25 @@ def two_matmul_attention(
 
 
 def _time_attention_kernels() -> Measured:
-    b, n, t, d = ATTENTION_SHAPE
+    times = {
+        "inference": _fused_speedup(ATTENTION_SHAPE, training=False),
+        "training": _fused_speedup(ATTENTION_SHAPE, training=True),
+        "training_long": _fused_speedup(LONG_ATTENTION_SHAPE, training=True),
+    }
+    choice = attention_choice(**times)
+    reason = (
+        f"at {torch.get_num_threads()} threads, the fused kernel against two matmuls: inference "
+        f"{times['inference']:.2f}x, training {times['training']:.2f}x, training at "
+        f"{LONG_ATTENTION_TOKENS} tokens {times['training_long']:.2f}x (fused needs "
+        f"{FUSED_MIN_SPEEDUP:.2f}x)"
+    )
+    return Measured(choice, reason)
+
+
+def _fused_speedup(shape: tuple[int, int, int, int], training: bool) -> float:
+    """The matmuls' time over the fused kernel's for bf16 inputs of ``shape`` (B, N, T, D), keys
+    masked past random lengths T/2..T, interleaved, best of 3."""
+    b, n, t, d = shape
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(b, n, t, d, generator=g).bfloat16() for _ in range(3))
     lengths = torch.randint(t // 2, t + 1, (b,), generator=g)
@@ -234,10 +271,9 @@ def _time_attention_kernels() -> Measured:
         "matmul": lambda q, k, v: two_matmul_attention(q, k, v, mask),
     }
 
-    def infer(fn):
-        return lambda: fn(q, k, v)
-
-    def train(fn):
+    def run(fn):
+        if not training:
+            return lambda: fn(q, k, v)
         leaves = [x.detach().requires_grad_() for x in (q, k, v)]
 
         def step() -> None:
@@ -246,25 +282,16 @@ def _time_attention_kernels() -> Measured:
 
         return step
 
-    times = {}
-    for mode, wrap in (("inference", infer), ("training", train)):
-        fns = {name: wrap(fn) for name, fn in kernels.items()}
-        for fn in fns.values():
-            fn()  # warm
-        best = dict.fromkeys(fns, float("inf"))
-        for _ in range(3):  # interleaved, best of 3
-            for name, fn in fns.items():
-                start = time.perf_counter()
-                fn()
-                best[name] = min(best[name], time.perf_counter() - start)
-        times[mode] = best["matmul"] / best["fused"]
-    choice = attention_choice(times["inference"], times["training"])
-    reason = (
-        f"at {torch.get_num_threads()} threads, the fused kernel against two matmuls: inference "
-        f"{times['inference']:.2f}x, training {times['training']:.2f}x (fused needs "
-        f"{FUSED_MIN_SPEEDUP:.2f}x)"
-    )
-    return Measured(choice, reason)
+    fns = {name: run(fn) for name, fn in kernels.items()}
+    for fn in fns.values():
+        fn()  # warm
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(3):  # interleaved, best of 3
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best["matmul"] / best["fused"]
 
 
 def _cache_key() -> str:

@@ -273,22 +273,42 @@ def test_first_use_inside_autocast_probes_in_plain_fp32(unforced):
 
 
 @pytest.mark.parametrize(
-    ("inference", "training", "choice"),
+    ("inference", "training", "training_long", "choice"),
     [
-        (1.10, 1.10, "fused"),
-        (4.0, 0.3, "fused_inference"),
-        (1.09, 3.0, "matmul"),  # slower in inference: not trusted with training either
-        (0.6, 0.3, "matmul"),
+        (1.10, 1.10, 1.10, "fused"),
+        (1.10, 1.10, 0.5, "fused"),  # the short passes are most of the work
+        (4.0, 0.3, 1.10, "fused_long"),
+        (4.0, 0.3, 1.09, "fused_inference"),
+        (1.09, 3.0, 3.0, "matmul"),  # slower in inference: not trusted with training either
+        (0.6, 0.3, 0.3, "matmul"),
     ],
 )
-def test_bf16_attention_takes_the_fused_kernel_where_it_is_faster(inference, training, choice):
-    assert probes.attention_choice(inference, training) == choice
+def test_bf16_attention_takes_the_fused_kernel_where_it_is_faster(
+    inference, training, training_long, choice
+):
+    assert probes.attention_choice(inference, training, training_long) == choice
+
+
+@pytest.mark.parametrize(
+    ("choice", "fused"),
+    [
+        ("fused", [True, True, True, True]),
+        ("fused_long", [True, True, False, True]),
+        ("fused_inference", [True, True, False, False]),
+        ("matmul", [False, False, False, False]),
+    ],
+)
+def test_each_bf16_attention_choice_says_where_the_fused_kernel_runs(choice, fused):
+    """(inference at 383 tokens, inference at 384, training at 383, training at 384)."""
+    passes = [(False, 383), (False, 384), (True, 383), (True, 384)]
+    assert probes.LONG_ATTENTION_TOKENS == 384
+    assert [probes.fused_attention_for(choice, *p) for p in passes] == fused
 
 
 def test_bf16_attention_probe_then_cache(unforced, monkeypatch):
     _others_busy(monkeypatch, 0.0)
     d = hardware.decision("bf16_attention")
-    assert d.source == "probe" and "inference" in d.reason and "training" in d.reason
+    assert d.source == "probe" and "inference" in d.reason and "training at 384" in d.reason
     assert d.choice in probes.BF16_ATTENTION_CHOICES
     hardware.force("bf16_attention", None)
     again = hardware.decision("bf16_attention")
@@ -296,7 +316,7 @@ def test_bf16_attention_probe_then_cache(unforced, monkeypatch):
     monkeypatch.setenv("BERTKIT_BF16_ATTENTION", "matmul")
     hardware.force("bf16_attention", None)
     assert hardware.decision("bf16_attention").source == "env"
-    assert not hardware.fused_bf16_attention(training=False)
+    assert not hardware.fused_bf16_attention(training=False, tokens=512)
 
 
 def test_first_use_of_the_attention_decision_inside_inference_mode(unforced, monkeypatch):

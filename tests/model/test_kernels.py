@@ -260,9 +260,11 @@ def test_importing_the_model_registers_no_global_hook():
     assert out.stdout.split() == ["0", "1", "1"]
 
 
-def _attention_pass(choice: str, training: bool, monkeypatch) -> tuple[list, torch.Tensor, list]:
-    """bf16 CPU attention under ``choice``: the kernels it called, its output and (training)
-    the fp32 gradients of q, k, v."""
+def _attention_pass(
+    choice: str, training: bool, monkeypatch, tokens: int = 9
+) -> tuple[list, torch.Tensor, list]:
+    """bf16 CPU attention under ``choice`` over ``tokens`` tokens: the kernels it called, its
+    output and (training) the fp32 gradients of q, k, v."""
     from bertkit.model import attention
 
     calls: list[str] = []
@@ -274,8 +276,9 @@ def _attention_pass(choice: str, training: bool, monkeypatch) -> tuple[list, tor
 
     monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
     g = torch.Generator().manual_seed(2)
-    q, k, v = (torch.randn(3, 2, 9, 8, generator=g).requires_grad_(training) for _ in range(3))
-    mask = (torch.arange(9)[None, :] < torch.tensor([9, 5, 2])[:, None])[:, None, None, :]
+    T = tokens
+    q, k, v = (torch.randn(3, 2, T, 8, generator=g).requires_grad_(training) for _ in range(3))
+    mask = (torch.arange(T)[None, :] < torch.tensor([T, 5, 2])[:, None])[:, None, None, :]
     with hardware.forced("bf16_attention", choice), torch.set_grad_enabled(training):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out = attention.attend(q, k, v, mask, 0.0)
@@ -290,12 +293,16 @@ def _attention_pass(choice: str, training: bool, monkeypatch) -> tuple[list, tor
 @pytest.mark.parametrize("training", [False, True])
 def test_each_bf16_attention_kernel_is_the_one_taken_and_they_agree(training, monkeypatch):
     """Forced ``fused`` calls torch's fused kernel, ``matmul`` never does, ``fused_inference``
-    only without gradients; outputs and gradients agree with each other within bf16."""
+    only without gradients, ``fused_long`` also with gradients from 384 tokens; outputs and
+    gradients agree with each other within bf16."""
     fused = _attention_pass("fused", training, monkeypatch)
     matmul = _attention_pass("matmul", training, monkeypatch)
     mixed = _attention_pass("fused_inference", training, monkeypatch)
     assert fused[0] == ["fused"] and matmul[0] == []
     assert mixed[0] == ([] if training else ["fused"])
+    assert _attention_pass("fused_long", training, monkeypatch)[0] == mixed[0]
+    long = _attention_pass("fused_long", training, monkeypatch, tokens=384)
+    assert long[0] == ["fused"]
     torch.testing.assert_close(fused[1], matmul[1], rtol=3e-2, atol=3e-2)
     for a, b in zip(fused[2], matmul[2], strict=True):
         torch.testing.assert_close(a, b, rtol=5e-2, atol=5e-2)

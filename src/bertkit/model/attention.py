@@ -151,8 +151,9 @@ def attend(
     (:func:`bertkit.hardware.fused_bf16_attention`, probed per machine): torch's fused kernel, or
     two batched matmuls around a softmax (fp32 accumulation, output rounded to bf16, as
     autocast's matmul inputs are). On a 2-core Xeon with AMX (torch 2.13) the fused kernel was
-    3-4x slower in forward + backward at 128 tokens but 1.3-4.3x faster in inference, most at
-    256-512 tokens; elsewhere it was measured ~1.7x slower in inference too.
+    2-3x slower in forward + backward at 128 tokens, 1.25-1.4x faster at 384-512, and 1.3-4.3x
+    faster in inference, most at 256-512 tokens; elsewhere it was measured ~1.7x slower in
+    inference too.
     Everywhere else it is ``scaled_dot_product_attention``.
     """
     if causal:
@@ -167,7 +168,7 @@ def attend(
     training = torch.is_grad_enabled() and q.requires_grad
     with torch.autocast("cpu", enabled=False):  # keep the softmax in `low` (fp32 inside)
         q, k, v = q.to(low), k.to(low), v.to(low)
-        if hardware.fused_bf16_attention(training):
+        if hardware.fused_bf16_attention(training, q.shape[-2]):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return probes.two_matmul_attention(q, k, v, mask, dropout_p)
 
