@@ -111,6 +111,7 @@ def test_compressed_and_small_files_are_one_piece(tmp_path: Path) -> None:
     assert count_pieces(plain, one_kib) == 3
     assert count_pieces(plain, 1.0) == 1
     assert count_pieces(packed, one_kib) == 1
+    assert count_pieces(plain, one_kib, "parquet") == 1  # read as Parquet: whole
     assert nominal_bounds(3000, 2, 3) == (2000, 3000)
 
 

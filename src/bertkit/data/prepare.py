@@ -106,7 +106,7 @@ def prepare_pretraining(
     if share is not None:
         staging = Path(share(str(staging))[0])  # rank 0's, made before anyone writes
     try:
-        pieces = [count_pieces(p, settings.piece_mib) for p in paths]
+        pieces = [count_pieces(p, settings.piece_mib, settings.corpus.format) for p in paths]
         every_task = [
             FileTask(str(p), i, str(staging), str(vocab), settings, k, n)
             for i, (p, n) in enumerate(zip(paths, pieces))

@@ -71,12 +71,12 @@ class FileTask:
         return (self.index, self.piece)
 
 
-def count_pieces(path: str | Path, piece_mib: float) -> int:
-    """How many pieces file ``path`` is prepared in: one for a compressed or Parquet file (read
-    whole), else its size over ``piece_mib`` MiB, rounded up."""
+def count_pieces(path: str | Path, piece_mib: float, fmt: str = "auto") -> int:
+    """How many pieces file ``path`` (read as ``fmt``) is prepared in: one for a compressed or
+    Parquet file (read whole), else its size over ``piece_mib`` MiB, rounded up."""
     path = Path(path)
     size = path.stat().st_size
-    if path.suffix.lower() in COMPRESSED_SUFFIXES or size == 0:
+    if path.suffix.lower() in COMPRESSED_SUFFIXES or size == 0 or fmt == "parquet":
         return 1
     with open(path, "rb") as f:
         if f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC:
