@@ -178,8 +178,9 @@ class TaskModel:
         return self.adapter.read(path, split)
 
     def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
-        """:meth:`read` one example at a time where the task's format allows (classification
-        files); the others are read whole and then iterated."""
+        """:meth:`read` one example at a time, each parsed as it is pulled, where the task's
+        format allows (classification, tagging and multiple-choice files); a GLUE folder and
+        SQuAD JSON are read whole and then iterated."""
         return self.adapter.iter_read(path, split)
 
     def predict_file(self, path: str | Path, split: str = "test") -> Scored:

@@ -10,14 +10,14 @@ the ending without the context) says nothing about the choice. The inputs cut ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bertkit.data.tasks.swag import read_swag
+from bertkit.data.tasks.swag import iter_swag, read_swag
 from bertkit.evaluation.classification import accuracy
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
@@ -34,6 +34,10 @@ class MultipleChoiceAdapter(TaskAdapter):
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         return read_swag(path)
+
+    def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
+        """The rows of a SWAG-format CSV, each parsed as it is pulled."""
+        return iter_swag(path)
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_multiple_choice(tokenizer, examples, self.max_seq_length)

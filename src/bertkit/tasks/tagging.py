@@ -10,20 +10,20 @@ sequence, windowed, and the predictions are split back into the original sentenc
 scored as usual (an entity never crosses a sentence boundary).
 
 Reading: CoNLL column files (ner; a one-column file of tokens is prediction input) or the
-user's CSV/TSV/JSONL with token and tag lists (tag).
+user's CSV/TSV/JSONL with token and tag lists (tag), a sentence at a time (:meth:`iter_read`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bertkit.data.tasks.conll import TaggedSentence, is_token_only, read_conll, read_tokens
-from bertkit.data.tasks.custom import read_tagging
+from bertkit.data.tasks.conll import TaggedSentence, is_token_only, iter_conll, iter_tokens
+from bertkit.data.tasks.custom import iter_tagging
 from bertkit.errors import InputError
 from bertkit.evaluation.ner import entity_scores
 from bertkit.tasks import features as F
@@ -93,15 +93,20 @@ class TaggingAdapter(TaskAdapter):
         return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels))}
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        return list(self.iter_read(path, split))
+
+    def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
+        """The sentences of a CoNLL file (ner; a one-column file is tokens with no tags) or of
+        the user's CSV/TSV/JSONL (tag), each parsed as it is pulled."""
         if self.family == "ner":
             if is_token_only(path):  # tokens only (prediction input): no tags to read
-                return read_tokens(path)
-            return read_conll(
+                return iter_tokens(path)
+            return iter_conll(
                 path,
                 tag_column=self.columns.get("tag_column", -1),
                 scheme=self.columns.get("scheme", "auto"),
             )
-        return read_tagging(
+        return iter_tagging(
             path, tokens=self.columns["tokens"], tags=self.columns["tags"], format=self.file_format
         )
 

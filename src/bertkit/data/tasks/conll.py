@@ -18,15 +18,17 @@ starts with the same ``B-`` label. IOBES (``E-``, ``S-``) is read and scored too
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from bertkit.errors import InputError
 from bertkit.evaluation.chunks import split_tag, tag_spans
 from bertkit.io import read_text_lines
 
 SCHEMES = ("AUTO", "IOB1", "IOB2", "BIO", "IOBES")
+W = TypeVar("W")
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,28 @@ def read_conll(
     scheme: str = "auto",
     convert_to_iob2: bool = True,
 ) -> list[TaggedSentence]:
-    """Read a CoNLL column file into sentences.
+    """Read a CoNLL column file into sentences: :func:`iter_conll`, whole."""
+    return list(
+        iter_conll(
+            path,
+            tag_column=tag_column,
+            token_column=token_column,
+            scheme=scheme,
+            convert_to_iob2=convert_to_iob2,
+        )
+    )
+
+
+def iter_conll(
+    path: str | Path,
+    *,
+    tag_column: int = -1,
+    token_column: int = 0,
+    scheme: str = "auto",
+    convert_to_iob2: bool = True,
+) -> Iterator[TaggedSentence]:
+    """The sentences of a CoNLL column file, each parsed as it is pulled (the file is read line
+    by line, so a corpus-scale run holds one window of sentences, never the file).
 
     ``tag_column``/``token_column`` index the whitespace-separated columns (negative counts from
     the end). ``scheme`` names the file's scheme ("auto", IOB1, IOB2, BIO or IOBES); it is
@@ -89,40 +112,55 @@ def read_conll(
     the tags are returned in IOB2 (:func:`to_iob2`), which keeps every span.
 
     Raises InputError(path, line, ...) for a line with a different column count than the file's
-    first token line, a tag that is not ``O`` or ``B/I/E/S-TYPE``, or an unknown scheme.
+    first token line or a tag that is not ``O`` or ``B/I/E/S-TYPE`` (when that line is reached),
+    or an unknown scheme (at once).
     """
     if scheme.upper() not in SCHEMES:
         raise InputError(
             path, None, f"unknown tag scheme {scheme!r}; expected one of {', '.join(SCHEMES)}"
         )
-    return list(_iter_conll(path, tag_column, token_column, scheme.upper(), convert_to_iob2))
+    return _iter_conll(path, tag_column, token_column, scheme.upper(), convert_to_iob2)
+
+
+def _sentences(
+    path: str | Path, word: Callable[[int, list[str]], W]
+) -> Iterator[tuple[int, int, list[W]]]:
+    """``(first line, document, words)`` per sentence of a CoNLL-style file, read line by line:
+    the one home of the layout. A token line is any line whose first column is not
+    ``-DOCSTART-``; a blank line ends a sentence (several in a row end one); a ``-DOCSTART-``
+    line ends one too and starts the next document (``document`` counts those lines, 0 before
+    the first). ``word(line, columns)`` turns each token line into a word as it is read (and
+    raises InputError for a bad one), so errors come in file order."""
+    words: list[W] = []
+    first = doc = 0
+    for lineno, line in read_text_lines(path):
+        cols = line.split()
+        if _is_token_line(cols):
+            if not words:
+                first = lineno
+            words.append(word(lineno, cols))
+            continue
+        if words:
+            yield first, doc, words
+            words = []
+        if cols:  # -DOCSTART-
+            doc += 1
+    if words:  # no blank line after the last sentence
+        yield first, doc, words
+
+
+def _is_token_line(cols: list[str]) -> bool:
+    """A line's columns hold a token: not blank, not a ``-DOCSTART-`` line."""
+    return bool(cols) and cols[0] != "-DOCSTART-"
 
 
 def _iter_conll(
     path: str | Path, tag_column: int, token_column: int, scheme: str, convert: bool
 ) -> Iterator[TaggedSentence]:
     width: int | None = None
-    tokens: list[str] = []
-    tags: list[str] = []
-    first_line = doc = 0
 
-    def flush() -> TaggedSentence | None:
-        if not tokens:
-            return None
-        if scheme in ("IOB2", "BIO"):
-            _check_iob2(path, first_line, tags)
-        out = to_iob2(tags) if convert else list(tags)
-        return TaggedSentence(tuple(tokens), tuple(out), first_line, doc)
-
-    for lineno, line in read_text_lines(path):
-        cols = line.split()
-        if not cols or cols[0] == "-DOCSTART-":
-            if (s := flush()) is not None:
-                yield s
-            tokens, tags = [], []
-            if cols:
-                doc += 1
-            continue
+    def word(lineno: int, cols: list[str]) -> tuple[str, str]:
+        nonlocal width
         if width is None:
             width = len(cols)
             for col in (tag_column, token_column):
@@ -143,12 +181,14 @@ def _iter_conll(
                 lineno,
                 f"expected a tag O, B-TYPE or I-TYPE in column {tag_column}, got {tag!r}",
             )
-        if not tokens:
-            first_line = lineno
-        tokens.append(cols[token_column])
-        tags.append(tag)
-    if (s := flush()) is not None:
-        yield s
+        return cols[token_column], tag
+
+    for first, doc, words in _sentences(path, word):
+        tags = [tag for _, tag in words]
+        if scheme in ("IOB2", "BIO"):
+            _check_iob2(path, first, tags)
+        out = to_iob2(tags) if convert else tags
+        yield TaggedSentence(tuple(token for token, _ in words), tuple(out), first, doc)
 
 
 def _check_iob2(path: str | Path, first_line: int, tags: list[str]) -> None:
@@ -178,32 +218,29 @@ def is_token_only(path: str | Path) -> bool:
     the prediction input of a tagger."""
     for _, line in read_text_lines(path):
         cols = line.split()
-        if cols and cols[0] != "-DOCSTART-":
+        if _is_token_line(cols):
             return len(cols) == 1
     return False
 
 
 def read_tokens(path: str | Path) -> list[TaggedSentence]:
-    """Sentences of a one-token-per-line file (blank line between sentences), with no tags;
-    ``-DOCSTART-`` lines start a new document, as in :func:`read_conll`."""
-    out: list[TaggedSentence] = []
-    tokens: list[str] = []
-    first = doc = 0
-    for lineno, line in [*read_text_lines(path), (0, "")]:
-        cols = line.split()
-        if cols and cols[0] != "-DOCSTART-":
-            if len(cols) != 1:
-                raise InputError(
-                    path,
-                    lineno,
-                    f"expected one token per line (like the file's first), got {len(cols)} columns",
-                )
-            first = first or lineno
-            tokens.append(cols[0])
-            continue
-        if tokens:
-            out.append(TaggedSentence(tuple(tokens), (), first, doc))
-            tokens, first = [], 0
-        if cols:  # -DOCSTART-
-            doc += 1
-    return out
+    """Sentences of a one-token-per-line file: :func:`iter_tokens`, whole."""
+    return list(iter_tokens(path))
+
+
+def iter_tokens(path: str | Path) -> Iterator[TaggedSentence]:
+    """Sentences of a one-token-per-line file (blank line between sentences), with no tags,
+    each parsed as it is pulled; ``-DOCSTART-`` lines start a new document, as in
+    :func:`iter_conll`. Raises InputError(path, line, ...) for a line of more than one column."""
+
+    def word(lineno: int, cols: list[str]) -> str:
+        if len(cols) != 1:
+            raise InputError(
+                path,
+                lineno,
+                f"expected one token per line (like the file's first), got {len(cols)} columns",
+            )
+        return cols[0]
+
+    for first, doc, words in _sentences(path, word):
+        yield TaggedSentence(tuple(words), (), first, doc)

@@ -6,6 +6,9 @@
 * Tagging: ``read_tagging(path, tokens="tokens", tags="tags")``. In JSONL the fields hold lists;
   in CSV/TSV they hold space-separated tokens and tags of equal count. Tags are returned in IOB2.
 
+``iter_classification`` (for a known label list) and ``iter_tagging`` give the same examples one
+at a time, each parsed as it is pulled (a corpus-scale ``bertkit predict``).
+
 The format comes from the extension (``.csv``, ``.tsv``, ``.jsonl``/``.json``) unless given.
 CSV uses standard quoting; TSV treats quotes as ordinary characters, like GLUE.
 """
@@ -187,13 +190,24 @@ def _label_str(value: Any) -> str:
 def read_tagging(
     path: str | Path, *, tokens: str = "tokens", tags: str = "tags", format: str | None = None
 ) -> list[TaggedSentence]:
-    """Read token-tagging data: per record a token list and a tag list of the same length.
+    """Read token-tagging data: :func:`iter_tagging`, whole."""
+    return list(iter_tagging(path, tokens=tokens, tags=tags, format=format))
+
+
+def iter_tagging(
+    path: str | Path, *, tokens: str = "tokens", tags: str = "tags", format: str | None = None
+) -> Iterator[TaggedSentence]:
+    """Token-tagging data, one sentence per record, each parsed as it is pulled: per record a
+    token list and a tag list of the same length.
 
     Raises InputError for a missing field, unequal lengths, an empty sentence or a tag that is
-    not ``O`` / ``B|I|E|S-TYPE``. Tags come back in IOB2 (:func:`~bertkit.data.tasks.conll.to_iob2`).
+    not ``O`` / ``B|I|E|S-TYPE`` (when that record is reached), or a format it cannot tell (at
+    once). Tags come back in IOB2 (:func:`~bertkit.data.tasks.conll.to_iob2`).
     """
-    fmt = detect_format(path, format)
-    out = []
+    return _tagged_records(path, detect_format(path, format), tokens, tags)
+
+
+def _tagged_records(path: str | Path, fmt: str, tokens: str, tags: str) -> Iterator[TaggedSentence]:
     for lineno, rec in records(path, fmt, [tokens, tags]):
         toks, tgs = rec[tokens], rec[tags]
         if fmt != "jsonl":
@@ -214,8 +228,7 @@ def read_tagging(
         bad = next((t for t in tgs if not isinstance(t, str) or not is_valid_tag(t)), None)
         if bad is not None:
             raise InputError(path, lineno, f"expected tags O, B-TYPE or I-TYPE, got {bad!r}")
-        out.append(TaggedSentence(tuple(toks), tuple(to_iob2(tgs)), lineno))
-    return out
+        yield TaggedSentence(tuple(toks), tuple(to_iob2(tgs)), lineno)
 
 
 def first_record_fields(path: str | Path, format: str | None = None) -> list[str]:

@@ -11,6 +11,7 @@ scores ``[CLS] sent1 [SEP] sent2 + " " + ending_i [SEP]`` for each i, giving (B,
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +43,17 @@ class MultipleChoiceExample:
 
 
 def read_swag(path: str | Path) -> list[MultipleChoiceExample]:
-    """Read a SWAG-format CSV file.
+    """Read a SWAG-format CSV file: :func:`iter_swag`, whole."""
+    return list(iter_swag(path))
+
+
+def iter_swag(path: str | Path) -> Iterator[MultipleChoiceExample]:
+    """The examples of a SWAG-format CSV file, each row parsed as it is pulled (the file is read
+    line by line, so a corpus-scale run holds one window of examples, never the file).
 
     Raises InputError(path, line, ...) for a header without the required columns, a row with a
     different number of fields than the header, an empty context/ending, or a label that is
-    not an integer in [0, 4).
+    not an integer in [0, 4), each when its line is reached.
     """
     rows = csv_rows(path)
     first = next(rows, None)
@@ -63,7 +70,6 @@ def read_swag(path: str | Path) -> list[MultipleChoiceExample]:
         )
     idx = {c: header.index(c) for c in header if c}
     label_idx = idx.get("label")
-    out = []
     for lineno, row in rows:
         if len(row) != len(header):
             raise InputError(
@@ -81,9 +87,6 @@ def read_swag(path: str | Path) -> list[MultipleChoiceExample]:
                 raise InputError(path, lineno, f"expected a label in {{0, 1, 2, 3}}, got {raw!r}")
             label = int(raw)
         guid = row[idx["fold-ind"]] if "fold-ind" in idx else str(lineno)
-        out.append(
-            MultipleChoiceExample(
-                guid, row[idx["sent1"]], row[idx["sent2"]], endings, label, lineno
-            )
+        yield MultipleChoiceExample(
+            guid, row[idx["sent1"]], row[idx["sent2"]], endings, label, lineno
         )
-    return out
