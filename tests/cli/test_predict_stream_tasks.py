@@ -147,3 +147,29 @@ def test_a_bad_line_stops_the_run_after_the_shards_before_it(models, tmp_path, c
     manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
     full = json.loads((tmp_path / "full" / MANIFEST).read_text())
     assert manifest["complete"] is False and manifest["shards"] == full["shards"][:4]
+
+
+@pytest.mark.parametrize("kind", ["conll", "tokens", "swag"])
+def test_the_progress_bar_counts_examples_not_lines(models, tmp_path, monkeypatch, kind) -> None:
+    """The bar's total is the file's examples (sentences, rows), so its rate and ETA are right;
+    it was the line count (3.0 M lines for 200 k CoNLL sentences)."""
+    from bertkit.inference import streaming
+
+    family, inp, _ = _input(kind, tmp_path)
+    totals: list[int | None] = []
+    real = streaming.progress
+
+    def spy(*args, **kwargs):
+        totals.append(kwargs.get("total"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streaming, "progress", spy)
+    assert _predict(models[family], inp, f"{tmp_path}/out/", *FLAGS) == 0
+    assert totals == [N]
+
+
+def test_sentences_are_counted_as_the_reader_splits_them(tmp_path) -> None:
+    text = "-DOCSTART- -X- O\n\n\nA x O\nB x O\n \n\r\nC x O\n-DOCSTART- -X- O\nD x O\r\n\nE x O"
+    path = tmp_path / "f.conll"
+    path.write_bytes(text.encode())
+    assert conll.count_sentences(path) == len(list(conll.iter_conll(path))) == 4

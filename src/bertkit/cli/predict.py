@@ -69,7 +69,6 @@ def _run_folder(args: argparse.Namespace) -> int:
     """Shards + manifest in the folder ``args.output``; under torchrun every rank predicts its
     share of the windows (rank 0's kernel choices); alone, the group is a no-op."""
     from bertkit.inference.sharded import file_size
-    from bertkit.io import count_lines
     from bertkit.training import distributed as D
 
     info = D.init_from_env(args.device)
@@ -84,7 +83,7 @@ def _run_folder(args: argparse.Namespace) -> int:
             args.output,
             config=options.streaming_values(args),
             source=source,
-            total=None if size is None else count_lines(args.input),
+            total=None if size is None else model.adapter.count_examples(args.input),
             show_progress=None if info.is_main else False,
             rank=info.rank,
             world=info.world_size,

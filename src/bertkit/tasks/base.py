@@ -75,6 +75,14 @@ class TaskAdapter:
         record at a time override it to stream (a corpus-scale ``predict``)."""
         return iter(self.read(path, split))
 
+    def count_examples(self, path: str | Path) -> int | None:
+        """About how many examples :meth:`iter_read` will yield from ``path``, from one pass over
+        its bytes (a progress bar's total; None where unknown): its lines, for the formats of
+        one example a line."""
+        from bertkit.io import count_lines
+
+        return count_lines(path) if Path(path).is_file() else None
+
     def fit_labels(self, train: Sequence[Any]) -> None:
         """Take the label list from the training examples (families whose labels come from data)."""
 

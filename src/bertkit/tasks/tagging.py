@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from bertkit.data.tasks.conll import TaggedSentence, is_token_only, iter_conll, iter_tokens
+from bertkit.data.tasks.conll import (
+    TaggedSentence,
+    count_sentences,
+    is_token_only,
+    iter_conll,
+    iter_tokens,
+)
 from bertkit.data.tasks.custom import iter_tagging
 from bertkit.errors import InputError
 from bertkit.evaluation.ner import entity_scores
@@ -109,6 +115,10 @@ class TaggingAdapter(TaskAdapter):
         return iter_tagging(
             path, tokens=self.columns["tokens"], tags=self.columns["tags"], format=self.file_format
         )
+
+    def count_examples(self, path: str | Path) -> int | None:
+        """Sentences of a CoNLL file (blank-line blocks), lines of the user's formats."""
+        return count_sentences(path) if self.family == "ner" else super().count_examples(path)
 
     def fit_labels(self, train: Sequence[Any]) -> None:
         self.labels = tag_label_list(train)

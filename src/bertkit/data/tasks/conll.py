@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from bertkit.errors import InputError
 from bertkit.evaluation.chunks import split_tag, tag_spans
-from bertkit.io import read_text_lines
+from bertkit.io import COMPRESSED_SUFFIXES, read_text_lines
 
 SCHEMES = ("AUTO", "IOB1", "IOB2", "BIO", "IOBES")
 W = TypeVar("W")
@@ -147,6 +147,23 @@ def _sentences(
             doc += 1
     if words:  # no blank line after the last sentence
         yield first, doc, words
+
+
+def count_sentences(path: str | Path) -> int | None:
+    """About how many sentences :func:`iter_conll` / :func:`iter_tokens` will yield (token lines
+    that follow a blank or ``-DOCSTART-`` line, or start the file), counted in one pass over the
+    bytes without decoding: a progress bar's total. None for a compressed file."""
+    path = Path(path)
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        return None
+    n, inside = 0, False
+    with open(path, "rb") as f:
+        for raw in f:
+            cols = raw.split(None, 1)
+            token = bool(cols) and cols[0] != b"-DOCSTART-"
+            n += token and not inside
+            inside = token
+    return n
 
 
 def _is_token_line(cols: list[str]) -> bool:
