@@ -75,3 +75,14 @@ def test_a_training_batch_of_one_pair_collates_column_by_column(tiny_tok) -> Non
         [2, 6, 3, 0, 0, 0],
     ]
     assert two["labels"].tolist() == [0, 1]
+
+
+def test_a_family_that_reads_whole_files_reads_when_the_first_example_is_pulled(tmp_path) -> None:
+    """``predict`` into a folder refuses a SQuAD model before it reads the JSON (a corpus-sized
+    file was parsed whole first, then refused)."""
+    from bertkit.errors import InputError
+    from bertkit.tasks.span_qa import SquadAdapter
+
+    examples = SquadAdapter(family="squad", name="squad").iter_read(tmp_path / "missing.json")
+    with pytest.raises(InputError, match="missing.json"):
+        next(examples)

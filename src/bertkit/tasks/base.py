@@ -71,9 +71,10 @@ class TaskAdapter:
         raise NotImplementedError
 
     def iter_read(self, path: str | Path, split: str = "dev") -> Iterator[Any]:
-        """The examples of :meth:`read` as an iterator; families whose files can be parsed a
-        record at a time override it to stream (a corpus-scale ``predict``)."""
-        return iter(self.read(path, split))
+        """The examples of :meth:`read` as an iterator, read when the first is pulled (so that
+        a caller can refuse the task before a large file is read); families whose files can be
+        parsed a record at a time override it to stream (a corpus-scale ``predict``)."""
+        yield from self.read(path, split)
 
     def count_examples(self, path: str | Path) -> int | None:
         """About how many examples :meth:`iter_read` will yield from ``path``, from one pass over
