@@ -84,5 +84,5 @@ def test_a_family_that_reads_whole_files_reads_when_the_first_example_is_pulled(
     from bertkit.tasks.span_qa import SquadAdapter
 
     examples = SquadAdapter(family="squad", name="squad").iter_read(tmp_path / "missing.json")
-    with pytest.raises(InputError, match="missing.json"):
+    with pytest.raises(InputError, match=r"missing\.json"):
         next(examples)
