@@ -76,6 +76,25 @@ def test_combine_layers_shapes_and_values():
         combine_layers(states, (4,), "sum")
 
 
+@pytest.mark.parametrize("per_token", [[], ["--per-token"]])
+def test_a_layer_the_model_lacks_is_a_one_line_error_before_any_input(
+    minilm, tmp_path, capsys, per_token
+):
+    """README's `--layers -1 -2 -3 -4` on a 2-layer model (or -8 on MiniLM's 6) ended in a
+    ValueError traceback from inside the first batch; now a one-line error, nothing written."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a first line\n", encoding="utf-8")
+    out = tmp_path / "v.npy"
+    argv = ["embed", "--model", str(minilm), "--input", str(lines), "--output", str(out)]
+    assert main([*argv, "--layers", "-1", "-8", *per_token]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "bertkit embed: error: layers [-8] are out of range: the model has 7 "
+        "(6 layers + the embeddings), so -7..6"
+    )
+    assert not any("Traceback" in line for line in err) and not out.exists()
+
+
 def test_long_text_windows_combine_token_weighted_and_truncate_cuts(minilm):
     long = " ".join(TEXTS * 30)  # ~570 tokens, over MiniLM's 256
     emb = Embedder.load(

@@ -284,6 +284,20 @@ def test_types_defaults_and_help_of_each_kind() -> None:
     assert "100% of it" in p.format_help()
 
 
+def test_an_empty_tuple_default_shows_no_default() -> None:
+    """``bertkit embed --help`` printed "--layers ... (none given: the last layer). (default )"."""
+
+    @dataclass
+    class Layers:
+        layers: tuple[int, ...] = ()
+        """Hidden layers (none given: the last)."""
+
+    p = argparse.ArgumentParser(prog="demo")
+    options.add_fields(p, Layers, ["layers"])
+    assert _action(p, "--layers").help == "Hidden layers (none given: the last)."
+    assert _action(p, "--layers").default == [] and p.parse_args([]).layers == []
+
+
 def test_bools_are_yes_no_pairs() -> None:
     p = _parser()
     assert isinstance(_action(p, "--fast"), argparse.BooleanOptionalAction)

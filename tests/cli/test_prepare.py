@@ -237,3 +237,16 @@ def test_pretrain_on_prepared_data_without_instances_is_a_one_line_error(
         "bertkit pretrain: error: "
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_pretrain_without_held_out_documents_trains_and_says_why(tmp_path: Path, capsys) -> None:
+    """A small corpus with the README's --holdout-fraction 0.01 can hold out no document: the
+    empty 'eval' split means no held-out evaluation (--eval-data's "if any"), not an error."""
+    assert _prepare(tmp_path, "data", "--num-workers", "1", "--holdout-fraction", "0.001") == 0
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    assert manifest["splits"]["eval"]["instances"] == 0  # the split is there, and empty
+    argv = ["pretrain", "--data", str(tmp_path / "data"), "--output", str(tmp_path / "run")]
+    assert main([*argv, "--max-steps", "2", "--batch-size", "4", "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert "no held-out evaluation: the 'eval' split of" in captured.err
+    assert "held-out" not in captured.out and (tmp_path / "run" / "model").is_dir()

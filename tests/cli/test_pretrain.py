@@ -162,7 +162,8 @@ def test_torchrun_two_processes_match_one(data, tmp_path):
         *_cmd(data, two)[3:],
         *base,
     ]
-    _run(torchrun)
+    out = _run(torchrun).stdout
+    assert out.count("done: 6 steps") == 1 and out.count("held-out") <= 1  # rank 0 reports
     a, b = _train_log(one), _train_log(two)
     assert len(a) == len(b) == 6
     assert all(x[0] == y[0] and abs(x[1] - y[1]) < 1e-5 for x, y in zip(a, b))

@@ -18,7 +18,12 @@ import pytest
 
 from bertkit.data.tasks.squad import SquadExample, read_squad
 from bertkit.errors import ConfigError
-from bertkit.tasks.registry import adapter_from_state, default_max_seq_length
+from bertkit.tasks.registry import (
+    TaskSettings,
+    adapter_from_state,
+    build_task,
+    default_max_seq_length,
+)
 from bertkit.tasks.span_qa import SquadAdapter
 from bertkit.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig
@@ -292,3 +297,48 @@ def test_max_seq_length_defaults_come_from_the_adapters():
     assert default_max_seq_length("glue") == DEFAULT_MAX_SEQ_LENGTH == 128
     assert default_max_seq_length("squad") == SquadAdapter.max_seq_length == 384
     assert {default_max_seq_length(f) for f in ("ner", "swag", "classify", "embeddings")} == {128}
+
+
+@pytest.mark.parametrize(
+    ("max_len", "stride", "query", "refused"),
+    [
+        (128, None, 64, True),  # SQuAD's default 128 at 128 tokens: slices of 61
+        (128, 61, 64, True),
+        (128, 60, 64, False),
+        (128, None, 16, True),  # 109 context tokens: still below 128
+        (192, None, 64, True),  # 125
+        (256, None, 64, False),  # 189
+        (384, None, 64, False),  # the paper's setting
+    ],
+)
+def test_a_stride_no_window_can_slide_by_is_refused_before_fine_tuning(
+    max_len, stride, query, refused
+):
+    """`bertkit finetune squad --max-seq-length 128` kept the default stride 128, which every
+    window lowered to its slice length - 1: 1,057 questions became 130,272 windows, each one token
+    after the last. Fine-tuning now stops first with one line (transformers' tokenizer refuses
+    such a stride too); the library's lowering (the test above) is unchanged."""
+    config = SquadFeatureConfig(WindowConfig(doc_stride=stride), max_query_length=query)
+    if not refused:
+        config.check_stride(max_len)
+        return
+    with pytest.raises(ConfigError) as e:
+        config.check_stride(max_len)
+    slice_len = max_len - query - 3
+    assert str(e.value).startswith(
+        f"--doc-stride {stride or 128} leaves no room to slide at --max-seq-length {max_len}: "
+        f"a question of --max-query-length {query} tokens leaves {slice_len} context tokens"
+    )
+
+
+def test_step_mode_is_not_refused():
+    """google's step mode moves by the stride itself, so no stride makes it crawl."""
+    SquadFeatureConfig(WindowConfig(doc_stride=128, stride_mode="step")).check_stride(128)
+
+
+def test_fine_tuning_checks_the_stride_before_reading_the_files(tmp_path):
+    settings = TaskSettings(
+        "squad", train=tmp_path / "missing.json", dev=tmp_path / "missing.json", max_seq_length=128
+    )
+    with pytest.raises(ConfigError, match=r"pass --doc-stride 42 or a smaller --max-query-length"):
+        build_task(settings)

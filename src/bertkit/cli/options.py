@@ -140,7 +140,7 @@ def add_fields(
             " (default: as saved with the model)"
             if saved
             else ""
-            if default is None or isinstance(default, bool)
+            if default is None or isinstance(default, bool) or default == ()
             else f" (default {_show(default)})"
         )
         kw["help"] = (text + shown).replace("%", "%%")

@@ -7,6 +7,7 @@ and :class:`~bertkit.training.loop.TrainConfig` (how), with their defaults and d
 from __future__ import annotations
 
 import argparse
+import os
 
 from bertkit.cli import options
 
@@ -132,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.pretraining import pretrain
 
     result = pretrain(options_from_args(args), faults=faults_from_args(args))
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun rank 0 alone reports the run
+        return 0
     if result.final_eval:
         print(f"held-out {OBJECTIVES[args.objective]().describe(result.final_eval)}")
     print(

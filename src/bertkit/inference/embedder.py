@@ -68,6 +68,17 @@ class LayerSpec:
                 f"layer combine must be one of {', '.join(LAYER_COMBINES)}, got {self.layer_combine!r}"
             )
 
+    def check(self, num_hidden_layers: int) -> None:
+        """ConfigError unless every layer exists in a model of ``num_hidden_layers`` layers
+        (``hidden_states`` holds those plus the embeddings), before any input is read."""
+        n = num_hidden_layers + 1
+        bad = [i for i in self.layers if not -n <= i < n]
+        if bad:
+            raise ConfigError(
+                f"layers {bad} are out of range: the model has {n} "
+                f"({num_hidden_layers} layers + the embeddings), so -{n}..{n - 1}"
+            )
+
     def width(self, hidden: int) -> int:
         n = len(self.layers) or 1
         return hidden * n if self.layer_combine == "concat" else hidden
@@ -153,6 +164,8 @@ class Embedder:
             raise ConfigError(
                 f"max length {max_length} is outside 2..{limit} (the model's position limit)"
             )
+        layers = layers or LayerSpec()
+        layers.check(int(loaded.model.config.num_hidden_layers))
         base = sentence_transformers_spec(loaded.directory) or PoolingSpec()
         spec = PoolingSpec(
             pooling if pooling is not None else base.pooling,
@@ -166,7 +179,7 @@ class Embedder:
             loaded.placement.precision,
             batch_size,
             windows=windows or WindowConfig(),
-            layers=layers or LayerSpec(),
+            layers=layers,
             source=loaded.directory,
         )
 

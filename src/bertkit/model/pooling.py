@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from bertkit.errors import ConfigError
+
 POOLINGS = ("cls", "mean", "max")
 
 
@@ -47,7 +49,7 @@ def combine_layers(
         raise ValueError("no layers to combine")
     bad = [i for i in layers if not -n <= i < n]
     if bad:
-        raise ValueError(
+        raise ConfigError(
             f"layers {bad} are out of range: the model has {n} ({n - 1} layers + the embeddings)"
         )
     picked = [hidden_states[i] for i in layers]

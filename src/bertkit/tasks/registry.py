@@ -196,6 +196,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         train = adapter.read(s.train, "train")
     else:
         name = "squad2" if s.version_2_with_negative else "squad1"
+        SquadFeatureConfig.of(s.windows).check_stride(msl)
         adapter = SquadAdapter(
             "squad",
             name,

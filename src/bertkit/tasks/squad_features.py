@@ -80,6 +80,29 @@ class SquadFeatureConfig:
                 f"max_seq_length ({max_seq_length}): room for the context"
             )
 
+    def check_stride(self, max_seq_length: int) -> None:
+        """ConfigError when ``doc_stride`` (overlap mode) is not below the context slice of a
+        question at ``max_query_length``: such windows would each start one token after the last
+        (:func:`~bertkit.tasks.windows.slices` lowers the stride to the slice length - 1), about
+        a hundred windows per SQuAD question at 128 tokens. Hugging Face's tokenizer refuses
+        that stride too; this is what fine-tuning checks before reading any data.
+
+        Example: max_seq_length 128, max_query_length 64 -> slices of 61 tokens, so SQuAD's
+        default 128 is refused and 42 (a third of 128) is not.
+        """
+        slice_len = max_seq_length - self.max_query_length - 3
+        stride = self.window.stride(max_seq_length)
+        if self.window.stride_mode != "overlap" or stride < slice_len:
+            return
+        hint = min(max_seq_length // 3, slice_len - 1)
+        fix = f"--doc-stride {hint} or " if hint >= 1 else ""
+        raise ConfigError(
+            f"--doc-stride {stride} leaves no room to slide at --max-seq-length "
+            f"{max_seq_length}: a question of --max-query-length {self.max_query_length} tokens "
+            f"leaves {slice_len} context tokens per window, so each window would start one token "
+            f"after the last; pass {fix}a smaller --max-query-length"
+        )
+
     @classmethod
     def of(cls, value: SquadFeatureConfig | dict[str, Any] | None) -> SquadFeatureConfig:
         """From a saved state (``bertkit_task.json`` holds a dict), None meaning the defaults.

@@ -58,8 +58,8 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     dropout: float | None = 0.1
-    """Dropout of the encoder and head (None keeps the checkpoint's config). Recorded here; it is
-    applied by the ``build_model`` callable (the CLI passes it as a config override)."""
+    """Dropout of the encoder and head while fine-tuning: the model config's hidden and attention
+    dropout (from Python, None keeps the checkpoint's; ``build_model`` applies it)."""
     seed: int = 42
     """Seed of the first run (head initialisation, dropout and data order)."""
     max_steps: int | None = None

@@ -239,7 +239,18 @@ def pretrain(
             splits = read_manifest(opts.eval_data).get("splits", {})
             eval_ds = _dataset(opts.eval_data, "eval" if "eval" in splits else "train")
         elif "eval" in train_ds.manifest.get("splits", {}):
-            eval_ds = _dataset(opts.data, "eval")
+            from bertkit.data.shards import PretrainingDataset
+
+            # A small corpus with a small --holdout-fraction can leave no document held out: that
+            # is "no eval split", as --eval-data's help says, not an error after a good prepare.
+            held_out = PretrainingDataset(opts.data, "eval")
+            if len(held_out):
+                eval_ds = held_out
+            else:
+                quiet(
+                    f"no held-out evaluation: the 'eval' split of {opts.data} is empty (its "
+                    "--holdout-fraction held out no document); --eval-data names other data"
+                )
         vocab_size = int(train_ds.manifest["vocab"]["size"])
         config = build_config(opts, vocab_size)
         config.is_decoder = opts.objective == "ltr"
