@@ -449,4 +449,4 @@ def test_prepare_pretraining_flags_come_from_the_settings_parts(registry: Regist
         "MaskingSettings",
         "CorpusOptions",
     )
-    assert homes["--seed"] == "PrepareSettings" and len(homes) == 17
+    assert homes["--seed"] == "PrepareSettings" and len(homes) == 18
