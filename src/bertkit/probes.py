@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 
@@ -228,17 +229,19 @@ def two_matmul_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None,
-    dropout_p: float = 0.0,
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """softmax(q k^T / sqrt(D), keys where ``mask``) v as two batched matmuls (bf16 in, fp32
-    accumulation inside the softmax, bf16 out): the kernel ``model/attention.py`` runs when the
-    ``bf16_attention`` decision says ``matmul``, defined here so the probe times that very code."""
+    """softmax(q k^T / sqrt(D), keys where ``mask``) v as two batched matmuls in the inputs'
+    dtype (bf16: fp32 accumulation inside the softmax, bf16 out), ``dropout`` applied to the
+    probabilities when given: the kernel ``model/attention.py`` runs when the ``bf16_attention``
+    decision says ``matmul``, and for every CPU pass with attention dropout (with
+    ``model/dropout.py``'s); defined here so the probe times that very code."""
     scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, N, T, T)
     if mask is not None:
         scores.masked_fill_(~mask, float("-inf"))  # in place: matmul's backward keeps q, k
     probs = torch.softmax(scores, dim=-1)  # accumulates in fp32, rounds to the inputs' dtype
-    if dropout_p > 0.0:
-        probs = F.dropout(probs, dropout_p)
+    if dropout is not None:
+        probs = dropout(probs)
     return torch.matmul(probs, v)  # (B, N, T, D)
 
 

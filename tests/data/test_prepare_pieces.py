@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bertkit.data.corpus import CorpusOptions, document_start, read_file_documents
+from bertkit.data.corpus import CorpusOptions, read_file_documents
+from bertkit.data.corpus_spans import document_start
 from bertkit.data.prepare import PrepareSettings, prepare_pretraining
 from bertkit.data.prepare_files import count_pieces, nominal_bounds, piece_span
 from bertkit.data.pretraining import InstanceConfig

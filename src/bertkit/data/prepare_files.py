@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertkit.data.corpus import PARQUET_MAGIC, detect_format, document_start, read_file_documents
+from bertkit.data.corpus import PARQUET_MAGIC, detect_format, read_file_documents
+from bertkit.data.corpus_spans import document_start
 from bertkit.data.masking import MaskingSpec, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, tokenize_document
 from bertkit.data.shards import ShardWriter

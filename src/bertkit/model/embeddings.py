@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.model.dropout import Dropout
 
 
 class BertEmbeddings(nn.Module):
@@ -23,7 +24,7 @@ class BertEmbeddings(nn.Module):
         self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(
         self,

@@ -8,6 +8,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.attention import Packing, Selection, SelfAttention
+from bertkit.model.dropout import Dropout
 from bertkit.model.kernels import Linear, linear_gelu
 
 
@@ -50,7 +51,7 @@ class EncoderLayer(nn.Module):
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.feed_forward = FeedForward(config)
         self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(
         self, x: torch.Tensor, packing: Packing, select: Selection | None = None

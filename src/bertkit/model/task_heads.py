@@ -14,6 +14,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.model.batching import Layout
 from bertkit.model.bert import BertModel, init_bert_weights
+from bertkit.model.dropout import Dropout
 from bertkit.model.kernels import Linear
 from bertkit.model.losses import IGNORE
 from bertkit.model.outputs import (
@@ -30,9 +31,9 @@ def _pooler_only(input_ids: torch.Tensor) -> torch.Tensor:
     return torch.zeros(0, dtype=torch.long, device=input_ids.device)
 
 
-def _classifier_dropout(config: BertConfig) -> nn.Dropout:
+def _classifier_dropout(config: BertConfig) -> Dropout:
     p = config.classifier_dropout
-    return nn.Dropout(config.hidden_dropout_prob if p is None else p)
+    return Dropout(config.hidden_dropout_prob if p is None else p)
 
 
 class BertForSequenceClassification(nn.Module):
