@@ -29,9 +29,11 @@ attention     ``fused_long``,           against two batched matmuls around a sof
               ``fused_inference``,      in bf16, inference and training at 128 tokens,
               ``matmul``                training at 384; the fused kernel where >= 1.10x
                                         faster (``fused_long``: inference, and training
-                                        passes of 384 tokens or more; cached like
-                                        fp32_matmul). CPU attention in bf16/fp16 only:
-                                        elsewhere it is always the fused kernel
+                                        passes of 384 tokens or more at heads of 64 or
+                                        more; cached like fp32_matmul). CPU attention
+                                        in bf16/fp16 without dropout only: with dropout
+                                        the CPU takes the matmuls, elsewhere the fused
+                                        kernel
 ============  ========================  ==============================================  ======================
 
 ``native`` bf16 lets bertkit call oneDNN's bf16 kernels directly (cached bf16 weights at
@@ -256,12 +258,13 @@ def bf16_mode() -> str:
     return str(_bf16_mode)
 
 
-def fused_bf16_attention(training: bool, tokens: int) -> bool:
+def fused_bf16_attention(training: bool, tokens: int, head_size: int = 64) -> bool:
     """Whether CPU attention in bf16/fp16 runs torch's fused kernel (else two batched matmuls)
-    for a training pass (gradients) or an inference pass over ``tokens`` (T) tokens."""
+    for a training pass (gradients) or an inference pass over ``tokens`` (T) tokens of heads of
+    ``head_size`` (D): :func:`bertkit.probes.fused_attention_for`."""
     if _bf16_attention is None:
         decision("bf16_attention")
-    return probes.fused_attention_for(str(_bf16_attention), training, tokens)
+    return probes.fused_attention_for(str(_bf16_attention), training, tokens, head_size)
 
 
 # --- devices --------------------------------------------------------------------------------

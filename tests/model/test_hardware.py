@@ -303,6 +303,8 @@ def test_each_bf16_attention_choice_says_where_the_fused_kernel_runs(choice, fus
     passes = [(False, 383), (False, 384), (True, 383), (True, 384)]
     assert probes.LONG_ATTENTION_TOKENS == 384
     assert [probes.fused_attention_for(choice, *p) for p in passes] == fused
+    # the long training pass only at heads as large as the probe's (64)
+    assert probes.fused_attention_for(choice, True, 384, 32) == (choice == "fused")
 
 
 def test_bf16_attention_probe_then_cache(unforced, monkeypatch):

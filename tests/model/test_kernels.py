@@ -261,10 +261,10 @@ def test_importing_the_model_registers_no_global_hook():
 
 
 def _attention_pass(
-    choice: str, training: bool, monkeypatch, tokens: int = 9
+    choice: str, training: bool, monkeypatch, tokens: int = 9, head_size: int = 8
 ) -> tuple[list, torch.Tensor, list]:
-    """bf16 CPU attention under ``choice`` over ``tokens`` tokens: the kernels it called, its
-    output and (training) the fp32 gradients of q, k, v."""
+    """bf16 CPU attention under ``choice`` over ``tokens`` tokens of heads of ``head_size``: the
+    kernels it called, its output and (training) the fp32 gradients of q, k, v."""
     from bertkit.model import attention
 
     calls: list[str] = []
@@ -277,7 +277,8 @@ def _attention_pass(
     monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
     g = torch.Generator().manual_seed(2)
     T = tokens
-    q, k, v = (torch.randn(3, 2, T, 8, generator=g).requires_grad_(training) for _ in range(3))
+    D = head_size
+    q, k, v = (torch.randn(3, 2, T, D, generator=g).requires_grad_(training) for _ in range(3))
     mask = (torch.arange(T)[None, :] < torch.tensor([T, 5, 2])[:, None])[:, None, None, :]
     with hardware.forced("bf16_attention", choice), torch.set_grad_enabled(training):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -301,8 +302,10 @@ def test_each_bf16_attention_kernel_is_the_one_taken_and_they_agree(training, mo
     assert fused[0] == ["fused"] and matmul[0] == []
     assert mixed[0] == ([] if training else ["fused"])
     assert _attention_pass("fused_long", training, monkeypatch)[0] == mixed[0]
-    long = _attention_pass("fused_long", training, monkeypatch, tokens=384)
+    long = _attention_pass("fused_long", training, monkeypatch, tokens=384, head_size=64)
     assert long[0] == ["fused"]
+    small_heads = _attention_pass("fused_long", training, monkeypatch, tokens=384)
+    assert small_heads[0] == mixed[0]
     torch.testing.assert_close(fused[1], matmul[1], rtol=3e-2, atol=3e-2)
     for a, b in zip(fused[2], matmul[2], strict=True):
         torch.testing.assert_close(a, b, rtol=5e-2, atol=5e-2)

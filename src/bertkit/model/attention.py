@@ -179,7 +179,7 @@ def attend(
     training = torch.is_grad_enabled() and q.requires_grad
     with torch.autocast("cpu", enabled=False):  # keep the softmax in `low` (fp32 inside)
         q, k, v = q.to(low), k.to(low), v.to(low)
-        if dropout_p == 0.0 and hardware.fused_bf16_attention(training, q.shape[-2]):
+        if dropout_p == 0.0 and hardware.fused_bf16_attention(training, *q.shape[-2:]):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return probes.two_matmul_attention(q, k, v, mask, _dropout(dropout_p))
 
