@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from bertkit.probes import interleaved_best
 
 SHAPES = [
     (32, 12, 128, 32),
@@ -32,18 +33,6 @@ SHAPES = [
     (12, 12, 384, 64),
     (8, 12, 512, 64),
 ]
-
-
-def _best(fns: dict, reps: int) -> dict[str, float]:
-    for fn in fns.values():
-        fn()
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(reps):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def kernel_rows(reps: int) -> list[dict]:
@@ -65,7 +54,7 @@ def kernel_rows(reps: int) -> list[dict]:
             for mode in ("inference", "training"):
                 run = _infer if mode == "inference" else _train
                 fns = {name: _bound(run, f, (q, k, v)) for name, f in kernels.items()}
-                best = _best(fns, reps)
+                best = interleaved_best(fns, reps)
                 rows.append(
                     {
                         "shape": [b, n, t, d],
@@ -141,7 +130,7 @@ def model_rows(reps: int) -> list[dict]:
         "bertkit, fused": forward(ours, "fused"),
         "transformers sdpa": forward(hf),
     }
-    best = _best(fns, reps)
+    best = interleaved_best(fns, reps)
     tokens = int(enc["attention_mask"].sum())
     return [
         {
@@ -211,7 +200,7 @@ def training_rows(reps: int, batch: int = 8, length: int = 384) -> list[dict]:
             "bertkit, fused_long": step(ours, "fused_long"),
             "transformers sdpa": step(hf),
         }
-        best = _best(fns, reps)
+        best = interleaved_best(fns, reps)
         rows += [
             {
                 "impl": name,
@@ -234,6 +223,14 @@ def _corpus_lines(path: Path) -> list[str]:
         return [next(f) for _ in range(3000)]
 
 
+def _table(header: list[str], text_columns: int, rows: list[list[str]]) -> None:
+    """A markdown table after a blank line, the first ``text_columns`` left-aligned."""
+    align = ["---"] * text_columns + ["---:"] * (len(header) - text_columns)
+    print()
+    for cells in (header, align, *rows):
+        print(f"| {' | '.join(cells)} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
@@ -245,29 +242,35 @@ def main(argv: list[str] | None = None) -> int:
     from bertkit import hardware
 
     kernels = kernel_rows(a.reps)
-    print("| B, N, T, D | mask | mode | fused ms | matmul ms | fused speed-up |")
-    print("|---|---|---|---:|---:|---:|")
-    for r in kernels:
-        print(
-            f"| {', '.join(map(str, r['shape']))} | {'yes' if r['mask'] else 'no'} | {r['mode']} "
-            f"| {r['fused_ms']:.1f} | {r['matmul_ms']:.1f} | {r['fused_speedup']:.2f}x |"
-        )
+    _table(
+        ["B, N, T, D", "mask", "mode", "fused ms", "matmul ms", "fused speed-up"],
+        3,
+        [
+            [", ".join(map(str, r["shape"])), "yes" if r["mask"] else "no", r["mode"],
+             f"{r['fused_ms']:.1f}", f"{r['matmul_ms']:.1f}", f"{r['fused_speedup']:.2f}x"]
+            for r in kernels
+        ],
+    )  # fmt: skip
     models = model_rows(max(2, a.reps - 1))
-    print("\n| MiniLM cross-encoder, bf16 | pairs | padded T | ms | pairs/s |")
-    print("|---|---:|---:|---:|---:|")
-    for r in models:
-        print(
-            f"| {r['impl']} | {r['pairs']} | {r['padded_length']} | {r['ms']:.1f} "
-            f"| {r['pairs_per_s']:.1f} |"
-        )
+    _table(
+        ["MiniLM cross-encoder, bf16", "pairs", "padded T", "ms", "pairs/s"],
+        1,
+        [
+            [r["impl"], str(r["pairs"]), str(r["padded_length"]), f"{r['ms']:.1f}",
+             f"{r['pairs_per_s']:.1f}"]
+            for r in models
+        ],
+    )  # fmt: skip
     training = training_rows(max(2, a.reps - 2))
-    print("\n| MiniLM span model, bf16 training step | dropout | batch x T | ms | sequences/s |")
-    print("|---|---:|---:|---:|---:|")
-    for r in training:
-        print(
-            f"| {r['impl']} | {r['dropout']} | {r['batch']} x {r['length']} | {r['ms']:.0f} "
-            f"| {r['seqs_per_s']:.1f} |"
-        )
+    _table(
+        ["MiniLM span model, bf16 training step", "dropout", "batch x T", "ms", "sequences/s"],
+        1,
+        [
+            [r["impl"], str(r["dropout"]), f"{r['batch']} x {r['length']}", f"{r['ms']:.0f}",
+             f"{r['seqs_per_s']:.1f}"]
+            for r in training
+        ],
+    )  # fmt: skip
     decision = hardware.decision("bf16_attention")
     print(
         f"\nthis machine's bf16_attention: {decision.choice} ({decision.source}: {decision.reason})"

@@ -231,12 +231,13 @@ def count_lines(path: str | Path, chunk: int = 1 << 20) -> int | None:
     path = Path(path)
     if path.suffix.lower() in COMPRESSED_SUFFIXES:
         return None
-    n, last = 0, b"\n"
+    size = path.stat().st_size
+    if size == 0:
+        return 0
     with open(path, "rb") as f:
-        while block := f.read(chunk):
-            n += block.count(b"\n")
-            last = block[-1:]
-    return n + (last != b"\n")
+        f.seek(size - 1)
+        unterminated = f.read(1) != b"\n"
+    return lines_before(path, size, chunk) + unterminated
 
 
 def _open_maybe_compressed(path: Path):

@@ -175,13 +175,8 @@ def _time_fp32_backends() -> Measured:
         F.linear(x, w)
         grad.t() @ x
 
-    onednn(), blas()  # warm both (oneDNN builds its primitive on first call)
-    times = {"onednn": float("inf"), "blas": float("inf")}
-    for _ in range(5):  # interleaved, best of 5: robust to a busy neighbour
-        for label, fn in (("onednn", onednn), ("blas", blas)):
-            t = time.perf_counter()
-            fn()
-            times[label] = min(times[label], time.perf_counter() - t)
+    # oneDNN builds its primitive on the warm-up call; best of 5: robust to a busy neighbour
+    times = interleaved_best({"onednn": onednn, "blas": blas}, 5)
     gflops = {label: 2 * 2 * m * k * n / t / 1e9 for label, t in times.items()}
     ratio = times["blas"] / times["onednn"]
     choice = "onednn" if ratio >= ONEDNN_MIN_SPEEDUP else "blas"
@@ -288,16 +283,22 @@ def _fused_speedup(shape: tuple[int, int, int, int], training: bool) -> float:
 
         return step
 
-    fns = {name: run(fn) for name, fn in kernels.items()}
+    best = interleaved_best({name: run(fn) for name, fn in kernels.items()}, 3)
+    return best["matmul"] / best["fused"]
+
+
+def interleaved_best(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Each function's best time in seconds: all warmed once, then timed in turn ``repeats``
+    times (interleaved, so a busy neighbour slows them alike)."""
     for fn in fns.values():
-        fn()  # warm
+        fn()
     best = dict.fromkeys(fns, float("inf"))
-    for _ in range(3):  # interleaved, best of 3
+    for _ in range(repeats):
         for name, fn in fns.items():
             start = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - start)
-    return best["matmul"] / best["fused"]
+    return best
 
 
 def _cache_key() -> str:

@@ -164,9 +164,8 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     multi-sentence lines). An empty file reads as ``bert`` (no documents either way). A file
     starting with the Parquet magic ``PAR1`` is ``parquet``.
     """
-    with open(path, "rb") as f:
-        if f.read(4) == PARQUET_MAGIC:
-            return "parquet"
+    if is_parquet(path):
+        return "parquet"
     lines: list[str] = []
     for _, line in _lines(path, encoding_errors):
         if line.strip():
@@ -192,6 +191,12 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
         if re.search(r"[.!?][\"'\u2019\u201d)\]]*$", line) and len(split_sentences(line)) == 1
     )
     return "bert" if one_sentence >= 0.8 * len(lines) else "paragraphs"
+
+
+def is_parquet(path: str | Path) -> bool:
+    """Whether the file starts with the Parquet magic ``PAR1``."""
+    with open(path, "rb") as f:
+        return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
 
 
 def _lines(path: str | Path, errors: str, span: Span = None) -> Iterator[tuple[int, str]]:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertkit.data.corpus import PARQUET_MAGIC, detect_format, read_file_documents
+from bertkit.data.corpus import detect_format, is_parquet, read_file_documents
 from bertkit.data.corpus_spans import document_start
 from bertkit.data.masking import MaskingSpec, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, tokenize_document
@@ -79,9 +79,8 @@ def count_pieces(path: str | Path, piece_mib: float, fmt: str = "auto") -> int:
     size = path.stat().st_size
     if path.suffix.lower() in COMPRESSED_SUFFIXES or size == 0 or fmt == "parquet":
         return 1
-    with open(path, "rb") as f:
-        if f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC:
-            return 1
+    if is_parquet(path):  # a Parquet file given as "auto"
+        return 1
     return -(-size // max(1, int(piece_mib * (1 << 20))))
 
 

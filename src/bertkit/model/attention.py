@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -172,21 +172,19 @@ def attend(
     if q.device.type != "cpu":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     low = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
-    if low not in (torch.bfloat16, torch.float16):
-        if dropout_p > 0.0:  # the fused kernel's dropout is the slow one (docstring)
-            return probes.two_matmul_attention(q, k, v, mask, _dropout(dropout_p))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    training = torch.is_grad_enabled() and q.requires_grad
+    if dropout_p > 0.0:  # the fused kernel's dropout is the slow one (docstring)
+        fused = False
+    elif low in (torch.bfloat16, torch.float16):
+        training = torch.is_grad_enabled() and q.requires_grad
+        fused = hardware.fused_bf16_attention(training, *q.shape[-2:])
+    else:
+        fused = True
     with torch.autocast("cpu", enabled=False):  # keep the softmax in `low` (fp32 inside)
         q, k, v = q.to(low), k.to(low), v.to(low)
-        if dropout_p == 0.0 and hardware.fused_bf16_attention(training, *q.shape[-2:]):
+        if fused:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return probes.two_matmul_attention(q, k, v, mask, _dropout(dropout_p))
-
-
-def _dropout(p: float) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """The attention probabilities' dropout (:mod:`bertkit.model.dropout`), None for p = 0."""
-    return None if p == 0.0 else functools.partial(dropout, p=p)
+        drop = functools.partial(dropout, p=dropout_p) if dropout_p > 0.0 else None
+        return probes.two_matmul_attention(q, k, v, mask, drop)
 
 
 PACKED_BACKENDS = ("varlen", "nested", "reference")

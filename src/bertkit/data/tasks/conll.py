@@ -159,16 +159,15 @@ def count_sentences(path: str | Path) -> int | None:
     n, inside = 0, False
     with open(path, "rb") as f:
         for raw in f:
-            cols = raw.split(None, 1)
-            token = bool(cols) and cols[0] != b"-DOCSTART-"
+            token = _is_token_line(raw.split(None, 1))
             n += token and not inside
             inside = token
     return n
 
 
-def _is_token_line(cols: list[str]) -> bool:
-    """A line's columns hold a token: not blank, not a ``-DOCSTART-`` line."""
-    return bool(cols) and cols[0] != "-DOCSTART-"
+def _is_token_line(cols: list[str] | list[bytes]) -> bool:
+    """A line's columns (decoded, or raw bytes) hold a token: not blank, not ``-DOCSTART-``."""
+    return bool(cols) and cols[0] not in ("-DOCSTART-", b"-DOCSTART-")
 
 
 def _iter_conll(
