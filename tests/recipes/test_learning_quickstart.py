@@ -50,11 +50,11 @@ def test_minutes_budget_calibrates_once_and_a_rerun_resumes_the_same_plan(tmp_pa
         return max(json.loads(x)["step"] for x in rows)
 
     # phase 1's deadline (the job's, less phase 2's calibrated share) had passed before it
-    # started: at its first check (update 15, two windows of 5 after its first log line) it
-    # ends at the next update
-    assert (last_step("run-phase1"), last_step("run")) == (16, 1)
+    # started: at its first log line (update 5) the deadline's guard ends it at the next update
+    # (the first decision, two windows of 5 later, had ended it at 16)
+    assert (last_step("run-phase1"), last_step("run")) == (6, 1)
     assert (
-        '"type": "deadline", "step": 15, "total_steps": 16'
+        '"type": "deadline", "step": 5, "total_steps": 6'
         in (out / "run-phase1" / "metrics.jsonl").read_text()
     )
 

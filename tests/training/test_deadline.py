@@ -64,7 +64,7 @@ def test_a_past_deadline_ends_at_the_next_update_above_every_floor():
     assert at(deadline, clock, 6, 1006.0) == 7  # nothing fits: the next update ends it
     deadline, clock = started(900.0)
     warm = ScheduleConfig(40, 10)
-    assert at(deadline, clock, 6, 1006.0, schedule=warm) == 11  # not inside the warmup
+    assert at(deadline, clock, 6, 1006.0, schedule=warm) == 7  # inside the warmup: it shrinks too
     deadline, clock = started(900.0)
     restart = ScheduleConfig(40, 2, restart_at=20, restart_warmup_steps=5)
     assert at(deadline, clock, 6, 1006.0, schedule=restart) == 26  # nor the second warmup
@@ -74,14 +74,108 @@ def test_a_past_deadline_ends_at_the_next_update_above_every_floor():
 
 def test_a_floor_at_the_planned_end_is_no_shrink():
     deadline, clock = started(900.0)
-    # the warmup ends at update 39: the floor is 40, the schedule's own end, so nothing changes
-    assert at(deadline, clock, 6, 1006.0, schedule=ScheduleConfig(40, 39)) is None
+    # the last phase is the last update: the floor is 40, the schedule's own end, so nothing changes
+    assert at(deadline, clock, 6, 1006.0, last=1) is None
+
+
+def test_a_shrink_keeps_the_warmups_share_of_a_one_segment_run():
+    """MRPC's 3 epochs of 115 updates at batch 32 warm up over 35 (10%): a deadline that leaves
+    36 used to keep all 35 (the run ended at its peak learning rate, and could not end sooner);
+    now 4 of 36 (rounded up). A second segment's warmups are the deadline's floor instead."""
+    schedule, phases = shrink(ScheduleConfig(345, 35), None, 36)
+    assert (schedule, phases) == (ScheduleConfig(36, 4), None)
+    assert shrink(ScheduleConfig(40, 2), None, 20)[0] == ScheduleConfig(20, 1)
+    assert shrink(ScheduleConfig(40, 0), None, 7)[0] == ScheduleConfig(7, 0)
+    two = ScheduleConfig(40, 10, restart_at=30, restart_warmup_steps=4)
+    assert shrink(two, None, 35)[0] == ScheduleConfig(35, 10, restart_at=30, restart_warmup_steps=4)
 
 
 def test_the_rate_counts_from_the_first_log_line():
     deadline, clock = started(1040.5, step=2, now=1012.0)  # 10 s of start-up before update 2
     # 4 updates in 4 s since (not 14 s for 6): 24.5 s left fit 24, 6 + int(24.5 * 0.98) = 30
     assert at(deadline, clock, 6, 1016.0) == 30
+
+
+HUNDRED = ScheduleConfig(100, 2)
+
+
+def guarded(
+    end_by: float, *, first: float = 1001.0, log_every: int = 10
+) -> tuple[DeadlineSchedule, Clock]:
+    """A deadline whose process's first update (update 1) ended at ``first``."""
+    clock = Clock(first)
+    deadline = DeadlineSchedule(end_by, log_every, clock)
+    deadline.updated(1)
+    clock.now = first + 100.0
+    deadline.updated(2)  # only the first update counts
+    assert deadline.first_update == (first, 1)
+    return deadline, clock
+
+
+def test_the_guard_shrinks_a_slow_run_before_its_first_decision():
+    """1 s updates logged every 10, 10 s left at the first log line: the first decision would
+    come at update 30, 20 s away, more than half the time left, so the guard shrinks at once to
+    what fits at twice the rate (10 + int(20 * 0.98) = 29), and at the next log line, with no
+    time left, to the next update (the window's rate); without it the run went on to update 30
+    and ended at 31."""
+    deadline, clock = guarded(1020.0)
+    assert at(deadline, clock, 10, 1010.0, schedule=HUNDRED, last=100) == 29
+    assert at(deadline, clock, 20, 1020.0, schedule=ScheduleConfig(29, 2), last=29) == 21
+
+
+def test_the_guard_keeps_a_run_whose_first_decision_is_near():
+    """0.03 s updates logged every 25 with 400 s left: the first decision (update 75) is 1.5 s
+    away, so the guard keeps a schedule twice too long, and that decision shrinks it."""
+    deadline, clock = guarded(1400.0, first=1000.03, log_every=25)
+    plan = ScheduleConfig(26_000, 100)
+    assert at(deadline, clock, 25, 1000.75, schedule=plan, last=26_000) is None
+    assert at(deadline, clock, 50, 1001.5, schedule=plan, last=26_000) is None
+    assert at(deadline, clock, 75, 1002.25, schedule=plan, last=26_000) == 75 + int(
+        (1400.0 - 1002.25) / 0.03 * 0.98
+    )
+
+
+def test_the_guard_counts_from_the_first_update_and_assumes_twice_its_rate():
+    """Start-up before the first update's end is not counted; the rate since then is halved:
+    2 s updates from update 1 (1030 s) to 10 (1048 s), 22 s left: 22 / 1 s = 22 more fit at twice
+    the rate, 10 + int(22 * 0.98) = 31. A run of 40 with 50 s left is kept: its first decision is
+    40 s away, more than half, but the 30 updates left fit at twice the rate (at the measured rate
+    they would not: the decisions after see to that); one of 70 is cut to 10 + int(50 * 0.98)."""
+    deadline, clock = guarded(1070.0, first=1030.0)
+    assert at(deadline, clock, 10, 1048.0, schedule=HUNDRED, last=100) == 31
+    deadline, clock = guarded(1098.0, first=1030.0)
+    assert at(deadline, clock, 10, 1048.0, schedule=ScheduleConfig(40, 2), last=40) is None
+    assert at(deadline, clock, 10, 1048.0, schedule=ScheduleConfig(70, 2), last=70) == 10 + 49
+
+
+def test_after_one_window_the_guard_takes_its_rate_as_measured():
+    """The run of 70 above, cut to 59 at update 10 (1048 s): at update 20 (1068 s, 2 s per update
+    since the first log line) the first decision is 20 s away, more than half of the 30 s left,
+    so the guard fits the 15 updates of 2 s that are left: 20 + int(15 * 0.98) = 34."""
+    deadline, clock = guarded(1098.0, first=1030.0)
+    assert at(deadline, clock, 10, 1048.0, schedule=ScheduleConfig(70, 2), last=70) == 59
+    assert at(deadline, clock, 20, 1068.0, schedule=ScheduleConfig(59, 2), last=59) == 34
+
+
+def test_a_past_deadline_ends_at_the_update_after_the_first_window():
+    """No update reported (``started`` shows the first log line then only starts the clock);
+    one window later the guard's window rate applies: the next update is the last."""
+    deadline, clock = started(900.0)
+    assert at(deadline, clock, 4, 1004.0) == 5
+
+
+def test_the_guard_ends_a_slow_finetuning_like_run_near_its_deadline(tmp_path, monkeypatch):
+    """Through the Trainer: 1 s updates logged every 10, 20 s to the deadline, 100 planned: the
+    guard's shrinks at updates 10 and 20 end the run at update 21 (before: 31, the first
+    decision coming at update 30)."""
+    from .helpers import make_trainer
+    from .test_loop import _fake_clock, _records
+
+    box: list = []
+    _fake_clock(monkeypatch, box)
+    box.append(make_trainer(tmp_path / "run", steps=100, log_every=10, end_by=1020.0))
+    assert box[0].fit().step == 21
+    assert [r["total_steps"] for r in _records(tmp_path / "run", "deadline")] == [29, 21]
 
 
 def test_shrink_message_and_record():

@@ -278,7 +278,8 @@ def test_deadline_shrinks_the_schedule_and_ends_the_decay_on_time(tmp_path, monk
         {"type": "deadline", "step": 6, "total_steps": 20, "was": 40}
     ]
     lrs = [r["lr"] for r in _records(tmp_path / "ref", "train")]
-    assert lrs[-1] == pytest.approx(1e-3 * lr_factor(19, ScheduleConfig(20, 2)))
+    # the warmup keeps its share: 2 of 40 planned, 1 of 20
+    assert lrs[-1] == pytest.approx(1e-3 * lr_factor(19, ScheduleConfig(20, 1)))
     assert lrs[-1] < lrs[1] / 8  # the decay ran to (almost) zero at the new end
 
     # killed after the shrink and resumed: the checkpoint's shorter schedule is kept, exactly
@@ -329,10 +330,12 @@ def test_deadline_already_past_ends_at_the_next_update_not_inside_warmup(tmp_pat
     box: list = []
     _fake_clock(monkeypatch, box)
     box.append(make_trainer(tmp_path / "past", steps=40, log_every=1, end_by=900.0))
-    # checked from update 3 on (two windows of 1 after the first log line at update 1): the
-    # next update, 4, is the end (warmup is 2 updates, so the floor alone would allow 3)
-    assert box[0].fit().step == 4
-    assert [r["total_steps"] for r in _records(tmp_path / "past", "deadline")] == [4]
+    # the guard's first look, at update 2 (the rate since update 1 ended is known there, and the
+    # first decision at update 3 is more than half the time left away, since none is left): the
+    # next update, 3, is the end; warmup is 2 updates, so the floor allows 3 (without the guard
+    # the first decision, at update 3, ended it at 4)
+    assert box[0].fit().step == 3
+    assert [r["total_steps"] for r in _records(tmp_path / "past", "deadline")] == [3]
 
 
 def test_one_skip_policy_for_pretraining_and_finetuning():

@@ -226,6 +226,7 @@ def train_one(
                 spike_factor=math.inf,  # one batch's loss is noisy: no spike warnings
                 end_by=end_by,
                 reserve_updates=_scoring_updates(data, config),
+                reserve_seconds=_save_seconds(core),
             ),
             run_dir=None,
             info=info,
@@ -243,16 +244,28 @@ def train_one(
 
 LOG_EVERY = 10
 """Updates per progress-bar loss (fine-tuning writes no metrics file: its record is per epoch)."""
-SAVE_UPDATES = 40
-"""Updates' worth of time a deadline keeps back for saving the model after the last scoring."""
+SAVE_BYTES_PER_S = 50e6
+"""The write rate a deadline assumes for saving the model after the last scoring: a third of
+the slowest measured here (BERT-Base's 438 MB of fp32 weights saved in 2.3-4.0 s, fsync
+included, on the 2-core KVM Xeon, 2026-12-05)."""
+SAVE_FLOOR_S = 1.0
+"""Seconds kept back for a save besides its bytes (tokenizer files, renames, fsyncs)."""
 
 
 def _scoring_updates(data: TaskData, config: FinetuneConfig) -> float:
-    """Updates' worth of time to keep back before a deadline for the last dev scoring and save,
-    until an epoch end has measured them: a forward pass costs about a third of a training step
-    on the same examples, counted here as half for the padding of unbucketed dev batches."""
+    """Updates' worth of time to keep back before a deadline for the last dev scoring, until an
+    epoch end has measured it: a forward pass costs about a third of a training step on the
+    same examples, counted here as half for the padding of unbucketed dev batches."""
     dev = sum(len(feats) for _, feats in data.dev.values())
-    return dev / (2 * config.batch_size) + SAVE_UPDATES
+    return dev / (2 * config.batch_size)
+
+
+def _save_seconds(model: torch.nn.Module) -> float:
+    """Seconds to keep back before a deadline for the last save: by bytes, not by updates (an
+    update's time says nothing about a disk; 40 updates, as was kept, are 2.5 minutes of
+    BERT-Base updates on 2 CPU cores, and 4 s on a GPU)."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    return SAVE_FLOOR_S + weights / SAVE_BYTES_PER_S
 
 
 class _EpochEnd:

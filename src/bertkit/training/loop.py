@@ -144,7 +144,11 @@ class Trainer:
         self._prefetch: Prefetcher | None = None
         self.deadline = (
             DeadlineSchedule(
-                config.end_by, config.log_every, time.time, reserve_updates=config.reserve_updates
+                config.end_by,
+                config.log_every,
+                time.time,
+                reserve_updates=config.reserve_updates,
+                reserve_seconds=config.reserve_seconds,
             )
             if config.end_by is not None
             else None
@@ -288,6 +292,8 @@ class Trainer:
             if self.batches.next_key(self.step) is None:
                 break  # the source's data are used up (updates skipped on the way)
             stats = self._train_step(model)
+            if self.deadline is not None:
+                self.deadline.updated(self.step)
             if self.on_update is not None:
                 self.on_update(self, stats)
             if stats is None:

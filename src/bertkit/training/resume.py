@@ -8,6 +8,7 @@ Both functions are collective: every rank calls them.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import TYPE_CHECKING
 
@@ -132,6 +133,8 @@ def resume(t: Trainer) -> bool:
         t.metrics.truncate_after(t.step)
     if t.deadline is not None and s.total_steps < t.schedule.total_steps:
         t.schedule, t.phases = shrink(t.schedule, t.phases, s.total_steps)
+        # the checkpoint's warmup: shrunk twice, the share is rounded twice
+        t.schedule = dataclasses.replace(t.schedule, warmup_steps=s.warmup_steps)
     t.log(f"resumed from {c.path} (step {t.step})")
     return True
 

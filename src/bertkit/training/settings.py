@@ -111,6 +111,9 @@ class TrainConfig:
     """With ``end_by``: this many updates' worth of time (at the measured rate) is kept back for
     work after the last update that the loop does not time (fine-tuning's last dev scoring and
     save), when more than the longest pause measured so far."""
+    reserve_seconds: float = 0.0
+    """With ``end_by``: seconds kept back besides ``reserve_updates`` (fine-tuning's last save,
+    whose time depends on the model's bytes, not on the rate of its updates)."""
 
     def __post_init__(self) -> None:
         P.check(self.precision)
@@ -129,6 +132,8 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.reserve_updates < 0:
             raise ConfigError(f"reserve_updates must be >= 0, got {self.reserve_updates}")
+        if self.reserve_seconds < 0:
+            raise ConfigError(f"reserve_seconds must be >= 0, got {self.reserve_seconds}")
         if self.eval_every < 0:
             raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
         if self.prefetch is not None and self.prefetch < 0:

@@ -214,10 +214,11 @@ def test_a_budget_ends_the_run_early_and_still_scores_its_last_update(
     tiny_model: Path, tmp_path: Path, monkeypatch
 ) -> None:
     """``minutes`` on a clock where every update takes 1 s: 48 updates planned (12 epochs of 4),
-    80 s for the job. The deadline measures the rate at update 30 (its third log line), keeps
-    back 42 updates' worth for the last scoring and save (16 dev / (2 x 4) + 40), and 8 fit:
-    the run ends at 30 + int(8 x 0.98) = 37, where dev is scored once more; without a budget
-    all 48 run."""
+    45 s for the job. The deadline measures the rate at update 30 (its third log line; before
+    it, the guard saw the first decision near enough), keeps back 2 updates' worth for the last
+    scoring (16 dev / (2 x 4)) and a second and a little for the save (the tiny model's bytes),
+    and 11.998 fit: the run ends at 30 + int(11.998 x 0.98) = 41, where dev is scored once more;
+    without a budget all 48 run."""
     import types
 
     import bertkit.training.loop as loop
@@ -235,10 +236,10 @@ def test_a_budget_ends_the_run_early_and_still_scores_its_last_update(
     monkeypatch.setattr(Trainer, "_train_step", counted)
     monkeypatch.setattr(loop, "time", fake)
     monkeypatch.setattr(selection, "time", fake)
-    cfg = FinetuneConfig(learning_rates=(1e-3,), epochs=12, batch_size=4, minutes=80 / 60)
+    cfg = FinetuneConfig(learning_rates=(1e-3,), epochs=12, batch_size=4, minutes=45 / 60)
     run = _run(tiny_model, tmp_path, cfg, "budget").runs[0]
-    assert run.steps == 37
-    assert [e["step"] for e in run.epochs] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 37]
+    assert run.steps == 41
+    assert [e["step"] for e in run.epochs] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 41]
     assert "dev" in run.epochs[-1]
     updates["n"] = 0
     whole = FinetuneConfig(learning_rates=(1e-3,), epochs=12, batch_size=4)
