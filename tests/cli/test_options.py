@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -380,13 +381,30 @@ def test_window_flags_come_from_window_config() -> None:
     from bertkit.tasks.windows import POOLINGS, WindowConfig
 
     p = argparse.ArgumentParser()
-    options.add_windows(p)
+    options.add_windows(p, length="--max-seq-length")
     assert [_action(p, f"--{n.replace('_', '-')}").default for n in options.WINDOW_FIELDS] == [
         getattr(WindowConfig(), n) for n in options.WINDOW_FIELDS
     ]
     assert _action(p, "--window-pooling").choices == list(POOLINGS)
     assert options.window_values(p.parse_args(["--doc-stride", "7"]))["doc_stride"] == 7
     assert options.window_values(argparse.Namespace()) == dict.fromkeys(options.WINDOW_FIELDS)
+
+
+def test_doc_stride_help_names_each_commands_own_length_flag(registry: Registry) -> None:
+    """The default stride is a third of the window length: ``--doc-stride``'s help names what
+    sets that length in each command (embed's flag is ``--max-length``), never a flag the command
+    does not have."""
+    helps = {}
+    for words, sub in registry.commands.items():
+        action = sub._option_string_actions.get("--doc-stride")
+        if action is not None:
+            named = set(re.findall(r"--[a-z][a-z-]*", action.help))
+            assert named <= set(sub._option_string_actions), (words, action.help)
+            helps[words] = action.help
+    assert "a third of --max-length," in helps["embed"]
+    assert "a third of --max-seq-length," in helps["finetune glue"]
+    assert "a third of the model's max_seq_length," in helps["predict"]
+    assert {"embed", "evaluate", "predict", "finetune ner", "finetune squad"} <= set(helps)
 
 
 def test_is_folder_output(tmp_path: Path) -> None:
