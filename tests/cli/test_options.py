@@ -151,6 +151,7 @@ def test_the_registry_builds_its_field_flags(registry: Registry) -> None:
     assert "?" not in commands
     assert {
         "quickstart",
+        "train-vocab",
         "prepare-pretraining",
         "pretrain",
         "finetune glue",
@@ -468,3 +469,38 @@ def test_prepare_pretraining_flags_come_from_the_settings_parts(registry: Regist
         "CorpusOptions",
     )
     assert homes["--seed"] == "PrepareSettings" and len(homes) == 18
+
+
+def test_train_vocab_flags_come_from_wordpiece_settings(registry: Registry) -> None:
+    """Every train-vocab option with a default is a field (help its docstring, ``--help`` shows
+    the default once); the defaults are the ones the command always had, and the library's."""
+    import inspect
+
+    from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
+
+    homes = {
+        b.action.option_strings[0]: b.cls.__name__
+        for b in registry.flags
+        if b.command == "train-vocab"
+    }
+    assert homes == {
+        "--vocab-size": "WordPieceSettings",
+        "--min-frequency": "WordPieceSettings",
+        "--limit-alphabet": "WordPieceSettings",
+        "--max-words": "WordPieceSettings",
+        "--encoding-errors": "CorpusOptions",
+    }
+    command = registry.commands["train-vocab"]
+    for flag, shown in [("--vocab-size", 30522), ("--max-words", 1_000_000)]:
+        assert command._option_string_actions[flag].help.endswith(f"(default {shown})")
+    args = vars(command.parse_args(["--input", "a.txt", "--output", "v.txt"]))
+    assert {k: args[k] for k in ("vocab_size", "min_frequency", "limit_alphabet", "max_words")} == {
+        "vocab_size": 30522,
+        "min_frequency": 2,
+        "limit_alphabet": 1000,
+        "max_words": 1_000_000,
+    }
+    assert (args["encoding_errors"], args["cased"]) == ("strict", False)
+    library = inspect.signature(train_wordpiece).parameters
+    settings = dataclasses.asdict(WordPieceSettings())
+    assert {name: library[name].default for name in settings} == settings
