@@ -3,6 +3,7 @@ and the memory bound (lines held at once never exceed the sort window)."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -253,6 +254,55 @@ def test_a_changed_run_is_refused_with_one_line(setup, full_run, tmp_path, capsy
         "input_text": "input changed",
     }[change] in err
     assert _files(out) == _files(full_run)  # nothing was written
+
+
+@pytest.mark.parametrize("started", ["in.txt", "in.txt.gz"])
+def test_a_gz_copy_of_the_input_resumes_a_folder_that_keeps_naming_its_own(
+    setup, tmp_path, capsys, started
+) -> None:
+    """The input is its text (a file and a .gz of it have one text_sha256): a folder started
+    from in.txt and interrupted resumes from in.txt.gz, and the other way round, into the folder
+    an uninterrupted run from the first file writes (its manifest names that file). A later
+    refusal names that file as what the folder was started with, and the file given now."""
+    model, inp = setup
+    text = inp.read_bytes()
+    (tmp_path / "in.txt").write_bytes(text)
+    (tmp_path / "in.txt.gz").write_bytes(gzip.compress(text, mtime=0))
+    first = tmp_path / started
+    then = tmp_path / ("in.txt.gz" if started == "in.txt" else "in.txt")
+    assert _embed(model, first, tmp_path / "reference", *FLAGS) == 0
+    lines = inp.read_text(encoding="utf-8").splitlines()
+
+    def failing():
+        yield from lines[:33]
+        raise RuntimeError("interrupted")
+
+    out = tmp_path / "vectors"
+    with pytest.raises(RuntimeError):
+        embed_to(
+            Embedder.load(model, batch_size=4),
+            failing(),
+            out,
+            config=StreamConfig(5, 15),
+            source={"path": str(first), "size": first.stat().st_size},
+            settings={"encoding_errors": "strict"},
+        )
+    assert len(json.loads((out / MANIFEST).read_text())["shards"]) == 6  # 30 lines kept
+    capsys.readouterr()
+    assert _embed(model, then, out, *FLAGS) == 0
+    assert "30 lines already done" in capsys.readouterr().err
+    assert _files(out) == _files(tmp_path / "reference")
+    assert json.loads((out / MANIFEST).read_text())["inputs"][0]["path"] == str(first)
+    # a changed input stored as the first was: its size differs, and the refusal says from what
+    grown = text + b"the big red dog ran on a small mat .\n" * 3
+    changed = tmp_path / f"more{first.name[2:]}"
+    changed.write_bytes(gzip.compress(grown, mtime=0) if started.endswith(".gz") else grown)
+    assert changed.stat().st_size != first.stat().st_size
+    assert _embed(model, changed, out, *FLAGS) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"started with an input of {first.stat().st_size} bytes ({first}), {changed} now" in err
+    assert _files(out) == _files(tmp_path / "reference")  # nothing was written
 
 
 def test_auto_precision_resumes_with_the_folders_precision(setup, tmp_path, capsys) -> None:

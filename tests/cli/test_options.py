@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,7 @@ def test_the_registry_builds_its_field_flags(registry: Registry) -> None:
     assert "?" not in commands
     assert {
         "quickstart",
+        "train-vocab",
         "prepare-pretraining",
         "pretrain",
         "finetune glue",
@@ -380,13 +382,30 @@ def test_window_flags_come_from_window_config() -> None:
     from bertkit.tasks.windows import POOLINGS, WindowConfig
 
     p = argparse.ArgumentParser()
-    options.add_windows(p)
+    options.add_windows(p, length="--max-seq-length")
     assert [_action(p, f"--{n.replace('_', '-')}").default for n in options.WINDOW_FIELDS] == [
         getattr(WindowConfig(), n) for n in options.WINDOW_FIELDS
     ]
     assert _action(p, "--window-pooling").choices == list(POOLINGS)
     assert options.window_values(p.parse_args(["--doc-stride", "7"]))["doc_stride"] == 7
     assert options.window_values(argparse.Namespace()) == dict.fromkeys(options.WINDOW_FIELDS)
+
+
+def test_doc_stride_help_names_each_commands_own_length_flag(registry: Registry) -> None:
+    """The default stride is a third of the window length: ``--doc-stride``'s help names what
+    sets that length in each command (embed's flag is ``--max-length``), never a flag the command
+    does not have."""
+    helps = {}
+    for words, sub in registry.commands.items():
+        action = sub._option_string_actions.get("--doc-stride")
+        if action is not None:
+            named = set(re.findall(r"--[a-z][a-z-]*", action.help))
+            assert named <= set(sub._option_string_actions), (words, action.help)
+            helps[words] = action.help
+    assert "a third of --max-length," in helps["embed"]
+    assert "a third of --max-seq-length," in helps["finetune glue"]
+    assert "a third of the model's max_seq_length," in helps["predict"]
+    assert {"embed", "evaluate", "predict", "finetune ner", "finetune squad"} <= set(helps)
 
 
 def test_is_folder_output(tmp_path: Path) -> None:
@@ -450,3 +469,38 @@ def test_prepare_pretraining_flags_come_from_the_settings_parts(registry: Regist
         "CorpusOptions",
     )
     assert homes["--seed"] == "PrepareSettings" and len(homes) == 18
+
+
+def test_train_vocab_flags_come_from_wordpiece_settings(registry: Registry) -> None:
+    """Every train-vocab option with a default is a field (help its docstring, ``--help`` shows
+    the default once); the defaults are the ones the command always had, and the library's."""
+    import inspect
+
+    from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
+
+    homes = {
+        b.action.option_strings[0]: b.cls.__name__
+        for b in registry.flags
+        if b.command == "train-vocab"
+    }
+    assert homes == {
+        "--vocab-size": "WordPieceSettings",
+        "--min-frequency": "WordPieceSettings",
+        "--limit-alphabet": "WordPieceSettings",
+        "--max-words": "WordPieceSettings",
+        "--encoding-errors": "CorpusOptions",
+    }
+    command = registry.commands["train-vocab"]
+    for flag, shown in [("--vocab-size", 30522), ("--max-words", 1_000_000)]:
+        assert command._option_string_actions[flag].help.endswith(f"(default {shown})")
+    args = vars(command.parse_args(["--input", "a.txt", "--output", "v.txt"]))
+    assert {k: args[k] for k in ("vocab_size", "min_frequency", "limit_alphabet", "max_words")} == {
+        "vocab_size": 30522,
+        "min_frequency": 2,
+        "limit_alphabet": 1000,
+        "max_words": 1_000_000,
+    }
+    assert (args["encoding_errors"], args["cased"]) == ("strict", False)
+    library = inspect.signature(train_wordpiece).parameters
+    settings = dataclasses.asdict(WordPieceSettings())
+    assert {name: library[name].default for name in settings} == settings

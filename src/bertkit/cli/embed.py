@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # long inputs and the feature-based approach (issue 16)
     from bertkit.inference.embedder import LayerSpec
 
-    options.add_windows(p)
+    options.add_windows(p, length="--max-length")
     options.add_streaming(p)  # folder output only
     options.add_fields(
         p, LayerSpec, ("layers", "layer_combine"), choices={"layer_combine": LAYER_COMBINES}

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     parser.add_argument("--batch-size", type=int, default=64)
-    options.add_windows(parser, saved=True)
+    options.add_windows(parser, length="the model's max_seq_length", saved=True)
     options.add_precision(parser, inference=True)
     options.add_device(parser)
     options.add_allow_pickle(parser)

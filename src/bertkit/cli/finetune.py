@@ -128,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p, TaskSettings, fields, choices={"format": FORMATS, "pooling": POOLINGS}
         )
         if name in _WINDOWED:
-            options.add_windows(p)
+            options.add_windows(p, length="--max-seq-length")
         if name == "squad":
             stride_help = (
                 "Context tokens shared by neighbouring windows of a long context. "

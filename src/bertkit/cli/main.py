@@ -31,12 +31,27 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser (``bertkit embed``, ``bertkit finetune glue``): an argument it does
+    not know is its own error, ``bertkit embed: error: unrecognized arguments: ...`` under its
+    usage (exit status 2), as git reports it. argparse runs a subcommand's parser with
+    ``parse_known_args`` and hands what is left to the top-level parser, which would report it
+    as ``bertkit: error: ...`` with the top-level usage. Nested subcommands get this class too
+    (``add_subparsers`` uses the parent's class), so the innermost command reports."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bertkit", description="BERT, from raw text to a usable encoder."
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name, module_name in COMMANDS.items():
         try:
             module = importlib.import_module(module_name)

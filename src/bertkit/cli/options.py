@@ -256,15 +256,28 @@ WINDOW_FIELDS = ("truncate", "doc_stride", "window_pooling")
 """The long-input flags, fields of :class:`bertkit.tasks.windows.WindowConfig`."""
 
 
+WINDOW_LENGTH = "the window length"
+"""How :class:`~bertkit.tasks.windows.WindowConfig`'s docstrings name the window length, which
+:func:`add_windows` replaces by what sets it in each command."""
+
+
 def add_windows(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, saved: bool = False
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: str, saved: bool = False
 ) -> None:
     """``--truncate``, ``--doc-stride``, ``--window-pooling`` (``saved``: defaults as saved with
-    the model, for evaluate and predict)."""
+    the model, for evaluate and predict). ``length``: what sets the window length in this command
+    (its flag, such as ``--max-seq-length`` or embed's ``--max-length``), named in the help where
+    the field's docstring says "the window length"."""
     from bertkit.tasks.windows import POOLINGS, WindowConfig
 
+    docs = field_docs(WindowConfig)
     add_fields(
-        parser, WindowConfig, WINDOW_FIELDS, choices={"window_pooling": POOLINGS}, saved=saved
+        parser,
+        WindowConfig,
+        WINDOW_FIELDS,
+        choices={"window_pooling": POOLINGS},
+        help={n: docs[n].replace(WINDOW_LENGTH, length) for n in WINDOW_FIELDS},
+        saved=saved,
     )
 
 

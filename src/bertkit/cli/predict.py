@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--split", default="test", help="GLUE folder split when --input is a folder"
     )
     parser.add_argument("--batch-size", type=int, default=64)
-    options.add_windows(parser, saved=True)
+    options.add_windows(parser, length="the model's max_seq_length", saved=True)
     options.add_streaming(parser)  # folder output only
     options.add_precision(parser, inference=True)
     options.add_device(parser)

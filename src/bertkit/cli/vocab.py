@@ -1,19 +1,28 @@
-"""`bertkit train-vocab`: train a WordPiece vocab.txt from text files (streaming)."""
+"""`bertkit train-vocab`: train a WordPiece vocab.txt from text files (streaming).
+
+The training flags are the fields of :class:`~bertkit.tokenizer.trainer.WordPieceSettings`;
+``--encoding-errors`` is the corpus reading field of :class:`~bertkit.data.corpus.CorpusOptions`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bertkit.cli import options
+
 HELP = "train a WordPiece vocabulary (vocab.txt) from text files"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.data.corpus import CorpusOptions
     from bertkit.io import ENCODING_ERRORS
+    from bertkit.tokenizer.trainer import WordPieceSettings
 
     p.add_argument(
         "--input",
@@ -23,22 +32,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="UTF-8 text files, one text per line (WikiExtractor <doc> tag lines are skipped)",
     )
-    p.add_argument("--vocab-size", type=int, default=30522)
     p.add_argument("--output", type=Path, required=True, help="where to write vocab.txt")
     p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
-    p.add_argument("--min-frequency", type=int, default=2)
-    p.add_argument("--limit-alphabet", type=int, default=1000)
-    p.add_argument(
-        "--max-words",
-        type=int,
-        default=1_000_000,
-        help="distinct words held while counting (bounds memory)",
+    options.add_fields(
+        p, WordPieceSettings, [f.name for f in dataclasses.fields(WordPieceSettings)]
     )
-    p.add_argument(
-        "--encoding-errors",
-        choices=ENCODING_ERRORS,
-        default="strict",
-        help="invalid UTF-8: stop with an error naming file and line, or use U+FFFD",
+    options.add_fields(
+        p, CorpusOptions, ("encoding_errors",), choices={"encoding_errors": ENCODING_ERRORS}
     )
 
 
@@ -56,7 +56,7 @@ def _lines(paths: list[Path], errors: str, bar) -> Iterator[str]:
 def run(args: argparse.Namespace) -> int:
     from bertkit.errors import MissingFileError
     from bertkit.progress import progress
-    from bertkit.tokenizer.trainer import train_wordpiece
+    from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
 
     for path in args.input:
         if not path.is_file():
@@ -67,11 +67,8 @@ def run(args: argparse.Namespace) -> int:
     with progress(total=total, desc="reading", unit="B", unit_scale=True) as bar:
         vocab, stats = train_wordpiece(
             _lines(args.input, args.encoding_errors, bar),
-            vocab_size=args.vocab_size,
-            min_frequency=args.min_frequency,
+            **dataclasses.asdict(options.values(args, WordPieceSettings)),
             lowercase=not args.cased,
-            limit_alphabet=args.limit_alphabet,
-            max_words=args.max_words,
             output=None,
         )
     vocab.save(args.output)  # only after all input was read: no partial output on bad input

@@ -31,6 +31,14 @@ must equal the manifest's, else one :class:`~bertkit.errors.ConfigError` line na
 the caller then re-reads the consumed lines and checks each complete shard's ``input_sha256``
 (:meth:`ShardedOutput.check_input`) before computing anything new. Temporary files and shards not
 listed in the manifest (a crash between a shard's rename and the manifest's) are removed and redone.
+
+The input is its text, not its file: a folder started from ``corpus.txt`` resumes from
+``corpus.txt.gz`` of the same lines (or stdin), and the other way round. Sizes are compared only
+between files stored alike (both plain, or both with the same compression suffix), since a
+compressed file's size says nothing about its text; the shards' ``input_sha256`` decide. The
+manifest's ``inputs`` keep the path and size the folder was started with whatever file a resumed
+run read, so a refusal names that input as what the folder was started with and the file given
+now as what differs, and a resumed folder equals an uninterrupted run's byte for byte.
 """
 
 from __future__ import annotations
@@ -44,7 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import ConfigError, InputError
-from bertkit.io import atomic_write_bytes, read_json_manifest, sha256_file, write_json_manifest
+from bertkit.io import (
+    COMPRESSED_SUFFIXES,
+    atomic_write_bytes,
+    read_json_manifest,
+    sha256_file,
+    write_json_manifest,
+)
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "bertkit-sharded-output"
@@ -179,6 +193,10 @@ class ShardedOutput:
             old = read_manifest(self.folder)
             self._check_header(old)
             self.shards = [ShardRecord.from_dict(s) for s in old.get("shards", [])]
+            # the folder keeps naming the input it was started from (a resume may read the same
+            # text from a .gz of it, or stdin); lines and text hash come again with finish()
+            started = [_started(i) for i in old.get("inputs", [])]
+            self.header = {**self.header, "inputs": started}
         else:
             strangers = [p.name for p in self.folder.iterdir() if not self._ours(p.name)]
             if strangers:
@@ -227,8 +245,9 @@ class ShardedOutput:
 
     def finish(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Write the final manifest (``complete: true``) with the inputs' line counts and hashes;
-        returns it."""
-        self.header = {**self.header, "inputs": inputs}
+        each input keeps the record (path, size) the folder was started with; returns it."""
+        started = self.header.get("inputs") or [{} for _ in inputs]
+        self.header = {**self.header, "inputs": [{**i, **s} for i, s in zip(inputs, started)]}
         return self._write_manifest(True)
 
     def _ours(self, name: str) -> bool:
@@ -258,7 +277,7 @@ class ShardedOutput:
                 )
         oi, ni = old.get("inputs", []), new.get("inputs", [])
         for a, b in zip(oi, ni):
-            if a.get("size") is not None and b.get("size") is not None and a["size"] != b["size"]:
+            if _sizes_compare(a, b) and a["size"] != b["size"]:
                 raise ConfigError(
                     f"{where} an input of {a['size']} bytes ({a.get('path')}), "
                     f"{b.get('path')} now has {b['size']} bytes{hint}"
@@ -269,6 +288,24 @@ class ShardedOutput:
     def _write_manifest(self, complete: bool) -> dict[str, Any]:
         body = {**self.header, "complete": complete, "shards": [s.to_dict() for s in self.shards]}
         return write_json_manifest(self.folder / MANIFEST, FORMAT_NAME, FORMAT_VERSION, body)
+
+
+def _started(record: dict[str, Any]) -> dict[str, Any]:
+    """An input's record as the run that started the folder wrote it (no lines, no text hash)."""
+    return {k: v for k, v in record.items() if k not in ("lines", "text_sha256")}
+
+
+def _stored_as(path: Any) -> str:
+    """An input's compression suffix (``.gz``, ...), or "" for a plain file or stdin."""
+    suffix = Path(str(path or "")).suffix.lower()
+    return suffix if suffix in COMPRESSED_SUFFIXES else ""
+
+
+def _sizes_compare(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two inputs' sizes say whether their text differs: both known, and both files
+    stored alike (a .gz of the same text has other bytes; its shards' input hashes decide)."""
+    known = a.get("size") is not None and b.get("size") is not None
+    return known and _stored_as(a.get("path")) == _stored_as(b.get("path"))
 
 
 def shard_paths(folder: str | Path, verify: bool = True) -> list[tuple[ShardRecord, Path]]:

@@ -5,8 +5,8 @@ the special tokens and any segment kept whole) is cut into slices of ``room`` to
 ``doc_stride`` d, consecutive slices share d tokens (``stride_mode="overlap"``, Hugging Face's
 ``stride``) or start d tokens apart (``"step"``, google's ``run_squad.py``). This is the one
 windowing of bertkit: ``finetune squad`` uses these functions too, so ``--doc-stride`` means the
-same thing for every command. Default stride: a third of ``--max-seq-length`` (128 at 384, the
-SQuAD value; 42 at 128).
+same thing for every command. Default stride: a third of the window length (``--max-seq-length``,
+``embed``'s ``--max-length``; 128 at 384, the SQuAD value; 42 at 128).
 
 A token seen by several windows has its *maximum context* in the window where
 ``min(tokens left, tokens right) + 0.01 * slice length`` is largest (google's
@@ -44,7 +44,7 @@ class WindowConfig:
     """How an input longer than ``--max-seq-length`` is read."""
 
     doc_stride: int | None = None
-    """Tokens shared by neighbouring windows of a long input (None: a third of --max-seq-length,
+    """Tokens shared by neighbouring windows of a long input (None: a third of the window length,
     i.e. 128 at 384 as SQuAD, 42 at 128)."""
     truncate: bool = False
     """Cut over-long inputs to one window instead of windowing them (the summary says how many were cut)."""

@@ -38,6 +38,21 @@ from bertkit.tokenizer.normalize import Normalizer
 from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab
 
 
+@dataclass(frozen=True)
+class WordPieceSettings:
+    """What a WordPiece vocabulary is trained to: the defaults of :func:`train_wordpiece` and the
+    flags of ``bertkit train-vocab``."""
+
+    vocab_size: int = 30522
+    """Tokens in the vocabulary, special tokens and alphabet included."""
+    min_frequency: int = 2
+    """A pair of tokens merges only if it occurs at least this often."""
+    limit_alphabet: int = 1000
+    """The most frequent characters kept as base tokens (each also as ##c)."""
+    max_words: int = 1_000_000
+    """Distinct words held while counting (bounds memory: past it the rarest are dropped)."""
+
+
 @dataclass
 class TrainStats:
     """Summary of one training run."""
@@ -174,14 +189,14 @@ def learn_merges(
 
 def train_wordpiece(
     texts: Iterable[str],
-    vocab_size: int = 30522,
-    min_frequency: int = 2,
+    vocab_size: int = WordPieceSettings.vocab_size,
+    min_frequency: int = WordPieceSettings.min_frequency,
     special_tokens: tuple[str, ...] | list[str] = SPECIAL_TOKENS,
     lowercase: bool = True,
     *,
     strip_accents: bool | None = None,
-    limit_alphabet: int = 1000,
-    max_words: int = 1_000_000,
+    limit_alphabet: int = WordPieceSettings.limit_alphabet,
+    max_words: int = WordPieceSettings.max_words,
     output: str | Path | None = None,
     show_progress: bool | None = None,
 ) -> tuple[Vocab, TrainStats]:
@@ -189,12 +204,10 @@ def train_wordpiece(
 
     Args:
         texts: any iterable of strings, consumed once (streaming).
-        vocab_size: size of the result, special tokens and alphabet included.
-        min_frequency: a pair merges only if it occurs at least this often.
+        vocab_size, min_frequency, limit_alphabet, max_words: the fields of
+            :class:`WordPieceSettings` (their defaults are its).
         special_tokens: first ids of the vocabulary, in this order.
         lowercase: uncased vocabulary (lowercase + strip accents, like BERT uncased).
-        limit_alphabet: the most frequent characters kept as base tokens (each also as ``##c``).
-        max_words: cap on distinct words held while counting (bounded memory).
         output: when given, vocab.txt is written there atomically.
 
     Returns the Vocab and a TrainStats summary.
