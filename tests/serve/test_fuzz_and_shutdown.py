@@ -27,6 +27,11 @@ ROUTES = [
     "/predict",
     "/ner",
     "/qa",
+    "/rerank",
+    "/embed_all",
+    "/embed_sparse",
+    "/decode",
+    "/",  # TEI's base URL reads its body itself (a deep nesting was a 500)
 ]
 
 

@@ -4,7 +4,6 @@ themselves at their boundaries: exactly the limit passes, one token more is a 41
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,71 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bertkit.cli.main import main
 from bertkit.tokenizer import BertTokenizer
 
-from .conftest import FIXTURES, serve
-
-FAST = [
-    "--max-steps",
-    "2",
-    "--epochs",
-    "1",
-    "--batch-size",
-    "4",
-    "--seed",
-    "3",
-    "--max-seq-length",
-    "64",
-]
-
-
-@pytest.fixture(scope="module")
-def task_models(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A tagger, a question answerer and a reranker fine-tuned (2 steps) from the tiny MLM."""
-    root = tmp_path_factory.mktemp("task_models")
-    conll, squad = FIXTURES / "task_conll.txt", FIXTURES / "task_squad_v1.json"
-    qa = ["--doc-stride", "16", "--max-query-length", "16"]
-    for family, data, extra in (("ner", conll, []), ("squad", squad, qa)):
-        argv = [
-            "finetune",
-            family,
-            "--model",
-            str(tiny_mlm),
-            "--output",
-            str(root / family),
-            "--train",
-            str(data),
-            "--dev",
-            str(data),
-            *FAST,
-            *extra,
-        ]
-        assert main(argv) == 0
-    triples = root / "triples.jsonl"
-    rows = [
-        ("the cat", "the cat sat on the mat", "a very bad film"),
-        ("good movie", "the movie was good", "the dog sat"),
-    ]
-    triples.write_text(
-        "".join(json.dumps({"query": q, "positive": p, "negative": n}) + "\n" for q, p, n in rows),
-        encoding="utf-8",
-    )
-    argv = [
-        "finetune",
-        "rerank",
-        "--model",
-        str(tiny_mlm),
-        "--output",
-        str(root / "rerank"),
-        "--train",
-        str(triples),
-        "--dev",
-        str(triples),
-        *FAST,
-    ]
-    assert main(argv) == 0
-    return {"ner": root / "ner", "qa": root / "squad", "rerank": root / "rerank"}
+from .conftest import serve
 
 
 @contextmanager

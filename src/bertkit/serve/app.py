@@ -247,10 +247,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         InferenceClient.text_classification reads), where /predict answers one input unwrapped."""
         try:
             body = json.loads(await request.body())
-        except ValueError:
-            raise ServeError(422, "the body is not JSON") from None
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
+            raise ServeError(422, "the body is not JSON (or is nested too deeply)") from None
         if not isinstance(body, dict):
             raise ServeError(422, "the body must be a JSON object")
+        if not isinstance(body.get("model"), str | None):  # looked up by name below
+            raise ServeError(422, "model: Input should be a valid string")
         if "query" in body and "texts" in body:
             return await rerank(_validated(RerankRequest, body))
         inputs = body.get("inputs")

@@ -53,14 +53,23 @@ def error_response(
     openai: bool = False,
 ) -> JSONResponse:
     kind = error_type or _TYPES.get(status, "backend")
-    body: dict = {"error": message, "error_type": kind}
+    return JSONResponse(error_body(message, kind, openai), status_code=status, headers=headers)
+
+
+def error_body(message: str, kind: str, openai: bool) -> dict:
+    """TEI's error body, or OpenAI's (``openai``: under ``/v1/``, see :func:`is_openai`)."""
     if openai:
-        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
-    return JSONResponse(body, status_code=status, headers=headers)
+        return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return {"error": message, "error_type": kind}
+
+
+def is_openai(path: str) -> bool:
+    """The routes whose errors take OpenAI's shape."""
+    return path.startswith("/v1/")
 
 
 def _openai(req: Request) -> bool:
-    return req.url.path.startswith("/v1/")
+    return is_openai(req.url.path)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -89,9 +98,15 @@ def install(app: FastAPI, on_error=None) -> None:
         return error_response(422, _validation_message(exc), "validation", openai=_openai(req))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(req: Request, exc: StarletteHTTPException) -> JSONResponse:
         count(_TYPES.get(exc.status_code, "validation"))
-        return error_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+        return error_response(
+            exc.status_code,
+            str(exc.detail),
+            None,
+            getattr(exc, "headers", None),
+            openai=_openai(req),
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(req: Request, exc: Exception) -> JSONResponse:

@@ -9,15 +9,22 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
+from bertkit.serve.errors import error_body, is_openai
 from bertkit.serve.metrics import Metrics
 
 OPEN_PATHS = ("/health", "/")  # the page holds no data; its requests carry the key
 
 
 async def _send_error(
-    send: Any, status: int, message: str, error_type: str, headers: dict[str, str] | None = None
+    scope: dict,
+    send: Any,
+    status: int,
+    message: str,
+    error_type: str,
+    headers: dict[str, str] | None = None,
 ) -> None:
-    body = json.dumps({"error": message, "error_type": error_type}).encode()
+    """The error as the app's handlers write it (OpenAI's shape under ``/v1/``, else TEI's)."""
+    body = json.dumps(error_body(message, error_type, is_openai(scope["path"]))).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
@@ -55,6 +62,7 @@ class Limits:
             if not hmac.compare_digest(token.encode(), self.api_key.encode()):
                 self.metrics.failures.labels("unauthorized").inc()
                 return await _send_error(
+                    scope,
                     send,
                     401,
                     "missing or wrong API key (send 'Authorization: Bearer KEY')",
@@ -64,6 +72,7 @@ class Limits:
         if length.isdigit() and int(length) > self.payload_limit:
             self.metrics.failures.labels("payload_too_large").inc()
             return await _send_error(
+                scope,
                 send,
                 413,
                 f"request body of {length} bytes is over the {self.payload_limit}-byte limit",
@@ -72,6 +81,7 @@ class Limits:
         if self.in_flight >= self.max_concurrent:
             self.metrics.failures.labels("overloaded").inc()
             return await _send_error(
+                scope,
                 send,
                 429,
                 f"{self.in_flight} requests in flight (limit {self.max_concurrent}); retry later",

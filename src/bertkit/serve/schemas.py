@@ -3,16 +3,40 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Texts = str | list[str]
 # TEI writes "Right"/"Left"; bertkit cuts the end only, so "left" is refused by the route (422)
 Direction = Literal["right", "left", "Right", "Left"]
 
 
-class _Request(BaseModel):
+def _unicode(value: Any) -> Any:
+    """``value`` as it is; UnicodeEncodeError for a string (in any list) with a lone surrogate."""
+    if isinstance(value, str):
+        value.encode("utf-8")
+    elif isinstance(value, list):
+        for v in value:
+            _unicode(v)
+    return value
+
+
+class _Body(BaseModel):
+    """Every string field of a request is text: JSON lets a lone surrogate escape ("\\ud800")
+    through, which is no character and which no answer that quotes the text (NER's tokens,
+    rerank's texts, OpenAI's model name) could be written with: a 422 here, not a 500 there."""
+
+    @field_validator("*")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        try:
+            return _unicode(value)
+        except UnicodeEncodeError:
+            raise ValueError("a lone surrogate escape (such as \\ud800) is not text") from None
+
+
+class _Request(_Body):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
     model: str | None = Field(None, description="which served model (default: the first that can)")
 
@@ -29,7 +53,7 @@ class EmbedRequest(_Request):
     prompt_name: str | None = None
 
 
-class OpenAIEmbeddingRequest(BaseModel):
+class OpenAIEmbeddingRequest(_Body):
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
     input: Texts
     model: str | None = None
@@ -43,7 +67,7 @@ class TokenizeRequest(_Request):
     add_special_tokens: bool = True
 
 
-class PredictParameters(BaseModel):
+class PredictParameters(_Body):
     """huggingface_hub's ``text_classification`` sends these (``{}`` by default)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -79,7 +103,7 @@ class TagRequest(_Request):
     """Texts, split into words at whitespace."""
 
 
-class QAInput(BaseModel):
+class QAInput(_Body):
     model_config = ConfigDict(extra="forbid")
     question: str
     context: str
@@ -95,13 +119,13 @@ class FillMaskRequest(_Request):
     truncate: bool = False
 
 
-class SimilarityInput(BaseModel):
+class SimilarityInput(_Body):
     model_config = ConfigDict(extra="forbid")
     source_sentence: str
     sentences: list[str] = Field(min_length=1)
 
 
-class SimilarityParameters(BaseModel):
+class SimilarityParameters(_Body):
     """TEI's (and huggingface_hub's ``sentence_similarity``) optional ``parameters``."""
 
     model_config = ConfigDict(extra="forbid")

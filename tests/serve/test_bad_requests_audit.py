@@ -1,0 +1,232 @@
+"""Every field of every route given wrong values: a 4xx with a JSON reason in the shape of the
+route (OpenAI's under /v1/, TEI's elsewhere), never a 500, and the route still answers a valid
+request afterwards. test_fuzz_and_shutdown.py sends malformed whole bodies; this goes field by
+field, with the models of every task served (the base URL's task included)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .conftest import serve
+
+LONG = " ".join(["cat"] * 300)  # over the 64 positions of the tiny models, under the token cap
+BATCH = 4  # --max-client-batch-size
+LIMIT = 100_000  # --payload-limit
+JSON = {"content-type": "application/json"}
+
+# a valid body per route; "route#name" is the base URL with the named model's task
+VALID: dict[str, dict] = {
+    "/embed": {
+        "inputs": ["the cat sat"],
+        "normalize": True,
+        "truncate": False,
+        "truncation_direction": "right",
+        "dimensions": 32,
+        "prompt_name": None,
+        "model": "enc",
+    },
+    "/v1/embeddings": {
+        "input": ["the cat"],
+        "model": "enc",
+        "encoding_format": "float",
+        "user": "u",
+        "dimensions": 32,
+    },
+    "/similarity": {
+        "inputs": {"source_sentence": "the cat", "sentences": ["a dog"]},
+        "truncate": False,
+        "parameters": {"truncate": False, "truncation_direction": "right", "prompt_name": None},
+        "model": "enc",
+    },
+    "/tokenize": {"inputs": ["the cat"], "add_special_tokens": True, "model": "enc"},
+    "/predict": {
+        "inputs": ["the movie", ["a", "b"]],
+        "raw_scores": False,
+        "truncate": False,
+        "truncation_direction": "right",
+        "parameters": {"top_k": 1, "function_to_apply": "softmax"},
+        "model": "sst",
+    },
+    "/rerank": {
+        "query": "the cat",
+        "texts": ["a", "b"],
+        "truncate": False,
+        "truncation_direction": "right",
+        "raw_scores": False,
+        "return_text": True,
+        "top_n": 1,
+        "model": "rr",
+    },
+    "/ner": {"inputs": ["the cat sat"], "model": "ner"},
+    "/qa": {"inputs": [{"question": "what", "context": "the cat sat"}], "model": "qa"},
+    "/fill-mask": {"inputs": ["the [MASK] sat"], "top_k": 2, "truncate": False, "model": "enc"},
+    "/embed_all": {"inputs": ["the cat"], "truncate": False, "prompt_name": None, "model": "enc"},
+    "/embed_sparse": {"inputs": ["the cat"], "truncate": False, "model": "enc"},
+    "/decode": {"ids": [2, 5, 3], "skip_special_tokens": True, "model": "enc"},
+    "/#embed": {"inputs": ["the cat sat"], "truncate": False, "model": "enc"},
+    "/#predict": {"inputs": ["the movie"], "model": "sst"},
+    "/#ner": {"inputs": ["the cat sat"], "model": "ner"},
+    "/#qa": {"inputs": {"question": "what", "context": "the cat"}, "model": "qa"},
+    "/#rerank": {"query": "q", "texts": ["a"], "model": "rr"},
+    "/#similarity": {"inputs": {"source_sentence": "a", "sentences": ["b"]}, "model": "enc"},
+}
+# wrong types, empty and blank values, nesting, control characters, numbers out of any range,
+# long texts, more inputs than the batch limit; then JSON literals Python's json reads as numbers
+# and a lone surrogate escape (JSON text: written into the body as they are)
+VALUES = [
+    None, True, 0, -1, 5, 1.5, 10**30, "", " \t\n", "x", "\u0000", "a\u0000b", "\u200b\ufeff",
+    [], [None], [1], [[]], [["a"]], [[["a"]]], {}, {"a": 1}, LONG, [LONG], ["a"] * (BATCH + 1),
+]  # fmt: skip
+LITERALS = ["NaN", "Infinity", "-Infinity", "1e400", '"\\ud800"', '["a", "\\udfff"]']
+
+
+@pytest.fixture(scope="module")
+def client(tiny_mlm: Path, tiny_classifier: Path, task_models: dict[str, Path]) -> Iterator:
+    models = [f"enc={tiny_mlm}", f"sst={tiny_classifier}"]
+    models += [f"{n}={task_models[k]}" for n, k in (("ner", "ner"), ("qa", "qa"), ("rr", "rerank"))]
+    with serve(
+        models=models, max_client_batch_size=BATCH, max_input_tokens=256, payload_limit=LIMIT
+    ) as c:
+        yield c
+
+
+def refused(r: httpx.Response, route: str) -> str:
+    """The reason of a 4xx in the shape of ``route`` (OpenAI's under /v1/, else TEI's)."""
+    assert 400 <= r.status_code < 500, f"{route}: {r.status_code} {r.text[:300]}"
+    assert r.headers["content-type"] == "application/json", r.headers
+    body = r.json()
+    if route.startswith("/v1/"):
+        assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+        reason, kind = body["error"]["message"], body["error"]["type"]
+    else:
+        assert set(body) == {"error", "error_type"}, body
+        reason, kind = body["error"], body["error_type"]
+    assert isinstance(reason, str) and reason and isinstance(kind, str) and kind, body
+    return reason
+
+
+def variants(base: dict) -> Iterator[tuple[str, str]]:
+    """(what, JSON text) for every field of ``base`` (and of its objects) given every bad value."""
+
+    def put(path: tuple, value_json: str) -> str:
+        marker = "\u0001BAD\u0001"
+        body = json.loads(json.dumps(base))
+        at = body
+        for key in path[:-1]:
+            at = at[key]
+        at[path[-1]] = marker
+        return json.dumps(body).replace(json.dumps(marker), value_json)
+
+    paths: list[tuple] = []
+    for key, value in base.items():
+        paths.append((key,))
+        if isinstance(value, dict):
+            paths += [(key, sub) for sub in value]
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            paths += [(key, 0, sub) for sub in value[0]]
+    for path in paths:
+        where = ".".join(map(str, path))
+        for v in VALUES:
+            yield f"{where}={json.dumps(v)[:20]}", put(path, json.dumps(v))
+        for lit in LITERALS:
+            yield f"{where}={lit}", put(path, lit)
+    yield "unknown field", json.dumps({**base, "nonsense": 1})
+    if "truncate" in base:  # long texts are served when cut
+        for key in ("inputs", "input", "texts", "query"):
+            if key in base and isinstance(base[key], (str, list)):
+                value = LONG if isinstance(base[key], str) else [LONG]
+                yield f"{key}=long, truncate", json.dumps({**base, key: value, "truncate": True})
+
+
+@pytest.mark.parametrize("name", list(VALID))
+def test_every_field_given_bad_values_is_a_4xx_with_a_reason(client, name: str) -> None:
+    route = name.split("#")[0]
+    valid = json.dumps(VALID[name])
+    assert client.post(route, content=valid, headers=JSON).status_code == 200
+    seen: dict[int, int] = {}
+    for what, body in variants(VALID[name]):
+        r = client.post(route, content=body, headers=JSON)
+        seen[r.status_code] = seen.get(r.status_code, 0) + 1
+        if r.status_code != 200:
+            refused(r, f"{route} {what}")
+        elif "truncate" in what:
+            assert r.json(), what
+    assert 500 not in seen and 422 in seen, seen
+    assert client.post(route, content=valid, headers=JSON).status_code == 200  # still serving
+
+
+S, PAIR = "\\ud800", "\\ud83d\\ude00"  # a lone surrogate escape; a pair (one character, valid)
+SURROGATES = [  # (route, JSON body, the field the 422 names)
+    ("/embed", f'{{"inputs": "{S}"}}', "inputs"),
+    ("/embed", f'{{"inputs": ["ok", "a {S} b"]}}', "inputs"),
+    ("/embed", f'{{"inputs": "ok", "prompt_name": "{S}"}}', "prompt_name"),
+    ("/v1/embeddings", f'{{"input": ["{S}"]}}', "input"),
+    ("/v1/embeddings", f'{{"input": "ok", "model": "{S}"}}', "model"),  # was a 500 (echoed)
+    ("/v1/embeddings", f'{{"input": "ok", "user": "{S}"}}', "user"),
+    ("/similarity", f'{{"inputs": {{"source_sentence": "{S}", "sentences": ["a"]}}}}', "source"),
+    ("/similarity", f'{{"inputs": {{"source_sentence": "a", "sentences": ["{S}"]}}}}', "sentences"),
+    ("/tokenize", f'{{"inputs": "{S} cat"}}', "inputs"),
+    ("/predict", f'{{"inputs": [["a", "{S}"]], "model": "sst"}}', "inputs"),
+    ("/rerank", f'{{"query": "{S}", "texts": ["a"], "model": "rr"}}', "query"),
+    ("/rerank", f'{{"query": "a", "texts": ["{S}"], "return_text": true}}', "texts"),  # was a 500
+    ("/ner", f'{{"inputs": "{S} cat", "model": "ner"}}', "inputs"),  # was a 500 (tokens echoed)
+    ("/qa", f'{{"inputs": {{"question": "{S}", "context": "c"}}, "model": "qa"}}', "question"),
+    ("/qa", f'{{"inputs": [{{"question": "q", "context": "{S}"}}], "model": "qa"}}', "context"),
+    ("/fill-mask", f'{{"inputs": "{S} [MASK]"}}', "inputs"),
+    ("/embed_all", f'{{"inputs": "{S}"}}', "inputs"),
+    ("/embed_sparse", f'{{"inputs": ["{S}"]}}', "inputs"),
+    ("/", f'{{"inputs": "{S} cat", "model": "ner"}}', "inputs"),  # was a 500
+    ("/", f'{{"query": "a", "texts": ["{S}"], "return_text": true}}', "texts"),  # was a 500
+]
+
+
+@pytest.mark.parametrize(("route", "body", "field"), SURROGATES)
+def test_a_lone_surrogate_is_a_422_naming_the_field(client, route, body, field) -> None:
+    """JSON lets "\\ud800" through, but it is no character: the routes that quote request text
+    back (NER tokens, rerank's texts, the OpenAI model name) could not write their answer."""
+    reason = refused(client.post(route, content=body, headers=JSON), route)
+    assert "lone surrogate" in reason and field in reason, reason
+    paired = client.post(route, content=body.replace(S, PAIR), headers=JSON)
+    assert paired.status_code == 200 or field == "prompt_name", paired.text  # no such prompt
+
+
+@pytest.mark.parametrize("model", ["[1]", '["enc"]', "{}", '{"enc": 1}', "5", "true", "[[[]]]"])
+def test_base_url_model_that_is_no_string_is_a_422(client, model: str) -> None:
+    """POST / looks the model up by name before validating the body (a list was a 500)."""
+    r = client.post("/", content=f'{{"inputs": "the cat", "model": {model}}}', headers=JSON)
+    assert r.status_code == 422 and "model" in refused(r, "/"), r.text
+
+
+def _chunks(body: bytes) -> Iterator[bytes]:
+    for i in range(0, len(body), 4096):
+        yield body[i : i + 4096]
+
+
+def test_v1_errors_are_in_openai_shape_whoever_answers(client, tiny_mlm: Path) -> None:
+    """Not only the route's own errors: the router's 404/405, the body parser's 400 and the
+    limits' 413 and 401 (written before any route runs) too, as docs/serve.md promises."""
+    big = json.dumps({"input": "x" * LIMIT}).encode()
+    answers = {
+        "405 GET": client.get("/v1/embeddings"),
+        "404 no route": client.post("/v1/models", json={}),
+        "400 not UTF-8": client.post("/v1/embeddings", content=b'{"input": "\xff"}', headers=JSON),
+        "400 nested too deep": client.post(
+            "/v1/embeddings", content=b"[" * 40_000 + b"]" * 40_000, headers=JSON
+        ),
+        "413 declared": client.post("/v1/embeddings", content=big, headers=JSON),
+        "413 read": client.post("/v1/embeddings", content=_chunks(big), headers=JSON),
+    }
+    for what, r in answers.items():
+        assert r.status_code == int(what.split()[0]), (what, r.text)
+        refused(r, "/v1/embeddings")
+    assert refused(client.post("/embed", content=big, headers=JSON), "/embed")  # TEI's there
+    with serve(models=[str(tiny_mlm)], api_key="k") as keyed:
+        r = keyed.post("/v1/embeddings", json={"input": "x"})
+        assert r.status_code == 401 and "API key" in refused(r, "/v1/embeddings")
+        assert keyed.post("/embed", json={"inputs": "x"}).json()["error_type"] == "unauthorized"
+    assert client.post("/v1/embeddings", json={"input": "x"}).status_code == 200
