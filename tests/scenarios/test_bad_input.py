@@ -633,3 +633,14 @@ def test_folder_output_is_a_file(tmp_path, capsys, model_dir, classifier_dir, co
     argv = [command, "--model", str(model), flag, str(text), "--output", f"{blocker}/"]
     fails_with_one_line(capsys, argv, f"{blocker}: cannot create the output folder")
     assert blocker.read_text() == "a file, not a folder\n"
+
+
+def test_pretrain_output_is_a_file(tmp_path, capsys):
+    """``--output`` naming a file: a FileExistsError traceback."""
+    data = prepare_tiny_corpus(tmp_path / "corpus", docs=6, holdout=0.0)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    argv = ["pretrain", "--data", str(data), "--output", str(blocker), "--max-steps", "1"]
+    argv += ["--batch-size", "2", "--no-progress"]
+    fails_with_one_line(capsys, argv, f"{blocker}: cannot create the output folder")
+    assert blocker.read_text() == "a file, not a folder\n"
