@@ -65,6 +65,31 @@ def atomic_write(
         raise
 
 
+def make_folder(path: str | Path) -> Path:
+    """Create the output folder ``path`` (and its parents); BertkitError naming it when that
+    cannot be done (a file of that name, a read-only disk, no permission)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BertkitError(f"{path}: cannot create the output folder ({e.strerror or e})") from e
+    return path
+
+
+def check_folder_creatable(path: str | Path) -> None:
+    """Refuse, before any work is done, an output folder that :func:`make_folder` could not
+    make: a file of that name, or a nearest existing folder above it that is a file or cannot
+    be written (read-only). Creates nothing."""
+    path = Path(path)
+    here = path
+    while not here.exists() and here.parent != here:
+        here = here.parent
+    if not here.is_dir():
+        raise BertkitError(f"{path}: cannot create the output folder ({here} is a file)")
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise BertkitError(f"{path}: cannot create the output folder ({here} is not writable)")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -129,7 +154,11 @@ ENCODING_ERRORS = ("strict", "replace")
 
 
 def read_text_lines(
-    path: str | Path, errors: str = "strict", span: tuple[int, int] | None = None
+    path: str | Path,
+    errors: str = "strict",
+    span: tuple[int, int] | None = None,
+    *,
+    replace_hint: bool = False,
 ) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming; ``.xz``,
     ``.gz`` and ``.bz2`` files are decompressed on the fly.
@@ -141,6 +170,9 @@ def read_text_lines(
     ``span=(start, end)``: only the lines starting in bytes ``[start, end)`` of an uncompressed
     file, where ``start`` is a line start; they are numbered from 1 (the caller knows where the
     span begins: :func:`lines_before` turns a number back into the file's).
+
+    ``replace_hint``: the invalid-UTF-8 error suggests ``--encoding-errors replace`` (for the
+    commands that have that flag).
     """
     from bertkit.errors import InputError, MissingFileError
 
@@ -155,10 +187,11 @@ def read_text_lines(
         raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
     with f:
         if span is None:
-            yield from _decoded_lines(f, path, errors)
+            yield from _decoded_lines(f, path, errors, replace_hint)
         else:
             f.seek(span[0])
-            yield from _decoded_lines(_lines_until(f, span[1] - span[0]), path, errors)
+            lines = _lines_until(f, span[1] - span[0])
+            yield from _decoded_lines(lines, path, errors, replace_hint)
 
 
 COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2")
@@ -186,18 +219,22 @@ def lines_before(path: str | Path, offset: int, chunk: int = 1 << 20) -> int:
     return n
 
 
-def read_input_lines(path: str | Path | None, errors: str = "strict") -> Iterator[tuple[int, str]]:
+def read_input_lines(
+    path: str | Path | None, errors: str = "strict", *, replace_hint: bool = False
+) -> Iterator[tuple[int, str]]:
     """The lines of ``path`` (:func:`read_text_lines`), or of standard input when ``path`` is
     None, read as bytes and decoded by the same rules, ``<stdin>`` naming it in errors: the
     one reader of the CLI's "lines from a file or stdin" inputs."""
     import sys
 
     if path is not None:
-        return read_text_lines(path, errors)
-    return _decoded_lines(sys.stdin.buffer, "<stdin>", errors)
+        return read_text_lines(path, errors, replace_hint=replace_hint)
+    return _decoded_lines(sys.stdin.buffer, "<stdin>", errors, replace_hint)
 
 
-def _decoded_lines(f: Iterable[bytes], where: str | Path, errors: str) -> Iterator[tuple[int, str]]:
+def _decoded_lines(
+    f: Iterable[bytes], where: str | Path, errors: str, replace_hint: bool = False
+) -> Iterator[tuple[int, str]]:
     import lzma
 
     from bertkit.errors import InputError
@@ -215,11 +252,9 @@ def _decoded_lines(f: Iterable[bytes], where: str | Path, errors: str) -> Iterat
         try:
             line = raw.decode("utf-8", errors=errors)
         except UnicodeDecodeError as e:
+            hint = "; pass --encoding-errors replace to substitute U+FFFD" if replace_hint else ""
             raise InputError(
-                where,
-                n,
-                f"invalid UTF-8 at byte {e.start} of the line (expected UTF-8 text; "
-                "pass --encoding-errors replace to substitute U+FFFD)",
+                where, n, f"invalid UTF-8 at byte {e.start} of the line (expected UTF-8 text{hint})"
             ) from e
         yield n, line.rstrip("\r\n")
 

@@ -206,10 +206,10 @@ def test_an_empty_corpus_is_a_one_line_error_and_writes_nothing(tmp_path: Path, 
     ]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert (
-        err.startswith("bertkit prepare-pretraining: error: ")
-        and "no training instances (0 documents read" in err
-    )
+    assert err.startswith(  # the file named as every InputError names it (no "<input>: ")
+        f"bertkit prepare-pretraining: error: {tmp_path / 'empty.txt'}: no training instances "
+        "(0 documents read"
+    ), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt"]  # no output, no staging
 
 

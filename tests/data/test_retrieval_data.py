@@ -126,3 +126,14 @@ def test_squad_split_by_article():
     )
     with pytest.raises(InputError, match=r"train_articles must be in 1\.\.1"):
         squad_retrieval(examples, 2)
+
+
+def test_beir_qrels_judging_nothing_relevant(tmp_path):
+    """qrels with a header alone (or only scores of 0) ended ``bertkit evaluate`` in a
+    ValueError traceback from the metrics ("no query has a relevant document")."""
+    write_beir(tmp_path, RetrievalSet({"d1": "a"}, {"q1": "b"}, {"q1": {"d1": 1}}), "test")
+    qrels = tmp_path / "qrels" / "test.tsv"
+    for body in ("", "q1\td1\t0\n"):
+        qrels.write_text("query-id\tcorpus-id\tscore\n" + body)
+        with pytest.raises(InputError, match=rf"{qrels}: no judgement with a score above 0"):
+            read_beir(tmp_path, "test")

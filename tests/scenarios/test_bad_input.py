@@ -462,3 +462,185 @@ def test_full_disk_during_checkpoint(tmp_path, capsys, monkeypatch):
     assert "checkpoints" in last, last
     ckpts = run / "checkpoints"
     assert not ckpts.exists() or not list(ckpts.iterdir())  # no half checkpoint, no temp folder
+
+
+# ---- files that parse but hold nothing to train on, select on or score ------------------------
+
+
+def _squad_doc(data: list) -> str:
+    return json.dumps({"version": "1.1", "data": data})
+
+
+@pytest.mark.parametrize(
+    ("family", "bad", "name", "text", "where"),
+    [
+        ("classify", "train", "a.csv", "text,label\n", ": no examples (expected labelled train"),
+        ("classify", "dev", "a.csv", "text,label\n", ": no examples (expected labelled dev"),
+        ("ner", "dev", "dev.txt", "-DOCSTART- -X- -X- O\n\n", ": no examples"),
+        ("ner", "train", "train.txt", "EU\nrejects\n", ":1: expected labelled train data"),
+        ("squad", "dev", "dev.json", _squad_doc([]), ": no examples (expected labelled dev"),
+        (
+            "swag",
+            "dev",
+            "val.csv",
+            SWAG_HEAD.replace(",label", "") + "0,v,1,A. He,A.,He,g,a,b,c,d\n",
+            ":2: expected labelled dev data",
+        ),
+    ],
+)
+def test_finetune_without_labelled_examples(
+    tmp_path, capsys, model_dir, family, bad, name, text, where
+):
+    """A training file with no examples was "no training examples" (no file named, or a tokens-only
+    CoNLL file an IndexError); a dev file with none, or without labels, trained and selected on
+    a NaN or 0 score (exit 0) or ended in a traceback."""
+    good = {
+        "classify": FIXTURES / "task_glue" / "SST-2" / "dev.tsv",
+        "ner": FIXTURES / "task_conll.txt",
+        "squad": FIXTURES / "task_squad_v1.json",
+        "swag": FIXTURES / "task_swag.csv",
+    }[family]
+    path = tmp_path / name
+    path.write_text(text)
+    if family == "classify":
+        good = tmp_path / "good.csv"
+        good.write_text("text,label\ngood film,1\nbad film,0\n")
+    files = {"train": good, "dev": good, bad: path}
+    extra = ["--text-column", "text"] if family == "classify" else []
+    out = tmp_path / "out"
+    argv = _finetune(
+        family, model_dir, out, "--train", str(files["train"]), "--dev", str(files["dev"]), *extra
+    )
+    fails_with_one_line(capsys, argv, f"{path}{where}")
+    assert no_files(out)
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(model_dir, tmp_path_factory) -> Path:
+    """A classify model fine-tuned for one step from the tiny checkpoint."""
+    d = tmp_path_factory.mktemp("classifier")
+    (d / "train.csv").write_text("text,label\nthe cat,a\nthe dog,b\n")
+    argv = _finetune("classify", model_dir, d / "model", "--train", str(d / "train.csv"))
+    argv += ["--dev", str(d / "train.csv"), "--text-column", "text", "--max-steps", "1"]
+    argv += ["--max-seq-length", "32"]
+    assert main(argv) == 0
+    return d / "model"
+
+
+def test_evaluate_and_predict_a_header_alone(tmp_path, capsys, classifier_dir):
+    """A CSV with its header alone: evaluate and predict ended in a traceback (numpy "need at
+    least one array to stack"); an empty CoNLL file or SQuAD "data": [] scored 0 with exit 0."""
+    data = tmp_path / "dev.csv"
+    data.write_text("text,label\n")
+    argv = ["evaluate", "--model", str(classifier_dir), "--data", str(data)]
+    fails_with_one_line(capsys, argv, f"{data}: no examples to score")
+    out = tmp_path / "p.jsonl"
+    argv = ["predict", "--model", str(classifier_dir), "--input", str(data), "--output", str(out)]
+    assert main(argv) == 0  # nothing to predict: an empty JSONL file
+    assert "wrote 0 predictions" in capsys.readouterr().err
+    assert out.read_text() == ""
+
+
+def test_train_vocab_from_no_text(tmp_path, capsys):
+    """An empty corpus wrote a vocabulary of the special tokens alone, with exit 0."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    out = tmp_path / "out" / "vocab.txt"
+    argv = ["train-vocab", "--input", str(empty), "--vocab-size", "50", "--output", str(out)]
+    fails_with_one_line(capsys, argv, f"{empty}: no words to learn a vocabulary from")
+    assert no_files(tmp_path / "out")
+
+
+# ---- config.json that is not a BERT config ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda cfg, raw: "{not json", "config.json:1: invalid JSON"),
+        (
+            lambda cfg, raw: json.dumps({**cfg, "model_type": "roberta"}),
+            "model_type 'roberta' is not a BERT model",
+        ),
+        (
+            lambda cfg, raw: json.dumps({**cfg, "hidden_size": "16"}),
+            "config.json: BertConfig.hidden_size",
+        ),
+    ],
+)
+def test_model_config_not_bert(tmp_path, capsys, model_dir, edit, needle):
+    """Invalid JSON ended in a JSONDecodeError traceback; another model type was loaded as BERT
+    (or failed on shapes, never naming the type); a mistyped value did not name the file."""
+    d = _copy(model_dir, tmp_path)
+    raw = (d / "config.json").read_text()
+    (d / "config.json").write_text(edit(json.loads(raw), raw))
+    text = tmp_path / "in.txt"
+    text.write_text("hello\n")
+    out = tmp_path / "out" / "v.npy"
+    argv = ["embed", "--model", str(d), "--input", str(text), "--output", str(out)]
+    last = fails_with_one_line(capsys, argv, needle)
+    assert f"{d / 'config.json'}" in last
+    assert no_files(tmp_path / "out")
+
+
+def test_model_config_with_bom(tmp_path, capsys, model_dir):
+    """A byte-order mark before config.json's JSON (a Windows editor) was a JSONDecodeError."""
+    d = _copy(model_dir, tmp_path)
+    (d / "config.json").write_bytes(b"\xef\xbb\xbf" + (d / "config.json").read_bytes())
+    text = tmp_path / "in.txt"
+    text.write_text("hello\n")
+    out = tmp_path / "v.npy"
+    assert main(["embed", "--model", str(d), "--input", str(text), "--output", str(out)]) == 0
+    assert out.is_file()
+
+
+# ---- an output folder that cannot be made -----------------------------------------------------
+
+
+def test_finetune_output_is_a_file(tmp_path, capsys, model_dir):
+    """``--output`` naming a file: the run trained, then ended in a FileExistsError traceback
+    when it saved the selected model; now refused before the data is read."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    conll = str(FIXTURES / "task_conll.txt")
+    argv = _finetune("ner", model_dir, blocker, "--train", conll, "--dev", conll)
+    fails_with_one_line(capsys, argv, f"{blocker}: cannot create the output folder")
+    assert blocker.read_text() == "a file, not a folder\n"
+
+
+def test_finetune_output_under_a_read_only_folder(tmp_path, capsys, model_dir, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == ro else real(p, mode))
+    conll = str(FIXTURES / "task_conll.txt")
+    argv = _finetune("ner", model_dir, ro / "out", "--train", conll, "--dev", conll)
+    fails_with_one_line(
+        capsys, argv, f"{ro / 'out'}: cannot create the output folder", "not writable"
+    )
+    assert not (ro / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["embed", "predict"])
+def test_folder_output_is_a_file(tmp_path, capsys, model_dir, classifier_dir, command):
+    """A folder ``--output`` (``DIR/``) that is a file: a FileExistsError traceback."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    text = tmp_path / "in.csv"
+    text.write_text("text\nhello\n")
+    model = model_dir if command == "embed" else classifier_dir
+    flag = "--input"
+    argv = [command, "--model", str(model), flag, str(text), "--output", f"{blocker}/"]
+    fails_with_one_line(capsys, argv, f"{blocker}: cannot create the output folder")
+    assert blocker.read_text() == "a file, not a folder\n"
+
+
+def test_pretrain_output_is_a_file(tmp_path, capsys):
+    """``--output`` naming a file: a FileExistsError traceback."""
+    data = prepare_tiny_corpus(tmp_path / "corpus", docs=6, holdout=0.0)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder\n")
+    argv = ["pretrain", "--data", str(data), "--output", str(blocker), "--max-steps", "1"]
+    argv += ["--batch-size", "2", "--no-progress"]
+    fails_with_one_line(capsys, argv, f"{blocker}: cannot create the output folder")
+    assert blocker.read_text() == "a file, not a folder\n"

@@ -84,6 +84,11 @@ def test_bad_json_names_line(tmp_path):
             "expected answer_start in [0, 13]",
         ),
         (
+            {"id": "q9", "question": "Where?", "answers": [{"text": "France", "answer_start": 0}]},
+            "answers[0]: expected the answer 'France' at answer_start 0, the context there "
+            "reads 'Paris '",
+        ),
+        (
             {"id": "q9", "question": "Where?", "answers": []},
             "expected at least one answer for a question without is_impossible=true",
         ),

@@ -54,3 +54,93 @@ def test_missing_file(tmp_path, name):
     reader, filename, _, _ = READERS[name]
     with pytest.raises(InputError, match=f"{filename}: file not found"):
         reader(tmp_path / filename)
+
+
+# ---- a byte-order mark (Windows editors write one) is not part of the first line --------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_bom_before_docstart_is_not_a_token(tmp_path):
+    from bertkit.data.tasks.conll import count_sentences, is_token_only, read_tokens
+
+    path = tmp_path / "train.txt"
+    path.write_bytes(BOM + b"-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n")
+    sentences = read_conll(path)
+    assert [s.tokens for s in sentences] == [("EU", "rejects")]
+    assert sentences[0].document == 1
+    assert count_sentences(path) == 1
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_bytes(BOM + b"-DOCSTART-\n\nEU\nrejects\n")
+    assert is_token_only(tokens)
+    assert [s.tokens for s in read_tokens(tokens)] == [("EU", "rejects")]
+
+
+def test_bom_in_jsonl_and_squad(tmp_path):
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_bytes(BOM + b'{"t": "good", "y": "pos"}\n{"t": "bad", "y": "neg"}\n')
+    assert [e.text_a for e in read_classification(jsonl, text="t", label="y").examples] == [
+        "good",
+        "bad",
+    ]
+    squad = tmp_path / "dev.json"
+    squad.write_bytes(
+        BOM + b'{"data": [{"title": "t", "paragraphs": [{"context": "Paris is in France.", "qas": '
+        b'[{"id": "q", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}]}]}]}'
+    )
+    assert [e.answers[0].text for e in read_squad(squad)] == ["France"]
+
+
+# ---- values that parse but cannot be labels --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "expected"),
+    [
+        ("a.jsonl", '{"t": "ok", "y": "pos"}\n{"t": "x", "y": ["neg"]}\n', 2, "got ['neg']"),
+        ("a.jsonl", '{"t": "ok", "y": "pos"}\n{"t": "x", "y": null}\n', 2, "got None"),
+        ("a.jsonl", '{"t": "ok", "y": "pos"}\n{"t": "x", "y": {"a": 1}}\n', 2, "got {'a': 1}"),
+        ("a.csv", "t,y\nok,pos\nx,\n", 3, "got ''"),
+    ],
+)
+def test_label_of_wrong_type_or_empty(tmp_path, name, text, line, expected):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        read_classification(path, text="t", label="y")
+    msg = str(info.value)
+    assert msg.startswith(f"{path}:{line}: expected a non-empty string or number in 'y'"), msg
+    assert expected in msg
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity"])
+def test_regression_score_not_finite(tmp_path, value):
+    path = tmp_path / "a.csv"
+    path.write_text(f"t,y\nok,1.5\nx,{value}\n")
+    with pytest.raises(InputError, match=rf"a\.csv:3: expected a numeric 'y' value, got '{value}'"):
+        read_classification(path, text="t", label="y", regression=True)
+    sts = tmp_path / "dev.tsv"
+    header = "index genre filename year old_index source1 source2 sentence1 sentence2 score"
+    sts.write_text(
+        "\t".join(header.split()) + "\n" + "\t".join(["0"] * 7 + ["a", "b", value]) + "\n"
+    )
+    with pytest.raises(InputError, match=r"dev\.tsv:2: expected a numeric 'score' score"):
+        read_glue(sts, "STS-B")
+
+
+# ---- SQuAD: a folder, an answer whose text is not the context's at answer_start ---------------
+
+
+def test_squad_folder(tmp_path):
+    with pytest.raises(InputError, match=r"cannot read \(Is a directory\)"):
+        read_squad(tmp_path)
+
+
+def test_invalid_utf8_hint_names_no_flag_the_command_lacks(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"t,y\nok,1\nbad\x80,0\n")
+    with pytest.raises(InputError) as info:
+        read_classification(path, text="t", label="y")
+    assert "--encoding-errors" not in str(
+        info.value
+    )  # finetune, evaluate, predict have no such flag

@@ -87,7 +87,7 @@ def _stream_lines(path: Path | None, errors: str):
     """The input's lines one at a time (stdin too), so memory does not grow with the corpus."""
     from bertkit.io import read_input_lines
 
-    return (line for _, line in read_input_lines(path, errors=errors))
+    return (line for _, line in read_input_lines(path, errors=errors, replace_hint=True))
 
 
 def _load(args: argparse.Namespace):

@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     scored = model.score_file(args.data, args.split)
     if scored.windows is not None:
         print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)
+    if not scored.predictions:
+        raise InputError(args.data, None, "no examples to score (expected labelled data)")
     if not scored.metrics:
         raise InputError(
             args.data,

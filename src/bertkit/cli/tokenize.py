@@ -70,14 +70,14 @@ def _check_utf8(path: Path) -> None:
     """Fail before writing anything if the file is not valid UTF-8 (names the line)."""
     from bertkit.io import read_text_lines
 
-    for _ in read_text_lines(path):
+    for _ in read_text_lines(path, replace_hint=True):
         pass
 
 
 def _raw_lines(args: argparse.Namespace) -> Iterator[tuple[int, str]]:
     from bertkit.io import read_input_lines
 
-    return read_input_lines(args.input, errors=args.encoding_errors)
+    return read_input_lines(args.input, errors=args.encoding_errors, replace_hint=True)
 
 
 def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple[list, dict]]:

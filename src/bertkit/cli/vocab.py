@@ -46,7 +46,7 @@ def _lines(paths: list[Path], errors: str, bar) -> Iterator[str]:
     from bertkit.io import read_text_lines
 
     for path in paths:
-        for _, line in read_text_lines(path, errors=errors):
+        for _, line in read_text_lines(path, errors=errors, replace_hint=True):
             bar.update(len(line) + 1)
             if line.startswith("<doc ") or line == "</doc>":
                 continue
@@ -54,7 +54,7 @@ def _lines(paths: list[Path], errors: str, bar) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.errors import MissingFileError
+    from bertkit.errors import InputError, MissingFileError
     from bertkit.progress import progress
     from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
 
@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
             lowercase=not args.cased,
             output=None,
         )
+    if stats.words == 0:  # a vocabulary of the special tokens alone would tokenize nothing
+        names = ", ".join(str(p) for p in args.input)
+        raise InputError(names, None, "no words to learn a vocabulary from (expected text)")
     vocab.save(args.output)  # only after all input was read: no partial output on bad input
     seconds = time.perf_counter() - t0
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

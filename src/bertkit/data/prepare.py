@@ -129,9 +129,9 @@ def prepare_pretraining(
             docs = sum(c.documents for c in splits.values())
             names = ", ".join(str(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
             raise InputError(
+                names,
                 None,
-                None,
-                f"{names}: no training instances ({docs} documents read; expected non-empty text "
+                f"no training instances ({docs} documents read; expected non-empty text "
                 "in the given format: check --format and --text-field)",
             )
         shutil.copyfile(vocab, staging / "vocab.txt")

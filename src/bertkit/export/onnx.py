@@ -39,6 +39,7 @@ from bertkit.export.heads import HEADS, INPUTS
 from bertkit.interop import load_with_report
 from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_folder import MODULES, SENTENCE_FILES
+from bertkit.io import make_folder
 from bertkit.tasks import TASK_FILE, load_adapter
 from bertkit.tokenizer import BertTokenizer
 
@@ -139,7 +140,7 @@ def export_onnx(
     outputs = tuple(HEADS[name].outputs)
     if name == "BertModel" and any(k.startswith("pooler.") for k in report.missing):
         outputs = ("last_hidden_state",)  # no trained pooler: do not export a random one
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(output.parent)
     with tempfile.TemporaryDirectory(prefix="bertkit-onnx-") as tmp:
         plain = Path(tmp) / "plain.onnx"
         _trace(model, name, outputs, plain, config.opset)

@@ -55,6 +55,7 @@ from bertkit.errors import ConfigError, InputError
 from bertkit.io import (
     COMPRESSED_SUFFIXES,
     atomic_write_bytes,
+    make_folder,
     read_json_manifest,
     sha256_file,
     write_json_manifest,
@@ -188,7 +189,7 @@ class ShardedOutput:
         settings or input size, or when the folder holds files that are not this output's.
         ``clean``: remove leftovers (one process of a multi-process run does, before the others
         write anything)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        make_folder(self.folder)
         if (self.folder / MANIFEST).exists():
             old = read_manifest(self.folder)
             self._check_header(old)

@@ -31,6 +31,7 @@ from bertkit.evaluation.chunks import tag_spans
 from bertkit.inference.loading import load_for_inference
 from bertkit.inference.runner import predict_rows
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
+from bertkit.tasks.base import unscored
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.windows import WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer
@@ -131,6 +132,10 @@ class TaskModel:
         """Predict and decode ``examples`` (or what :meth:`prepare` made of them), scored when
         they carry gold labels."""
         p = examples if isinstance(examples, Prepared) else self.prepare(examples)
+        if not p.examples:  # an empty file (or a header alone): no predictions, nothing scored
+            scored = unscored([])
+            scored.windows = self.adapter.window_counts(p.examples, p.features)
+            return scored
         rows = predict_rows(
             self.model,
             self.adapter,

@@ -98,9 +98,19 @@ def load_config(directory: Path, **overrides: Any) -> BertConfig:
     path = directory / "config.json"
     if not path.is_file():
         raise CheckpointError(f"{directory}: no config.json (is this a model directory?)")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # utf-8-sig: a byte-order mark (a config edited on Windows) is dropped
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: cannot read a JSON config ({e})") from e
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
+    model_type = data.get("model_type", "bert")
+    if model_type != "bert":
+        raise CheckpointError(
+            f"{path}: model_type {model_type!r} is not a BERT model (expected model_type 'bert')"
+        )
     found = data.get("bertkit_format", MODEL_FORMAT)
     if not isinstance(found, int) or found > MODEL_FORMAT:
         raise CheckpointError(
@@ -110,6 +120,10 @@ def load_config(directory: Path, **overrides: Any) -> BertConfig:
     if "num_labels" in overrides and "id2label" not in overrides:
         data.pop("id2label", None)
         data.pop("label2id", None)
+    try:  # the file's own values first: a wrong type or range names the file it came from
+        BertConfig.from_dict(data)
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}") from e
     data.update(overrides)
     return BertConfig.from_dict(data)
 

@@ -23,7 +23,7 @@ import torch
 from bertkit import hardware
 from bertkit import precision as P
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_write_text, check_folder_creatable
 from bertkit.tasks import TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tokenizer import BertTokenizer
@@ -84,6 +84,7 @@ def run_finetune(job: FinetuneJob, log: Callable[[str], None] = _stderr) -> dict
 def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict[str, Any] | None:
     started = time.time()  # --minutes counts from here: reading the data is part of the job
     config, device = job.config, torch.device(info.device)
+    check_folder_creatable(job.output)  # not found out only when the selected model is saved
     if isinstance(job.task, TaskSettings):
         adapter, train, dev = build_task(job.task)
     else:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertkit.errors import CheckpointError, ConfigError
+from bertkit.data.tasks.conll import TaggedSentence
+from bertkit.data.tasks.glue import glue_file
+from bertkit.errors import CheckpointError, ConfigError, InputError
 from bertkit.tasks.base import TASK_FILE, TASK_FORMAT, TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.embedding import EmbeddingAdapter
@@ -141,13 +143,19 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
     """The adapter, the training examples and the dev sets (name -> examples) ``s`` describes.
 
     Training and dev data are read by the same ``adapter.read``; labels come from training.
+    Each must hold labelled examples (InputError naming the file otherwise: an empty training
+    set, or a dev set that cannot be scored, would only fail, or select on nothing, later).
     """
     msl = s.max_seq_length or default_max_seq_length(s.family)
     adapter: TaskAdapter
     if s.family == "glue":
         adapter = ClassificationAdapter.for_glue(str(s.task), msl, s.long_inputs)
-        train = adapter.read(s.data_dir, "train")  # type: ignore[arg-type]
-        return adapter, train, {d: adapter.read(s.data_dir, d) for d in adapter.dev_splits()}  # type: ignore[arg-type]
+
+        def read(split: str) -> list[Any]:
+            found = adapter.read(s.data_dir, split)  # type: ignore[arg-type]
+            return _labelled(glue_file(s.data_dir, adapter.name, split), split, found)  # type: ignore[arg-type]
+
+        return adapter, read("train"), {d: read(d) for d in adapter.dev_splits()}
     assert s.train is not None and s.dev is not None
     if s.family == "classify":
         cols = {"text": s.text_column, "text_pair": s.text_pair_column, "label": s.label_column}
@@ -206,8 +214,25 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             search=s.search,
         )
         train = adapter.read(s.train, "train")
+    _labelled(s.train, "train", train)
     adapter.fit_labels(train)
-    return adapter, train, {"dev": adapter.read(s.dev, "dev")}
+    return adapter, train, {"dev": _labelled(s.dev, "dev", adapter.read(s.dev, "dev"))}
+
+
+def _labelled(path: str | Path, split: str, examples: list[Any]) -> list[Any]:
+    """``examples`` (read from ``path``), refused when there are none or one carries no label
+    (a classification or multiple-choice row without a label column, a tokens-only CoNLL file)."""
+    if not examples:
+        raise InputError(path, None, f"no examples (expected labelled {split} data)")
+    for e in examples:
+        if getattr(e, "label", 0) is None or (isinstance(e, TaggedSentence) and not e.tags):
+            what = "tags" if isinstance(e, TaggedSentence) else "a label"
+            raise InputError(
+                path,
+                getattr(e, "line", 0) or None,
+                f"expected labelled {split} data, got an example without {what}",
+            )
+    return examples
 
 
 def adapter_from_state(state: dict[str, Any]) -> TaskAdapter:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from bertkit.io import fsync_dir
+from bertkit.io import fsync_dir, make_folder
 from bertkit.tasks.base import TASK_FILE, TaskAdapter
 from bertkit.tokenizer.protocol import Tokenizer
 
@@ -35,7 +35,7 @@ def save_model_dir(
     )
     from bertkit.model.contrastive import BiEncoder
 
-    output.mkdir(parents=True, exist_ok=True)
+    make_folder(output)
     tmp = Path(tempfile.mkdtemp(prefix=".model-tmp-", dir=output))
     try:
         if isinstance(model, BiEncoder):

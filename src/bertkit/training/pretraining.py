@@ -20,7 +20,7 @@ from typing import Any
 from bertkit.config import BertConfig
 from bertkit.data.collate import make_collate
 from bertkit.errors import ConfigError, InputError
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_write_text, make_folder
 from bertkit.training.faults import NONE as NO_FAULTS
 from bertkit.training.faults import Faults
 from bertkit.training.loop import Phase, TrainConfig, Trainer, TrainResult
@@ -331,7 +331,7 @@ def pretrain(
                 "start fresh; ignored when resuming from a checkpoint)"
             )
         if info.is_main:
-            opts.output.mkdir(parents=True, exist_ok=True)
+            make_folder(opts.output)
             atomic_write_text(opts.output / "model_config.json", config.to_json_string())
         result = trainer.fit()
         if info.is_main:

@@ -47,8 +47,11 @@ def csv_rows(
 
 
 def jsonl_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line, object)`` for each non-blank line of a JSON-lines file."""
+    """Yield ``(line, object)`` for each non-blank line of a JSON-lines file (a leading UTF-8
+    byte-order mark is dropped, as :func:`csv_rows` drops it)."""
     for lineno, line in read_text_lines(path):
+        if lineno == 1:
+            line = line.removeprefix("\ufeff")
         if not line.strip():
             continue
         try:

@@ -130,11 +130,12 @@ def _sentences(
     ``-DOCSTART-``; a blank line ends a sentence (several in a row end one); a ``-DOCSTART-``
     line ends one too and starts the next document (``document`` counts those lines, 0 before
     the first). ``word(line, columns)`` turns each token line into a word as it is read (and
-    raises InputError for a bad one), so errors come in file order."""
+    raises InputError for a bad one), so errors come in file order. A leading UTF-8 byte-order
+    mark is dropped (else a first ``-DOCSTART-`` line would read as a token)."""
     words: list[W] = []
     first = doc = 0
     for lineno, line in read_text_lines(path):
-        cols = line.split()
+        cols = (line.removeprefix("\ufeff") if lineno == 1 else line).split()
         if _is_token_line(cols):
             if not words:
                 first = lineno
@@ -158,8 +159,10 @@ def count_sentences(path: str | Path) -> int | None:
         return None
     n, inside = 0, False
     with open(path, "rb") as f:
-        for raw in f:
-            token = _is_token_line(raw.split(None, 1))
+        for i, raw in enumerate(f):
+            token = _is_token_line(
+                (raw.removeprefix(b"\xef\xbb\xbf") if i == 0 else raw).split(None, 1)
+            )
             n += token and not inside
             inside = token
     return n
@@ -232,8 +235,8 @@ def write_conll(sentences: Sequence[TaggedSentence], f) -> None:
 def is_token_only(path: str | Path) -> bool:
     """Whether the first token line of a CoNLL-style file has one column (tokens, no tags):
     the prediction input of a tagger."""
-    for _, line in read_text_lines(path):
-        cols = line.split()
+    for lineno, line in read_text_lines(path):
+        cols = (line.removeprefix("\ufeff") if lineno == 1 else line).split()
         if _is_token_line(cols):
             return len(cols) == 1
     return False

@@ -15,6 +15,7 @@ CSV uses standard quoting; TSV treats quotes as ordinary characters, like GLUE.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +144,7 @@ def _classification_rows(
     for lineno, rec in records(path, detect_format(path, format), fields):
         a = _text(path, lineno, rec, text)
         b = _text(path, lineno, rec, text_pair) if text_pair else None
-        yield lineno, a, b, None if label is None else _label_str(rec[label])
+        yield lineno, a, b, None if label is None else _label_str(path, lineno, label, rec[label])
 
 
 def _example(
@@ -160,9 +161,9 @@ def _example(
         try:
             value = float(y)
         except ValueError:
-            raise InputError(
-                path, lineno, f"expected a numeric {label!r} value, got {y!r}"
-            ) from None
+            value = math.nan
+        if not math.isfinite(value):
+            raise InputError(path, lineno, f"expected a numeric {label!r} value, got {y!r}")
     elif y is not None:
         if y not in index:
             raise InputError(
@@ -179,12 +180,18 @@ def _text(path: str | Path, lineno: int, rec: dict[str, Any], name: str) -> str:
     return value
 
 
-def _label_str(value: Any) -> str:
+def _label_str(path: str | Path, lineno: int, name: str, value: Any) -> str:
+    """A label as a string (JSON numbers and booleans too); InputError for an empty one or a
+    JSON null, list or object."""
     if isinstance(value, bool):
         return str(int(value))
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value).strip()
+    if isinstance(value, (str, int, float)) and str(value).strip():
+        return str(value).strip()
+    raise InputError(
+        path, lineno, f"expected a non-empty string or number in {name!r}, got {value!r}"
+    )
 
 
 def read_tagging(

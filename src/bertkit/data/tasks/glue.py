@@ -21,6 +21,7 @@ other flag::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -318,11 +319,14 @@ def _rows(
 def _parse_label(path: str | Path, lineno: int, t: GlueTask, raw: str) -> int | float:
     if t.labels is None:
         try:
-            return float(raw)
+            score = float(raw)
         except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
             raise InputError(
                 path, lineno, f"expected a numeric {t.label_column!r} score, got {raw!r}"
-            ) from None
+            )
+        return score
     try:
         return t.labels.index(raw)
     except ValueError:

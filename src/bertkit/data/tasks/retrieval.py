@@ -74,7 +74,8 @@ def is_beir(path: str | Path) -> bool:
 
 def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
     """Read a BEIR folder's corpus, queries and ``qrels/SPLIT.tsv`` (InputError with file and
-    line for a malformed record or a judgement naming an unknown query or document)."""
+    line for a malformed record or a judgement naming an unknown query or document, or naming the
+    qrels file when it judges no document relevant)."""
     root = Path(folder)
     for name in ("corpus.jsonl", "queries.jsonl"):
         if not (root / name).is_file():
@@ -111,6 +112,12 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
         if d not in corpus:
             raise InputError(qrels_file, n, f"document {d!r} is not in corpus.jsonl")
         qrels.setdefault(q, {})[d] = value
+    if not any(v > 0 for docs in qrels.values() for v in docs.values()):  # nothing to score
+        raise InputError(
+            qrels_file,
+            None,
+            "no judgement with a score above 0 (expected query-id, corpus-id, score rows)",
+        )
     return RetrievalSet(corpus, queries, qrels)
 
 

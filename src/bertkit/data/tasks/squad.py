@@ -51,8 +51,10 @@ def read_squad(path: str | Path) -> list[SquadExample]:
 
     Raises InputError naming the file, the line (of the offending question's id where it can be
     found), the JSON location (``data[i].paragraphs[j].qas[k]``) and what was expected: bad JSON,
-    a missing field, an answerable question without answers, or an ``answer_start`` outside the
-    context.
+    a missing field, an answerable question without answers, an ``answer_start`` outside the
+    context, or an answer whose text is not the context's at its ``answer_start`` (google's
+    run_squad skips those with a warning; here they are refused, never trained on a wrong span).
+    A leading byte-order mark is dropped.
     """
     path = Path(path)
     try:
@@ -62,6 +64,9 @@ def read_squad(path: str | Path) -> list[SquadExample]:
     except UnicodeDecodeError as e:
         line = path.read_bytes()[: e.start].count(b"\n") + 1
         raise InputError(path, line, "invalid UTF-8 (expected a UTF-8 SQuAD JSON file)") from e
+    except OSError as e:  # a folder, no permission
+        raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
+    raw = raw.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one)
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -126,6 +131,14 @@ class _Reader:
                     awhere,
                     f"expected answer_start in [0, {len(context) - len(text)}] (the answer "
                     f"{text!r} must lie inside the {len(context)}-character context), got {start}",
+                    hint,
+                )
+            found = context[start : start + len(text)]
+            if key == "answers" and found != text:
+                raise self.fail(
+                    awhere,
+                    f"expected the answer {text!r} at answer_start {start}, the context there "
+                    f"reads {found!r}",
                     hint,
                 )
             out.append(SquadAnswer(text, start))
