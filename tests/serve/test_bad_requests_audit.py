@@ -230,3 +230,25 @@ def test_v1_errors_are_in_openai_shape_whoever_answers(client, tiny_mlm: Path) -
         assert r.status_code == 401 and "API key" in refused(r, "/v1/embeddings")
         assert keyed.post("/embed", json={"inputs": "x"}).json()["error_type"] == "unauthorized"
     assert client.post("/v1/embeddings", json={"input": "x"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "model"), [("/similarity", None), ("/", "enc"), ("/rerank", None)]
+)
+def test_the_batch_limit_counts_the_inputs_the_client_lists(client, path, model) -> None:
+    """--max-client-batch-size sentences pass /similarity (its source sentence is not counted,
+    as /rerank's query is not), and one more is refused naming that count: it refused the
+    limit itself as "batch size 5" (the source counted) while a list of 4 texts passed /rerank."""
+
+    def body(n: int) -> dict:
+        items = ["the cat"] * n
+        if path == "/rerank":
+            return {"query": "q", "texts": items}
+        out = {"inputs": {"source_sentence": "a dog", "sentences": items}}
+        return {**out, "model": model} if model else out
+
+    at = client.post(path, json=body(BATCH))
+    assert at.status_code == 200 and len(at.json()) == BATCH, at.text
+    over = client.post(path, json=body(BATCH + 1))
+    assert over.status_code == 413, over.text
+    assert refused(over, path) == f"batch size {BATCH + 1} > maximum allowed batch size {BATCH}"

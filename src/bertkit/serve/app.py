@@ -180,7 +180,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
             prompt_name = params.prompt_name
         engine = server.engine("similarity", req.model)
         texts = engine.prompted([req.inputs.source_sentence, *req.inputs.sentences], prompt_name)
-        v, _ = await server.vectors(engine, texts, truncate, normalize=True)
+        # the limit counts the sentences (the list the client sizes), not the source sentence
+        counted = len(req.inputs.sentences)
+        v, _ = await server.vectors(engine, texts, truncate, normalize=True, counted=counted)
         return _json([float(x) for x in v[1:] @ v[0]])
 
     @app.post("/tokenize", summary="word pieces with ids and character offsets")

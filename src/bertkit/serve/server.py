@@ -137,10 +137,14 @@ class Server:
         truncate: bool,
         normalize: bool = False,
         dimensions: int | None = None,
+        *,
+        counted: int | None = None,
     ) -> tuple[np.ndarray, int]:
         """The texts' vectors (their first ``dimensions`` values, normalised or not) and the
-        number of tokens they were embedded from."""
-        self.check_count(len(texts))
+        number of tokens they were embedded from. ``counted``: the inputs checked against
+        ``--max-client-batch-size``, when not all the texts (/similarity's ``sentences``: its
+        source sentence is not counted, as /rerank's query is not)."""
+        self.check_count(len(texts) if counted is None else counted)
         if sum(map(len, texts)) <= INLINE_CHARS:  # a thread hand-off costs more than this
             windowed = engine.encode_for_embedding(texts, truncate)
         else:
