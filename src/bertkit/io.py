@@ -149,6 +149,36 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+FOLDER_NOT_FILE = "is a folder, expected a file"
+"""What an input that must be a file says when it is a folder (every reader and command alike)."""
+
+
+def require_file(path: str | Path, not_found: str = "file not found") -> Path:
+    """``path``, checked to be a file before any work is done: MissingFileError ``not_found``
+    when nothing is there, InputError :data:`FOLDER_NOT_FILE` for a folder (the one wording of
+    both, whichever command reads the file)."""
+    from bertkit.errors import InputError, MissingFileError
+
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(path, None, FOLDER_NOT_FILE)
+    if not path.is_file():
+        raise MissingFileError(path, None, not_found)
+    return path
+
+
+def open_error(path: str | Path, e: OSError) -> Exception:
+    """The one-line error for ``e``, raised opening the input file ``path``: not found, a
+    folder, or the system's reason (no permission, ...)."""
+    from bertkit.errors import InputError, MissingFileError
+
+    if isinstance(e, FileNotFoundError):
+        return MissingFileError(path, None, "file not found")
+    if isinstance(e, IsADirectoryError) or Path(path).is_dir():
+        return InputError(path, None, FOLDER_NOT_FILE)
+    return InputError(path, None, f"cannot read ({e.strerror or e})")
+
+
 ENCODING_ERRORS = ("strict", "replace")
 """What invalid UTF-8 becomes (``--encoding-errors``): an error naming file and line, or U+FFFD."""
 
@@ -174,17 +204,13 @@ def read_text_lines(
     ``replace_hint``: the invalid-UTF-8 error suggests ``--encoding-errors replace`` (for the
     commands that have that flag).
     """
-    from bertkit.errors import InputError, MissingFileError
-
     path = Path(path)
     if span is not None and path.suffix.lower() in COMPRESSED_SUFFIXES:
         raise ValueError(f"{path}: a byte span of a compressed file cannot be read")
     try:
         f = _open_maybe_compressed(path)
-    except FileNotFoundError as e:
-        raise MissingFileError(path, None, "file not found") from e
     except OSError as e:
-        raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
+        raise open_error(path, e) from e
     with f:
         if span is None:
             yield from _decoded_lines(f, path, errors, replace_hint)
@@ -196,6 +222,49 @@ def read_text_lines(
 
 COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2")
 """Suffixes of the files read through a decompressor (whole: they have no byte spans)."""
+
+
+def format_suffix(path: str | Path) -> str:
+    """The lower-case suffix that names a file's format, looking through a compression suffix:
+    ``.csv`` for ``train.csv``, ``train.CSV.gz`` and ``train.csv.xz`` alike (what
+    :func:`read_text_lines` decompresses is read like the plain file)."""
+    path = Path(path)
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        path = Path(path.stem)
+    return path.suffix.lower()
+
+
+def format_stem(path: str | Path) -> str:
+    """A file's name without its format suffix, nor a compression suffix before that: ``train``
+    for ``train.csv`` and ``train.csv.gz`` alike (a task's default name)."""
+    path = Path(path)
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        path = Path(path.stem)
+    return path.stem
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The whole content of the input file ``path``, decompressed by suffix like
+    :func:`read_text_lines` (for the formats read whole, such as SQuAD's JSON); a one-line
+    InputError when it cannot be opened (:func:`open_error`) or decompressed."""
+    import lzma
+
+    from bertkit.errors import InputError
+
+    path = Path(path)
+    try:
+        f = _open_maybe_compressed(path)
+    except OSError as e:
+        raise open_error(path, e) from e
+    with f:
+        try:
+            return f.read()
+        except (EOFError, OSError, lzma.LZMAError) as e:
+            if path.suffix.lower() not in COMPRESSED_SUFFIXES:
+                raise InputError(
+                    path, None, f"cannot read ({getattr(e, 'strerror', None) or e})"
+                ) from e
+            raise InputError(path, None, f"cannot decompress ({e})") from e
 
 
 def _lines_until(f: Iterable[bytes], size: int) -> Iterator[bytes]:

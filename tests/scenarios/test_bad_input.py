@@ -359,6 +359,57 @@ def test_missing_file(tmp_path, capsys, model_dir, what):
     assert no_files(tmp_path / "out")
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["tokenize", "vocab", "train-vocab", "prepare-pretraining", "glue", "classify", "ner"],
+)
+def test_a_folder_where_a_file_belongs(tmp_path, capsys, model_dir, command):
+    """The same line from every command: some said "file not found" (tokenize, train-vocab,
+    prepare-pretraining, the GLUE data-dir lookup), others "cannot read (Is a directory)"."""
+    text = tmp_path / "in.txt"
+    text.write_text("hello\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    out = tmp_path / "out"
+    if command == "glue":  # the task's train.tsv is a folder
+        shutil.copytree(FIXTURES / "task_glue" / "SST-2", tmp_path / "glue" / "SST-2")
+        folder = tmp_path / "glue" / "SST-2" / "train.tsv"
+        folder.unlink()
+        folder.mkdir()
+    argv = {
+        "tokenize": [
+            "tokenize",
+            "--vocab",
+            str(FIXTURES / "tok_vocab.txt"),
+            "--input",
+            str(folder),
+        ],
+        "vocab": ["tokenize", "--vocab", str(folder), "--input", str(text)],
+        "train-vocab": ["train-vocab", "--input", str(folder), "--output", str(out / "v.txt")],
+        "prepare-pretraining": _prepare(folder, out),
+        "glue": _finetune(
+            "glue", model_dir, out, "--task", "SST-2", "--data-dir", str(tmp_path / "glue")
+        ),
+        "classify": _finetune(
+            "classify",
+            model_dir,
+            out,
+            "--train",
+            str(folder),
+            "--dev",
+            str(folder),
+            "--text-column",
+            "t",
+        ),
+        "ner": _finetune(
+            "ner", model_dir, out, "--train", str(folder), "--dev", str(FIXTURES / "task_conll.txt")
+        ),
+    }[command]
+    last = fails_with_one_line(capsys, argv)
+    assert last.endswith(f": error: {folder}: is a folder, expected a file"), last
+    assert no_files(out)
+
+
 def _deny_temp_files(monkeypatch):
     def deny(*args, **kwargs):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))

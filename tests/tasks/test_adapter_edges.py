@@ -86,3 +86,46 @@ def test_a_family_that_reads_whole_files_reads_when_the_first_example_is_pulled(
     examples = SquadAdapter(family="squad", name="squad").iter_read(tmp_path / "missing.json")
     with pytest.raises(InputError, match=r"missing\.json"):
         next(examples)
+
+
+@pytest.mark.parametrize("task", ["CoLA", "SST-2"])
+def test_a_compressed_glue_tsv_reads_like_the_plain_one(task, tmp_path) -> None:
+    """``predict``/``evaluate`` of a GLUE model on ``dev.tsv.gz``: read as the GLUE TSV (CoLA's
+    has no header, so no other reader could take it)."""
+    import gzip
+    from pathlib import Path
+
+    plain = Path(__file__).parent.parent / "fixtures" / "task_glue" / task / "dev.tsv"
+    packed = tmp_path / "dev.tsv.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    adapter = ClassificationAdapter.for_glue(task)
+    assert adapter.read(packed) == adapter.read(plain)
+    assert list(adapter.iter_read(packed)) == adapter.read(plain)
+
+
+def test_a_file_without_a_text_column_names_each_candidate_once(tmp_path) -> None:
+    """The model's own column "text" is also a common name: it was listed twice ("expected text
+    fields text or text or sentence or text_a")."""
+    from bertkit.errors import InputError
+
+    path = tmp_path / "x.csv"
+    path.write_text("review,label\ngood,a\n")
+    adapter = ClassificationAdapter("classify", "x", 16, labels=["a"], columns={"text": "text"})
+    with pytest.raises(InputError) as info:
+        adapter.read(path)
+    assert str(info.value) == (
+        f"{path}:1: expected text fields text or sentence or text_a; "
+        "the file has ['review', 'label']"
+    )
+
+
+def test_a_compressed_training_file_names_the_task_like_the_plain_one(tmp_path) -> None:
+    """The task's name (the model's ``name``, the logs) is the training file's stem: ``train``
+    for ``train.csv.gz`` too, not ``train.csv``."""
+    import gzip
+
+    packed = tmp_path / "train.csv.gz"
+    packed.write_bytes(gzip.compress(b"text,label\nthe cat,a\nthe dog,b\n"))
+    cols = {"text": "text", "text_pair": None, "label": "label"}
+    adapter, examples = ClassificationAdapter.for_files(packed, cols)
+    assert adapter.name == "train" and adapter.labels == ["a", "b"] and len(examples) == 2

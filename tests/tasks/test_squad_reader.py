@@ -114,3 +114,46 @@ def test_missing_data_and_paragraphs(tmp_path):
         read_squad(_dump(tmp_path, {"data": [{"title": "x"}]}))
     with pytest.raises(InputError, match="file not found"):
         read_squad(tmp_path / "nope.json")
+
+
+def test_a_duplicate_question_id_names_both_locations_and_its_line(tmp_path):
+    """Predictions and scores are keyed by id: a second question with the same id would
+    silently replace the first in predictions.json and the metrics."""
+    qa = {"id": "q9", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}
+    doc = _doc(qa)
+    doc["data"].append(
+        {"title": "u", "paragraphs": [{"context": "Paris is in France.", "qas": [qa]}]}
+    )
+    p = _dump(tmp_path, doc)
+    line = [i for i, t in enumerate(p.read_text().splitlines(), 1) if '"q9"' in t][1]
+    with pytest.raises(InputError) as info:
+        read_squad(p)
+    assert str(info.value) == (
+        f"{p}:{line}: data[1].paragraphs[0].qas[0]: duplicate question id 'q9', first at "
+        "data[0].paragraphs[0].qas[0] (expected each id once)"
+    )
+
+
+def test_an_unanswerable_question_in_a_v1_task_names_the_v2_flag(tmp_path):
+    """google's run_squad refuses is_impossible questions without --version_2_with_negative;
+    bertkit's v1.1 task (finetune squad without --version-2-with-negative, and a v1.1 model's
+    evaluate/predict) does too, naming the flag. Reading without a version accepts both."""
+    assert [e.is_impossible for e in read_squad(FIXTURES / "task_squad_v2.json")][1]
+    assert len(read_squad(FIXTURES / "task_squad_v2.json", version_2=True)) == 4
+    assert len(read_squad(FIXTURES / "task_squad_v1.json", version_2=False)) == 4
+    p = FIXTURES / "task_squad_v2.json"
+    line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if '"a2"' in t)
+    with pytest.raises(InputError) as info:
+        read_squad(p, version_2=False)
+    msg = str(info.value)
+    assert msg.startswith(f"{p}:{line}: data[0].paragraphs[0].qas[1]: is_impossible is true")
+    assert "--version-2-with-negative" in msg and "\n" not in msg
+
+
+def test_the_adapter_reads_with_its_version(tmp_path):
+    from bertkit.tasks.span_qa import SquadAdapter
+
+    v2 = FIXTURES / "task_squad_v2.json"
+    assert len(SquadAdapter("squad", "squad2", version_2=True).read(v2)) == 4
+    with pytest.raises(InputError, match=r"is_impossible is true in a SQuAD v1\.1 task"):
+        SquadAdapter("squad", "squad1").read(v2)

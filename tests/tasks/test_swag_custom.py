@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bertkit.data.tasks.custom import read_classification, read_tagging
+from bertkit.data.tasks.custom import detect_format, read_classification, read_tagging
 from bertkit.data.tasks.swag import read_swag
 from bertkit.errors import InputError
 
@@ -134,6 +134,45 @@ def test_custom_malformed(tmp_path, name, text, line, expected):
 def test_unknown_extension(tmp_path):
     with pytest.raises(InputError, match="cannot tell the format"):
         read_classification(tmp_path / "a.txt", text="t")
+    with pytest.raises(InputError, match="cannot tell the format"):
+        read_classification(tmp_path / "a.txt.gz", text="t")
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("a.csv", "csv"),
+        ("a.CSV.gz", "csv"),
+        ("a.tsv.bz2", "tsv"),
+        ("a.jsonl.xz", "jsonl"),
+        ("a.json.gz", "jsonl"),
+        ("a.ndjson.bz2", "jsonl"),
+    ],
+)
+def test_the_format_looks_through_a_compression_suffix(tmp_path, name, fmt):
+    """``bertkit finetune classify --train x.csv.gz`` was "cannot tell the format from the
+    extension", though the line reader decompresses .gz, .xz and .bz2."""
+    import bz2
+    import gzip
+    import lzma
+
+    assert detect_format(tmp_path / name) == fmt
+    rows = {
+        "csv": "review,stars\ngreat,5\nbad,1\n",
+        "tsv": "review\tstars\ngreat\t5\nbad\t1\n",
+        "jsonl": '{"review": "great", "stars": 5}\n{"review": "bad", "stars": 1}\n',
+    }[fmt].encode()
+    suffix = name.rsplit(".", 1)[-1].lower()
+    compress = {"gz": gzip.compress, "xz": lzma.compress, "bz2": bz2.compress}.get(suffix)
+    path = tmp_path / name
+    path.write_bytes(compress(rows) if compress else rows)
+    data = read_classification(path, text="review", label="stars")
+    first = 1 if fmt == "jsonl" else 2  # CSV/TSV: line 1 is the header
+    assert [(e.text_a, e.label, e.line) for e in data.examples] == [
+        ("great", 1, first),
+        ("bad", 0, first + 1),
+    ]
+    assert data.labels == ["1", "5"]
 
 
 def test_tagging_jsonl_and_csv(tmp_path):

@@ -56,6 +56,35 @@ def test_missing_file(tmp_path, name):
         reader(tmp_path / filename)
 
 
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_folder_is_not_a_file(tmp_path, name):
+    """A folder where the file belongs: the same line from every reader (some said "cannot
+    read (Is a directory)", the GLUE data-dir lookup "file not found")."""
+    reader, filename, _, _ = READERS[name]
+    (tmp_path / filename).mkdir()
+    with pytest.raises(InputError) as info:
+        reader(tmp_path / filename)
+    assert str(info.value) == f"{tmp_path / filename}: is a folder, expected a file"
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".xz", ".bz2"])
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_compressed_file_reads_like_the_plain_one(tmp_path, name, suffix):
+    """``a.csv.gz`` was "cannot tell the format from the extension" (and a compressed SQuAD
+    file invalid UTF-8), though the line reader decompresses it: the same error, same line."""
+    import bz2
+    import gzip
+    import lzma
+
+    reader, filename, data, line = READERS[name]
+    compress = {".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress}[suffix]
+    path = tmp_path / (filename + suffix)
+    path.write_bytes(compress(data))
+    with pytest.raises(InputError) as info:
+        reader(path)
+    assert str(info.value).startswith(f"{path}:{line}: invalid UTF-8"), str(info.value)
+
+
 # ---- a byte-order mark (Windows editors write one) is not part of the first line --------------
 
 BOM = b"\xef\xbb\xbf"
@@ -128,12 +157,7 @@ def test_regression_score_not_finite(tmp_path, value):
         read_glue(sts, "STS-B")
 
 
-# ---- SQuAD: a folder, an answer whose text is not the context's at answer_start ---------------
-
-
-def test_squad_folder(tmp_path):
-    with pytest.raises(InputError, match=r"cannot read \(Is a directory\)"):
-        read_squad(tmp_path)
+# ---- the invalid-UTF-8 hint --------------------------------------------------------------
 
 
 def test_invalid_utf8_hint_names_no_flag_the_command_lacks(tmp_path):

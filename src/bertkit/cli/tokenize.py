@@ -102,14 +102,13 @@ def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.errors import MissingFileError
-    from bertkit.io import atomic_write
+    from bertkit.io import atomic_write, require_file
     from bertkit.progress import progress
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks
 
-    if args.input is not None and not args.input.is_file():
-        raise MissingFileError(args.input, None, "file not found")
+    if args.input is not None:
+        require_file(args.input)
     if args.input is not None and args.encoding_errors == "strict":
         _check_utf8(args.input)
     tok = BertTokenizer(

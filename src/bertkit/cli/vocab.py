@@ -54,13 +54,13 @@ def _lines(paths: list[Path], errors: str, bar) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.errors import InputError, MissingFileError
+    from bertkit.errors import InputError
+    from bertkit.io import require_file
     from bertkit.progress import progress
     from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
 
     for path in args.input:
-        if not path.is_file():
-            raise MissingFileError(path, None, "file not found")
+        require_file(path)
     total = sum(p.stat().st_size for p in args.input)
     t0 = time.perf_counter()
     # progress in characters read, close to bytes for mostly-ASCII text

@@ -44,8 +44,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.errors import InputError, MissingFileError
-from bertkit.io import ENCODING_ERRORS, read_text_lines
+from bertkit.errors import InputError
+from bertkit.io import ENCODING_ERRORS, read_text_lines, require_file
 
 FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
 Span = tuple[int, int] | None
@@ -345,8 +345,7 @@ def read_file_documents(
     """
     options = options or CorpusOptions()
     path = Path(path)
-    if not path.is_file():
-        raise MissingFileError(path, None, "file not found (expected a text corpus file)")
+    require_file(path, "file not found (expected a text corpus file)")
     fmt = options.format
     if fmt == "auto":
         fmt = detect_format(path, options.encoding_errors)

@@ -39,8 +39,8 @@ from bertkit.data.prepare_files import (
 )
 from bertkit.data.prepare_settings import PrepareSettings
 from bertkit.data.shards import write_manifest
-from bertkit.errors import BertkitError, InputError, MissingFileError
-from bertkit.io import fsync_dir, sha256_file
+from bertkit.errors import BertkitError, InputError
+from bertkit.io import fsync_dir, require_file, sha256_file
 
 
 @dataclass
@@ -93,8 +93,7 @@ def prepare_pretraining(
     if not paths:
         raise BertkitError("no input files given")
     for p in paths:
-        if not p.is_file():
-            raise MissingFileError(p, None, "file not found (expected a text corpus file)")
+        require_file(p, "file not found (expected a text corpus file)")
     if output.exists() and (not output.is_dir() or any(output.iterdir())) and not overwrite:
         raise BertkitError(f"{output}: exists and is not empty (pass --overwrite to replace it)")
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"

@@ -21,8 +21,8 @@ from bertkit.data.corpus_spans import document_start
 from bertkit.data.masking import MaskingSpec, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, tokenize_document
 from bertkit.data.shards import ShardWriter
-from bertkit.errors import BertkitError, InputError, MissingFileError
-from bertkit.io import COMPRESSED_SUFFIXES, lines_before, read_text_lines
+from bertkit.errors import BertkitError, InputError
+from bertkit.io import COMPRESSED_SUFFIXES, lines_before, read_text_lines, require_file
 from bertkit.progress import progress
 
 if TYPE_CHECKING:
@@ -106,11 +106,7 @@ def piece_span(path: str | Path, fmt: str, piece: int, pieces: int) -> tuple[int
 
 def load_vocab_tokens(path: str | Path) -> list[str]:
     """Token strings of a ``vocab.txt`` (line number = id)."""
-    path = Path(path)
-    if not path.is_file():
-        raise MissingFileError(
-            path, None, "vocabulary not found (expected vocab.txt, one token a line)"
-        )
+    path = require_file(path, "vocabulary not found (expected vocab.txt, one token a line)")
     tokens = [line for _, line in read_text_lines(path)]
     if tokens and tokens[-1] == "":
         tokens.pop()

@@ -25,6 +25,7 @@ import numpy as np
 from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import glue_task, iter_glue, read_glue, read_glue_split
 from bertkit.evaluation.classification import glue_metrics
+from bertkit.io import format_stem, format_suffix
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig, aggregate
@@ -109,7 +110,7 @@ class ClassificationAdapter(TaskAdapter):
         )
         adapter = cls(
             "classify",
-            Path(train).stem,
+            format_stem(train),
             max_seq_length,
             labels=data.labels,
             metric=metric_for(data.labels, regression),
@@ -147,7 +148,7 @@ class ClassificationAdapter(TaskAdapter):
         p = Path(path)
         if self.family == "glue" and p.is_dir():
             return read_glue_split(p, self.name, split)
-        if self.family == "glue" and p.suffix.lower() == ".tsv":
+        if self.family == "glue" and format_suffix(p) == ".tsv":
             t = glue_task(self.name)
             if t.header is None:  # CoLA's files have no header: only the official format is read
                 return read_glue(p, self.name)
@@ -163,7 +164,7 @@ class ClassificationAdapter(TaskAdapter):
         p = Path(path)
         if self.family == "glue" and p.is_dir():
             return iter(read_glue_split(p, self.name, split))
-        if self.family == "glue" and p.suffix.lower() == ".tsv":
+        if self.family == "glue" and format_suffix(p) == ".tsv":
             t = glue_task(self.name)
             if t.header is None:
                 return iter_glue(p, self.name)

@@ -93,11 +93,12 @@ class EmbeddingAdapter(TaskAdapter):
         self.matryoshka_dims = sorted(set(self.matryoshka_dims), reverse=True)
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
+        folder = Path(path).is_dir()  # not a BEIR one: read_beir names the file it lacks
         if split == "train":
-            if is_beir(path):
+            if is_beir(path) or folder:
                 return retrieval_pairs(read_beir(path, "train"))
             return read_pairs(path, self.file_format)
-        if is_beir(path):
+        if is_beir(path) or folder:
             has_dev = (Path(path) / "qrels" / "dev.tsv").is_file()
             return dev_texts(read_beir(path, "dev" if has_dev else "test"))
         return dev_texts(pairs_as_retrieval(read_pairs(path, self.file_format)))

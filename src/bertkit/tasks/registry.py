@@ -25,6 +25,7 @@ from typing import Any
 from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import glue_file
 from bertkit.errors import CheckpointError, ConfigError, InputError
+from bertkit.io import format_stem
 from bertkit.tasks.base import TASK_FILE, TASK_FORMAT, TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.embedding import EmbeddingAdapter
@@ -175,7 +176,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         )
         adapter = TaggingAdapter(
             s.family,
-            Path(s.train).stem,
+            format_stem(s.train),
             msl,
             columns=cols,
             file_format=s.format,
@@ -186,7 +187,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
     elif s.family == "embeddings":
         adapter = EmbeddingAdapter(
             "embeddings",
-            Path(s.train).stem,
+            format_stem(s.train),
             msl,
             pooling=s.pooling,
             normalize=s.normalize,
@@ -197,7 +198,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":
-        adapter = RerankAdapter("rerank", Path(s.train).stem, msl, file_format=s.format)
+        adapter = RerankAdapter("rerank", format_stem(s.train), msl, file_format=s.format)
         train = adapter.read(s.train, "train")
     elif s.family == "swag":
         adapter = MultipleChoiceAdapter("swag", "swag", msl)

@@ -72,7 +72,7 @@ class SquadAdapter(TaskAdapter):
         return cls(**s)
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
-        return read_squad(path)
+        return read_squad(path, version_2=self.version_2)
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return convert_squad_examples(

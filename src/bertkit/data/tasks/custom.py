@@ -9,7 +9,8 @@
 ``iter_classification`` (for a known label list) and ``iter_tagging`` give the same examples one
 at a time, each parsed as it is pulled (a corpus-scale ``bertkit predict``).
 
-The format comes from the extension (``.csv``, ``.tsv``, ``.jsonl``/``.json``) unless given.
+The format comes from the extension (``.csv``, ``.tsv``, ``.jsonl``/``.json``) unless given, looking
+through a compression suffix (``train.csv.gz``, ``.xz``, ``.bz2``: decompressed as it is read).
 CSV uses standard quoting; TSV treats quotes as ordinary characters, like GLUE.
 """
 
@@ -25,6 +26,7 @@ from bertkit.data.tasks._rows import csv_rows, jsonl_rows
 from bertkit.data.tasks.conll import TaggedSentence, is_valid_tag, to_iob2
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.errors import InputError
+from bertkit.io import FOLDER_NOT_FILE, format_suffix
 
 FORMATS = ("csv", "tsv", "jsonl")
 
@@ -38,14 +40,17 @@ class ClassificationData:
 
 
 def detect_format(path: str | Path, format: str | None = None) -> str:
-    """``"csv"``, ``"tsv"`` or ``"jsonl"`` from ``format`` or the file extension."""
+    """``"csv"``, ``"tsv"`` or ``"jsonl"`` from ``format`` or the file extension (looking
+    through ``.gz``, ``.xz``, ``.bz2``); InputError for a folder, whatever its name."""
+    if Path(path).is_dir():
+        raise InputError(path, None, FOLDER_NOT_FILE)
     if format is not None:
         if format.lower() not in FORMATS:
             raise InputError(
                 path, None, f"unknown format {format!r}; expected one of {', '.join(FORMATS)}"
             )
         return format.lower()
-    suffix = Path(path).suffix.lower().lstrip(".")
+    suffix = format_suffix(path).lstrip(".")
     if suffix in ("json", "jsonl", "ndjson"):
         return "jsonl"
     if suffix in ("csv", "tsv"):
@@ -53,7 +58,8 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
     raise InputError(
         path,
         None,
-        "cannot tell the format from the extension; expected .csv, .tsv or .jsonl (or pass the format)",
+        "cannot tell the format from the extension; expected .csv, .tsv or .jsonl, optionally "
+        "compressed (.gz, .xz, .bz2), or pass the format",
     )
 
 
@@ -257,10 +263,11 @@ def pick_fields(
     """The first candidate tuple of field names that all are in ``have`` (the file's fields,
     :func:`first_record_fields`).
 
-    Raises InputError naming the fields the file has and the ones that were looked for.
+    Raises InputError naming the fields the file has and the ones that were looked for (each
+    once: a model's own column is often also a common name).
     """
     for names in candidates:
         if all(n in have for n in names):
             return names
-    wanted = " or ".join("+".join(c) for c in candidates)
+    wanted = " or ".join(dict.fromkeys("+".join(c) for c in candidates))
     raise InputError(path, 1, f"expected text fields {wanted}; the file has {have or 'none'}")

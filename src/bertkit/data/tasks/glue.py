@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.errors import InputError, MissingFileError
-from bertkit.io import read_text_lines
+from bertkit.io import read_text_lines, require_file
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,8 @@ def glue_file(data_dir: str | Path, task: str | GlueTask, split: str) -> Path:
     root = Path(data_dir)
     candidates = [root / t.name / t.files[split], root / t.files[split]]
     for c in candidates:
-        if c.is_file():
-            return c
+        if c.exists():
+            return require_file(c)
     raise MissingFileError(
         candidates[0],
         None,

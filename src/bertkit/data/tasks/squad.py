@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertkit.errors import InputError, MissingFileError
+from bertkit.errors import InputError
+from bertkit.io import read_bytes
 
 
 @dataclass(frozen=True)
@@ -46,26 +47,30 @@ class SquadExample:
     title: str = ""
 
 
-def read_squad(path: str | Path) -> list[SquadExample]:
+def read_squad(path: str | Path, *, version_2: bool | None = None) -> list[SquadExample]:
     """Read a SQuAD v1.1 or v2.0 JSON file.
+
+    ``version_2=False`` (a v1.1 task) refuses a question with ``"is_impossible": true``, as
+    google's run_squad does without ``--version_2_with_negative``: a v1.1 model never answers
+    "no answer", so it would be trained towards, or scored against, an answer it cannot give.
+    ``None`` reads both versions.
 
     Raises InputError naming the file, the line (of the offending question's id where it can be
     found), the JSON location (``data[i].paragraphs[j].qas[k]``) and what was expected: bad JSON,
     a missing field, an answerable question without answers, an ``answer_start`` outside the
-    context, or an answer whose text is not the context's at its ``answer_start`` (google's
-    run_squad skips those with a warning; here they are refused, never trained on a wrong span).
-    A leading byte-order mark is dropped.
+    context, an answer whose text is not the context's at its ``answer_start`` (google's
+    run_squad skips those with a warning; here they are refused, never trained on a wrong span),
+    or a question id used twice (predictions and scores are keyed by id: one would hide the
+    other).
+    A leading byte-order mark is dropped; a ``.gz``, ``.xz`` or ``.bz2`` file is decompressed.
     """
     path = Path(path)
+    data = read_bytes(path)
     try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise MissingFileError(path, None, "file not found") from e
+        raw = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         raise InputError(path, line, "invalid UTF-8 (expected a UTF-8 SQuAD JSON file)") from e
-    except OSError as e:  # a folder, no permission
-        raise InputError(path, None, f"cannot read ({e.strerror or e})") from e
     raw = raw.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one)
     try:
         doc = json.loads(raw)
@@ -78,6 +83,7 @@ def read_squad(path: str | Path) -> list[SquadExample]:
     reader = _Reader(path, raw)
     data = reader.field(doc, "data", list, "", None)
     out: list[SquadExample] = []
+    seen: dict[str, str] = {}  # question id -> where it first was
     for i, article in enumerate(data):
         where = f"data[{i}]"
         title = article.get("title", "") if isinstance(article, dict) else ""
@@ -85,7 +91,25 @@ def read_squad(path: str | Path) -> list[SquadExample]:
             pwhere = f"{where}.paragraphs[{j}]"
             context = reader.field(para, "context", str, pwhere, None)
             for k, qa in enumerate(reader.field(para, "qas", list, pwhere, None)):
-                out.append(reader.example(qa, context, title, f"{pwhere}.qas[{k}]"))
+                qwhere = f"{pwhere}.qas[{k}]"
+                ex = reader.example(qa, context, title, qwhere)
+                if ex.qas_id in seen:
+                    raise InputError(
+                        path,
+                        reader.line_of_id(ex.qas_id, 2),
+                        f"{qwhere}: duplicate question id {ex.qas_id!r}, first at "
+                        f"{seen[ex.qas_id]} (expected each id once)",
+                    )
+                seen[ex.qas_id] = qwhere
+                if ex.is_impossible and version_2 is False:
+                    raise reader.fail(
+                        qwhere,
+                        "is_impossible is true in a SQuAD v1.1 task, which has no unanswerable "
+                        "questions (expected answers; for SQuAD v2.0 finetune with "
+                        "--version-2-with-negative)",
+                        ex.qas_id,
+                    )
+                out.append(ex)
     return out
 
 
@@ -100,6 +124,19 @@ class _Reader:
         if not needle:
             return None
         pos = self.raw.find(json.dumps(needle)[1:-1])
+        return None if pos < 0 else self.raw.count("\n", 0, pos) + 1
+
+    def line_of_id(self, qas_id: str, occurrence: int) -> int | None:
+        """Line of the ``occurrence``-th ``"id"`` string equal to ``qas_id``, if found."""
+        pos = -1
+        for needle in (json.dumps(qas_id, ensure_ascii=False), json.dumps(qas_id)):
+            pos = -1
+            for _ in range(occurrence):
+                pos = self.raw.find(needle, pos + 1)
+                if pos < 0:
+                    break
+            if pos >= 0:
+                break
         return None if pos < 0 else self.raw.count("\n", 0, pos) + 1
 
     def fail(self, where: str, message: str, hint: str | None) -> InputError:
