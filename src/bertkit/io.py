@@ -189,6 +189,7 @@ def read_text_lines(
     span: tuple[int, int] | None = None,
     *,
     replace_hint: bool = False,
+    drop_bom: bool = False,
 ) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a UTF-8 file, streaming; ``.xz``,
     ``.gz`` and ``.bz2`` files are decompressed on the fly.
@@ -202,7 +203,8 @@ def read_text_lines(
     span begins: :func:`lines_before` turns a number back into the file's).
 
     ``replace_hint``: the invalid-UTF-8 error suggests ``--encoding-errors replace`` (for the
-    commands that have that flag).
+    commands that have that flag). ``drop_bom``: a UTF-8 byte-order mark that starts the file
+    (editors on Windows write one) is not part of its first line.
     """
     path = Path(path)
     if span is not None and path.suffix.lower() in COMPRESSED_SUFFIXES:
@@ -213,34 +215,34 @@ def read_text_lines(
         raise open_error(path, e) from e
     with f:
         if span is None:
-            yield from _decoded_lines(f, path, errors, replace_hint)
+            yield from _decoded_lines(f, path, errors, replace_hint, drop_bom)
         else:
             f.seek(span[0])
             lines = _lines_until(f, span[1] - span[0])
-            yield from _decoded_lines(lines, path, errors, replace_hint)
+            yield from _decoded_lines(lines, path, errors, replace_hint, drop_bom and not span[0])
 
 
 COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2")
 """Suffixes of the files read through a decompressor (whole: they have no byte spans)."""
 
 
+def _uncompressed_name(path: str | Path) -> Path:
+    """``path``'s name without a compression suffix: ``train.csv`` for ``train.csv.gz``."""
+    path = Path(path)
+    return Path(path.stem) if path.suffix.lower() in COMPRESSED_SUFFIXES else Path(path.name)
+
+
 def format_suffix(path: str | Path) -> str:
     """The lower-case suffix that names a file's format, looking through a compression suffix:
     ``.csv`` for ``train.csv``, ``train.CSV.gz`` and ``train.csv.xz`` alike (what
     :func:`read_text_lines` decompresses is read like the plain file)."""
-    path = Path(path)
-    if path.suffix.lower() in COMPRESSED_SUFFIXES:
-        path = Path(path.stem)
-    return path.suffix.lower()
+    return _uncompressed_name(path).suffix.lower()
 
 
 def format_stem(path: str | Path) -> str:
     """A file's name without its format suffix, nor a compression suffix before that: ``train``
     for ``train.csv`` and ``train.csv.gz`` alike (a task's default name)."""
-    path = Path(path)
-    if path.suffix.lower() in COMPRESSED_SUFFIXES:
-        path = Path(path.stem)
-    return path.stem
+    return _uncompressed_name(path).stem
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -302,7 +304,11 @@ def read_input_lines(
 
 
 def _decoded_lines(
-    f: Iterable[bytes], where: str | Path, errors: str, replace_hint: bool = False
+    f: Iterable[bytes],
+    where: str | Path,
+    errors: str,
+    replace_hint: bool = False,
+    drop_bom: bool = False,
 ) -> Iterator[tuple[int, str]]:
     import lzma
 
@@ -325,6 +331,8 @@ def _decoded_lines(
             raise InputError(
                 where, n, f"invalid UTF-8 at byte {e.start} of the line (expected UTF-8 text{hint})"
             ) from e
+        if n == 1 and drop_bom:
+            line = line.removeprefix("\ufeff")
         yield n, line.rstrip("\r\n")
 
 

@@ -106,6 +106,9 @@ def test_custom_jsonl_numbers_and_unlabelled(tmp_path):
     assert [e.label for e in unl.examples] == [None, None]
 
 
+LABEL = "expected a non-empty string or number in 'stars'"
+
+
 @pytest.mark.parametrize(
     ("name", "text", "line", "expected"),
     [
@@ -121,6 +124,17 @@ def test_custom_jsonl_numbers_and_unlabelled(tmp_path):
         ("a.csv", "review,stars\nok,1,extra\n", 2, "expected 2 CSV fields, got 3"),
         ("a.csv", "text,stars\nok,1\n", 1, "expected a header with the column(s) review"),
         ("a.csv", 'review,stars\n"ok"x,1\n', 2, "malformed CSV"),
+        # values that parse but cannot be labels
+        *(
+            (
+                "a.jsonl",
+                f'{{"review": "ok", "stars": "pos"}}\n{{"review": "x", "stars": {y}}}\n',
+                2,
+                f"{LABEL}, got {got}",
+            )
+            for y, got in (('["neg"]', "['neg']"), ("null", "None"), ('{"a": 1}', "{'a': 1}"))
+        ),
+        ("a.csv", "review,stars\nok,pos\nx,\n", 3, f"{LABEL}, got ''"),
     ],
 )
 def test_custom_malformed(tmp_path, name, text, line, expected):

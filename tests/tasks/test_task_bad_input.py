@@ -120,28 +120,6 @@ def test_bom_in_jsonl_and_squad(tmp_path):
     assert [e.answers[0].text for e in read_squad(squad)] == ["France"]
 
 
-# ---- values that parse but cannot be labels --------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("name", "text", "line", "expected"),
-    [
-        ("a.jsonl", '{"t": "ok", "y": "pos"}\n{"t": "x", "y": ["neg"]}\n', 2, "got ['neg']"),
-        ("a.jsonl", '{"t": "ok", "y": "pos"}\n{"t": "x", "y": null}\n', 2, "got None"),
-        ("a.jsonl", '{"t": "ok", "y": "pos"}\n{"t": "x", "y": {"a": 1}}\n', 2, "got {'a': 1}"),
-        ("a.csv", "t,y\nok,pos\nx,\n", 3, "got ''"),
-    ],
-)
-def test_label_of_wrong_type_or_empty(tmp_path, name, text, line, expected):
-    path = tmp_path / name
-    path.write_text(text)
-    with pytest.raises(InputError) as info:
-        read_classification(path, text="t", label="y")
-    msg = str(info.value)
-    assert msg.startswith(f"{path}:{line}: expected a non-empty string or number in 'y'"), msg
-    assert expected in msg
-
-
 @pytest.mark.parametrize("value", ["nan", "inf", "-Infinity"])
 def test_regression_score_not_finite(tmp_path, value):
     path = tmp_path / "a.csv"

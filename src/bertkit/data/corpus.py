@@ -201,9 +201,7 @@ def is_parquet(path: str | Path) -> bool:
 
 def _lines(path: str | Path, errors: str, span: Span = None) -> Iterator[tuple[int, str]]:
     """``read_text_lines`` without a leading byte-order mark (editors on Windows add one)."""
-    first = span is None or span[0] == 0
-    for n, line in read_text_lines(path, errors, span, replace_hint=True):
-        yield n, (line[1:] if first and n == 1 and line.startswith("\ufeff") else line)
+    return read_text_lines(path, errors, span, replace_hint=True, drop_bom=True)
 
 
 def _split_paragraph_text(text: str) -> list[str]:

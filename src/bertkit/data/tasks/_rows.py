@@ -21,13 +21,13 @@ def csv_rows(
     it (the GLUE TSV convention, ``quotechar=None``) a quote is an ordinary character. A leading
     UTF-8 byte-order mark is dropped. Invalid UTF-8 and malformed quoting raise InputError.
     """
-    lines = read_text_lines(path)
+    lines = read_text_lines(path, drop_bom=True)
     state = {"line": 0}
 
     def text() -> Iterator[str]:
         for n, line in lines:
             state["line"] = n
-            yield (line.removeprefix("\ufeff") if n == 1 else line) + "\n"
+            yield line + "\n"
 
     if quoting:
         reader = csv.reader(text(), delimiter=delimiter, strict=True)
@@ -49,9 +49,7 @@ def csv_rows(
 def jsonl_rows(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line, object)`` for each non-blank line of a JSON-lines file (a leading UTF-8
     byte-order mark is dropped, as :func:`csv_rows` drops it)."""
-    for lineno, line in read_text_lines(path):
-        if lineno == 1:
-            line = line.removeprefix("\ufeff")
+    for lineno, line in read_text_lines(path, drop_bom=True):
         if not line.strip():
             continue
         try:

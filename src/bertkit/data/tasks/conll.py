@@ -134,8 +134,8 @@ def _sentences(
     mark is dropped (else a first ``-DOCSTART-`` line would read as a token)."""
     words: list[W] = []
     first = doc = 0
-    for lineno, line in read_text_lines(path):
-        cols = (line.removeprefix("\ufeff") if lineno == 1 else line).split()
+    for lineno, line in read_text_lines(path, drop_bom=True):
+        cols = line.split()
         if _is_token_line(cols):
             if not words:
                 first = lineno
@@ -235,8 +235,8 @@ def write_conll(sentences: Sequence[TaggedSentence], f) -> None:
 def is_token_only(path: str | Path) -> bool:
     """Whether the first token line of a CoNLL-style file has one column (tokens, no tags):
     the prediction input of a tagger."""
-    for lineno, line in read_text_lines(path):
-        cols = (line.removeprefix("\ufeff") if lineno == 1 else line).split()
+    for _, line in read_text_lines(path, drop_bom=True):
+        cols = line.split()
         if _is_token_line(cols):
             return len(cols) == 1
     return False

@@ -341,9 +341,7 @@ def _tsv_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
     Splitting on "\\t" is what ``csv.reader(delimiter="\\t", quotechar=None)`` does. A leading
     UTF-8 byte-order mark (MRPC ships one) is dropped.
     """
-    for lineno, line in read_text_lines(path):
-        if lineno == 1:
-            line = line.removeprefix("\ufeff")
+    for lineno, line in read_text_lines(path, drop_bom=True):
         if line.strip() == "":
             continue
         yield lineno, line.split("\t")
