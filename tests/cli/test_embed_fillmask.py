@@ -110,6 +110,26 @@ def test_fill_mask_text_output_and_missing_head_error(tmp_path, capsys) -> None:
     assert "no masked-LM head" in capsys.readouterr().err
 
 
+def test_fill_mask_refuses_a_mask_the_cut_drops(tmp_path, capsys) -> None:
+    """A text is cut to the model's 32 positions; a [MASK] past them was printed with no
+    candidates and counted as "had no [MASK]" (exit 0): now the line is named, as the server's
+    422 names the input, and nothing is printed."""
+    directory = _tiny_mlm_dir(tmp_path)
+    kept = " ".join(["the"] * 29 + ["[MASK]", "ran"])  # the 30th piece: [CLS] 30 pieces [SEP]
+    past = " ".join(["the"] * 30 + ["[MASK]"])  # the 31st: cut
+    (tmp_path / "in.txt").write_text(f"a [MASK] .\n{past}\n", encoding="utf-8")
+    assert main(["fill-mask", "--model", str(directory), "--input", str(tmp_path / "in.txt")]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == (
+        f"bertkit fill-mask: error: {tmp_path / 'in.txt'}:2: its [MASK] lies beyond the model's "
+        "maximum length (32 tokens, [CLS] and [SEP] included): put it earlier or shorten the text"
+    )
+    assert main(["fill-mask", "--model", str(directory), "--json", kept, "no mask"]) == 0
+    out, err = capsys.readouterr()
+    assert [len(json.loads(line)["masks"]) for line in out.splitlines()] == [1, 0]
+    assert "(1 had no [MASK])" in err
+
+
 @pytest.mark.parametrize("command", ["fill-mask", "embed", "tokenize"])
 def test_invalid_utf8_on_stdin_is_one_line_naming_the_line(tmp_path, command) -> None:
     """The three readers of "lines from stdin or a file" are one (``io.read_input_lines``): an

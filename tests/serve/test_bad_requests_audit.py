@@ -252,3 +252,114 @@ def test_the_batch_limit_counts_the_inputs_the_client_lists(client, path, model)
     over = client.post(path, json=body(BATCH + 1))
     assert over.status_code == 413, over.text
     assert refused(over, path) == f"batch size {BATCH + 1} > maximum allowed batch size {BATCH}"
+
+
+def _with(base: dict, path: tuple, value: object) -> dict:
+    """``base`` (copied) with ``value`` at ``path`` (keys and list indices)."""
+    body = json.loads(json.dumps(base))
+    at = body
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    return body
+
+
+BOOL, INT = "Input should be a valid boolean", "Input should be a valid integer"
+COERCED = [  # (VALID's name, where, a value pydantic's lax mode read as another, the reason)
+    ("/embed", ("truncate",), 0, f"truncate: {BOOL}"),  # was read as false
+    ("/embed", ("normalize",), "yes", f"normalize: {BOOL}"),
+    ("/embed", ("dimensions",), "32", f"dimensions: {INT}"),
+    ("/embed", ("dimensions",), 32.0, f"dimensions: {INT}"),
+    ("/v1/embeddings", ("dimensions",), 32.0, f"dimensions: {INT}"),
+    ("/similarity", ("truncate",), 1, f"truncate: {BOOL}"),
+    ("/similarity", ("parameters", "truncate"), "false", f"parameters.truncate: {BOOL}"),
+    ("/tokenize", ("add_special_tokens",), 0, f"add_special_tokens: {BOOL}"),
+    ("/predict", ("raw_scores",), "true", f"raw_scores: {BOOL}"),
+    ("/predict", ("parameters", "top_k"), 1.0, f"parameters.top_k: {INT}"),
+    ("/rerank", ("top_n",), True, f"top_n: {INT}"),  # was read as 1
+    ("/rerank", ("return_text",), 1, f"return_text: {BOOL}"),
+    ("/fill-mask", ("top_k",), "2", f"top_k: {INT}"),
+    ("/fill-mask", ("top_k",), 2.0, f"top_k: {INT}"),
+    ("/embed_all", ("truncate",), 0, f"truncate: {BOOL}"),
+    ("/embed_sparse", ("truncate",), "false", f"truncate: {BOOL}"),
+    ("/decode", ("ids", 1), True, f"ids.list[int].1: {INT}"),
+    ("/decode", ("skip_special_tokens",), 1, f"skip_special_tokens: {BOOL}"),
+    ("/#embed", ("truncate",), 0, f"truncate: {BOOL}"),
+    ("/#predict", ("raw_scores",), 0, f"raw_scores: {BOOL}"),
+    ("/#rerank", ("top_n",), 1.0, f"top_n: {INT}"),
+    ("/#similarity", ("truncate",), "no", f"truncate: {BOOL}"),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "value", "reason"), COERCED)
+def test_types_are_strict_as_in_tei(client, name, path, value, reason) -> None:
+    """A bool is true/false and an integer a JSON integer, as TEI's serde reads them: 0, "yes",
+    "5", 2.0 and true were read as false, true, 5, 2 and 1 (a 200 that answered another
+    question than the client asked)."""
+    route = name.split("#")[0]
+    r = client.post(route, json=_with(VALID[name], path, value))
+    assert r.status_code == 422, r.text
+    assert refused(r, route).startswith(reason), r.text
+    assert client.post(route, json=VALID[name]).status_code == 200  # the typed value passes
+
+
+def test_a_mask_the_cut_drops_is_a_422_naming_the_input(client) -> None:
+    """With ``truncate`` a text is cut to the model's 64 positions; a [MASK] past them got no
+    candidates: a 200 with [] for that text (or one list for two [MASK]s), not what was asked."""
+    the = ["the"] * 61
+    kept = " ".join([*the, "[MASK]", "cat"])  # the 62nd piece: inside [CLS] 62 pieces [SEP]
+    past = " ".join([*the, "cat", "[MASK]"])  # the 63rd: cut
+    r = client.post("/fill-mask", json={"inputs": [kept, past], "truncate": True})
+    assert r.status_code == 422, r.text
+    assert refused(r, "/fill-mask") == (
+        "input 1: its [MASK] lies beyond the model's maximum length (64 tokens, [CLS] and [SEP] "
+        "included): put it earlier or shorten the text"
+    )
+    both = client.post("/fill-mask", json={"inputs": "[MASK] " + past, "truncate": True})
+    assert both.status_code == 422 and refused(both, "/fill-mask").startswith("input 0: its [MASK]")
+    two = " ".join(["[MASK]", *the[1:], "[MASK]", "cat"])  # the 1st and 62nd: both kept
+    ok = client.post("/fill-mask", json={"inputs": [kept, two], "truncate": True})
+    assert ok.status_code == 200 and [len(x) for x in ok.json()] == [1, 2], ok.text
+    none = client.post("/fill-mask", json={"inputs": ["the [MASK]", "the cat"]})
+    assert none.status_code == 422 and refused(none, "/fill-mask") == "input 1 has no [MASK] token"
+
+
+def test_every_post_route_reads_json_only(client) -> None:
+    """Another Content-Type, or none, is a 415 (as TEI's axum), a body that is not JSON a 400 and
+    JSON of the wrong shape a 422, on every POST route of the app (POST / read text/plain and
+    no Content-Type as JSON; the others gave "body: Input should be a valid dictionary", a 422,
+    and a 422 for a body that is not JSON)."""
+    posts = {r.path for r in client.app.routes if "POST" in getattr(r, "methods", ())}
+    assert posts == {name.split("#")[0] for name in VALID}, "a POST route without a VALID body"
+    send_json = "send the body as JSON, with Content-Type: application/json"
+    for name, valid in VALID.items():
+        route, body = name.split("#")[0], json.dumps(valid)
+        answers = {  # (status, reason) for (body, Content-Type)
+            (body, "text/plain"): (415, f"Content-Type 'text/plain' is not JSON: {send_json}"),
+            (body, "application/x-www-form-urlencoded"): (
+                415,
+                f"Content-Type 'application/x-www-form-urlencoded' is not JSON: {send_json}",
+            ),
+            (body, None): (415, f"the request has no Content-Type: {send_json}"),
+            ("{not json", None): (415, f"the request has no Content-Type: {send_json}"),
+            ("{not json", "application/json"): (
+                400,
+                "the body is not JSON: Expecting property name enclosed in double quotes at "
+                "line 1 column 2",
+            ),
+            ("", "application/json"): (400, "the body is empty: send a JSON object"),
+            ('{"inputs": "x",\n  }', "application/json"): (
+                400,
+                "the body is not JSON: Expecting property name enclosed in double quotes at "
+                "line 2 column 3",
+            ),
+        }
+        for (content, ctype), (status, reason) in answers.items():
+            r = client.post(
+                route, content=content, headers={"content-type": ctype} if ctype else {}
+            )
+            assert r.status_code == status, (name, ctype, content, r.text)
+            assert refused(r, route) == reason, (name, r.text)
+        for ctype in ("application/json; charset=utf-8", "application/vnd.api+json"):
+            r = client.post(route, content=body, headers={"content-type": ctype})
+            assert r.status_code == 200, (name, ctype, r.text)

@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.errors import InputError
     from bertkit.inference import FillMasker
+    from bertkit.inference.fill_mask import MaskCutError
     from bertkit.io import read_input_lines
 
     if args.top_k < 1:
@@ -44,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
         texts = list(args.texts)
     else:
         texts = [line for _, line in read_input_lines(args.input)]
-    results = masker(texts, args.top_k)
+    try:
+        results = masker(texts, args.top_k)
+    except MaskCutError as e:  # the text's line (or its place among the arguments)
+        where = None if args.texts else args.input or "<stdin>"
+        raise InputError(where, e.line, e.message) from None
     missing = sum(1 for r in results if not r)
     for text, masks in zip(texts, results):
         if args.json:

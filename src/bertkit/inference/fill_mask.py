@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from bertkit import precision as P
-from bertkit.errors import CheckpointError, ConfigError
+from bertkit.errors import CheckpointError, ConfigError, InputError
 from bertkit.inference.loading import load_for_inference
 from bertkit.model import BertForMaskedLM
 from bertkit.model.batching import collate, length_batches
@@ -24,6 +24,24 @@ from bertkit.tokenizer.protocol import Tokenizer
 
 Candidates = list[tuple[str, float]]
 """(token, probability) pairs, most likely first."""
+
+
+class MaskCutError(InputError):
+    """A text with a ``[MASK]`` past the model's positions: :meth:`FillMasker.fill` cuts each
+    text to them, and that ``[MASK]`` would get no candidates (an answer with fewer lists than
+    the text has ``[MASK]`` tokens). ``index``: the text's, from 0 (``line``: from 1)."""
+
+    def __init__(self, index: int, limit: int) -> None:
+        self.index, self.limit = index, limit
+        super().__init__(
+            None,
+            index + 1,
+            f"its [MASK] lies beyond the model's maximum length ({limit} tokens, [CLS] and "
+            "[SEP] included): put it earlier or shorten the text",
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.index, self.limit))
 
 
 @dataclass
@@ -70,7 +88,8 @@ class FillMasker:
 
     def __call__(self, texts: Sequence[str], top_k: int = 5) -> list[list[Candidates]]:
         """For each text, one candidate list per ``[MASK]`` (in order; [] for a text without);
-        a text longer than the model's positions is cut at its end."""
+        a text longer than the model's positions is cut at its end (:class:`MaskCutError` if
+        that drops a ``[MASK]``)."""
         return self.fill(self.encode(texts), top_k)
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
@@ -81,7 +100,8 @@ class FillMasker:
     @torch.inference_mode()
     def fill(self, ids: Sequence[Sequence[int]], top_k: int = 5) -> list[list[Candidates]]:
         """:meth:`__call__` on token ids from :meth:`encode` (each cut to the model's positions,
-        its last token kept: the tokenizer's truncation)."""
+        its last token kept: the tokenizer's truncation); :class:`MaskCutError` for the first
+        text whose cut drops a ``[MASK]``, before any forward pass."""
         if top_k < 1:
             raise ConfigError(f"top-k must be >= 1, got {top_k}")
         tok, model = self.tokenizer, self.model
@@ -89,6 +109,9 @@ class FillMasker:
         device = next(model.parameters()).device
         limit = model.config.max_position_embeddings
         encodings = [list(x) if len(x) <= limit else [*x[: limit - 1], x[-1]] for x in ids]
+        for i, (whole, cut) in enumerate(zip(ids, encodings)):
+            if list(whole).count(tok.mask_token_id) != cut.count(tok.mask_token_id):
+                raise MaskCutError(i, limit)
         results: list[list[Candidates]] = [[] for _ in encodings]
         k = min(top_k, model.config.vocab_size)
         batches = length_batches([len(e) for e in encodings], self.batch_size)

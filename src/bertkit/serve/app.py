@@ -30,6 +30,7 @@ from bertkit.serve.metrics import Metrics, Observe
 from bertkit.serve.schemas import (
     EmbedRequest,
     FillMaskRequest,
+    JSONBodyRoute,
     OpenAIEmbeddingRequest,
     PredictRequest,
     QARequest,
@@ -37,6 +38,7 @@ from bertkit.serve.schemas import (
     SimilarityRequest,
     TagRequest,
     TokenizeRequest,
+    read_json,
 )
 from bertkit.serve.server import Server, _all_finite, _finite  # noqa: F401 (_all_finite: tests)
 from bertkit.serve.settings import ServeSettings
@@ -86,6 +88,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         lifespan=lifespan,
         description="BERT over HTTP: embeddings (TEI and OpenAI shapes), classification, tagging, QA, fill-mask.",
     )
+    app.router.route_class = JSONBodyRoute  # before any route: every POST body is JSON
     app.state.server = server
     errors.install(app, lambda t: metrics.failures.labels(t).inc())
 
@@ -247,10 +250,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         (or first) model's task: embed, predict (classifiers), ner or qa. Classification answers
         in the Inference API's shape, a list of labels per input even for one input (what
         InferenceClient.text_classification reads), where /predict answers one input unwrapped."""
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
-            raise ServeError(422, "the body is not JSON (or is nested too deeply)") from None
+        body = await read_json(request)  # read once already, by the route (JSONBodyRoute)
         if not isinstance(body, dict):
             raise ServeError(422, "the body must be a JSON object")
         if not isinstance(body.get("model"), str | None):  # looked up by name below

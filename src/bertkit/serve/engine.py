@@ -35,6 +35,7 @@ from bertkit.inference import (
     task_of,
 )
 from bertkit.inference.embedder import Windowed
+from bertkit.inference.fill_mask import MaskCutError
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
@@ -391,8 +392,8 @@ class Engine:
         missing = [i for i, x in enumerate(ids) if mask not in x]
         if missing:
             raise ServeError(422, f"input {missing[0]} has no [MASK] token")
-        found = m.fill(ids, top_k)
-        return [
-            [[{"token": t, "score": float(p)} for t, p in cands] for cands in per_text]
-            for per_text in found
-        ]
+        try:
+            found = m.fill(ids, top_k)
+        except MaskCutError as e:  # with truncate: the cut dropped a [MASK]
+            raise ServeError(422, f"input {e.index}: {e.message}") from None
+        return [[[{"token": t, "score": float(p)} for t, p in c] for c in text] for text in found]

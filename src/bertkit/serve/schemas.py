@@ -1,11 +1,72 @@
-"""Request bodies, validated by pydantic (a wrong type, a missing field, a number out of range is a
-422 with the field named). Shapes follow text-embeddings-inference and OpenAI's embeddings API."""
+"""Request bodies: JSON (:class:`JSONBodyRoute` reads every POST body first: another Content-Type
+is a 415, a body that is not JSON a 400), then validated by pydantic (a wrong type, a missing
+field, a number out of range is a 422 with the field named). Shapes follow
+text-embeddings-inference and OpenAI's embeddings API; types are strict, as TEI's (Rust serde):
+``0`` is no ``false``, ``"5"`` and ``2.0`` are no integer ``5`` and ``2``."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bertkit.serve.errors import ServeError
+
+_SEND_JSON = "send the body as JSON, with Content-Type: application/json"
+
+
+def _is_json(content_type: str) -> bool:
+    """``application/json`` or ``application/*+json`` (parameters aside), as FastAPI reads."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+async def read_json(request: Request) -> Any:
+    """The body of ``request`` as JSON: a 415 for a Content-Type that is not JSON, or none (as
+    TEI's axum answers, and FastAPI's default: a page of another site can send a body without
+    one, with no CORS preflight), a 400 for a body that is not JSON (empty, a syntax error, not
+    UTF-8, nested too deeply). Starlette keeps what it read: FastAPI's parse after this one
+    reads no byte again."""
+    content_type = request.headers.get("content-type")
+    if not content_type:
+        raise ServeError(415, f"the request has no Content-Type: {_SEND_JSON}")
+    if not _is_json(content_type):
+        raise ServeError(415, f"Content-Type {content_type!r} is not JSON: {_SEND_JSON}")
+    if not await request.body():
+        raise ServeError(400, "the body is empty: send a JSON object")
+    try:
+        return await request.json()
+    except RecursionError:
+        raise ServeError(400, "the body is not JSON: nested too deeply to read") from None
+    except UnicodeDecodeError as e:
+        raise ServeError(400, f"the body is not JSON: invalid UTF-8 at byte {e.start}") from None
+    except json.JSONDecodeError as e:
+        raise ServeError(
+            400, f"the body is not JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
+
+
+class JSONBodyRoute(APIRoute):
+    """A route whose POST body is read by :func:`read_json` before FastAPI (or the route) looks
+    at it: the one place the server decides what a body must be (``app.router.route_class``)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if "POST" not in self.methods:
+            return handler
+
+        async def json_first(request: Request) -> Response:
+            await read_json(request)
+            return await handler(request)
+
+        return json_first
+
 
 Texts = str | list[str]
 # TEI writes "Right"/"Left"; bertkit cuts the end only, so "left" is refused by the route (422)
@@ -25,7 +86,11 @@ def _unicode(value: Any) -> Any:
 class _Body(BaseModel):
     """Every string field of a request is text: JSON lets a lone surrogate escape ("\\ud800")
     through, which is no character and which no answer that quotes the text (NER's tokens,
-    rerank's texts, OpenAI's model name) could be written with: a 422 here, not a 500 there."""
+    rerank's texts, OpenAI's model name) could be written with: a 422 here, not a 500 there.
+    Every field is strict (subclasses inherit the config): a bool is ``true``/``false``, an
+    integer a JSON integer, never a string, a float or a bool read as one."""
+
+    model_config = ConfigDict(strict=True)
 
     @field_validator("*")
     @classmethod
