@@ -352,6 +352,26 @@ def test_stdin_streams_into_the_same_shards(setup, full_run, tmp_path, monkeypat
     assert got["shards"] == want["shards"]
 
 
+def test_a_fifo_streams_into_the_same_shards(setup, full_run, tmp_path, capsys) -> None:
+    """A named pipe is read once, as stdin is: its size is unknown (a FIFO's st_size of 0 was
+    recorded, and the same text given later as a file was refused as "an input of 0 bytes")."""
+    from support.fifo import fed_fifo
+
+    model, inp = setup
+    out = tmp_path / "fifo"
+    with fed_fifo(tmp_path / "in.fifo", inp.read_bytes()) as fifo:
+        assert _embed(model, fifo, f"{out}/", *FLAGS) == 0
+    got, want = (
+        json.loads((out / MANIFEST).read_text()),
+        json.loads((full_run / MANIFEST).read_text()),
+    )
+    assert got["inputs"][0] == {**want["inputs"][0], "path": str(fifo), "size": None}
+    assert got["shards"] == want["shards"]
+    capsys.readouterr()
+    assert _embed(model, inp, out, *FLAGS) == 0  # the same text from the file: all done
+    assert "0 written now" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_two_torchrun_processes_write_the_one_process_folder(setup, full_run, tmp_path) -> None:
     """Windows go round-robin to 2 gloo ranks, rank 0 lists the shards: the same bytes as one

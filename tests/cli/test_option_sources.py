@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 
@@ -76,3 +77,37 @@ def test_max_seq_length_help_and_squad_windows_from_their_homes(parser):
         [*base, "--output", "o", "--doc-stride", "64", "--max-query-length", "32"]
     )
     assert settings_from_args(args).windows == SquadFeatureConfig(WindowConfig(doc_stride=64), 32)
+
+
+@pytest.mark.parametrize(
+    ("flag", "commands"),
+    [
+        ("--encoding-errors", ("train-vocab", "tokenize", "prepare-pretraining", "embed")),
+        ("--cased", ("train-vocab", "tokenize", "prepare-pretraining")),
+        ("--batch-size", ("embed", "fill-mask")),
+        ("--batch-size", ("evaluate", "predict")),
+    ],
+)
+def test_a_flag_shared_by_commands_reads_alike_in_each(parser, flag, commands):
+    """One definition of each (bertkit.cli.options): the same default, help, choices and
+    metavar wherever the flag appears (embed's --batch-size and --encoding-errors were its own,
+    without help; tokenize's --encoding-errors and prepare-pretraining's --cased had their own
+    help)."""
+    actions = [_option(_sub(parser, command), flag) for command in commands]
+    assert all(a.help for a in actions)
+    assert len({(a.default, a.help, str(a.choices), a.metavar, a.type) for a in actions}) == 1
+
+
+def test_batch_size_defaults_are_the_inference_classes(parser):
+    from bertkit.inference import Embedder, FillMasker, TaskModel
+
+    for command, cls in (
+        ("embed", Embedder),
+        ("fill-mask", FillMasker),
+        ("evaluate", TaskModel),
+        ("predict", TaskModel),
+    ):
+        (field,) = (f for f in dataclasses.fields(cls) if f.name == "batch_size")
+        assert _option(_sub(parser, command), "--batch-size").default == field.default
+    assert _option(_sub(parser, "embed"), "--batch-size").default == 32  # as before
+    assert _option(_sub(parser, "predict"), "--batch-size").default == 64

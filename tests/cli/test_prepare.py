@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -250,3 +252,23 @@ def test_pretrain_without_held_out_documents_trains_and_says_why(tmp_path: Path,
     captured = capsys.readouterr()
     assert "no held-out evaluation: the 'eval' split of" in captured.err
     assert "held-out" not in captured.out and (tmp_path / "run" / "model").is_dir()
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a character device"])
+def test_a_fifo_or_a_device_is_not_a_regular_file(tmp_path: Path, capsys, kind: str) -> None:
+    """prepare-pretraining hashes, counts and splits each corpus file before reading it: a named
+    pipe or a device cannot be, and says so (it was "file not found")."""
+    from support.fifo import fed_fifo
+
+    with contextlib.ExitStack() as stack:
+        if kind == "a FIFO":  # fed, so that a command opening it by mistake cannot hang
+            path = stack.enter_context(fed_fifo(tmp_path / "corpus.fifo", b"a b.\n"))
+        else:
+            path = Path(os.devnull)
+        assert _prepare(tmp_path, "out", inputs=("pt_bert.txt", str(path))) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"bertkit prepare-pretraining: error: {path}: is {kind}, not a regular file; expected "
+        "a regular file, which this command may read more than once\n"
+    )
+    assert [p.name for p in tmp_path.iterdir() if p.name != "corpus.fifo"] == []

@@ -112,3 +112,23 @@ def test_help_lists_commands(flag: str, capsys) -> None:
         main([flag])
     out = capsys.readouterr().out
     assert "train-vocab" in out and "tokenize" in out
+
+
+def test_tokenize_and_train_vocab_stream_a_fifo_like_a_file(tmp_path: Path, capsys) -> None:
+    """They read their input once, line by line, as they read stdin: a named pipe is an input
+    (it was "file not found"). Neither checks nor counts it first (that would consume it)."""
+    from support.fifo import fed_fifo
+
+    data = "".join(f"the cat number {i % 7} sat on the mat.\n" for i in range(300)).encode()
+    src = tmp_path / "in.txt"
+    src.write_bytes(data)
+    for command, out, extra in (
+        ("tokenize", "tok", ["--vocab", str(VOCAB)]),
+        ("train-vocab", "vocab", ["--vocab-size", "80"]),
+    ):
+        argv = [command, *extra, "--input"]
+        assert main([*argv, str(src), "--output", str(tmp_path / f"{out}-file.txt")]) == 0
+        with fed_fifo(tmp_path / f"{out}.fifo", data) as fifo:
+            assert main([*argv, str(fifo), "--output", str(tmp_path / f"{out}-fifo.txt")]) == 0
+        want = (tmp_path / f"{out}-file.txt").read_bytes()
+        assert (tmp_path / f"{out}-fifo.txt").read_bytes() == want and want

@@ -22,6 +22,7 @@ from bertkit.model import BertForMaskedLM
 from bertkit.serve.app import create_app
 from bertkit.serve.settings import ServeSettings
 from bertkit.tokenizer import BertTokenizer
+from support.cli_runs import FAST as CLI_FAST
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WORDS = [
@@ -103,18 +104,8 @@ def tiny_classifier(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return out
 
 
-FAST = [
-    "--max-steps",
-    "2",
-    "--epochs",
-    "1",
-    "--batch-size",
-    "4",
-    "--seed",
-    "3",
-    "--max-seq-length",
-    "64",
-]
+FAST = [*CLI_FAST, "--max-seq-length", "64"]
+"""The CLI tests' few fine-tuning steps (one home: support.cli_runs), at the tiny MLM's length."""
 
 
 @pytest.fixture(scope="session")

@@ -129,3 +129,38 @@ def test_a_compressed_training_file_names_the_task_like_the_plain_one(tmp_path) 
     cols = {"text": "text", "text_pair": None, "label": "label"}
     adapter, examples = ClassificationAdapter.for_files(packed, cols)
     assert adapter.name == "train" and adapter.labels == ["a", "b"] and len(examples) == 2
+
+
+def test_each_adapter_says_what_an_unlabelled_example_lacks(tmp_path) -> None:
+    """The adapter, the home of what its task is, decides whether an example can be trained on
+    or scored (build_task refuses a training or dev file otherwise, naming the file and line)."""
+    from bertkit.data.tasks.conll import TaggedSentence
+    from bertkit.data.tasks.glue import ClassificationExample
+    from bertkit.data.tasks.squad import SquadAnswer, SquadExample
+    from bertkit.data.tasks.swag import MultipleChoiceExample
+    from bertkit.errors import InputError
+    from bertkit.tasks.multiple_choice import MultipleChoiceAdapter
+    from bertkit.tasks.span_qa import SquadAdapter
+    from bertkit.tasks.tagging import TaggingAdapter
+
+    glue = ClassificationAdapter.for_glue("SST-2")
+    row = ClassificationExample("g1", "a film", None, None, line=4)
+    assert glue.missing_label(row) == "a label"
+    assert glue.missing_label(ClassificationExample("g1", "a film", None, 1)) is None
+    swag = MultipleChoiceAdapter("swag", "swag")
+    assert swag.missing_label(MultipleChoiceExample("s", "c", "s", ("a", "b"), None)) == "a label"
+    ner = TaggingAdapter("ner", "conll")
+    assert ner.missing_label(TaggedSentence(("EU", "rejects"), (), line=2)) == "tags"
+    assert ner.missing_label(TaggedSentence(("EU",), ("B-ORG",))) is None
+    squad = SquadAdapter("squad", "squad1")
+    qa = SquadExample("q", "Where?", "Paris", (SquadAnswer("Paris", 0),))
+    assert squad.missing_label(qa) is None
+    path = tmp_path / "dev.tsv"
+    with pytest.raises(InputError) as info:
+        glue.require_labelled(path, "dev", [row])
+    assert str(info.value) == (
+        f"{path}:4: expected labelled dev data, got an example without a label"
+    )
+    with pytest.raises(InputError, match=r"dev\.tsv: no examples \(expected labelled train data"):
+        ner.require_labelled(path, "train", [])
+    assert squad.require_labelled(path, "dev", [qa]) == [qa]

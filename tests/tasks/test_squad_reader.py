@@ -157,3 +157,41 @@ def test_the_adapter_reads_with_its_version(tmp_path):
     assert len(SquadAdapter("squad", "squad2", version_2=True).read(v2)) == 4
     with pytest.raises(InputError, match=r"is_impossible is true in a SQuAD v1\.1 task"):
         SquadAdapter("squad", "squad1").read(v2)
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\t\n", "\u3000"])
+def test_an_empty_question_names_its_id(tmp_path, question):
+    """A question with no text asks nothing: the model would be trained on (or scored for) a
+    span it was never asked for. Refused like a duplicate id, in either SQuAD version."""
+    qa = {"id": "q9", "question": question, "answers": [{"text": "Paris", "answer_start": 0}]}
+    p = _dump(tmp_path, _doc(qa))
+    line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if '"q9"' in t)
+    for version_2 in (False, None):
+        with pytest.raises(InputError) as info:
+            read_squad(p, version_2=version_2)
+        assert str(info.value) == (
+            f"{p}:{line}: data[0].paragraphs[0].qas[0]: question 'q9' has an empty question "
+            "text (expected the question to answer from the context)"
+        )
+
+
+@pytest.mark.parametrize(
+    "qa",
+    [
+        {"id": "q9", "question": "Where?", "answers": [{"text": "", "answer_start": 0}]},
+        {"id": "q9", "question": "Where?", "answers": [], "is_impossible": True},
+    ],
+    ids=["answered", "unanswerable"],
+)
+@pytest.mark.parametrize("context", ["", " \n "])
+def test_an_empty_context_names_the_first_question_on_it(tmp_path, qa, context):
+    """An empty context has no span to answer with: an unanswerable question on it, or an empty
+    answer at its start, was read before, and the first question on it is what is named."""
+    p = _dump(tmp_path, _doc(qa, context))
+    line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if '"q9"' in t)
+    with pytest.raises(InputError) as info:
+        read_squad(p)
+    assert str(info.value) == (
+        f"{p}:{line}: data[0].paragraphs[0].qas[0]: question 'q9' is asked on an empty "
+        "context (expected the paragraph's text to find the answer in)"
+    )

@@ -20,7 +20,7 @@ HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.io import ENCODING_ERRORS
+    from bertkit.inference.embedder import Embedder, LayerSpec
     from bertkit.model.pooling import LAYER_COMBINES, POOLINGS
 
     options.add_model(p, "checkpoint folder (config.json, weights, vocab.txt or tokenizer.json)")
@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="L2-normalise every vector (default: as the folder's sentence-transformers config says, else no)",
     )
-    p.add_argument("--batch-size", type=int, default=32)
+    options.add_batch_size(p, Embedder)
     p.add_argument(
         "--max-length",
         type=int,
@@ -53,8 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="tokens per window (default: the folder's max_seq_length, else the model's limit)",
     )
     # long inputs and the feature-based approach (issue 16)
-    from bertkit.inference.embedder import LayerSpec
-
     options.add_windows(p, length="--max-length")
     options.add_streaming(p)  # folder output only
     options.add_fields(
@@ -76,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_device(p)
     options.add_allow_pickle(p)
     options.add_split_special_tokens(p)
-    p.add_argument("--encoding-errors", choices=ENCODING_ERRORS, default="strict")
+    options.add_encoding_errors(p)
 
 
 def _read_lines(path: Path | None, errors: str) -> list[str]:

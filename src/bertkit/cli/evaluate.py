@@ -27,6 +27,8 @@ HELP = "score a fine-tuned model on a labelled file with the task's official met
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bertkit.inference.task_model import TaskModel
+
     options.add_model(parser, "folder written by `bertkit finetune`")
     parser.add_argument(
         "--data",
@@ -45,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
     )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
-    parser.add_argument("--batch-size", type=int, default=64)
+    options.add_batch_size(parser, TaskModel)
     options.add_windows(parser, length="the model's max_seq_length", saved=True)
     options.add_precision(parser, inference=True)
     options.add_device(parser)

@@ -13,13 +13,15 @@ HELP = "print the top-k tokens and probabilities for every [MASK] in each text"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.inference.fill_mask import FillMasker
+
     options.add_model(p, "checkpoint folder with an MLM head")
     p.add_argument(
         "texts", nargs="*", help="texts containing [MASK] (default: lines of --input or stdin)"
     )
     p.add_argument("--input", type=Path, default=None, help="text file, one item per line")
     p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=32)
+    options.add_batch_size(p, FillMasker)
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
     options.add_precision(p, inference=True)
     options.add_device(p)

@@ -217,6 +217,38 @@ def add_split_special_tokens(
     )
 
 
+def add_batch_size(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type) -> None:
+    """``--batch-size`` of the inference commands, its default the ``batch_size`` field of
+    ``cls``, the class the command loads (``Embedder``, ``FillMasker``, ``TaskModel``)."""
+    (default,) = (f.default for f in dataclasses.fields(cls) if f.name == "batch_size")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=default,
+        help=f"inputs per forward pass, batched by length (default {default})",
+    )
+
+
+def add_encoding_errors(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--encoding-errors`` of the commands that read text lines (train-vocab, tokenize, embed):
+    the corpus reading field :attr:`~bertkit.data.corpus.CorpusOptions.encoding_errors`, with
+    the choices of :data:`bertkit.io.ENCODING_ERRORS`."""
+    from bertkit.data.corpus import CorpusOptions
+    from bertkit.io import ENCODING_ERRORS
+
+    add_fields(
+        parser, CorpusOptions, ("encoding_errors",), choices={"encoding_errors": ENCODING_ERRORS}
+    )
+
+
+def add_cased(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--cased`` of the commands that build their own tokenizer from a vocabulary (train-vocab,
+    tokenize, prepare-pretraining): ``do_lower_case = not args.cased``."""
+    parser.add_argument(
+        "--cased", action="store_true", help="keep case and accents (default: uncased)"
+    )
+
+
 def add_model(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
     """``--model`` (a folder or a Hugging Face Hub id) and ``--revision``, for every command that
     loads one model; :func:`resolve_model` turns them into the folder before the command runs."""

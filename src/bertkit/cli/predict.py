@@ -27,6 +27,8 @@ HELP = "predict with a fine-tuned model: JSONL, or SQuAD predictions.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bertkit.inference.task_model import TaskModel
+
     options.add_model(parser, "folder written by `bertkit finetune`")
     parser.add_argument(
         "--input",
@@ -42,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split", default="test", help="GLUE folder split when --input is a folder"
     )
-    parser.add_argument("--batch-size", type=int, default=64)
+    options.add_batch_size(parser, TaskModel)
     options.add_windows(parser, length="the model's max_seq_length", saved=True)
     options.add_streaming(parser)  # folder output only
     options.add_precision(parser, inference=True)

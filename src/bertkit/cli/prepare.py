@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices={"corpus.format": FORMATS, "corpus.encoding_errors": ENCODING_ERRORS},
         metavars={"masking.mask_ratios": ("MASK", "SAME", "RANDOM")},
     )
-    p.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
+    options.add_cased(p)
     p.add_argument(
         "--dupe-factor",
         type=int,

@@ -16,13 +16,11 @@ _CHUNK = 512
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.io import ENCODING_ERRORS
-
-    p.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
-    p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
-    p.add_argument("--pair", action="store_true", help="each line holds two tab-separated texts")
     from bertkit.cli import options
 
+    p.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
+    options.add_cased(p)
+    p.add_argument("--pair", action="store_true", help="each line holds two tab-separated texts")
     options.add_split_special_tokens(p)
     p.add_argument(
         "--max-length", type=int, default=None, help="truncate to N tokens (specials included)"
@@ -41,12 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="write here (atomically: all or nothing) instead of stdout",
     )
     p.add_argument("--workers", type=int, default=1, help="worker processes")
-    p.add_argument(
-        "--encoding-errors",
-        choices=ENCODING_ERRORS,
-        default="strict",
-        help="invalid UTF-8: stop with an error naming file and line, or use U+FFFD",
-    )
+    options.add_encoding_errors(p)
 
 
 def _encode_lines(tok: Tokenizer, job: tuple[list[tuple[str, str | None]], dict[str, Any]]) -> str:
@@ -107,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks
 
-    if args.input is not None:
-        require_file(args.input)
-    if args.input is not None and args.encoding_errors == "strict":
+    # a FIFO or a device is streamed once, as stdin is: no UTF-8 check or line count first
+    regular = args.input is not None and require_file(args.input, stream=True).is_file()
+    if regular and args.encoding_errors == "strict":
         _check_utf8(args.input)
     tok = BertTokenizer(
         args.vocab, do_lower_case=not args.cased, split_special_tokens=args.split_special_tokens
@@ -120,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         "truncation": args.truncation if args.max_length is not None else False,
     }
     total = None
-    if args.input is not None:
+    if regular:
         with open(args.input, "rb") as f:
             total = sum(1 for _ in f)
     with progress(total=total, desc="tokenizing", unit=" lines") as bar:

@@ -20,8 +20,6 @@ HELP = "train a WordPiece vocabulary (vocab.txt) from text files"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.data.corpus import CorpusOptions
-    from bertkit.io import ENCODING_ERRORS
     from bertkit.tokenizer.trainer import WordPieceSettings
 
     p.add_argument(
@@ -33,13 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="UTF-8 text files, one text per line (WikiExtractor <doc> tag lines are skipped)",
     )
     p.add_argument("--output", type=Path, required=True, help="where to write vocab.txt")
-    p.add_argument("--cased", action="store_true", help="keep case and accents (default: uncased)")
+    options.add_cased(p)
     options.add_fields(
         p, WordPieceSettings, [f.name for f in dataclasses.fields(WordPieceSettings)]
     )
-    options.add_fields(
-        p, CorpusOptions, ("encoding_errors",), choices={"encoding_errors": ENCODING_ERRORS}
-    )
+    options.add_encoding_errors(p)
 
 
 def _lines(paths: list[Path], errors: str, bar) -> Iterator[str]:
@@ -60,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
 
     for path in args.input:
-        require_file(path)
-    total = sum(p.stat().st_size for p in args.input)
+        require_file(path, stream=True)  # read once, line by line: a FIFO will do
+    sizes = [p.stat().st_size if p.is_file() else None for p in args.input]
+    total = None if None in sizes else sum(sizes)
     t0 = time.perf_counter()
     # progress in characters read, close to bytes for mostly-ASCII text
     with progress(total=total, desc="reading", unit="B", unit_scale=True) as bar:

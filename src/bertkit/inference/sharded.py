@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,6 +329,7 @@ def file_size(path: str | Path | None) -> int | None:
     if path is None:
         return None
     try:
-        return os.stat(path).st_size
+        st = os.stat(path)
     except OSError:
         return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None  # a FIFO's 0 says nothing

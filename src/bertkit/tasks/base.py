@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bertkit.errors import InputError
 from bertkit.io import atomic_write_text
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowCounts
 from bertkit.tokenizer.protocol import Tokenizer
@@ -82,7 +83,30 @@ class TaskAdapter:
         one example a line."""
         from bertkit.io import count_lines
 
-        return count_lines(path) if Path(path).is_file() else None
+        return count_lines(path)  # None for a folder, a FIFO or a compressed file
+
+    def missing_label(self, example: Any) -> str | None:
+        """What ``example`` lacks to be trained on or scored ("a label"), None when it has it.
+
+        The base rule: a ``label`` of None is missing (a classification or multiple-choice row
+        without a label column); examples with no ``label`` field (SQuAD's, with answers, and
+        the retrieval families') carry theirs in other fields, checked by their readers."""
+        return "a label" if getattr(example, "label", 0) is None else None
+
+    def require_labelled(self, path: str | Path, split: str, examples: list[Any]) -> list[Any]:
+        """``examples`` (the ``split`` read from ``path``), refused with an InputError naming the
+        file, and the line of the first example that lacks its label (:meth:`missing_label`),
+        when there are none or one cannot be learned from or scored."""
+        if not examples:
+            raise InputError(path, None, f"no examples (expected labelled {split} data)")
+        for e in examples:
+            if (what := self.missing_label(e)) is not None:
+                raise InputError(
+                    path,
+                    getattr(e, "line", 0) or None,
+                    f"expected labelled {split} data, got an example without {what}",
+                )
+        return examples
 
     def fit_labels(self, train: Sequence[Any]) -> None:
         """Take the label list from the training examples (families whose labels come from data)."""

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertkit.data.tasks.conll import TaggedSentence
 from bertkit.data.tasks.glue import glue_file
-from bertkit.errors import CheckpointError, ConfigError, InputError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import format_stem
 from bertkit.tasks.base import TASK_FILE, TASK_FORMAT, TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
@@ -154,7 +153,8 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
 
         def read(split: str) -> list[Any]:
             found = adapter.read(s.data_dir, split)  # type: ignore[arg-type]
-            return _labelled(glue_file(s.data_dir, adapter.name, split), split, found)  # type: ignore[arg-type]
+            path = glue_file(s.data_dir, adapter.name, split)  # type: ignore[arg-type]
+            return adapter.require_labelled(path, split, found)
 
         return adapter, read("train"), {d: read(d) for d in adapter.dev_splits()}
     assert s.train is not None and s.dev is not None
@@ -215,25 +215,10 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             search=s.search,
         )
         train = adapter.read(s.train, "train")
-    _labelled(s.train, "train", train)
+    adapter.require_labelled(s.train, "train", train)
     adapter.fit_labels(train)
-    return adapter, train, {"dev": _labelled(s.dev, "dev", adapter.read(s.dev, "dev"))}
-
-
-def _labelled(path: str | Path, split: str, examples: list[Any]) -> list[Any]:
-    """``examples`` (read from ``path``), refused when there are none or one carries no label
-    (a classification or multiple-choice row without a label column, a tokens-only CoNLL file)."""
-    if not examples:
-        raise InputError(path, None, f"no examples (expected labelled {split} data)")
-    for e in examples:
-        if getattr(e, "label", 0) is None or (isinstance(e, TaggedSentence) and not e.tags):
-            what = "tags" if isinstance(e, TaggedSentence) else "a label"
-            raise InputError(
-                path,
-                getattr(e, "line", 0) or None,
-                f"expected labelled {split} data, got an example without {what}",
-            )
-    return examples
+    dev = adapter.require_labelled(s.dev, "dev", adapter.read(s.dev, "dev"))
+    return adapter, train, {"dev": dev}
 
 
 def adapter_from_state(state: dict[str, Any]) -> TaskAdapter:

@@ -120,6 +120,10 @@ class TaggingAdapter(TaskAdapter):
         """Sentences of a CoNLL file (blank-line blocks), lines of the user's formats."""
         return count_sentences(path) if self.family == "ner" else super().count_examples(path)
 
+    def missing_label(self, example: Any) -> str | None:
+        """A sentence without tags (a tokens-only CoNLL file, prediction input) lacks them."""
+        return None if example.tags else "tags"
+
     def fit_labels(self, train: Sequence[Any]) -> None:
         self.labels = tag_label_list(train)
 

@@ -60,8 +60,9 @@ def read_squad(path: str | Path, *, version_2: bool | None = None) -> list[Squad
     a missing field, an answerable question without answers, an ``answer_start`` outside the
     context, an answer whose text is not the context's at its ``answer_start`` (google's
     run_squad skips those with a warning; here they are refused, never trained on a wrong span),
-    or a question id used twice (predictions and scores are keyed by id: one would hide the
-    other).
+    a question whose text or context is empty or only whitespace (nothing to ask, or nothing
+    to answer from), or a question id used twice (predictions and scores are keyed by id: one
+    would hide the other).
     A leading byte-order mark is dropped; a ``.gz``, ``.xz`` or ``.bz2`` file is decompressed.
     """
     path = Path(path)
@@ -187,6 +188,20 @@ class _Reader:
             qa, "id", str, where, hint or (qa.get("question") if isinstance(qa, dict) else None)
         )
         question = self.field(qa, "question", str, where, hint)
+        if not question.strip():
+            raise self.fail(
+                where,
+                f"question {qas_id!r} has an empty question text (expected the question to "
+                "answer from the context)",
+                hint,
+            )
+        if not context.strip():
+            raise self.fail(
+                where,
+                f"question {qas_id!r} is asked on an empty context (expected the paragraph's "
+                "text to find the answer in)",
+                hint,
+            )
         impossible = qa.get("is_impossible", False)
         if not isinstance(impossible, bool):
             raise self.fail(
