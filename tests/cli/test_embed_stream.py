@@ -372,6 +372,40 @@ def test_a_fifo_streams_into_the_same_shards(setup, full_run, tmp_path, capsys) 
     assert "0 written now" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("source", ["stdin", "fifo"])
+def test_torchrun_refuses_an_input_read_once(setup, tmp_path, monkeypatch, capsys, source):
+    """Under torchrun every rank reads the whole input: from a pipe each would get a part of
+    it, silently; refused before any process group starts, naming the input."""
+    from support.fifo import fed_fifo
+
+    model, inp = setup
+    monkeypatch.setenv("WORLD_SIZE", "2")  # torchrun's; refused before RANK or a store is read
+    out = tmp_path / "out"
+    if source == "stdin":
+        monkeypatch.setattr(sys, "stdin", open(inp, encoding="utf-8"))  # noqa: SIM115
+        code = main(["embed", "--model", str(model), "--output", f"{out}/", *FLAGS])
+        sys.stdin.close()
+    else:
+        with fed_fifo(tmp_path / "in.fifo", b"") as fifo:
+            code = _embed(model, fifo, f"{out}/", *FLAGS)
+    err = capsys.readouterr().err
+    assert code != 0 and not out.exists()
+    assert "<stdin>" in err if source == "stdin" else "in.fifo" in err
+    assert "every rank reads the whole input" in err and "regular file with --input" in err
+
+
+def test_a_missing_input_is_named_before_the_model_loads(setup, tmp_path, monkeypatch, capsys):
+    def load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the input was checked")
+
+    model, _ = setup
+    monkeypatch.setattr(Embedder, "load", load)
+    for out in (tmp_path / "v.npy", f"{tmp_path}/folder/"):
+        assert _embed(model, tmp_path / "missing.txt", out) != 0
+        err = capsys.readouterr().err
+        assert "missing.txt" in err and "file not found" in err and "AssertionError" not in err
+
+
 @pytest.mark.slow
 def test_two_torchrun_processes_write_the_one_process_folder(setup, full_run, tmp_path) -> None:
     """Windows go round-robin to 2 gloo ranks, rank 0 lists the shards: the same bytes as one

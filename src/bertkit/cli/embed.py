@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -112,14 +113,23 @@ def _run_folder(args: argparse.Namespace) -> int:
     """Shards + manifest in the folder ``args.output`` (:func:`bertkit.inference.corpus.embed_to`).
     Under torchrun every rank embeds its share of the windows (rank 0's kernel choices, one
     barrier after the clean-up and one before the final manifest); alone, the group is a no-op."""
+    from bertkit.errors import InputError
     from bertkit.inference.sharded import file_size
     from bertkit.io import count_lines
     from bertkit.training import distributed as D
 
+    path = args.input
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and (path is None or not path.is_file()):
+        # each rank reads the whole input and keeps its share: a pipe would deal lines out
+        raise InputError(
+            path or "<stdin>",
+            None,
+            "under torchrun every rank reads the whole input, which a pipe gives only once: "
+            "pass a regular file with --input",
+        )
     info = D.init_from_env(args.device)
     with D.reported(info):
         options.resume_precision(args)
-        path = args.input
         source = {"path": "-" if path is None else str(path), "size": file_size(path)}
         summary = _load(args).embed_to(
             _stream_lines(path, args.encoding_errors),
@@ -152,8 +162,10 @@ def run(args: argparse.Namespace) -> int:
 
     from bertkit.errors import InputError
     from bertkit.inference.embedder import save_token_features
-    from bertkit.io import atomic_write
+    from bertkit.io import atomic_write, require_file
 
+    if args.input is not None:  # before the model loads; a FIFO is read once, as stdin
+        require_file(args.input, stream=True)
     folder = options.is_folder_output(args.output)
     args.output = Path(args.output)
     if folder and args.per_token:
