@@ -1,7 +1,8 @@
 """Inference: load a folder, batch by length, run the unpadded encoder at the chosen precision.
 
 - :func:`pipeline` (``pipeline.py``): one entry point by task name.
-- :class:`Embedder` (``embedder.py``), :class:`FillMasker` (``fill_mask.py``).
+- :class:`Embedder` (``embedder.py``; texts, or :class:`TokenIds` as they are),
+  :class:`FillMasker` (``fill_mask.py``).
 - :class:`TaskModel` and its family classes :class:`Classifier`, :class:`Tagger`,
   :class:`QuestionAnswerer`, :class:`ChoiceScorer` (``task_model.py``).
 - :func:`predict_rows` (``runner.py``): the forward loop shared with dev scoring in fine-tuning.
@@ -10,7 +11,7 @@ The CLI's ``embed``, ``fill-mask``, ``predict`` and ``evaluate``, the quickstart
 are thin layers over these.
 """
 
-from bertkit.inference.embedder import Embedder, PoolingSpec
+from bertkit.inference.embedder import Embedder, PoolingSpec, TokenIds
 from bertkit.inference.fill_mask import FillMasker
 from bertkit.inference.pipeline import TASKS, pipeline, task_of
 from bertkit.inference.runner import predict_rows, to_torch
@@ -32,6 +33,7 @@ __all__ = [
     "QuestionAnswerer",
     "Tagger",
     "TaskModel",
+    "TokenIds",
     "pipeline",
     "predict_rows",
     "task_of",

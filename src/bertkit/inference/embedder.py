@@ -15,6 +15,12 @@ mean over its tokens would), or an element-wise max (``window_pooling="max"``, w
 pooling equals max pooling over all tokens); normalisation comes after. ``truncate`` reads only
 the first window, as sentence-transformers does.
 
+An input may also be given as token ids (:class:`TokenIds`, what text-embeddings-inference and
+OpenAI's embeddings API accept): they are the model's input as they are, [CLS] and [SEP] only
+where the caller put them, token types 0, one window (``truncate`` keeps the first
+:attr:`Embedder.max_length` ids; otherwise a longer list is a :class:`TokenIdsError`).
+``TokenIds(tokenizer.encode(text).input_ids)`` embeds as ``text`` does.
+
 Feature-based use (paper section 5.3): ``layers`` picks hidden layers (-1 the last, 0 the
 embeddings) joined by ``layer_combine`` (concat, sum, mean) instead of the last layer alone;
 :meth:`Embedder.token_features` gives one vector per word piece with its character offsets, each
@@ -33,7 +39,7 @@ import numpy as np
 import torch
 
 from bertkit import precision as P
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, InputError
 from bertkit.evaluation.retrieval import unit_rows
 from bertkit.inference.loading import load_for_inference
 from bertkit.interop import save_pretrained
@@ -82,6 +88,28 @@ class LayerSpec:
     def width(self, hidden: int) -> int:
         n = len(self.layers) or 1
         return hidden * n if self.layer_combine == "concat" else hidden
+
+
+@dataclass(frozen=True)
+class TokenIds:
+    """A pre-tokenized input: the model's input ids exactly, no special tokens added (the caller
+    includes [CLS] and [SEP] when it wants them), token types 0. ``input_ids`` as
+    :class:`~bertkit.tokenizer.encoding.Encoding` names them, so lengths read alike."""
+
+    input_ids: Sequence[int]
+
+
+class TokenIdsError(InputError):
+    """A :class:`TokenIds` input the model cannot read as it is: empty, an id outside the
+    vocabulary, or (``too_long``) longer than :attr:`Embedder.max_length` where it may not be
+    cut. ``index``: the input's, from 0 (``line``: from 1)."""
+
+    def __init__(self, index: int, message: str, too_long: bool = False) -> None:
+        self.index, self.too_long = index, too_long
+        super().__init__(None, index + 1, message)
+
+    def __reduce__(self):
+        return (type(self), (self.index, self.message, self.too_long))
 
 
 @dataclass
@@ -218,18 +246,63 @@ class Embedder:
             folder, self.spec.pooling, self.spec.normalize, self.max_length, dimension=self.dim
         )
 
-    def encode(self, texts: Sequence[str]) -> list[Encoding]:
-        """Token ids and offsets of ``texts``, whole (:meth:`window` cuts them to the limit)."""
-        return self.tokenizer.encode_batch(list(texts))
+    @property
+    def vocab_size(self) -> int:
+        """The ids a :class:`TokenIds` input may hold: 0 .. vocab_size - 1 (tokens of the
+        tokenizer that the model has an embedding for)."""
+        return min(len(self.tokenizer), int(self.model.config.vocab_size))
 
-    def window(self, encodings: Sequence[Encoding], truncate: bool | None = None) -> Windowed:
+    def encode(self, inputs: Sequence[str | TokenIds]) -> list[Encoding | TokenIds]:
+        """Token ids and offsets of each text, whole (:meth:`window` cuts them to the limit); a
+        :class:`TokenIds` input as it is, once checked (:class:`TokenIdsError` for an empty
+        one or an id outside the vocabulary)."""
+        texts = [x for x in inputs if isinstance(x, str)]
+        if len(texts) == len(inputs):
+            return self.tokenizer.encode_batch(texts)
+        encoded = iter(self.tokenizer.encode_batch(texts) if texts else ())
+        vocab = self.vocab_size
+        out: list[Encoding | TokenIds] = []
+        for i, x in enumerate(inputs):
+            if isinstance(x, str):
+                out.append(next(encoded))
+                continue
+            if not x.input_ids:
+                raise TokenIdsError(i, "an empty list of token ids")
+            bad = next((t for t in x.input_ids if not 0 <= t < vocab), None)
+            if bad is not None:
+                raise TokenIdsError(i, f"token id {bad} is outside the vocabulary (0..{vocab - 1})")
+            out.append(x)
+        return out
+
+    def window(
+        self, encodings: Sequence[Encoding | TokenIds], truncate: bool | None = None
+    ) -> Windowed:
         """Windows of at most :attr:`max_length` tokens over each encoding (``truncate``: the
-        first only; None: as :attr:`windows` says)."""
+        first only; None: as :attr:`windows` says). A :class:`TokenIds` input is one window of
+        its ids as they are (``truncate``: the first :attr:`max_length`; otherwise a longer one
+        is a :class:`TokenIdsError` with ``too_long``)."""
         cut = self.windows.truncate if truncate is None else truncate
         room, stride = self.max_length - 2, self.windows.stride(self.max_length)
         out = Windowed([], [], [], [], WindowCounts(0, 0, 0, 0))
         cls_id, sep_id, cut_inputs = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, []
         for i, enc in enumerate(encodings):
+            if isinstance(enc, TokenIds):  # the model's input as it is: no specials, no windows
+                ids = list(enc.input_ids)
+                if len(ids) > self.max_length:
+                    if not cut:
+                        raise TokenIdsError(
+                            i,
+                            f"{len(ids)} token ids, more than the model's {self.max_length} "
+                            "(token ids are read as they are, not in windows)",
+                            too_long=True,
+                        )
+                    ids = ids[: self.max_length]
+                    cut_inputs.append(i)
+                out.inputs.append(EncodedInput(ids, [0] * len(ids), [1] * len(ids), None, i))
+                out.owners.append(i)
+                out.starts.append(0)
+                out.is_max.append([True] * len(ids))
+                continue
             content = list(enc.input_ids[1:-1])
             if cut and len(content) > room:
                 cut_inputs.append(i)
@@ -305,8 +378,9 @@ class Embedder:
             out = unit_rows(out)
         return out.astype(np.float32, copy=False)
 
-    def embed(self, texts: Sequence[str]) -> tuple[np.ndarray, WindowCounts]:
-        """(N, D) float32 vectors in the order of ``texts``, and how they were windowed."""
+    def embed(self, texts: Sequence[str | TokenIds]) -> tuple[np.ndarray, WindowCounts]:
+        """(N, D) float32 vectors in the order of ``texts`` (texts or :class:`TokenIds`), and
+        how they were windowed."""
         windowed = self.window(self.encode(texts))
         return self.combine(self.embed_encodings(windowed.inputs), windowed), windowed.counts
 
@@ -322,8 +396,8 @@ class Embedder:
 
         return corpus.embed_to(self, lines, folder, **kwargs)
 
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        """(N, D) float32 vectors, in the order of ``texts``."""
+    def __call__(self, texts: Sequence[str | TokenIds]) -> np.ndarray:
+        """(N, D) float32 vectors, in the order of ``texts`` (texts or :class:`TokenIds`)."""
         return self.embed(texts)[0]
 
     @torch.inference_mode()

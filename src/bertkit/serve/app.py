@@ -38,6 +38,7 @@ from bertkit.serve.schemas import (
     SimilarityRequest,
     TagRequest,
     TokenizeRequest,
+    inputs_of,
     read_json,
 )
 from bertkit.serve.server import Server, _all_finite, _finite  # noqa: F401 (_all_finite: tests)
@@ -143,17 +144,17 @@ def create_app(settings: ServeSettings) -> FastAPI:
         _cut_end_only(req.truncation_direction)
         engine = server.engine("embed", req.model)
         engine.check_dimensions(req.dimensions)
-        texts = engine.prompted(_texts(req.inputs), req.prompt_name)
-        v, _ = await server.vectors(engine, texts, req.truncate, req.normalize, req.dimensions)
+        inputs = engine.prompted(inputs_of(req.inputs), req.prompt_name)
+        v, _ = await server.vectors(engine, inputs, req.truncate, req.normalize, req.dimensions)
         return _json(v)
 
     @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
     async def openai_embeddings(req: OpenAIEmbeddingRequest) -> Response:
         engine = server.engine("embed", req.model if req.model in server.engines else None)
         engine.check_dimensions(req.dimensions)
-        texts = engine.prompted(_texts(req.input), None)
-        # OpenAI's shape has no truncate field: long inputs are read in windows, as /embed does
-        v, tokens = await server.vectors(engine, texts, False, True, req.dimensions)
+        inputs = engine.prompted(inputs_of(req.input), None)
+        # OpenAI's shape has no truncate field: long texts are read in windows, as /embed does
+        v, tokens = await server.vectors(engine, inputs, False, True, req.dimensions)
         data = [
             {
                 "object": "embedding",

@@ -34,7 +34,7 @@ from bertkit.inference import (
     TaskModel,
     task_of,
 )
-from bertkit.inference.embedder import Windowed
+from bertkit.inference.embedder import TokenIds, TokenIdsError, Windowed
 from bertkit.inference.fill_mask import MaskCutError
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
 from bertkit.serve.errors import ServeError
@@ -203,8 +203,9 @@ class Engine:
                 raise ServeError(
                     413,
                     f"Input validation error: `{what}` must have at most {limit} tokens "
-                    f"(the server's --max-input-tokens; longer than the model's {self.max_input_length} "
-                    f'they are read in windows; send "truncate": true to cut). Input {i} has {n}',
+                    f"(the server's --max-input-tokens; texts longer than the model's "
+                    f"{self.max_input_length} are read in windows; "
+                    f'send "truncate": true to cut). Input {i} has {n}',
                 )
 
     def _prepared(self, model: TaskModel, examples: list[Any], check: bool, what: str) -> Any:
@@ -215,32 +216,63 @@ class Engine:
             self._check_lengths(prepared.lengths, what)
         return prepared
 
-    def encode_for_embedding(self, texts: Sequence[str], truncate: bool) -> Windowed:
+    def _encoded(self, inputs: Sequence[str | TokenIds]) -> list[Any]:
+        """The texts tokenized, the token ids checked (:meth:`Embedder.encode`): 422 for an
+        empty id list or an id outside the vocabulary, naming the input."""
+        assert self.embedder is not None
+        try:
+            return self.embedder.encode(inputs)
+        except TokenIdsError as e:
+            raise ServeError(422, f"input {e.index}: {e.message}") from None
+
+    def encode_for_embedding(self, inputs: Sequence[str | TokenIds], truncate: bool) -> Windowed:
+        """The inputs (texts and token ids) as the windows the worker embeds: 413 for an input
+        over --max-input-tokens, or for token ids over the model's length (ids are read as they
+        are, not in windows), unless ``truncate``."""
         emb = self.embedder
         assert emb is not None
         t0 = time.perf_counter()
-        encodings = emb.encode(texts)
+        encodings = self._encoded(inputs)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
         if not truncate:
             self._check_lengths([len(e.input_ids) for e in encodings])
         for e in encodings:
             self.metrics.input_length.observe(len(e.input_ids))
-        return emb.window(encodings, truncate)
+        try:
+            return emb.window(encodings, truncate)
+        except TokenIdsError as e:
+            raise ServeError(
+                413,
+                f'Input validation error: input {e.index} has {e.message}; send "truncate": true '
+                "to cut them",
+            ) from None
 
-    def prompted(self, texts: Sequence[str], prompt_name: str | None) -> list[str]:
-        """``texts`` behind the named prompt of the folder (``config_sentence_transformers.json``),
-        or its default prompt when none is named, as sentence-transformers does; 422 for a name
-        the folder does not have."""
+    def prompted(
+        self, inputs: Sequence[str | TokenIds], prompt_name: str | None
+    ) -> list[str | TokenIds]:
+        """The texts of ``inputs`` behind the named prompt of the folder
+        (``config_sentence_transformers.json``), or its default prompt when none is named, as
+        sentence-transformers does; 422 for a name the folder does not have. Token ids are the
+        model's input as they are: the default prompt leaves them so, a named one is a 422."""
+        named = prompt_name is not None
         if prompt_name is None:
             prompt_name = self.default_prompt
             if prompt_name is None:
-                return list(texts)
+                return list(inputs)
         if prompt_name not in self.prompts:
             known = ", ".join(sorted(self.prompts)) or "none"
             raise ServeError(
                 422, f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})"
             )
-        return [self.prompts[prompt_name] + t for t in texts]
+        ids = next((i for i, x in enumerate(inputs) if isinstance(x, TokenIds)), None)
+        if named and ids is not None:
+            raise ServeError(
+                422,
+                f"prompt_name cannot be used with token-id inputs (input {ids}): the ids are the "
+                "model's input as they are; put the prompt's tokens in them",
+            )
+        prompt = self.prompts[prompt_name]
+        return [prompt + x if isinstance(x, str) else x for x in inputs]
 
     def check_dimensions(self, dimensions: int | None) -> None:
         """422 for ``dimensions`` past the vector size, or for a model not trained with
@@ -258,12 +290,13 @@ class Engine:
                 "--any-dimensions to cut anyway",
             )
 
-    def fitting(self, texts: Sequence[str], truncate: bool) -> list[Any]:
-        """Each text encoded as one window of at most the model's length (cut with ``truncate``,
-        else a 413 for a longer one): the inputs of the per-token routes."""
+    def fitting(self, inputs: Sequence[str | TokenIds], truncate: bool) -> list[Any]:
+        """Each input (a text or token ids) encoded as one window of at most the model's length
+        (cut with ``truncate``, else a 413 for a longer one): the inputs of the per-token
+        routes."""
         emb = self.embedder
         assert emb is not None
-        encodings = emb.encode(texts)
+        encodings = self._encoded(inputs)
         limit = emb.max_length
         long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
         if long is not None and not truncate:
@@ -275,13 +308,15 @@ class Engine:
             )
         return emb.window(encodings, truncate=True).inputs
 
-    def embed_all(self, texts: Sequence[str], truncate: bool) -> list[np.ndarray]:
+    def embed_all(self, inputs: Sequence[str | TokenIds], truncate: bool) -> list[np.ndarray]:
         assert self.embedder is not None
-        return self.embedder.token_vectors(self.fitting(texts, truncate))
+        return self.embedder.token_vectors(self.fitting(inputs, truncate))
 
-    def embed_sparse(self, texts: Sequence[str], truncate: bool) -> list[list[dict[str, Any]]]:
+    def embed_sparse(
+        self, inputs: Sequence[str | TokenIds], truncate: bool
+    ) -> list[list[dict[str, Any]]]:
         assert self.masker is not None
-        found = self.masker.sparse_vectors([w.input_ids for w in self.fitting(texts, truncate)])
+        found = self.masker.sparse_vectors([w.input_ids for w in self.fitting(inputs, truncate)])
         return [
             [{"index": int(i), "value": float(v)} for i, v in zip(idx, val, strict=True)]
             for idx, val in found

@@ -14,6 +14,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bertkit.inference.embedder import TokenIds
 from bertkit.serve.errors import ServeError
 
 _SEND_JSON = "send the body as JSON, with Content-Type: application/json"
@@ -69,6 +70,9 @@ class JSONBodyRoute(APIRoute):
 
 
 Texts = str | list[str]
+Inputs = str | list[int] | list[str | list[int]]
+"""What the embedding routes read, as TEI's ``Input`` and OpenAI's ``input``: a text, a list of
+token ids (one input), or a list of texts and id lists (``[[101, 7592, 102], "hello"]``)."""
 # TEI writes "Right"/"Left"; bertkit cuts the end only, so "left" is refused by the route (422)
 Direction = Literal["right", "left", "Right", "Left"]
 
@@ -81,6 +85,17 @@ def _unicode(value: Any) -> Any:
         for v in value:
             _unicode(v)
     return value
+
+
+def inputs_of(value: Inputs) -> list[str | TokenIds]:
+    """The inputs an :data:`Inputs` value lists, each a text or :class:`TokenIds` (the model's
+    input as it is): ``[101, 7592, 102]`` is one input of three ids, ``[[101], [102]]`` two,
+    ``[]`` none. Its types are the schema's, checked already (strict: ``true`` is no id)."""
+    if isinstance(value, str):
+        return [value]
+    if value and isinstance(value[0], int):
+        return [TokenIds(value)]  # type: ignore[arg-type]
+    return [x if isinstance(x, str) else TokenIds(x) for x in value]  # type: ignore[arg-type]
 
 
 class _Body(BaseModel):
@@ -107,11 +122,11 @@ class _Request(_Body):
 
 
 class EmbedRequest(_Request):
-    inputs: Texts
+    inputs: Inputs
     normalize: bool = True
     truncate: bool = False
-    """False: an input over the model's limit is read in windows (over --max-input-tokens: a 413);
-    True: it is cut to the model's limit."""
+    """False: a text over the model's limit is read in windows (over --max-input-tokens: a 413),
+    token ids over it are a 413; True: it is cut to the model's limit."""
     truncation_direction: Direction = "right"
     dimensions: int | None = Field(None, ge=1)
     """Keep the first ``dimensions`` values (then normalise): for Matryoshka-trained models."""
@@ -120,7 +135,7 @@ class EmbedRequest(_Request):
 
 class OpenAIEmbeddingRequest(_Body):
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
-    input: Texts
+    input: Inputs
     model: str | None = None
     encoding_format: Literal["float", "base64"] = "float"
     user: str | None = None
@@ -209,7 +224,7 @@ class TokenVectorsRequest(_Request):
     """TEI's /embed_all and /embed_sparse: one vector per token, or one sparse vector per input;
     an input longer than the model's limit is a 413 unless ``truncate``."""
 
-    inputs: Texts
+    inputs: Inputs
     truncate: bool = False
     truncation_direction: Direction = "right"
     prompt_name: str | None = None

@@ -9,11 +9,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from bertkit.inference.embedder import TokenIds
 from bertkit.serve.engine import Engine
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics, record_time
@@ -133,22 +134,25 @@ class Server:
     async def vectors(
         self,
         engine: Engine,
-        texts: list[str],
+        inputs: Sequence[str | TokenIds],
         truncate: bool,
         normalize: bool = False,
         dimensions: int | None = None,
         *,
         counted: int | None = None,
     ) -> tuple[np.ndarray, int]:
-        """The texts' vectors (their first ``dimensions`` values, normalised or not) and the
-        number of tokens they were embedded from. ``counted``: the inputs checked against
-        ``--max-client-batch-size``, when not all the texts (/similarity's ``sentences``: its
-        source sentence is not counted, as /rerank's query is not)."""
-        self.check_count(len(texts) if counted is None else counted)
-        if sum(map(len, texts)) <= INLINE_CHARS:  # a thread hand-off costs more than this
-            windowed = engine.encode_for_embedding(texts, truncate)
+        """The vectors of the inputs, texts or token ids (their first ``dimensions`` values,
+        normalised or not), and the number of tokens they were embedded from. ``counted``: the
+        inputs checked against ``--max-client-batch-size``, when not all of them
+        (/similarity's ``sentences``: its source sentence is not counted, as /rerank's query
+        is not)."""
+        self.check_count(len(inputs) if counted is None else counted)
+        # a thread hand-off costs more than tokenizing this much (or checking as many ids)
+        size = sum(len(x) if isinstance(x, str) else len(x.input_ids) for x in inputs)
+        if size <= INLINE_CHARS:
+            windowed = engine.encode_for_embedding(inputs, truncate)
         else:
-            windowed = await asyncio.to_thread(engine.encode_for_embedding, texts, truncate)
+            windowed = await asyncio.to_thread(engine.encode_for_embedding, inputs, truncate)
         assert engine.worker is not None and engine.embedder is not None
         vectors = _finite(await self._wait(engine.worker.embed_later(windowed.inputs)))
         combined = engine.embedder.combine(

@@ -1,9 +1,10 @@
 """The per-token routes of text-embeddings-inference: ``/embed_all`` (a vector per token),
 ``/embed_sparse`` (SPLADE vectors from a masked-LM head) and ``/decode`` (ids back to text).
 
-Each input is read as one window of at most the model's length (no windows: a token's vector is
-the one its window gives); longer is a 413 unless ``truncate``. The answers are lists per input,
-for one input too, as there.
+Each input (a text, or token ids as TEI takes them: the model's input as it is) is read as one
+window of at most the model's length (no windows: a token's vector is the one its window gives);
+longer is a 413 unless ``truncate``. The answers are lists per input, for one input too, as
+there.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest
+from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest, inputs_of
 
 
 def add_token_routes(
@@ -21,24 +22,24 @@ def add_token_routes(
 ) -> None:
     """Register the routes on ``app`` (``server``: the app's :class:`~bertkit.serve.server.Server`)."""
 
-    async def prepared(req: TokenVectorsRequest, capability: str) -> tuple[Any, list[str]]:
+    async def prepared(req: TokenVectorsRequest, capability: str) -> tuple[Any, list[Any]]:
         cut_end_only(req.truncation_direction)
         engine = server.engine(capability, req.model)
-        texts = [req.inputs] if isinstance(req.inputs, str) else list(req.inputs)
-        server.check_count(len(texts))
-        return engine, engine.prompted(texts, req.prompt_name)
+        inputs = inputs_of(req.inputs)
+        server.check_count(len(inputs))
+        return engine, engine.prompted(inputs, req.prompt_name)
 
     @app.post("/embed_all", summary="a vector per token, [CLS] and [SEP] included (TEI)")
     async def embed_all(req: TokenVectorsRequest) -> Response:
-        engine, texts = await prepared(req, "embed_all")
-        return to_json(await server.run(engine, lambda: engine.embed_all(texts, req.truncate)))
+        engine, inputs = await prepared(req, "embed_all")
+        return to_json(await server.run(engine, lambda: engine.embed_all(inputs, req.truncate)))
 
     @app.post(
         "/embed_sparse", summary="SPLADE vectors from the masked-LM head: [{index, value}] (TEI)"
     )
     async def embed_sparse(req: TokenVectorsRequest) -> Response:
-        engine, texts = await prepared(req, "embed_sparse")
-        return to_json(await server.run(engine, lambda: engine.embed_sparse(texts, req.truncate)))
+        engine, inputs = await prepared(req, "embed_sparse")
+        return to_json(await server.run(engine, lambda: engine.embed_sparse(inputs, req.truncate)))
 
     @app.post("/decode", summary="token ids back to text (TEI)")
     async def decode(req: DecodeRequest) -> Response:
