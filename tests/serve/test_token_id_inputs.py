@@ -141,10 +141,12 @@ def test_ids_over_the_models_length_are_cut_or_refused(base: str) -> None:
     """Ids are not read in windows: over the model's 64 positions a 413 (the OpenAI route too,
     it has no truncate), with "truncate": true the first 64 ids, as sent."""
     long = [2] + [5 + i % 20 for i in range(68)] + [3]  # 70 ids of the tiny model's 25
-    reason = "input 1 has 70 token ids, more than the model's 64"
-    assert reason in _error(_post(base, "/embed", {"inputs": ["a", long], "model": "tiny"}), 413)
+    reason, cut = "input 1 has 70 token ids, more than the model's 64", '"truncate": true'
+    tei = _error(_post(base, "/embed", {"inputs": ["a", long], "model": "tiny"}), 413)
+    assert reason in tei and cut in tei
     oa = _post(base, "/v1/embeddings", {"input": [[2, 3], long], "model": "tiny"})
     assert reason in _error(oa, 413) and oa.json()["error"]["type"] == "payload_too_large"
+    assert "truncate" not in _error(oa, 413)  # OpenAI's shape has no such field to send
     cut = _vectors(base, {"inputs": [long], "truncate": True, "model": "tiny"})
     np.testing.assert_allclose(cut, _vectors(base, {"inputs": [long[:64]], "model": "tiny"}), 1e-6)
     assert np.abs(cut - _vectors(base, {"inputs": [long[:63]], "model": "tiny"})).max() > 1e-3
@@ -161,6 +163,9 @@ def test_ids_count_against_the_batch_and_token_limits(tiny_mlm: Path) -> None:
         assert client.post("/embed", json={"inputs": [[5] * 12]}).status_code == 200
         r = client.post("/embed", json={"inputs": ["the cat", [5] * 13]})
         assert r.status_code == 413 and "at most 12 tokens" in r.text and "Input 1 has 13" in r.text
+        assert '\\"truncate\\": true' in r.text  # the cut /embed offers, quoted in its JSON
+        r = client.post("/v1/embeddings", json={"input": ["the cat", [5] * 13]})
+        assert r.status_code == 413 and "Input 1 has 13" in r.text and "truncate" not in r.text
         assert (
             client.post("/embed", json={"inputs": [[5] * 13], "truncate": True}).status_code == 200
         )

@@ -153,8 +153,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         engine = server.engine("embed", req.model if req.model in server.engines else None)
         engine.check_dimensions(req.dimensions)
         inputs = engine.prompted(inputs_of(req.input), None)
-        # OpenAI's shape has no truncate field: long texts are read in windows, as /embed does
-        v, tokens = await server.vectors(engine, inputs, False, True, req.dimensions)
+        # OpenAI's shape has no truncate field (None): long texts are read in windows, as
+        # /embed does, and a 413 does not tell the client to send one
+        v, tokens = await server.vectors(engine, inputs, None, True, req.dimensions)
         data = [
             {
                 "object": "embedding",

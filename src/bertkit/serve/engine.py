@@ -194,18 +194,21 @@ class Engine:
 
     # ---- capabilities (blocking: call them from a thread) ----------------------------------
 
-    def _check_lengths(self, lengths: Sequence[int], what: str = "inputs") -> None:
+    def _check_lengths(
+        self, lengths: Sequence[int], what: str = "inputs", can_cut: bool = True
+    ) -> None:
         """413 for an input over ``max_input_tokens`` (shorter ones over the model's limit are
-        read in windows); ``lengths``: each input's tokens, from the tokenization it runs on."""
+        read in windows); ``lengths``: each input's tokens, from the tokenization it runs on;
+        ``can_cut``: the route has a ``truncate`` field, which the answer tells the client of."""
         limit = self.settings.max_input_tokens
+        cut = '; send "truncate": true to cut' if can_cut else ""
         for i, n in enumerate(lengths):
             if n > limit:
                 raise ServeError(
                     413,
                     f"Input validation error: `{what}` must have at most {limit} tokens "
                     f"(the server's --max-input-tokens; texts longer than the model's "
-                    f"{self.max_input_length} are read in windows; "
-                    f'send "truncate": true to cut). Input {i} has {n}',
+                    f"{self.max_input_length} are read in windows{cut}). Input {i} has {n}",
                 )
 
     def _prepared(self, model: TaskModel, examples: list[Any], check: bool, what: str) -> Any:
@@ -225,26 +228,28 @@ class Engine:
         except TokenIdsError as e:
             raise ServeError(422, f"input {e.index}: {e.message}") from None
 
-    def encode_for_embedding(self, inputs: Sequence[str | TokenIds], truncate: bool) -> Windowed:
+    def encode_for_embedding(
+        self, inputs: Sequence[str | TokenIds], truncate: bool | None
+    ) -> Windowed:
         """The inputs (texts and token ids) as the windows the worker embeds: 413 for an input
         over --max-input-tokens, or for token ids over the model's length (ids are read as they
-        are, not in windows), unless ``truncate``."""
+        are, not in windows), unless ``truncate``. ``truncate`` None: the route has no such
+        field (OpenAI's shape): read as False, and no 413 tells the client to send it."""
         emb = self.embedder
         assert emb is not None
         t0 = time.perf_counter()
         encodings = self._encoded(inputs)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
         if not truncate:
-            self._check_lengths([len(e.input_ids) for e in encodings])
+            self._check_lengths([len(e.input_ids) for e in encodings], can_cut=truncate is not None)
         for e in encodings:
             self.metrics.input_length.observe(len(e.input_ids))
         try:
-            return emb.window(encodings, truncate)
+            return emb.window(encodings, bool(truncate))
         except TokenIdsError as e:
+            cut = '; send "truncate": true to cut them' if truncate is not None else ""
             raise ServeError(
-                413,
-                f'Input validation error: input {e.index} has {e.message}; send "truncate": true '
-                "to cut them",
+                413, f"Input validation error: input {e.index} has {e.message}{cut}"
             ) from None
 
     def prompted(

@@ -135,14 +135,15 @@ class Server:
         self,
         engine: Engine,
         inputs: Sequence[str | TokenIds],
-        truncate: bool,
+        truncate: bool | None,
         normalize: bool = False,
         dimensions: int | None = None,
         *,
         counted: int | None = None,
     ) -> tuple[np.ndarray, int]:
         """The vectors of the inputs, texts or token ids (their first ``dimensions`` values,
-        normalised or not), and the number of tokens they were embedded from. ``counted``: the
+        normalised or not), and the number of tokens they were embedded from (``truncate`` None:
+        the route has no such field, :meth:`Engine.encode_for_embedding`). ``counted``: the
         inputs checked against ``--max-client-batch-size``, when not all of them
         (/similarity's ``sentences``: its source sentence is not counted, as /rerank's query
         is not)."""
