@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bertkit.inference import Embedder, TokenIds
-from bertkit.inference.embedder import TokenIdsError
+from bertkit.inference.token_ids import TokenIdsError
 from support.tiny_mlm import tiny_mlm
 
 

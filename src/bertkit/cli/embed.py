@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from bertkit.errors import InputError
-    from bertkit.inference.embedder import save_token_features
+    from bertkit.inference.token_features import save_token_features
     from bertkit.io import atomic_write, require_file
 
     if args.input is not None:  # before the model loads; a FIFO is read once, as stdin

@@ -11,7 +11,7 @@ The CLI's ``embed``, ``fill-mask``, ``predict`` and ``evaluate``, the quickstart
 are thin layers over these.
 """
 
-from bertkit.inference.embedder import Embedder, PoolingSpec, TokenIds
+from bertkit.inference.embedder import Embedder, PoolingSpec
 from bertkit.inference.fill_mask import FillMasker
 from bertkit.inference.pipeline import TASKS, pipeline, task_of
 from bertkit.inference.runner import predict_rows, to_torch
@@ -22,6 +22,7 @@ from bertkit.inference.task_model import (
     Tagger,
     TaskModel,
 )
+from bertkit.inference.token_ids import TokenIds
 
 __all__ = [
     "TASKS",

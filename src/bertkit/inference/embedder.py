@@ -29,7 +29,6 @@ taken from the window where that piece has the most context.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,16 +38,17 @@ import numpy as np
 import torch
 
 from bertkit import precision as P
-from bertkit.errors import ConfigError, InputError
+from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import unit_rows
 from bertkit.inference.loading import load_for_inference
+from bertkit.inference.token_features import TokenFeatures
+from bertkit.inference.token_ids import TokenIds, TokenIdsError
 from bertkit.interop import save_pretrained
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     save_sentence_transformers_files,
     sentence_transformers_spec,
 )
-from bertkit.io import atomic_write
 from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
@@ -57,6 +57,9 @@ from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
 from bertkit.tokenizer.encoding import Encoding
 from bertkit.tokenizer.protocol import Tokenizer
+
+BATCH_SIZE = 32
+"""Windows per forward pass, batched by length (the default of ``load`` and of the CLI)."""
 
 
 @dataclass(frozen=True)
@@ -90,28 +93,6 @@ class LayerSpec:
         return hidden * n if self.layer_combine == "concat" else hidden
 
 
-@dataclass(frozen=True)
-class TokenIds:
-    """A pre-tokenized input: the model's input ids exactly, no special tokens added (the caller
-    includes [CLS] and [SEP] when it wants them), token types 0. ``input_ids`` as
-    :class:`~bertkit.tokenizer.encoding.Encoding` names them, so lengths read alike."""
-
-    input_ids: Sequence[int]
-
-
-class TokenIdsError(InputError):
-    """A :class:`TokenIds` input the model cannot read as it is: empty, an id outside the
-    vocabulary, or (``too_long``) longer than :attr:`Embedder.max_length` where it may not be
-    cut. ``index``: the input's, from 0 (``line``: from 1)."""
-
-    def __init__(self, index: int, message: str, too_long: bool = False) -> None:
-        self.index, self.too_long = index, too_long
-        super().__init__(None, index + 1, message)
-
-    def __reduce__(self):
-        return (type(self), (self.index, self.message, self.too_long))
-
-
 @dataclass
 class Windowed:
     """Texts as windows: ``inputs`` (one per window), each window's text (``owners``), its first
@@ -130,15 +111,6 @@ class Windowed:
 
 
 @dataclass
-class TokenFeatures:
-    """One text's word-piece vectors (n, D) without [CLS]/[SEP], with pieces and offsets."""
-
-    vectors: np.ndarray
-    tokens: list[str]
-    offsets: list[tuple[int, int]]
-
-
-@dataclass
 class Embedder:
     """One vector per text. Build with :meth:`load`; call with a list of texts."""
 
@@ -146,7 +118,7 @@ class Embedder:
     tokenizer: Tokenizer
     spec: PoolingSpec
     precision: str = "fp32"
-    batch_size: int = 32
+    batch_size: int = BATCH_SIZE
     show_progress: bool | None = None
     windows: WindowConfig = field(default_factory=WindowConfig)
     layers: LayerSpec = field(default_factory=LayerSpec)
@@ -163,7 +135,7 @@ class Embedder:
         max_length: int | None = None,
         device: str | None = None,
         precision: str = P.DEFAULT,
-        batch_size: int = 32,
+        batch_size: int = BATCH_SIZE,
         allow_pickle: bool = False,
         split_special_tokens: bool = False,
         model: torch.nn.Module | None = None,
@@ -400,58 +372,10 @@ class Embedder:
         """(N, D) float32 vectors, in the order of ``texts`` (texts or :class:`TokenIds`)."""
         return self.embed(texts)[0]
 
-    @torch.inference_mode()
     def token_features(self, texts: Sequence[str]) -> tuple[list[TokenFeatures], WindowCounts]:
         """Per text, one vector per word piece (no [CLS]/[SEP]) with its characters, each from
-        the window where the piece has its maximum context."""
-        encodings = self.encode(texts)
-        windowed = self.window(encodings)
-        feats = [
-            TokenFeatures(
-                np.zeros((len(e.input_ids) - 2, self.dim), dtype=np.float32),
-                self.tokenizer.convert_ids_to_tokens(list(e.input_ids[1:-1])),
-                [tuple(o) for o in e.offsets[1:-1]],
-            )
-            for e in encodings
-        ]
-        for idx, hidden, _mask in self._batches(windowed.inputs):
-            rows = hidden.cpu().numpy()
-            for r, w in enumerate(idx):
-                owner, start, best = windowed.owners[w], windowed.starts[w], windowed.is_max[w]
-                for k, is_best in enumerate(best):
-                    if is_best:
-                        feats[owner].vectors[start + k] = rows[r, k + 1]  # +1: [CLS]
-        if windowed.counts.truncated:  # cut by --truncate: the unseen pieces are left out
-            for f, enc in zip(feats, encodings):
-                n = min(len(enc.input_ids) - 2, self.max_length - 2)
-                f.vectors, f.tokens, f.offsets = f.vectors[:n], f.tokens[:n], f.offsets[:n]
-        return feats, windowed.counts
+        the window where the piece has its maximum context
+        (:func:`bertkit.inference.token_features.token_features`)."""
+        from bertkit.inference.token_features import token_features
 
-
-def save_token_features(path: str | Path, features: Sequence[TokenFeatures]) -> Path:
-    """Write every text's piece vectors as one (total pieces, D) float32 ``.npy`` at ``path``
-    and a JSONL index beside it (``path`` with ``.jsonl``): per text its ``line`` (1-based),
-    first ``row`` in the array, ``tokens`` and character ``offsets``. Returns the index path."""
-    path = Path(path)
-    index = path.with_suffix(".jsonl")
-    dim = features[0].vectors.shape[1] if features else 0
-    rows = np.concatenate([f.vectors for f in features]) if features else np.zeros((0, dim))
-    with atomic_write(path, "wb") as f:
-        np.save(f, rows.astype(np.float32))
-    with atomic_write(index, "w") as f:
-        row = 0
-        for n, feat in enumerate(features, start=1):
-            f.write(
-                json.dumps(
-                    {
-                        "line": n,
-                        "row": row,
-                        "tokens": feat.tokens,
-                        "offsets": [list(o) for o in feat.offsets],
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-            )
-            row += len(feat.tokens)
-    return index
+        return token_features(self, texts)

@@ -25,6 +25,9 @@ from bertkit.tokenizer.protocol import Tokenizer
 Candidates = list[tuple[str, float]]
 """(token, probability) pairs, most likely first."""
 
+BATCH_SIZE = 32
+"""Texts per forward pass, batched by length (the default of ``load`` and of the CLI)."""
+
 
 class MaskCutError(InputError):
     """A text with a ``[MASK]`` past the model's positions: :meth:`FillMasker.fill` cuts each
@@ -52,7 +55,7 @@ class FillMasker:
     """A model with ``bert`` (the encoder) and ``mlm`` (the head): BertForMaskedLM / ForPreTraining."""
     tokenizer: Tokenizer
     precision: str = "fp32"
-    batch_size: int = 32
+    batch_size: int = BATCH_SIZE
     show_progress: bool | None = False
 
     @classmethod
@@ -62,7 +65,7 @@ class FillMasker:
         *,
         device: str | None = None,
         precision: str = P.DEFAULT,
-        batch_size: int = 32,
+        batch_size: int = BATCH_SIZE,
         allow_pickle: bool = False,
     ) -> FillMasker:
         """``directory``: a folder or a Hub id (:func:`bertkit.hub.resolve`)."""

@@ -36,6 +36,9 @@ from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.windows import WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer
 
+BATCH_SIZE = 64
+"""Examples per forward pass, batched by length (the default of ``load`` and of the CLI)."""
+
 
 @dataclass
 class Prepared:
@@ -67,7 +70,7 @@ class TaskModel:
     tokenizer: Tokenizer
     model: torch.nn.Module
     precision: str = "fp32"
-    batch_size: int = 64
+    batch_size: int = BATCH_SIZE
     show_progress: bool | None = None
     source: Path | None = None
     """The folder :meth:`load` read (the model fingerprint of :meth:`predict_to`'s manifest)."""
@@ -82,7 +85,7 @@ class TaskModel:
         *,
         device: str | None = None,
         precision: str = P.DEFAULT,
-        batch_size: int = 64,
+        batch_size: int = BATCH_SIZE,
         allow_pickle: bool = False,
         split_special_tokens: bool = False,
         model: torch.nn.Module | None = None,

@@ -14,7 +14,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bertkit.inference.embedder import TokenIds
+from bertkit.inference.token_ids import TokenIds
 from bertkit.serve.errors import ServeError
 
 _SEND_JSON = "send the body as JSON, with Content-Type: application/json"

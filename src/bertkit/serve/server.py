@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bertkit.inference.embedder import TokenIds
+from bertkit.inference.token_ids import TokenIds
 from bertkit.serve.engine import Engine
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics, record_time

@@ -1,0 +1,163 @@
+"""The embedding routes' inputs, as one served model (:class:`~bertkit.serve.engine.Engine`)
+reads them: texts behind the folder's prompts, token ids checked against the vocabulary, lengths
+against --max-input-tokens (every route's inputs) and the model's positions, the windows the
+worker embeds, and the Matryoshka sizes a request may ask for. A mixin of ``Engine``, which holds
+the state it reads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bertkit.inference.embedder import Windowed
+from bertkit.inference.token_ids import TokenIds, TokenIdsError
+from bertkit.serve.errors import ServeError
+
+if TYPE_CHECKING:
+    from bertkit.inference import Embedder, FillMasker
+    from bertkit.serve.metrics import Metrics
+    from bertkit.serve.settings import ServeSettings
+
+
+class EmbeddingInputs:
+    """Blocking calls (run them from a thread) of the embedding routes; ``Engine`` sets the
+    attributes below when it loads its folder."""
+
+    name: str
+    settings: ServeSettings
+    metrics: Metrics
+    embedder: Embedder | None
+    masker: FillMasker | None
+    prompts: dict[str, str]
+    default_prompt: str | None
+    matryoshka: tuple[int, ...]
+    max_input_length: int
+    """The model's positions (a property of ``Engine``)."""
+
+    def _check_lengths(
+        self, lengths: Sequence[int], what: str = "inputs", can_cut: bool = True
+    ) -> None:
+        """413 for an input over ``max_input_tokens`` (shorter ones over the model's limit are
+        read in windows); ``lengths``: each input's tokens, from the tokenization it runs on;
+        ``can_cut``: the route has a ``truncate`` field, which the answer tells the client of."""
+        limit = self.settings.max_input_tokens
+        cut = '; send "truncate": true to cut' if can_cut else ""
+        for i, n in enumerate(lengths):
+            if n > limit:
+                raise ServeError(
+                    413,
+                    f"Input validation error: `{what}` must have at most {limit} tokens "
+                    f"(the server's --max-input-tokens; texts longer than the model's "
+                    f"{self.max_input_length} are read in windows{cut}). Input {i} has {n}",
+                )
+
+    def _encoded(self, inputs: Sequence[str | TokenIds]) -> list[Any]:
+        """The texts tokenized, the token ids checked (:meth:`Embedder.encode`): 422 for an
+        empty id list or an id outside the vocabulary, naming the input."""
+        assert self.embedder is not None
+        try:
+            return self.embedder.encode(inputs)
+        except TokenIdsError as e:
+            raise ServeError(422, f"input {e.index}: {e.message}") from None
+
+    def encode_for_embedding(
+        self, inputs: Sequence[str | TokenIds], truncate: bool | None
+    ) -> Windowed:
+        """The inputs (texts and token ids) as the windows the worker embeds: 413 for an input
+        over --max-input-tokens, or for token ids over the model's length (ids are read as they
+        are, not in windows), unless ``truncate``. ``truncate`` None: the route has no such
+        field (OpenAI's shape): read as False, and no 413 tells the client to send it."""
+        emb = self.embedder
+        assert emb is not None
+        t0 = time.perf_counter()
+        encodings = self._encoded(inputs)
+        self.metrics.tokenization.observe(time.perf_counter() - t0)
+        if not truncate:
+            self._check_lengths([len(e.input_ids) for e in encodings], can_cut=truncate is not None)
+        for e in encodings:
+            self.metrics.input_length.observe(len(e.input_ids))
+        try:
+            return emb.window(encodings, bool(truncate))
+        except TokenIdsError as e:
+            cut = '; send "truncate": true to cut them' if truncate is not None else ""
+            raise ServeError(
+                413, f"Input validation error: input {e.index} has {e.message}{cut}"
+            ) from None
+
+    def prompted(
+        self, inputs: Sequence[str | TokenIds], prompt_name: str | None
+    ) -> list[str | TokenIds]:
+        """The texts of ``inputs`` behind the named prompt of the folder
+        (``config_sentence_transformers.json``), or its default prompt when none is named, as
+        sentence-transformers does; 422 for a name the folder does not have. Token ids are the
+        model's input as they are: the default prompt leaves them so, a named one is a 422."""
+        named = prompt_name is not None
+        if prompt_name is None:
+            prompt_name = self.default_prompt
+            if prompt_name is None:
+                return list(inputs)
+        if prompt_name not in self.prompts:
+            known = ", ".join(sorted(self.prompts)) or "none"
+            raise ServeError(
+                422, f"prompt_name {prompt_name!r} is not one of this model's prompts ({known})"
+            )
+        ids = next((i for i, x in enumerate(inputs) if isinstance(x, TokenIds)), None)
+        if named and ids is not None:
+            raise ServeError(
+                422,
+                f"prompt_name cannot be used with token-id inputs (input {ids}): the ids are the "
+                "model's input as they are; put the prompt's tokens in them",
+            )
+        prompt = self.prompts[prompt_name]
+        return [prompt + x if isinstance(x, str) else x for x in inputs]
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """422 for ``dimensions`` past the vector size, or for a model not trained with
+        Matryoshka unless the server was started with --any-dimensions."""
+        assert self.embedder is not None
+        if dimensions is None or dimensions == self.embedder.dim:
+            return
+        if dimensions > self.embedder.dim:
+            raise ServeError(422, f"dimensions {dimensions} > the model's {self.embedder.dim}")
+        if not self.matryoshka and not self.settings.any_dimensions:
+            raise ServeError(
+                422,
+                f"model {self.name!r} was not trained with Matryoshka (its bertkit_embedding.json "
+                "names no sizes), so its cut vectors are not embeddings; start the server with "
+                "--any-dimensions to cut anyway",
+            )
+
+    def fitting(self, inputs: Sequence[str | TokenIds], truncate: bool) -> list[Any]:
+        """Each input (a text or token ids) encoded as one window of at most the model's length
+        (cut with ``truncate``, else a 413 for a longer one): the inputs of the per-token
+        routes."""
+        emb = self.embedder
+        assert emb is not None
+        encodings = self._encoded(inputs)
+        limit = emb.max_length
+        long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
+        if long is not None and not truncate:
+            raise ServeError(
+                413,
+                f"Input validation error: `inputs` must have at most {limit} tokens here "
+                f'(one vector per token: no windows; send "truncate": true to cut). Input {long} '
+                f"has {len(encodings[long].input_ids)}",
+            )
+        return emb.window(encodings, truncate=True).inputs
+
+    def embed_all(self, inputs: Sequence[str | TokenIds], truncate: bool) -> list[np.ndarray]:
+        assert self.embedder is not None
+        return self.embedder.token_vectors(self.fitting(inputs, truncate))
+
+    def embed_sparse(
+        self, inputs: Sequence[str | TokenIds], truncate: bool
+    ) -> list[list[dict[str, Any]]]:
+        assert self.masker is not None
+        found = self.masker.sparse_vectors([w.input_ids for w in self.fitting(inputs, truncate)])
+        return [
+            [{"index": int(i), "value": float(v)} for i, v in zip(idx, val, strict=True)]
+            for idx, val in found
+        ]
