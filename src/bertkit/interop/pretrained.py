@@ -45,6 +45,18 @@ def _model_classes() -> dict[str, type[nn.Module]]:
     return HEAD_CLASSES
 
 
+def pickle_only(directory: Path) -> Path | None:
+    """The ``pytorch_model.bin`` of a folder that has no safetensors weights (what
+    :func:`read_state_dict` would unpickle), else None: checked up front by a caller that loads
+    later (the server, at start-up)."""
+    if (directory / "model.safetensors").is_file():
+        return None
+    if (directory / "model.safetensors.index.json").is_file():
+        return None
+    path = directory / "pytorch_model.bin"
+    return path if path.is_file() else None
+
+
 def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """The raw (Hugging Face named) tensors of a checkpoint directory, on CPU."""
     from safetensors import SafetensorError

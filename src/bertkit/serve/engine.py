@@ -74,12 +74,12 @@ class Engine(EmbeddingInputs):
     def load(self) -> None:
         """Load the folder and run one real forward pass; then :attr:`ready` is set."""
         s = self.settings
-        opts = {"device": s.device, "precision": s.precision}
+        opts = {"device": s.device, "precision": s.precision, "allow_pickle": s.allow_pickle}
         split = {"split_special_tokens": s.split_special_tokens}
         exported = self._exported()
         if exported is not None:  # ONNX Runtime on the CPU; the file fixes its own precision
             fixed = "int8" if exported.quantized == "int8" else "fp32"  # reported by /info
-            opts = {"device": "cpu", "precision": fixed, "model": exported}
+            opts = {**opts, "device": "cpu", "precision": fixed, "model": exported}
         if self.task == "feature-extraction":
             try:  # fill-mask runs on the PyTorch backend only
                 self.masker = FillMasker.load(self.directory, **opts) if exported is None else None

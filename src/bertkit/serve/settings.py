@@ -57,6 +57,9 @@ class ServeSettings:
     any_dimensions: bool = False
     """Accept "dimensions" for a model not trained with Matryoshka (bertkit_embedding.json names
     no sizes): its cut vectors were never trained as embeddings, so by default that is a 422."""
+    allow_pickle: bool = False
+    """Permit folders whose weights are only a pytorch_model.bin (read with torch.load
+    weights_only, as every command's --allow-pickle); without it such a folder is refused."""
     split_special_tokens: bool = True
     """Literal [CLS], [SEP], [PAD], [UNK] in request text are text (untrusted input cannot inject
     special tokens); /fill-mask still reads [MASK]."""
@@ -90,15 +93,23 @@ class ServeSettings:
         """``{name: folder}``; a bare DIR is named after the folder, a bare Hub id after its
         last part (``sentence-transformers/all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``)."""
         from bertkit import hub
+        from bertkit.interop.pretrained import PICKLE_REFUSED, pickle_only
 
         out: dict[str, Path] = {}
         for spec in self.models:
             name, sep, directory = spec.partition("=")
             given = directory if sep else spec
             try:
-                path = hub.resolve(given, None if Path(given).is_dir() else self.revision)
+                path = hub.resolve(
+                    given,
+                    None if Path(given).is_dir() else self.revision,
+                    allow_pickle=self.allow_pickle,
+                )
             except (ConfigError, CheckpointError) as e:
                 raise ConfigError(f"--model {spec}: {e}") from e
+            pickled = pickle_only(path) if self.backend == "torch" else None
+            if pickled is not None and not self.allow_pickle:  # refused now, not at load
+                raise ConfigError(f"--model {spec}: {PICKLE_REFUSED.format(path=pickled)}")
             if not sep:
                 name = path.resolve().name if Path(given).is_dir() else given.split("/")[-1]
             if name in out:
