@@ -93,6 +93,18 @@ def test_bad_json_names_line(tmp_path):
             "expected at least one answer for a question without is_impossible=true",
         ),
         (
+            {
+                "id": "q9",
+                "question": "Where?",
+                "answers": [
+                    {"text": "Paris", "answer_start": 0},
+                    {"text": " ", "answer_start": 5},
+                ],
+            },
+            "data[0].paragraphs[0].qas[0].answers[1]: question 'q9' has an empty answer text "
+            "(expected the answer's words, as they stand in the context at answer_start)",
+        ),
+        (
             {"id": "q9", "question": "Where?", "is_impossible": "no", "answers": []},
             "expected 'is_impossible' to be true or false",
         ),

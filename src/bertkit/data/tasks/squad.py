@@ -61,8 +61,8 @@ def read_squad(path: str | Path, *, version_2: bool | None = None) -> list[Squad
     context, an answer whose text is not the context's at its ``answer_start`` (google's
     run_squad skips those with a warning; here they are refused, never trained on a wrong span),
     a question whose text or context is empty or only whitespace (nothing to ask, or nothing
-    to answer from), or a question id used twice (predictions and scores are keyed by id: one
-    would hide the other).
+    to answer from), an answerable question with an empty answer text, or a question id used
+    twice (predictions and scores are keyed by id: one would hide the other).
     A leading byte-order mark is dropped; a ``.gz``, ``.xz`` or ``.bz2`` file is decompressed.
     """
     path = Path(path)
@@ -214,6 +214,14 @@ class _Reader:
             raise self.fail(
                 where,
                 "expected at least one answer for a question without is_impossible=true",
+                hint,
+            )
+        blank = next((i for i, a in enumerate(answers) if not a.text.strip()), None)
+        if blank is not None and not impossible:  # a span of no words: no start or end to learn
+            raise self.fail(
+                f"{where}.answers[{blank}]",
+                f"question {qas_id!r} has an empty answer text (expected the answer's words, "
+                "as they stand in the context at answer_start)",
                 hint,
             )
         plausible = self.answers(qa, "plausible_answers", context, where, hint)
