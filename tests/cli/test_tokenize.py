@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -53,6 +54,25 @@ def test_tokenize_file_with_workers(tmp_path: Path) -> None:
     assert main([*argv, "--workers", "2"]) == 0
     assert one.read_bytes() == two.read_bytes()
     assert len(one.read_text().splitlines()) == 1500
+
+
+def test_tokenize_shows_progress_and_ends_with_a_summary(tmp_path: Path, capsys, monkeypatch):
+    src, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    src.write_text("hello world\nunwanted running\n")
+    monkeypatch.setenv("BERTKIT_PROGRESS", "1")  # the bar, off when stderr is not a terminal
+    assert main(["tokenize", "--vocab", str(VOCAB), "--input", str(src), "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "tokenizing: 100%" in err and "2/2" in err and "lines/s" in err  # a total: an ETA
+    summary = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"tokenized 2 lines \(11 tokens\) -> {re.escape(str(out))} in \d+\.\ds "
+        r"\(\d+\.\d lines/s\)",
+        summary,
+    ), summary
+    monkeypatch.setenv("BERTKIT_PROGRESS", "0")
+    code, rows, err = run_stdin(monkeypatch, capsys, b"hi\n", ["tokenize", "--vocab", str(VOCAB)])
+    assert code == 0 and len(rows.splitlines()) == 1  # the summary is not in the output
+    assert err.startswith("tokenized 1 lines (3 tokens) -> stdout in ")
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path: Path, capsys) -> None:

@@ -3,6 +3,7 @@ axes, transformers' output names, the files beside the graph, int8 size, clear e
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -140,6 +141,23 @@ def test_int8_file_is_smaller_and_close(tiny_heads, tmp_path: Path):
     )  # a 32-wide model: graph structure is a third of it (MiniLM: 0.25)
     check_parity(folder, int8.path, "BertForSequenceClassification", tol=0.1)
     assert OnnxModel(int8.path).quantized == "int8"
+
+
+def test_cli_shows_the_steps_and_ends_with_size_and_time(tiny_heads, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "m.onnx"
+    folder = str(tiny_heads["BertForSequenceClassification"])
+    monkeypatch.setenv("BERTKIT_PROGRESS", "1")  # the bar, off when stderr is not a terminal
+    argv = ["export", "onnx", "--model", folder, "--output", str(out), "--optimize"]
+    assert main([*argv, "--quantize", "int8"]) == 0
+    err = capsys.readouterr().err
+    for step in ("tracing", "fusing", "quantizing"):
+        assert step in err  # the bar names the step under way
+    assert "3/3" in err and "step/s" in err
+    assert re.fullmatch(
+        rf"wrote {re.escape(str(out))} \(BertForSequenceClassification: logits; \d+\.\d MiB; "
+        r"fused .*\) in \d+\.\ds",
+        err.strip().splitlines()[-1],
+    )
 
 
 def test_missing_onnxruntime_is_one_line_naming_the_extra(

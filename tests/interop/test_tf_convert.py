@@ -9,6 +9,7 @@ AdamWeightDecayOptimizer's slots and global_step (scripts/make_tf_checkpoint_fix
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -258,6 +259,19 @@ def test_cli(tmp_path, capsys) -> None:
     assert capsys.readouterr().err == refused + "\n"
     assert convert("--tf-checkpoint", BERT, "--output", out, "--overwrite") == 0
     assert "do_lower_case True, guessed from vocab.txt" in capsys.readouterr().err
+
+
+def test_cli_shows_progress_in_bytes_and_ends_with_time_and_rate(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    monkeypatch.setenv("BERTKIT_PROGRESS", "1")  # the bar, off when stderr is not a terminal
+    assert convert("--tf-checkpoint", BERT / "bert_model.ckpt", "--output", out) == 0
+    err = capsys.readouterr().err
+    assert "convert: 100%" in err and "99.2k/99.2k" in err and "B/s" in err  # bytes: an ETA
+    assert re.fullmatch(
+        rf"bertkit convert: wrote {re.escape(str(out))} in \d+\.\ds \(0\.1 MB of tensors, "
+        r"\d+\.\d MB/s\)",
+        err.strip().splitlines()[-1],
+    )
 
 
 def test_cli_errors_are_one_line_naming_the_file(tmp_path, capsys) -> None:

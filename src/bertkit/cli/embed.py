@@ -185,9 +185,11 @@ def run(args: argparse.Namespace) -> int:
     if args.per_token:
         feats, counts = embedder.token_features(texts)
         index = save_token_features(args.output, feats)
+        seconds = time.perf_counter() - start
         print(
             f"embedded {len(texts)} lines -> {args.output} ({sum(len(f.tokens) for f in feats)} pieces x "
-            f"{embedder.dim}) and {index}; long inputs: {counts.summary('lines')}",
+            f"{embedder.dim}) and {index} ({len(texts) / max(seconds, 1e-9):.1f} lines/s, "
+            f"{seconds:.1f}s); long inputs: {counts.summary('lines')}",
             file=sys.stderr,
         )
         return 0

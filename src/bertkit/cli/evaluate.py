@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from bertkit.cli import options
 from bertkit.evaluation.retrieval import RERANK_TOP_K
@@ -72,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
         split_special_tokens=args.split_special_tokens,
     )
     model = model.with_windows(**options.window_values(args))
+    start = time.perf_counter()
     scored = model.score_file(args.data, args.split)
+    seconds = time.perf_counter() - start
     if scored.windows is not None:
         print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)
     if not scored.predictions:
@@ -83,17 +86,24 @@ def run(args: argparse.Namespace) -> int:
             None,
             "expected labelled data to score (use `bertkit predict` for unlabelled data)",
         )
-    return _report(scored.metrics, args.output)
+    n = len(scored.predictions)
+    done = (
+        f"scored {n} examples of {args.data} in {seconds:.1f}s "
+        f"({n / max(seconds, 1e-9):.1f} examples/s)"
+    )
+    return _report(scored.metrics, args.output, done)
 
 
-def _report(metrics: dict, output: str | None) -> int:
+def _report(metrics: dict, output: str | None, done: str) -> int:
+    """The metrics as JSON on stdout (and in ``output``), then the one-line summary ``done``
+    (what was scored, how fast) on stderr, naming the file written."""
     from bertkit.io import atomic_write_text
 
     text = json.dumps(metrics, indent=2, default=float)
     print(text)
     if output:
         atomic_write_text(output, text + "\n")
-        print(f"wrote {output}", file=sys.stderr)
+    print(done + (f"; wrote {output}" if output else ""), file=sys.stderr)
     return 0
 
 
@@ -126,5 +136,11 @@ def _retrieval(args: argparse.Namespace) -> int:
         f"{len(data.judged())} judged queries ({split}), {len(data.corpus)} documents",
         file=sys.stderr,
     )
+    start = time.perf_counter()
     metrics = evaluate_retrieval(embedder, data, reranker=reranker, top_k=args.rerank_top_k)
-    return _report(metrics, args.output)
+    seconds = time.perf_counter() - start
+    done = (
+        f"scored {len(data.judged())} queries against {len(data.corpus)} documents of "
+        f"{args.data} in {seconds:.1f}s ({len(data.corpus) / max(seconds, 1e-9):.1f} documents/s)"
+    )
+    return _report(metrics, args.output, done)

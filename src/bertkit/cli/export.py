@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     fused = ", ".join(f"{k} {v}" for k, v in result.fused.items())
     print(
         f"wrote {result.path} ({result.head}: {', '.join(result.outputs)}; "
-        f"{result.bytes / 2**20:.1f} MiB{'; fused ' + fused if fused else ''})",
+        f"{result.bytes / 2**20:.1f} MiB{'; fused ' + fused if fused else ''}) "
+        f"in {result.seconds:.1f}s",
         file=sys.stderr,
     )
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from bertkit.cli import options
@@ -47,11 +48,13 @@ def run(args: argparse.Namespace) -> int:
         texts = list(args.texts)
     else:
         texts = [line for _, line in read_input_lines(args.input)]
+    start = time.perf_counter()
     try:
         results = masker(texts, args.top_k)
     except MaskCutError as e:  # the text's line (or its place among the arguments)
         where = None if args.texts else args.input or "<stdin>"
         raise InputError(where, e.line, e.message) from None
+    seconds = time.perf_counter() - start
     missing = sum(1 for r in results if not r)
     for text, masks in zip(texts, results):
         if args.json:
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  [MASK] {n}: " + "  ".join(f"{t} {s:.4f}" for t, s in m))
     print(
         f"filled masks in {len(texts) - missing} of {len(texts)} texts"
-        + (f" ({missing} had no [MASK])" if missing else ""),
+        + (f" ({missing} had no [MASK])" if missing else "")
+        + f" in {seconds:.1f}s ({len(texts) / max(seconds, 1e-9):.1f} texts/s)",
         file=sys.stderr,
     )
     return 0

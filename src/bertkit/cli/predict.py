@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from bertkit.cli import options
 
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if options.is_folder_output(args.output):
         return _run_folder(args)
     model = _load(args, args.device)
+    start = time.perf_counter()
     scored = model.predict_file(args.input, args.split)
     if scored.windows is not None:
         print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)
@@ -118,5 +120,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             for p in scored.predictions:
                 f.write(json.dumps(p, ensure_ascii=False) + "\n")
-    print(f"wrote {len(scored.predictions)} predictions to {args.output}", file=sys.stderr)
+    n, seconds = len(scored.predictions), time.perf_counter() - start
+    print(
+        f"wrote {n} predictions to {args.output} in {seconds:.1f}s "
+        f"({n / max(seconds, 1e-9):.1f} examples/s)",
+        file=sys.stderr,
+    )
     return 0

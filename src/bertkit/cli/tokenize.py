@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,13 +44,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_encoding_errors(p)
 
 
-def _encode_lines(tok: Tokenizer, job: tuple[list[tuple[str, str | None]], dict[str, Any]]) -> str:
-    """JSON lines for a chunk of (text, pair) items (runs in worker processes)."""
+def _encode_lines(
+    tok: Tokenizer, job: tuple[list[tuple[str, str | None]], dict[str, Any]]
+) -> tuple[str, int, int]:
+    """JSON lines for a chunk of (text, pair) items, with the chunk's line and token counts
+    (runs in worker processes)."""
     items, kw = job
     out = []
+    tokens = 0
     itos = tok.vocab.id_to_token
     for text, pair in items:
         e = tok.encode(text, pair, **kw)
+        tokens += len(e.input_ids)
         obj = {
             "input_ids": e.input_ids,
             "token_type_ids": e.token_type_ids,
@@ -56,7 +63,7 @@ def _encode_lines(tok: Tokenizer, job: tuple[list[tuple[str, str | None]], dict[
             "offsets": e.offsets,
         }
         out.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
-    return "".join(out)
+    return "".join(out), len(items), tokens
 
 
 def _check_utf8(path: Path) -> None:
@@ -116,15 +123,21 @@ def run(args: argparse.Namespace) -> int:
     if regular:
         with open(args.input, "rb") as f:
             total = sum(1 for _ in f)
+    start = time.perf_counter()
+    lines = tokens = 0
     with progress(total=total, desc="tokenizing", unit=" lines") as bar:
         results = imap_chunks(tok, _encode_lines, _chunks(args, kw, bar), args.workers)
-        if args.output is not None:
-            with atomic_write(args.output) as f:
-                for block in results:
-                    f.write(block)
-        else:
-            out = sys.stdout
-            for block in results:
+        to_file = args.output is not None
+        with atomic_write(args.output) if to_file else contextlib.nullcontext(sys.stdout) as out:
+            for block, n, t in results:
                 out.write(block)
+                lines, tokens = lines + n, tokens + t
             out.flush()
+    seconds = time.perf_counter() - start
+    where = "stdout" if args.output is None else args.output
+    print(
+        f"tokenized {lines} lines ({tokens} tokens) -> {where} in {seconds:.1f}s "
+        f"({lines / max(seconds, 1e-9):.1f} lines/s)",
+        file=sys.stderr,
+    )
     return 0

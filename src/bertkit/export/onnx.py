@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from bertkit.interop import load_with_report
 from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_folder import MODULES, SENTENCE_FILES
 from bertkit.io import make_folder
+from bertkit.progress import progress
 from bertkit.tasks import TASK_FILE, load_adapter
 from bertkit.tokenizer import BertTokenizer
 
@@ -96,6 +98,8 @@ class ExportResult:
     bytes: int
     fused: dict[str, int] = field(default_factory=dict)
     """ONNX Runtime's fused-operator counts (with ``optimize``)."""
+    seconds: float = 0.0
+    """Wall time of the export (loading, tracing, fusions, quantization, writing)."""
 
 
 def head_class(directory: Path, head: str) -> str:
@@ -122,9 +126,17 @@ def dummy_inputs(graph_head: str, vocab_size: int, type_vocab: int) -> tuple[tor
 
 
 def export_onnx(
-    directory: str | Path, output: str | Path, config: OnnxExportConfig, allow_pickle: bool = False
+    directory: str | Path,
+    output: str | Path,
+    config: OnnxExportConfig,
+    allow_pickle: bool = False,
+    show_progress: bool | None = None,
 ) -> ExportResult:
-    """Export the folder's model to ``output`` (.onnx) and write its tokenizer and configs beside it."""
+    """Export the folder's model to ``output`` (.onnx) and write its tokenizer and configs beside it.
+
+    ``show_progress``: a bar over the steps (trace, fusions, quantization), naming the one under
+    way (None: on a terminal); each is one opaque call, minutes for a large model."""
+    start = time.perf_counter()
     require_onnxruntime()
     directory, output = hub.resolve(directory, allow_pickle=allow_pickle), Path(output)
     if output.suffix != ".onnx":
@@ -141,20 +153,29 @@ def export_onnx(
     if name == "BertModel" and any(k.startswith("pooler.") for k in report.missing):
         outputs = ("last_hidden_state",)  # no trained pooler: do not export a random one
     make_folder(output.parent)
-    with tempfile.TemporaryDirectory(prefix="bertkit-onnx-") as tmp:
+    steps = 1 + int(config.optimize) + int(config.quantize == "int8")  # trace, fuse, quantize
+    bar = progress(total=steps, desc="export", unit="step", enabled=show_progress)
+    with bar, tempfile.TemporaryDirectory(prefix="bertkit-onnx-") as tmp:
+        bar.set_postfix_str("tracing")
         plain = Path(tmp) / "plain.onnx"
         _trace(model, name, outputs, plain, config.opset)
+        bar.update(1)
         current, fused = plain, {}
         if config.optimize:
+            bar.set_postfix_str("fusing")
             current, fused = _optimize(current, Path(tmp) / "fused.onnx", model.config)
+            bar.update(1)
         if config.quantize == "int8":
+            bar.set_postfix_str("quantizing")
             current = _quantize(current, Path(tmp) / "int8.onnx")
+            bar.update(1)
         _tag(current, name, config)
         partial = output.with_name(output.name + ".partial")  # same folder: the rename is atomic
         shutil.move(str(current), partial)
         os.replace(partial, output)
     _write_folder_files(directory, output.parent)
-    return ExportResult(output, name, outputs, output.stat().st_size, fused)
+    seconds = time.perf_counter() - start
+    return ExportResult(output, name, outputs, output.stat().st_size, fused, seconds)
 
 
 def _trace(

@@ -27,6 +27,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from bertkit.interop.hf import hf_names
 from bertkit.interop.pretrained import load_weights, save_pretrained
 from bertkit.interop.tf_checkpoint import TfCheckpoint
 from bertkit.io import fsync_dir
+from bertkit.progress import progress
 from bertkit.tokenizer import BertTokenizer, Vocab
 
 MODEL_SCOPES = ("bert/", "cls/")
@@ -118,6 +120,10 @@ class TfConversion:
     skipped_optimizer: int = 0
     skipped_global_step: bool = False
     skipped_other: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    """Bytes of the model tensors read from the checkpoint's data files."""
+    seconds: float = 0.0
+    """Wall time of the conversion, the folder written."""
 
     def summary(self) -> list[str]:
         skipped = f"skipped {self.skipped_optimizer} optimizer variables"
@@ -138,12 +144,16 @@ class TfConversion:
             skipped,
             f"hidden_act {self.hidden_act}{act}, {self.hidden_act_source}",
             f"do_lower_case {self.do_lower_case}, {self.lower_case_source}",
-            f"wrote {self.output}",
+            f"wrote {self.output} in {self.seconds:.1f}s ({self.bytes_read / 1e6:.1f} MB of "
+            f"tensors, {self.bytes_read / 1e6 / max(self.seconds, 1e-9):.1f} MB/s)",
         ]
 
 
 def convert_tf_checkpoint(
-    checkpoint: str | Path, output: str | Path, settings: TfConvertSettings | None = None
+    checkpoint: str | Path,
+    output: str | Path,
+    settings: TfConvertSettings | None = None,
+    show_progress: bool | None = None,
 ) -> TfConversion:
     """Write ``output``: config.json, model.safetensors and the tokenizer of a TF checkpoint.
 
@@ -152,9 +162,11 @@ def convert_tf_checkpoint(
     variables, else ``BertModel``; every parameter must come from the checkpoint. The folder is
     built beside ``output`` and renamed into place at the end, so a failure leaves nothing.
     Raises CheckpointError / ConfigError / MissingFileError naming the file at fault.
+    ``show_progress``: a bar over the bytes of tensors read (None: on a terminal).
     """
     from bertkit.model import BertForPreTraining, BertModel
 
+    start = time.perf_counter()
     settings = settings or TfConvertSettings()
     output = Path(output)
     nonempty = output.exists() and (not output.is_dir() or any(output.iterdir()))
@@ -193,9 +205,14 @@ def convert_tf_checkpoint(
             f"{type(model).__name__} of {config_path}: {', '.join(unplaced)}"
         )
     state = {}
-    for name, (hf, transpose) in renamed.items():
-        array = ckpt.read(name)
-        state[hf] = torch.from_numpy(array.T.copy() if transpose else array)
+    size = sum(ckpt.entries[name].size for name in renamed)
+    with progress(
+        total=size, desc="convert", unit="B", unit_scale=True, enabled=show_progress
+    ) as bar:
+        for name, (hf, transpose) in renamed.items():
+            array = ckpt.read(name)
+            state[hf] = torch.from_numpy(array.T.copy() if transpose else array)
+            bar.update(ckpt.entries[name].size)
     try:
         load_weights(model, state, strict=True)
     except CheckpointError as e:
@@ -215,8 +232,10 @@ def convert_tf_checkpoint(
         skipped_optimizer=len(kinds["optimizer"]),
         skipped_global_step=bool(kinds["global_step"]),
         skipped_other=sorted(kinds["other"]),
+        bytes_read=size,
     )
     _write_folder(output, lambda staging: save_pretrained(model.eval(), staging, tokenizer))
+    result.seconds = time.perf_counter() - start
     return result
 
 

@@ -147,7 +147,12 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         **result.to_dict(),
     }
     atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
-    say(f"wrote the selected model and metrics.json to {output}")
+    updates = sum(r.steps for r in result.runs)
+    say(
+        f"wrote the selected model and metrics.json to {output} ({len(result.runs)} run(s) "
+        f"on {len(train)} training examples, {updates} updates, "
+        f"{time.time() - started:.1f}s in all)"
+    )
     return metrics
 
 
