@@ -263,6 +263,7 @@ def test_the_table_reads_as_the_layers_it_draws() -> None:
         "bertkit",
         "errors",
         "io",
+        "staging",
         "progress",
         "config",
         "cpu",

@@ -1,7 +1,7 @@
 """Atomic file output: write to a temporary file in the same folder, fsync, then rename.
 
 A crash (or SIGKILL) at any moment leaves either the old file or the complete new one, never a
-half-written file under the final name.
+half-written file under the final name. A set of files read as one: :mod:`bertkit.staging`.
 """
 
 from __future__ import annotations

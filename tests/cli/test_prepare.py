@@ -272,3 +272,24 @@ def test_a_fifo_or_a_device_is_not_a_regular_file(tmp_path: Path, capsys, kind: 
         "a regular file, which this command may read more than once\n"
     )
     assert [p.name for p in tmp_path.iterdir() if p.name != "corpus.fifo"] == []
+
+
+def test_a_failed_swap_puts_the_previous_output_back(tmp_path: Path, capsys, monkeypatch) -> None:
+    import errno
+
+    assert _prepare(tmp_path, "out") == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    real = os.replace
+
+    def replace(src, dst) -> None:  # the finished folder cannot be renamed into place
+        if Path(src).name.startswith(".out.partial-"):
+            raise OSError(errno.EIO, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    assert _prepare(tmp_path, "out", "--seed", "9", "--overwrite") == 1
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Input/output error" in err and str(tmp_path / "out") in err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

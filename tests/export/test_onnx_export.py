@@ -195,3 +195,22 @@ def test_bad_requests_are_one_line_errors(tiny_heads, tmp_path: Path, capsys):
         assert "\n" not in err and words in err, err
     with pytest.raises(ConfigError, match="quantize must be one of none, int8"):
         OnnxExportConfig(quantize="int4")
+
+
+def test_a_failed_export_keeps_the_previous_one(tiny_heads, tmp_path: Path, monkeypatch):
+    """The files beside the graph fail (a bad tokenizer_config.json, a full disk): the folder
+    keeps the previous export whole, never the new graph beside the old configs."""
+    from bertkit.errors import ConfigError
+    from bertkit.export import onnx as export
+
+    out = tmp_path / "m.onnx"
+    export_onnx(tiny_heads["BertModel"], out, OnnxExportConfig())
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def bad_tokenizer(*args, **kwargs):
+        raise ConfigError("tokenizer_config.json: do_lower_case must be true or false")
+
+    monkeypatch.setattr(export.BertTokenizer, "from_pretrained", bad_tokenizer)
+    with pytest.raises(ConfigError, match="do_lower_case"):
+        export_onnx(tiny_heads["BertForSequenceClassification"], out, OnnxExportConfig())
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

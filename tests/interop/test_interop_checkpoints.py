@@ -157,3 +157,21 @@ def test_saved_files_are_complete(tmp_path) -> None:
     keys = set(load_file(str(tmp_path / "model.safetensors")))
     assert "cls.predictions.bias" in keys and "bert.embeddings.word_embeddings.weight" in keys
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_a_save_that_fails_half_way_keeps_the_previous_folder(tmp_path) -> None:
+    """The tokenizer's files fail after the weights are written: the folder is as it was, never
+    new weights beside the old config.json, and no work folder is left."""
+    torch.manual_seed(0)
+    save_pretrained(BertModel(tiny()), tmp_path / "m")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()}
+
+    class FullDisk:
+        def save_pretrained(self, directory) -> None:
+            (directory / "vocab.txt").write_text("[PAD]\n")
+            raise OSError(28, "No space left on device")
+
+    torch.manual_seed(1)
+    with pytest.raises(OSError, match="No space left"):
+        save_pretrained(BertModel(tiny()), tmp_path / "m", FullDisk())
+    assert {p.name: p.read_bytes() for p in (tmp_path / "m").iterdir()} == before

@@ -183,3 +183,28 @@ def test_pretraining_export_writes_tokenizer_json(tmp_path: Path) -> None:
     loaded = BertTokenizer.from_pretrained(tmp_path / "model")
     assert (loaded.do_lower_case, loaded.model_max_length) == (False, 20)
     assert (tmp_path / "model" / "vocab.txt").read_bytes() == VOCAB.read_bytes()
+
+
+def test_a_save_that_fails_half_way_keeps_the_previous_folder(tmp_path: Path, monkeypatch) -> None:
+    """The sentence-transformers files fail after the model's: the folder keeps the previous
+    save whole (never new weights with the old pooling)."""
+    from bertkit.inference import embedder
+
+    tiny_embedder("mean", False).save(tmp_path / "m")
+    before = {
+        str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()
+    }
+    other = tiny_embedder("cls", True)
+    with torch.no_grad():
+        next(other.model.parameters()).add_(1.0)
+
+    def full_disk(folder, *args, **kwargs) -> None:
+        (Path(folder) / "modules.json").write_text("[")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(embedder, "save_sentence_transformers_files", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        other.save(tmp_path / "m")
+    assert {
+        str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()
+    } == before

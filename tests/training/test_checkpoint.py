@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import pickle
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from bertkit.errors import CheckpointError
 from bertkit.training import checkpoint as ckpt
 from bertkit.training import rng_state
 
@@ -135,3 +139,22 @@ def test_rng_capture_leaves_cuda_alone_until_the_run_has_used_it(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     assert "cuda_0" in rng_state.capture_rng()
     assert read == ["cuda"]
+
+
+def test_resaving_a_step_keeps_the_old_one_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    first = _save(tmp_path, 1)
+    before = {p.name: p.read_bytes() for p in first.iterdir()}
+    real = os.replace
+
+    def replace(src, dst):  # the new folder's rename fails (an I/O error, a kill just before)
+        if Path(src).name.startswith(".tmp-"):
+            raise OSError(errno.EIO, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(ckpt.os, "replace", replace)
+    with pytest.raises(CheckpointError, match="step-000000001: cannot write the checkpoint"):
+        _save(tmp_path, 1)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in first.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["step-000000001"]
+    assert ckpt.load_latest(tmp_path).step == 1

@@ -4,14 +4,15 @@ stale one removed), nothing of the hidden work folder left behind."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 from bertkit.config import BertConfig
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.interop import load_pretrained, save_pretrained
 from bertkit.model import BertModel
 from bertkit.model.contrastive import BiEncoder
@@ -42,15 +43,17 @@ def base(tmp_path: Path) -> tuple[Path, BertTokenizer]:
 
 @pytest.fixture
 def renames(monkeypatch) -> list[tuple[str, Path]]:
-    """(source name, destination) of every rename save_model_dir makes."""
+    """(source name, destination) of every rename save_model_dir makes into place (not those of
+    the files written atomically into its hidden work folder)."""
     done: list[tuple[str, Path]] = []
     real = os.replace
 
     def replace(src, dst) -> None:
-        done.append((Path(src).name, Path(dst)))
+        if not any(part.startswith(".") for part in Path(dst).parts):
+            done.append((Path(src).name, Path(dst)))
         real(src, dst)
 
-    monkeypatch.setattr(model_dir, "os", SimpleNamespace(replace=replace))
+    monkeypatch.setattr(os, "replace", replace)
     return done
 
 
@@ -96,7 +99,36 @@ def test_a_bi_encoder_is_a_sentence_transformers_folder(base, renames, tmp_path)
     assert TASK_FILE not in listed
     assert "1_Pooling/config.json" in listed
     assert {"config.json", "model.safetensors", "modules.json", "vocab.txt"} <= set(listed)
-    assert not [p for p in out.iterdir() if p.name.startswith(".model-tmp-")]
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
     moved = [(src, str(dst.relative_to(out))) for src, dst in renames]
     assert moved[-1] == ("config.json", "config.json")
     assert ("config.json", "1_Pooling/config.json") in moved  # a module folder's file, in place
+
+
+def test_a_crash_between_the_renames_never_leaves_a_folder_that_loads(
+    base, tmp_path, monkeypatch
+) -> None:
+    """A new model's files renamed in beside the old config.json would load as a model that was
+    never trained: the old config.json goes first, so such a folder is refused instead."""
+    path, tok = base
+    adapter = ClassificationAdapter("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy")
+    out = tmp_path / "out"
+    model_dir.save_model_dir(
+        load_pretrained(path, adapter.head_class, **adapter.config_overrides()), adapter, tok, out
+    )
+    real = os.replace
+
+    def replace(src, dst) -> None:  # the kill comes after the first renames into the output
+        if Path(dst) == out / "model.safetensors":
+            raise OSError(errno.EIO, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    torch.manual_seed(1)
+    second = load_pretrained(path, adapter.head_class, **adapter.config_overrides())
+    with pytest.raises((OSError, BertkitError), match="Input/output error"):
+        model_dir.save_model_dir(second, adapter, tok, out)
+    monkeypatch.undo()
+    with pytest.raises(CheckpointError, match=r"no config\.json"):
+        load_pretrained(out, adapter.head_class)
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]

@@ -20,7 +20,6 @@ piece's number and the seed, so the folder equals a one-process run's byte for b
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
@@ -40,7 +39,8 @@ from bertkit.data.prepare_files import (
 from bertkit.data.prepare_settings import PrepareSettings
 from bertkit.data.shards import write_manifest
 from bertkit.errors import BertkitError, InputError
-from bertkit.io import fsync_dir, require_file, sha256_file
+from bertkit.io import require_file, sha256_file
+from bertkit.staging import swap_folder
 
 
 @dataclass
@@ -204,18 +204,14 @@ def _check_shards(staging: Path, results: list[dict]) -> None:
 
 
 def _swap_into_place(staging: Path, output: Path) -> None:
-    """Rename the finished staging folder to ``output`` (replacing an old one, if allowed)."""
+    """Rename the finished staging folder to ``output`` (replacing an old one, if allowed; put
+    back if the rename fails)."""
     # Temp files are created private (0600); give the finished files the usual umask mode.
     umask = os.umask(0)
     os.umask(umask)
     for f in staging.iterdir():
         f.chmod(0o666 & ~umask)
-    old = None
-    if output.exists():
-        old = output.parent / f".{output.name}.old-{os.getpid()}"
-        os.replace(output, old)
-    os.replace(staging, output)
-    fsync_dir(output.parent)
-    if old is not None:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+    try:
+        swap_folder(staging, output)
+    except OSError as e:
+        raise BertkitError(f"{output}: cannot write the output ({e.strerror or e})") from e

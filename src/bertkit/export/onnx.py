@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -42,6 +41,7 @@ from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_folder import MODULES, SENTENCE_FILES
 from bertkit.io import make_folder
 from bertkit.progress import progress
+from bertkit.staging import staged_folder
 from bertkit.tasks import TASK_FILE, load_adapter
 from bertkit.tokenizer import BertTokenizer
 
@@ -170,10 +170,12 @@ def export_onnx(
             current = _quantize(current, Path(tmp) / "int8.onnx")
             bar.update(1)
         _tag(current, name, config)
-        partial = output.with_name(output.name + ".partial")  # same folder: the rename is atomic
-        shutil.move(str(current), partial)
-        os.replace(partial, output)
-    _write_folder_files(directory, output.parent)
+        # the graph and the files beside it are one set, the graph renamed in last: a failure
+        # leaves the previous export whole, never a new graph beside old configs
+        with staged_folder(output.parent, last=output.name) as work:
+            shutil.move(str(current), work / output.name)
+            if directory.resolve() != output.parent.resolve():  # else they are there already
+                _write_folder_files(directory, work)
     seconds = time.perf_counter() - start
     return ExportResult(output, name, outputs, output.stat().st_size, fused, seconds)
 
@@ -271,10 +273,8 @@ def _quiet():
 
 
 def _write_folder_files(source: Path, target: Path) -> None:
-    """Tokenizer, config.json, the task file and sentence-transformers pooling files, beside the
-    graph (the same folder may be the source: nothing is overwritten by itself)."""
-    if source.resolve() == target.resolve():
-        return
+    """Tokenizer, config.json, the task file and sentence-transformers pooling files of the
+    folder ``source``, into ``target`` (the work folder of the graph's)."""
     BertTokenizer.from_pretrained(source).save_pretrained(target)
     for extra in ("special_tokens_map.json",):
         if (source / extra).is_file():

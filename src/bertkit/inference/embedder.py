@@ -53,6 +53,7 @@ from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
 from bertkit.progress import progress
+from bertkit.staging import staged_folder
 from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
 from bertkit.tokenizer.encoding import Encoding
@@ -198,7 +199,8 @@ class Embedder:
         normalisation and :attr:`max_length`. ``Embedder.load(folder)``,
         ``SentenceTransformer(folder)`` and text-embeddings-inference then give these vectors
         for texts within :attr:`max_length` tokens; longer texts they read truncated (as
-        ``truncate=True`` does), where this Embedder may read them in windows.
+        ``truncate=True`` does), where this Embedder may read them in windows. The files are
+        written as one set: a failed save leaves ``folder`` as it was.
 
         Raises ConfigError for what those tools cannot compute: ``layers`` other than the last
         alone, or weights that are not a bertkit encoder in fp32/bf16 (int8, an ONNX graph).
@@ -213,10 +215,11 @@ class Embedder:
                 f"cannot save {type(self.model).__name__} weights at precision {self.precision}; "
                 "load the folder again without int8 (or the ONNX model) and save that"
             )
-        save_pretrained(self.model, folder, self.tokenizer)
-        save_sentence_transformers_files(
-            folder, self.spec.pooling, self.spec.normalize, self.max_length, dimension=self.dim
-        )
+        with staged_folder(folder, last="config.json") as work:
+            save_pretrained(self.model, work, self.tokenizer)
+            save_sentence_transformers_files(
+                work, self.spec.pooling, self.spec.normalize, self.max_length, dimension=self.dim
+            )
 
     @property
     def vocab_size(self) -> int:

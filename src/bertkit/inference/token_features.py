@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from bertkit.io import atomic_write
+from bertkit.staging import staged_folder
 from bertkit.tasks.windows import WindowCounts
 
 if TYPE_CHECKING:
@@ -63,11 +64,23 @@ def token_features(
 def save_token_features(path: str | Path, features: Sequence[TokenFeatures]) -> Path:
     """Write every text's piece vectors as one (total pieces, D) float32 ``.npy`` at ``path``
     and a JSONL index beside it (``path`` with ``.jsonl``): per text its ``line`` (1-based),
-    first ``row`` in the array, ``tokens`` and character ``offsets``. Returns the index path."""
+    first ``row`` in the array, ``tokens`` and character ``offsets``. Returns the index path.
+
+    The two are one output (:func:`bertkit.staging.staged_folder`, the index last): a failed
+    write leaves the previous pair, never new vectors with an old index whose rows no longer
+    match."""
     path = Path(path)
     index = path.with_suffix(".jsonl")
     dim = features[0].vectors.shape[1] if features else 0
     rows = np.concatenate([f.vectors for f in features]) if features else np.zeros((0, dim))
+    with staged_folder(path.parent, last=index.name) as work:
+        _write_pair(work / path.name, work / index.name, rows, features)
+    return index
+
+
+def _write_pair(
+    path: Path, index: Path, rows: np.ndarray, features: Sequence[TokenFeatures]
+) -> None:
     with atomic_write(path, "wb") as f:
         np.save(f, rows.astype(np.float32))
     with atomic_write(index, "w") as f:
@@ -86,4 +99,3 @@ def save_token_features(path: str | Path, features: Sequence[TokenFeatures]) -> 
                 + "\n"
             )
             row += len(feat.tokens)
-    return index

@@ -21,6 +21,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.hf import LoadReport, hf_to_ours, ours_to_hf
 from bertkit.io import atomic_write_bytes, atomic_write_text
+from bertkit.staging import staged_folder
 from bertkit.tokenizer.protocol import Tokenizer
 from bertkit.tokenizer.tokenizer_json import TOKENIZER_JSON, tokenizer_json_size
 
@@ -252,19 +253,19 @@ def save_pretrained(
     """Write config.json, model.safetensors (Hugging Face names) and the tokenizer's vocabulary.
 
     transformers' AutoModel / the BertFor... class of the same name loads the result with no
-    missing or unexpected keys. Each file is written atomically; config.json last.
+    missing or unexpected keys. The files are written as one set
+    (:func:`bertkit.staging.staged_folder`): a write that fails leaves ``directory`` as it was,
+    and a crash between the renames leaves it without config.json, never new weights beside an
+    old config.json.
     """
     from safetensors.torch import save
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     tensors = ours_to_hf(model)
-    atomic_write_bytes(directory / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(directory)
     config = model.config.to_dict()
     config["architectures"] = [type(model).__name__]
     config["bertkit_format"] = MODEL_FORMAT
-    atomic_write_text(
-        directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
-    )
+    with staged_folder(directory, last="config.json") as work:
+        atomic_write_bytes(work / "model.safetensors", save(tensors, metadata={"format": "pt"}))
+        if tokenizer is not None:
+            tokenizer.save_pretrained(work)
+        atomic_write_text(work / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")

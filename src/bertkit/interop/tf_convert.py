@@ -23,7 +23,6 @@ in MLM logits and 1.3e-4 in NSP logits (2 layers, random weights; docs/convert.m
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -38,8 +37,8 @@ from bertkit.errors import BertkitError, CheckpointError, ConfigError, MissingFi
 from bertkit.interop.hf import hf_names
 from bertkit.interop.pretrained import load_weights, save_pretrained
 from bertkit.interop.tf_checkpoint import TfCheckpoint
-from bertkit.io import fsync_dir
 from bertkit.progress import progress
+from bertkit.staging import swap_folder
 from bertkit.tokenizer import BertTokenizer, Vocab
 
 MODEL_SCOPES = ("bert/", "cls/")
@@ -258,25 +257,14 @@ def _tokenizer(vocab_path: Path, config: BertConfig, do_lower_case: bool | None)
 
 
 def _write_folder(output: Path, write) -> None:
-    """``write(staging)`` into a hidden sibling of ``output``, then rename it into place."""
+    """``write(staging)`` into a hidden sibling of ``output``, then swap it into place."""
     staging = output.parent / f".{output.name}.partial-{os.getpid()}"
-    old = output.parent / f".{output.name}.old-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         staging.mkdir(parents=True)
         write(staging)
-        if output.exists():
-            os.replace(output, old)
-        try:
-            os.replace(staging, output)
-        except OSError:
-            if old.exists():  # put the previous folder back
-                os.replace(old, output)
-            raise
-        fsync_dir(output.parent)
+        swap_folder(staging, output)
     except OSError as e:
         raise BertkitError(f"{output}: cannot write the model folder ({e.strerror or e})") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            shutil.rmtree(old) if old.is_dir() else old.unlink()

@@ -35,7 +35,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from bertkit.errors import CheckpointError
-from bertkit.io import fsync_dir, sha256_file
+from bertkit.io import sha256_file
+from bertkit.staging import swap_folder
 
 FORMAT = "bertkit-checkpoint-1"
 """The checkpoint layout this version writes and reads (tests/fixtures/compat holds one)."""
@@ -162,11 +163,9 @@ def _write_checkpoint(
         "files": {n: {"sha256": sha256_file(tmp / n), "bytes": len(blobs[n])} for n in blobs},
     }
     _write_synced(tmp / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
-    fsync_dir(tmp)
-    if final.exists():  # re-saving a step (e.g. the last one after a finished run)
-        _remove(final)
-    os.replace(tmp, final)
-    fsync_dir(root)
+    # re-saving a step (e.g. the last one after a finished run): the old folder goes only once the
+    # new one is in place (clean_stale removes it after a crash), and comes back if the rename fails
+    swap_folder(tmp, final, aside=root / f".del-{final.name}-{os.getpid()}")
 
 
 def _own_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_write, atomic_write_text
 from bertkit.model.batching import Layout
 
 DEFINITIONS = ("real", "padded")
@@ -275,9 +275,9 @@ def plot_curves(records: list[dict[str, Any]], path: str | Path) -> bool:
         ax.set_title(key)
         ax.legend()
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(path).with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_write(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
+    finally:
+        plt.close(fig)
     return True

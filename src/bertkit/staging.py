@@ -1,0 +1,111 @@
+"""A set of files written as one, so that a reader never sees some files of one write beside
+some of another (a model folder's new weights beside its old config.json).
+
+:func:`staged_folder` writes the files into a hidden work folder inside the output folder, then
+renames each into place, the file that marks the set complete last (its old copy removed
+first); :func:`swap_folder` replaces a folder that is all one output (prepared shards, a
+converted checkpoint, a training checkpoint) whole. Both flush every file to disk before the
+renames. Single files: :func:`bertkit.io.atomic_write`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+from bertkit.io import fsync_dir, make_folder
+
+
+def fsync_file(path: str | Path) -> None:
+    """Flush the file ``path``'s content to disk (a writer that does not, such as a copy or a
+    third-party ``save``, wrote it)."""
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def staged_folder(
+    folder: str | Path, last: str | None = None, drop: Iterable[str] = ()
+) -> Iterator[Path]:
+    """Write a set of files into ``folder`` as one: yields an empty hidden work folder inside it
+    to write them into (subfolders too); when the block ends without error every file there is
+    fsynced and renamed to the same place in ``folder``, ``last`` after all the others. On an
+    error nothing in ``folder`` changes. The work folder is removed either way.
+
+    ``last``: the file whose presence says the set is complete (``config.json`` of a model
+    folder). Its old copy is removed before the first rename, so that a crash between the renames
+    leaves a folder without it, which a reader refuses, never the old one beside new files or the
+    new one beside old files. ``drop``: files of an older layout that this set does not have (a
+    stale task file), removed with it. Other files already in ``folder`` are left as they are.
+
+    Raises BertkitError naming ``folder`` when it cannot be created or the renames fail.
+    """
+    folder = make_folder(folder)
+    try:
+        work = Path(tempfile.mkdtemp(prefix=".staging-", dir=folder))
+    except OSError as e:
+        raise BertkitError(f"{folder}: cannot write here ({e.strerror or e})") from e
+    try:
+        yield work
+        _move_in(work, folder, last, drop)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _move_in(work: Path, folder: Path, last: str | None, drop: Iterable[str]) -> None:
+    """Rename every file of ``work`` to the same place in ``folder`` (see :func:`staged_folder`)."""
+    files = sorted(p.relative_to(work) for p in work.rglob("*") if p.is_file())
+    marker = Path(last) if last is not None and Path(last) in files else None
+    try:
+        for rel in files:
+            fsync_file(work / rel)
+        for name in [*([marker] if marker else []), *drop]:
+            (folder / name).unlink(missing_ok=True)
+        touched = {folder}
+        for rel in sorted(files, key=lambda r: r == marker):
+            if rel == marker:  # every other file is on disk before the marker appears
+                for d in sorted(touched):
+                    fsync_dir(d)
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(work / rel, target)
+            touched.add(target.parent)
+        for d in sorted(touched):
+            fsync_dir(d)
+    except OSError as e:
+        raise BertkitError(f"{folder}: cannot write the files ({e.strerror or e})") from e
+
+
+def swap_folder(work: str | Path, output: str | Path, aside: str | Path | None = None) -> None:
+    """Rename the finished folder ``work`` (a sibling of ``output``) to ``output``, replacing
+    whatever is there: every file of ``work`` is fsynced first; the old ``output`` is renamed
+    to ``aside`` (default: the hidden sibling ``.NAME.old-PID``), put back if the rename fails,
+    and removed once the new one is in place. Raises OSError when a rename fails (``output``
+    then is as it was)."""
+    work, output = Path(work), Path(output)
+    for p in work.rglob("*"):
+        if p.is_file():
+            fsync_file(p)
+    fsync_dir(work)
+    old = Path(aside) if aside is not None else output.parent / f".{output.name}.old-{os.getpid()}"
+    moved = output.exists() or output.is_symlink()
+    if moved:
+        os.replace(output, old)
+    try:
+        os.replace(work, output)
+    except OSError:
+        if moved:  # put the previous folder back
+            os.replace(old, output)
+        raise
+    fsync_dir(output.parent)
+    if moved:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
