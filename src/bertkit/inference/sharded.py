@@ -130,7 +130,8 @@ def lines_bytes(lines: Sequence[str]) -> bytes:
 def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
     """``{"path", "sha256", "files"}`` of a model folder: the sha256 over the name, size and full
     content sha256 of every top-level ``*.json, *.txt, *.safetensors, *.bin, *.onnx, *.model``
-    file and every ``*/config.json`` one level down (sentence-transformers modules), in name order.
+    file and every ``*/config.json`` one level down (sentence-transformers modules), in name order;
+    hidden files and folders are left out (a ``.staging-*`` work folder an interrupted save left).
 
     Whole contents rather than sizes or mtimes: a copy keeps the fingerprint, a retrained model
     with the same shapes changes it. Hashing costs about a second per GB of weights, once per
@@ -143,7 +144,9 @@ def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
     files = sorted(
         p
         for p in [*root.iterdir(), *root.glob("*/config.json")]
-        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in _MODEL_SUFFIXES
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and p.suffix.lower() in _MODEL_SUFFIXES
     )
     h = hashlib.sha256()
     for p in files:
