@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,25 @@ def test_swap_folder_flushes_every_file_then_replaces_the_folder(tmp_path, monke
     assert sorted(synced) == ["config.json", "pool", "weights"]
     assert contents(out) == {n: f"new {n}" for n in ("config.json", "sub/pool", "weights")}
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_an_input_error_inside_an_atomic_write_names_the_input(tmp_path: Path) -> None:
+    """An OSError of the block that names another file (the input it was reading) is that
+    file's, not a failed write of the output; either way the output is untouched."""
+    from bertkit.io import atomic_write
+
+    out = tmp_path / "out.txt"
+    out.write_text("previous")
+    missing = tmp_path / "gone.txt"
+    with (
+        pytest.raises(BertkitError, match=rf"^{re.escape(str(missing))}: cannot read \("),
+        atomic_write(out) as f,
+    ):
+        f.write("new")
+        missing.read_text()
+    with (
+        pytest.raises(BertkitError, match=rf"^{re.escape(str(out))}: write failed \("),
+        atomic_write(out) as f,
+    ):
+        raise OSError(28, "No space left on device")
+    assert out.read_text() == "previous" and sorted(tmp_path.iterdir()) == [out]

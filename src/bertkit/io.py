@@ -40,7 +40,7 @@ def atomic_write(
     """Open a temporary sibling of ``path`` for writing; on success fsync and rename it over ``path``.
 
     On any exception the temporary file is removed and ``path`` is left untouched.
-    Raises BertkitError with the path when the folder cannot be written or the disk is full.
+    Raises BertkitError naming ``path`` (or the other file an OSError of the block names).
     """
     path = Path(path)
     binary = "b" in mode
@@ -61,8 +61,10 @@ def atomic_write(
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise BertkitError(f"{path}: write failed ({e.strerror or e})") from e
+        if isinstance(e, OSError):  # another file named: the block's input failed, not this
+            other = e.filename not in (None, tmp, str(path))
+            what = f"{e.filename}: cannot read" if other else f"{path}: write failed"
+            raise BertkitError(f"{what} ({e.strerror or e})") from e
         raise
 
 
