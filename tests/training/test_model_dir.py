@@ -105,6 +105,38 @@ def test_a_bi_encoder_is_a_sentence_transformers_folder(base, renames, tmp_path)
     assert ("config.json", "1_Pooling/config.json") in moved  # a module folder's file, in place
 
 
+def test_a_classifier_saved_over_an_embedder_drops_its_sentence_files(base, tmp_path) -> None:
+    """modules.json left beside a classifier would make sentence-transformers (and bertkit's
+    pipeline, by its task file's absence elsewhere) read the folder as the old embedder's."""
+    from bertkit.inference import Embedder
+    from bertkit.inference.pipeline import task_of
+
+    path, tok = base
+    out = tmp_path / "out"
+    model_dir.save_model_dir(
+        BiEncoder(load_pretrained(path, "BertModel"), "mean"),
+        EmbeddingAdapter("embeddings", "e", max_seq_length=16, normalize=True, matryoshka_dims=[8]),
+        tok,
+        out,
+    )
+    assert {"modules.json", "bertkit_embedding.json", "1_Pooling/config.json"} <= set(files(out))
+    adapter = ClassificationAdapter("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy")
+    model = load_pretrained(path, adapter.head_class, **adapter.config_overrides())
+    model_dir.save_model_dir(model, adapter, tok, out)
+    assert files(out) == [
+        "bertkit_task.json",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
+    assert task_of(out) == "text-classification"
+    Embedder.load(path).save(out)  # and back: the classifier's task file goes
+    assert TASK_FILE not in files(out) and "modules.json" in files(out)
+    assert task_of(out) == "feature-extraction"
+
+
 def test_a_crash_between_the_renames_never_leaves_a_folder_that_loads(
     base, tmp_path, monkeypatch
 ) -> None:

@@ -54,6 +54,7 @@ from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
 from bertkit.progress import progress
 from bertkit.staging import staged_folder
+from bertkit.tasks.base import TASK_FILE
 from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
 from bertkit.tokenizer.encoding import Encoding
@@ -215,7 +216,8 @@ class Embedder:
                 f"cannot save {type(self.model).__name__} weights at precision {self.precision}; "
                 "load the folder again without int8 (or the ONNX model) and save that"
             )
-        with staged_folder(folder, last="config.json") as work:
+        # an embedder's folder has no task file: a fine-tuned model's, saved here before, goes
+        with staged_folder(folder, last="config.json", drop=[TASK_FILE]) as work:
             save_pretrained(self.model, work, self.tokenizer)
             save_sentence_transformers_files(
                 work, self.spec.pooling, self.spec.normalize, self.max_length, dimension=self.dim

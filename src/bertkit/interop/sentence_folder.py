@@ -38,6 +38,9 @@ VERSIONS = "config_sentence_transformers.json"
 EMBEDDING_INFO = "bertkit_embedding.json"
 SENTENCE_FILES = (MODULES, SENTENCE_CONFIG, VERSIONS)
 """The top-level files (besides the module folders that ``modules.json`` names)."""
+SENTENCE_LAYOUT = (*SENTENCE_FILES, EMBEDDING_INFO, f"{POOLING_DIR}/config.json")
+"""Every file a sentence-transformers folder written by bertkit has beyond a model folder's: what
+a fine-tuned task's folder saved over it drops (``modules.json`` would make it an embedder)."""
 # sentence-transformers' pooling flag for each bertkit pooling
 _FLAGS = {
     "cls": "pooling_mode_cls_token",

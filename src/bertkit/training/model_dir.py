@@ -30,14 +30,17 @@ def save_model_dir(
     """
     from bertkit.interop import save_pretrained
     from bertkit.interop.sentence_folder import (
+        SENTENCE_LAYOUT,
         save_embedding_info,
         save_sentence_transformers_files,
     )
     from bertkit.model.contrastive import BiEncoder
 
     bi_encoder = isinstance(model, BiEncoder)
-    # a sentence-transformers folder has no task file: a classifier's, saved here before, goes
-    with staged_folder(output, last="config.json", drop=[TASK_FILE] if bi_encoder else []) as tmp:
+    # a sentence-transformers folder has no task file, and a task's folder no sentence-
+    # transformers files: what the other layout saved here before goes with the old config
+    drop = [TASK_FILE] if bi_encoder else SENTENCE_LAYOUT
+    with staged_folder(output, last="config.json", drop=drop) as tmp:
         if isinstance(model, BiEncoder):
             a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)
             with model.whole_encoder() as encoder:
