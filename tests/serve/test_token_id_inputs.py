@@ -5,14 +5,13 @@ encode, against transformers run on the same ids, and through the openai client.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
-from .conftest import serve, serve_http
+from .conftest import prompted_copy, serve, serve_http
 
 LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello"]
 
@@ -21,13 +20,7 @@ LINES = ["A man is playing a guitar.", "The new movie is awesome!", "hello"]
 def minilm_prompted(minilm: Path, tmp_path_factory) -> Path:
     """MiniLM's files (linked) as a folder whose default prompt is "query: "."""
     d = tmp_path_factory.mktemp("minilm_query")
-    for p in minilm.iterdir():
-        if p.name != "config_sentence_transformers.json":
-            (d / p.name).symlink_to(p)
-    st = json.loads((minilm / "config_sentence_transformers.json").read_text())
-    st.update(prompts={"query": "query: "}, default_prompt_name="query")
-    (d / "config_sentence_transformers.json").write_text(json.dumps(st))
-    return d
+    return prompted_copy(minilm, d, prompts={"query": "query: "}, default_prompt_name="query")
 
 
 @pytest.fixture(scope="module")

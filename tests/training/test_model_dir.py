@@ -57,6 +57,17 @@ def renames(monkeypatch) -> list[tuple[str, Path]]:
     return done
 
 
+CLASSIFIER_FILES = [
+    "bertkit_task.json",
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+]
+"""A fine-tuned classifier's folder, in name order."""
+
+
 def files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
@@ -67,14 +78,7 @@ def test_a_classifier_is_renamed_into_place_config_last(base, renames, tmp_path)
     model = load_pretrained(path, adapter.head_class, **adapter.config_overrides())
     out = tmp_path / "out"
     model_dir.save_model_dir(model, adapter, tok, out)
-    written = [
-        "bertkit_task.json",
-        "config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "vocab.txt",
-    ]
+    written = CLASSIFIER_FILES
     assert files(out) == written  # the hidden work folder is gone
     # each file is renamed from the work folder to the same name in the output; config.json last,
     # so that a folder whose config.json is new has every other new file too
@@ -123,14 +127,7 @@ def test_a_classifier_saved_over_an_embedder_drops_its_sentence_files(base, tmp_
     adapter = ClassificationAdapter("glue", "SST-2", 32, labels=["0", "1"], metric="accuracy")
     model = load_pretrained(path, adapter.head_class, **adapter.config_overrides())
     model_dir.save_model_dir(model, adapter, tok, out)
-    assert files(out) == [
-        "bertkit_task.json",
-        "config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "vocab.txt",
-    ]
+    assert files(out) == CLASSIFIER_FILES
     assert task_of(out) == "text-classification"
     Embedder.load(path).save(out)  # and back: the classifier's task file goes
     assert TASK_FILE not in files(out) and "modules.json" in files(out)
