@@ -237,7 +237,7 @@ def test_a_failed_write_leaves_nothing_and_keeps_the_old_folder(tmp_path, monkey
         (Path(directory) / "model.safetensors").write_bytes(b"partial")
         raise BertkitError("disk full")
 
-    monkeypatch.setattr(tfc, "save_pretrained", failing)
+    monkeypatch.setattr(tfc, "write_model_files", failing)
     with pytest.raises(BertkitError, match="disk full"):
         convert_tf_checkpoint(BERT, out, TfConvertSettings(overwrite=True))
     assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -43,7 +43,7 @@ from bertkit.evaluation.retrieval import unit_rows
 from bertkit.inference.loading import load_for_inference
 from bertkit.inference.token_features import TokenFeatures
 from bertkit.inference.token_ids import TokenIds, TokenIdsError
-from bertkit.interop import save_pretrained
+from bertkit.interop.pretrained import write_model_files
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     save_sentence_transformers_files,
@@ -218,7 +218,7 @@ class Embedder:
             )
         # an embedder's folder has no task file: a fine-tuned model's, saved here before, goes
         with staged_folder(folder, last="config.json", drop=[TASK_FILE]) as work:
-            save_pretrained(self.model, work, self.tokenizer)
+            write_model_files(self.model, work, self.tokenizer)
             save_sentence_transformers_files(
                 work, self.spec.pooling, self.spec.normalize, self.max_length, dimension=self.dim
             )

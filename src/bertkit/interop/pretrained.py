@@ -258,14 +258,24 @@ def save_pretrained(
     and a crash between the renames leaves it without config.json, never new weights beside an
     old config.json.
     """
+    with staged_folder(directory, last="config.json") as work:
+        write_model_files(model, work, tokenizer)
+
+
+def write_model_files(
+    model: nn.Module, directory: Path, tokenizer: Tokenizer | None = None
+) -> None:
+    """:func:`save_pretrained`'s files, written straight into ``directory``: for a caller that
+    stages a larger set itself (a fine-tuned or sentence-transformers folder, a converted one)."""
     from safetensors.torch import save
 
-    tensors = ours_to_hf(model)
     config = model.config.to_dict()
     config["architectures"] = [type(model).__name__]
     config["bertkit_format"] = MODEL_FORMAT
-    with staged_folder(directory, last="config.json") as work:
-        atomic_write_bytes(work / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-        if tokenizer is not None:
-            tokenizer.save_pretrained(work)
-        atomic_write_text(work / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tensors = save(ours_to_hf(model), metadata={"format": "pt"})
+    atomic_write_bytes(directory / "model.safetensors", tensors)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    atomic_write_text(
+        directory / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n"
+    )

@@ -35,7 +35,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, CheckpointError, ConfigError, MissingFileError
 from bertkit.interop.hf import hf_names
-from bertkit.interop.pretrained import load_weights, save_pretrained
+from bertkit.interop.pretrained import load_weights, write_model_files
 from bertkit.interop.tf_checkpoint import TfCheckpoint
 from bertkit.progress import progress
 from bertkit.staging import swap_folder
@@ -233,7 +233,7 @@ def convert_tf_checkpoint(
         skipped_other=sorted(kinds["other"]),
         bytes_read=size,
     )
-    _write_folder(output, lambda staging: save_pretrained(model.eval(), staging, tokenizer))
+    _write_folder(output, lambda staging: write_model_files(model.eval(), staging, tokenizer))
     result.seconds = time.perf_counter() - start
     return result
 

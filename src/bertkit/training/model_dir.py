@@ -28,7 +28,7 @@ def save_model_dir(
     crash part-way leaves a folder that is refused (no config.json), never one that loads a mix
     of the previous model and this one. A failure before the renames changes nothing.
     """
-    from bertkit.interop import save_pretrained
+    from bertkit.interop.pretrained import write_model_files
     from bertkit.interop.sentence_folder import (
         SENTENCE_LAYOUT,
         save_embedding_info,
@@ -44,9 +44,9 @@ def save_model_dir(
         if isinstance(model, BiEncoder):
             a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)
             with model.whole_encoder() as encoder:
-                save_pretrained(encoder, tmp, tokenizer)
+                write_model_files(encoder, tmp, tokenizer)
             save_sentence_transformers_files(tmp, a.pooling, a.normalize, a.max_seq_length)
             save_embedding_info(tmp, a.matryoshka_dims)
         else:
-            save_pretrained(model, tmp, tokenizer)
+            write_model_files(model, tmp, tokenizer)
             adapter.save(tmp)
