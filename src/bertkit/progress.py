@@ -20,3 +20,8 @@ def progress(iterable: Iterable[T] | None = None, *, enabled: bool | None = None
     kwargs.setdefault("dynamic_ncols", True)
     kwargs.setdefault("mininterval", 0.5)
     return tqdm(iterable, disable=not enabled, file=sys.stderr, **kwargs)
+
+
+def took(seconds: float, count: float, unit: str) -> str:
+    """The time and rate of a summary line: ``in 2.0s (50.0 lines/s)``."""
+    return f"in {seconds:.1f}s ({count / max(seconds, 1e-9):.1f} {unit}/s)"

@@ -23,6 +23,7 @@ import time
 
 from bertkit.cli import options
 from bertkit.evaluation.retrieval import RERANK_TOP_K
+from bertkit.progress import took
 
 HELP = "score a fine-tuned model on a labelled file with the task's official metric"
 
@@ -87,10 +88,7 @@ def run(args: argparse.Namespace) -> int:
             "expected labelled data to score (use `bertkit predict` for unlabelled data)",
         )
     n = len(scored.predictions)
-    done = (
-        f"scored {n} examples of {args.data} in {seconds:.1f}s "
-        f"({n / max(seconds, 1e-9):.1f} examples/s)"
-    )
+    done = f"scored {n} examples of {args.data} {took(seconds, n, 'examples')}"
     return _report(scored.metrics, args.output, done)
 
 
@@ -141,6 +139,6 @@ def _retrieval(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     done = (
         f"scored {len(data.judged())} queries against {len(data.corpus)} documents of "
-        f"{args.data} in {seconds:.1f}s ({len(data.corpus) / max(seconds, 1e-9):.1f} documents/s)"
+        f"{args.data} {took(seconds, len(data.corpus), 'documents')}"
     )
     return _report(metrics, args.output, done)

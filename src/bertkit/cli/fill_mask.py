@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from bertkit.cli import options
+from bertkit.progress import took
 
 HELP = "print the top-k tokens and probabilities for every [MASK] in each text"
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"filled masks in {len(texts) - missing} of {len(texts)} texts"
         + (f" ({missing} had no [MASK])" if missing else "")
-        + f" in {seconds:.1f}s ({len(texts) / max(seconds, 1e-9):.1f} texts/s)",
+        + f" {took(seconds, len(texts), 'texts')}",
         file=sys.stderr,
     )
     return 0

@@ -23,6 +23,7 @@ import sys
 import time
 
 from bertkit.cli import options
+from bertkit.progress import took
 
 HELP = "predict with a fine-tuned model: JSONL, or SQuAD predictions.json"
 
@@ -122,8 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 f.write(json.dumps(p, ensure_ascii=False) + "\n")
     n, seconds = len(scored.predictions), time.perf_counter() - start
     print(
-        f"wrote {n} predictions to {args.output} in {seconds:.1f}s "
-        f"({n / max(seconds, 1e-9):.1f} examples/s)",
+        f"wrote {n} predictions to {args.output} {took(seconds, n, 'examples')}",
         file=sys.stderr,
     )
     return 0

@@ -103,7 +103,7 @@ def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.io import atomic_write, require_file
-    from bertkit.progress import progress
+    from bertkit.progress import progress, took
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks
 
@@ -136,8 +136,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     where = "stdout" if args.output is None else args.output
     print(
-        f"tokenized {lines} lines ({tokens} tokens) -> {where} in {seconds:.1f}s "
-        f"({lines / max(seconds, 1e-9):.1f} lines/s)",
+        f"tokenized {lines} lines ({tokens} tokens) -> {where} {took(seconds, lines, 'lines')}",
         file=sys.stderr,
     )
     return 0

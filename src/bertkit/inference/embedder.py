@@ -41,8 +41,8 @@ from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import unit_rows
 from bertkit.inference.loading import load_for_inference
-from bertkit.inference.token_features import TokenFeatures
-from bertkit.inference.token_ids import TokenIds, TokenIdsError
+from bertkit.inference.token_features import TokenFeatures, token_features
+from bertkit.inference.token_ids import TokenIds, TokenIdsError, outside_vocabulary
 from bertkit.interop.pretrained import write_model_files
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
@@ -245,9 +245,8 @@ class Embedder:
                 continue
             if not x.input_ids:
                 raise TokenIdsError(i, "an empty list of token ids")
-            bad = next((t for t in x.input_ids if not 0 <= t < vocab), None)
-            if bad is not None:
-                raise TokenIdsError(i, f"token id {bad} is outside the vocabulary (0..{vocab - 1})")
+            if (why := outside_vocabulary(x.input_ids, vocab)) is not None:
+                raise TokenIdsError(i, why)
             out.append(x)
         return out
 
@@ -381,6 +380,4 @@ class Embedder:
         """Per text, one vector per word piece (no [CLS]/[SEP]) with its characters, each from
         the window where the piece has its maximum context
         (:func:`bertkit.inference.token_features.token_features`)."""
-        from bertkit.inference.token_features import token_features
-
         return token_features(self, texts)

@@ -19,6 +19,15 @@ class TokenIds:
     input_ids: Sequence[int]
 
 
+def outside_vocabulary(ids: Sequence[int], vocab_size: int) -> str | None:
+    """Why ``ids`` cannot be read by a model of ``vocab_size`` tokens (the first id outside
+    ``0 .. vocab_size - 1``), or None."""
+    bad = next((t for t in ids if not 0 <= t < vocab_size), None)
+    return (
+        None if bad is None else f"token id {bad} is outside the vocabulary (0..{vocab_size - 1})"
+    )
+
+
 class TokenIdsError(InputError):
     """A :class:`TokenIds` input the model cannot read as it is: empty, an id outside the
     vocabulary, or (``too_long``) longer than :attr:`Embedder.max_length` where it may not be

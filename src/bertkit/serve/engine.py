@@ -34,6 +34,7 @@ from bertkit.inference import (
     task_of,
 )
 from bertkit.inference.fill_mask import MaskCutError
+from bertkit.inference.token_ids import outside_vocabulary
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
 from bertkit.serve.embedding_inputs import EmbeddingInputs
 from bertkit.serve.errors import ServeError
@@ -208,9 +209,8 @@ class Engine(EmbeddingInputs):
         tok = self.tokenizer
         vocab = len(tok)
         for row in ids:
-            bad = next((i for i in row if not 0 <= i < vocab), None)
-            if bad is not None:
-                raise ServeError(422, f"token id {bad} is outside the vocabulary (0..{vocab - 1})")
+            if (why := outside_vocabulary(row, vocab)) is not None:
+                raise ServeError(422, why)
         return [tok.decode(list(row), skip_special_tokens=skip_special_tokens) for row in ids]
 
     def tokenize(
