@@ -111,3 +111,15 @@ def test_batch_size_defaults_are_the_inference_classes(parser):
         assert _option(_sub(parser, command), "--batch-size").default == field.default
     assert _option(_sub(parser, "embed"), "--batch-size").default == 32  # as before
     assert _option(_sub(parser, "predict"), "--batch-size").default == 64
+
+
+def test_grad_accum_is_one_option_for_pretraining_and_every_finetune_family(parser):
+    from bertkit.tasks import FAMILIES
+    from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.settings import TrainConfig
+
+    pretrain = _option(_sub(parser, "pretrain"), "--grad-accum")
+    assert FinetuneConfig().grad_accum == TrainConfig().grad_accum == pretrain.default == 1
+    for family in FAMILIES:
+        option = _option(_sub(parser, "finetune", family), "--grad-accum")
+        assert (option.default, option.type, option.help) == (1, int, pretrain.help), family

@@ -23,7 +23,7 @@ def _source(n: int, batch: int, epochs: int, info: DistInfo | None = None, seed:
     return EpochBatches(
         feats,
         [1 + i % 5 for i in feats],
-        lambda items: {"input_ids": torch.tensor([[1 + i] for i in items])},
+        lambda items, length: {"input_ids": torch.tensor([[1 + i] for i in items])},
         batch_size=batch,
         epochs=epochs,
         bucket_batches=1,
@@ -69,6 +69,32 @@ def test_ranks_take_disjoint_shares_of_the_same_global_batches():
         assert ranks[0][k][2] == ranks[1][k][2] == ended
 
 
+def test_micro_batches_of_ranks_cut_every_batch_once_and_empty_ones_weigh_nothing():
+    def source(rank: int, world: int):
+        src = _source(10, 4, 1, DistInfo(rank=rank, world_size=world))
+        src.grad_accum = 2  # before anything is drawn
+        return src
+
+    whole = [b for _, b, _ in _walk(_source(10, 4, 1))]  # batches of 4, 4 and 2
+    parts = {(r, w): source(r, w) for w in (1, 2) for r in range(w)}
+    for k, key in enumerate([(0, 0), (0, 1), (0, 2)]):
+        for world in (1, 2):
+            micros = [parts[r, world].make(key, _prepare) for r in range(world)]
+            # micro-step j of rank r takes slice j * world + r of the batch
+            got = [
+                [i - 1 for i in micros[r][j].inputs["input_ids"].flatten().tolist()]
+                for j in range(2)
+                for r in range(world)
+            ]
+            weights = [micros[r][j].counts[0] for j in range(2) for r in range(world)]
+            real = [ids for ids, w in zip(got, weights) if w > 0]
+            assert [i for ids in real for i in ids] == whole[k], (key, world)
+    last = [parts[r, 2].make((0, 2), _prepare) for r in range(2)]  # 2 examples in 4 slices
+    # slices 0..3 hold 0, 1, 0, 1 examples: rank 0 takes slices 0 and 2, both empty
+    assert [[m.counts[0] for m in last[r]] for r in range(2)] == [[0.0, 0.0], [1.0, 1.0]]
+    assert all(len(m) == 2 for m in last)  # every rank runs both micro-steps
+
+
 def test_upcoming_keys_cross_epochs_and_stop_at_the_end():
     src = _source(5, 2, 2)  # 3 batches an epoch
     assert src.next_key(0) == (0, 0)
@@ -109,7 +135,7 @@ def test_a_trainer_on_epochs_ends_when_its_batches_are_used_up(tmp_path, monkeyp
     src = EpochBatches(
         data,
         [len(x["input_ids"]) for x in data],
-        lambda items: collate(items, [0] * len(items)),
+        lambda items, length: collate(items, [0] * len(items)),
         batch_size=4,
         epochs=2,
         bucket_batches=1,

@@ -29,6 +29,7 @@ _RUN_FIELDS = (
     "restarts",
     "epochs",
     "batch_size",
+    "grad_accum",
     "seed",
     "max_steps",
     "warmup_proportion",

@@ -24,11 +24,11 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.interop import check_length_fits, load_pretrained
 from bertkit.io import atomic_write_text, check_folder_creatable
-from bertkit.tasks import TaskSettings, build_task
+from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
-from bertkit.training.finetune import FinetuneConfig, TaskData
+from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulation
 from bertkit.training.selection import finetune
 
 
@@ -86,6 +86,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     config, device = job.config, torch.device(info.device)
     check_folder_creatable(job.output)  # not found out only when the selected model is saved
     if isinstance(job.task, TaskSettings):
+        check_accumulation(FAMILIES[job.task.family][0], config)  # before the data are read
         adapter, train, dev = build_task(job.task)
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev

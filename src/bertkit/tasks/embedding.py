@@ -82,6 +82,7 @@ class EmbeddingAdapter(TaskAdapter):
 
     head_class = "BiEncoder"
     main_metric = "MRR@10"
+    in_batch_negatives = True  # the ranking loss (bertkit.model.contrastive)
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:

@@ -194,6 +194,18 @@ def pad_batch(
     return batch
 
 
+def widen(batch: dict[str, np.ndarray], length: int, pad_id: int = 0) -> dict[str, np.ndarray]:
+    """A collated batch whose token arrays (``input_ids``, ``token_type_ids``,
+    ``attention_mask``: (..., T)) are padded on to ``length`` positions (T <= length)."""
+    out = dict(batch)
+    for key, fill in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0)):
+        extra = length - out[key].shape[-1]
+        if extra > 0:
+            width = [(0, 0)] * (out[key].ndim - 1) + [(0, extra)]
+            out[key] = np.pad(out[key], width, constant_values=fill)
+    return out
+
+
 def pad_multiple_choice(
     items: Sequence[Sequence[EncodedInput]], pad_id: int = 0
 ) -> dict[str, np.ndarray]:

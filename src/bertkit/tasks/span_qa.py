@@ -51,6 +51,7 @@ class SquadAdapter(TaskAdapter):
 
     head_class = "BertForQuestionAnswering"
     main_metric = "f1"
+    loss_over_padding = True  # the head's span softmax, as transformers' and google's
 
     def __post_init__(self) -> None:
         self.windows = SquadFeatureConfig.of(self.windows)  # a dict from bertkit_task.json

@@ -7,11 +7,14 @@ of ``batch_size`` (the last one may be smaller). ``bucket_batches`` > 1 adds len
 shuffled data are cut into chunks of that many batches, sorted by length inside each chunk, cut
 into batches, and the batch order is shuffled again (docs/finetune.md: why it is not the default).
 
-Under torchrun every rank draws the same global batches and takes its share
-(:func:`bertkit.training.sharding.rank_share`); a rank whose share of a (last, small) batch is
-empty runs one example with weight 0, so that DDP's collectives match. The source also keeps what
-this rank has drawn in the current epoch (count, sum and sum of squares of the indices), which the
-caller all-reduces to check that every example was seen exactly once.
+Under torchrun every rank draws the same global batches and takes its share, and with
+``grad_accum`` > 1 each update's batch is cut further into that many micro-batches, whose
+gradients are summed before the optimizer steps (:func:`bertkit.training.sharding.rank_share`:
+``grad_accum * world`` slices as even as possible, so a last, small batch is split too). A rank's
+micro-batch that is empty runs one example with weight 0, so that every rank runs the same
+micro-steps and DDP's collectives match. The source also keeps what this rank has drawn in the
+current epoch (count, sum and sum of squares of the indices), which the caller all-reduces to
+check that every example was seen exactly once.
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ def length_bucketed_batches(
 
 
 class EpochBatches:
-    """``epochs`` passes over ``features``; ``collate(features)`` makes a CPU batch of them.
+    """``epochs`` passes over ``features``; ``collate(features, length)`` makes a CPU batch of
+    them, ``length`` being the longest of ``lengths`` in the whole update (all micro-batches and
+    ranks: what a loss over padding pads to), None for a weight-0 placeholder.
 
     The cursor is the next batch to train on; :meth:`advance` moves past it, and
     :attr:`epoch_ended` tells whether that batch was its epoch's last.
@@ -62,31 +67,39 @@ class EpochBatches:
         self,
         features: Sequence[Any],
         lengths: Sequence[int],
-        collate: Callable[[list[Any]], dict[str, torch.Tensor]],
+        collate: Callable[[list[Any], int | None], dict[str, torch.Tensor]],
         *,
         batch_size: int,
         epochs: int,
         bucket_batches: int,
         generator: torch.Generator,
         info: D.DistInfo,
+        grad_accum: int = 1,
     ) -> None:
         self.features, self.lengths, self.collate = features, lengths, collate
         self.batch_size, self.epochs, self.bucket_batches = batch_size, epochs, bucket_batches
-        self.generator, self.info = generator, info
-        self._drawn: list[list[list[int]]] = []  # this rank's share of each epoch's batches
+        self.generator, self.info, self.grad_accum = generator, info, grad_accum
+        # this rank's micro-batches of each epoch's batches: _drawn[epoch][batch][micro]
+        self._drawn: list[list[list[list[int]]]] = []
+        self._longest: list[list[int]] = []  # [epoch][batch]: the batch's longest feature
         self._drawing = threading.Lock()  # the prefetching thread draws too
         self.epoch, self.index = 0, 0
         self.seen = [0.0, 0.0, 0.0]
         """This epoch so far: indices drawn by this rank, their sum, the sum of their squares."""
 
-    def _epoch(self, epoch: int) -> list[list[int]]:
-        """This rank's shares of one epoch's batches (epochs drawn in order from the generator)."""
+    def _epoch(self, epoch: int) -> list[list[list[int]]]:
+        """This rank's micro-batches of one epoch's batches (epochs drawn in order from the
+        generator)."""
         with self._drawing:
             while len(self._drawn) <= epoch:
                 batches = length_bucketed_batches(
                     self.lengths, self.batch_size, self.generator, self.bucket_batches
                 )
-                self._drawn.append([S.rank_share(b, self.info) for b in batches])
+                accum = self.grad_accum
+                self._longest.append([max(self.lengths[i] for i in b) for b in batches])
+                self._drawn.append(
+                    [[S.rank_share(b, self.info, j, accum) for j in range(accum)] for b in batches]
+                )
             return self._drawn[epoch]
 
     def _after(self, key: Key) -> Key | None:
@@ -120,7 +133,7 @@ class EpochBatches:
         """Move past the next batch (trained on or skipped: either way it is consumed)."""
         if self.epoch_ended:
             self.seen = [0.0, 0.0, 0.0]
-        idx = self._epoch(self.epoch)[self.index]
+        idx = [i for micro in self._epoch(self.epoch)[self.index] for i in micro]
         self.seen = [
             self.seen[0] + len(idx),
             self.seen[1] + sum(idx),
@@ -132,9 +145,15 @@ class EpochBatches:
     def make(
         self, key: Key, prepare: Callable[[dict[str, torch.Tensor]], MicroBatch]
     ) -> list[MicroBatch]:
-        """The update's one micro-batch for this rank (an empty share: one example, weight 0)."""
-        idx = self._epoch(key[0])[key[1]]
-        micro = prepare(self.collate([self.features[i] for i in idx or [0]]))
-        if not idx:
-            micro.counts, micro.tokens = [0.0], 0.0
-        return [micro]
+        """This rank's ``grad_accum`` micro-batches of the update at ``key`` (an empty one: one
+        example with weight 0, its counts and tokens zero)."""
+        micros = self._epoch(key[0])[key[1]]  # draws the epoch, and its _longest, if need be
+        longest = self._longest[key[0]][key[1]]
+        out = []
+        for idx in micros:
+            feats = [self.features[i] for i in idx or [0]]
+            micro = prepare(self.collate(feats, longest if idx else None))
+            if not idx:
+                micro.counts, micro.tokens = [0.0] * len(micro.counts), 0.0
+            out.append(micro)
+        return out

@@ -27,6 +27,7 @@ from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.inference.runner import predict_rows, to_torch
 from bertkit.tasks.base import Scored, TaskAdapter
+from bertkit.tasks.features import widen
 from bertkit.training import distributed as D
 from bertkit.training.epochs import EpochBatches
 from bertkit.training.loop import Trainer
@@ -48,7 +49,10 @@ class FinetuneConfig:
     epochs: int = 3
     """Passes over the training data per run; dev is scored after each."""
     batch_size: int = 32
-    """Training examples per optimizer update."""
+    """Training examples per optimizer update, all ranks and micro-batches together."""
+    grad_accum: int = 1
+    """Micro-batches per update on each rank, run one after the other with their gradients
+    summed: the same update in about 1/grad_accum of the activation memory."""
     warmup_proportion: float = 0.1
     """Fraction of the updates with a linear learning-rate warmup (then linear decay to 0)."""
     weight_decay: float = 0.01
@@ -87,12 +91,17 @@ class FinetuneConfig:
             "restarts",
             "epochs",
             "batch_size",
+            "grad_accum",
             "eval_batch_size",
             "bucket_batches",
             "max_consecutive_skips",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.batch_size % self.grad_accum:  # pre-training's rule (PhaseBatches)
+            raise ConfigError(
+                f"batch_size {self.batch_size} must be divisible by grad_accum {self.grad_accum}"
+            )
         if self.minutes is not None and not self.minutes > 0:
             raise ConfigError(f"minutes must be positive, got {self.minutes}")
         if self.max_steps is not None and self.max_steps < 1:
@@ -177,7 +186,10 @@ def train_one(
     the loss normalised over the global batch, so the update is the one process's; rank 0
     scores dev, selects and saves, and tells the others the score. A rank whose share of a
     (last, small) batch is empty runs one example with weight 0, so that DDP's collectives match.
+    With ``config.grad_accum`` > 1 each rank's share is cut into that many micro-batches the same
+    way, and the update is still the whole batch's (:class:`TaskLoss`).
     """
+    check_accumulation(type(adapter), config)
     info = info or D.DistInfo()
     device = torch.device(device or info.device)
     info = dataclasses.replace(info, device=str(device))
@@ -200,12 +212,13 @@ def train_one(
         batches = EpochBatches(
             data.train,
             [adapter.length(f) for f in data.train],
-            lambda feats: to_torch(adapter.collate(feats, pad_id, training=True), "cpu"),
+            training_collate(adapter, pad_id),
             batch_size=config.batch_size,
             epochs=config.epochs,
             bucket_batches=config.bucket_batches,
             generator=torch.Generator().manual_seed(seed),  # data order
             info=info,
+            grad_accum=config.grad_accum,
         )
         epoch_end = _EpochEnd(adapter, data, config, pad_id, result, on_best, log)
         trainer = Trainer(
@@ -216,6 +229,7 @@ def train_one(
             collate=None,
             config=TrainConfig(
                 batch_size=config.batch_size,
+                grad_accum=config.grad_accum,
                 seed=seed,
                 precision=config.precision,
                 clip_norm=config.max_grad_norm,
@@ -240,6 +254,35 @@ def train_one(
     result.steps, result.skipped = trainer.step, trainer.skipped
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def training_collate(
+    adapter: TaskAdapter, pad_id: int
+) -> Callable[[list[Any], int | None], dict[str, torch.Tensor]]:
+    """``collate(features, length)`` of :class:`EpochBatches`: the adapter's training batch,
+    padded on to ``length`` (the update's longest feature) when its loss normalises over
+    padding, so that every micro-batch and rank share of an update sees the whole batch's."""
+
+    def collate(features: list[Any], length: int | None) -> dict[str, torch.Tensor]:
+        batch = adapter.collate(features, pad_id, training=True)
+        if adapter.loss_over_padding and length is not None:
+            batch = widen(batch, length, pad_id)
+        return to_torch(batch, "cpu")
+
+    return collate
+
+
+def check_accumulation(adapter_class: type[TaskAdapter], config: FinetuneConfig) -> None:
+    """Refuse ``grad_accum`` > 1 for a family whose loss couples the examples of a batch
+    (:attr:`TaskAdapter.in_batch_negatives`): micro-batches would change the loss, not only its
+    memory (called before the data are read, and by :func:`train_one`)."""
+    if config.grad_accum > 1 and adapter_class.in_batch_negatives:
+        raise ConfigError(
+            f"grad_accum {config.grad_accum} would change this task's loss: each example is "
+            f"scored against the others of its batch (in-batch negatives), and a micro-batch of "
+            f"{config.batch_size // config.grad_accum} has fewer than the batch of "
+            f"{config.batch_size}; lower batch_size instead"
+        )
 
 
 LOG_EVERY = 10

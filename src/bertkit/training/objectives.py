@@ -257,14 +257,27 @@ OBJECTIVES = {"mlm+nsp": MlmNsp, "mlm": MlmOnly, "ltr": NextToken}
 
 class TaskLoss:
     """A fine-tuning head's own loss (classification, regression, tagging, spans, choices),
-    weighted by each micro-batch's share of the step's examples."""
+    weighted by each micro-batch's share of what the head's loss is a mean over, so that the
+    update over any split into micro-batches and ranks is the whole batch's.
+
+    The heads' losses are means (:mod:`bertkit.model.task_heads`): integer ``labels`` give a
+    cross-entropy over the labels that are not -100 (tagging: the labelled word pieces, which
+    differ from batch to batch; classification and multiple choice: the examples); float labels
+    (regression, multi-label, rerank) and span positions (SQuAD: the features keep both inside
+    their window, so none is ignored) give a mean over the examples.
+    """
 
     stat_keys: tuple[str, ...] = ()
 
     def counts(self, batch: dict[str, torch.Tensor]) -> list[float]:
+        labels = batch.get("labels")
+        if labels is not None and not labels.is_floating_point():
+            return [_masked(batch)]
         return [_examples(batch)]
 
     def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
+        if own[0] == 0:  # nothing to average (a loss of NaN): a term of 0 that keeps the graph
+            return out.loss.nan_to_num(0.0) * 0.0
         return out.loss * _share(own[0], totals[0])
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:

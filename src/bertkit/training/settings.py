@@ -68,7 +68,8 @@ class TrainConfig:
     batch_size: int = 32
     """Examples per optimizer update, all ranks and micro-batches together."""
     grad_accum: int = 1
-    """Micro-batches per update on each rank."""
+    """Micro-batches per update on each rank, run one after the other with their gradients
+    summed: the same update in about 1/grad_accum of the activation memory."""
     seed: int = 0
     """Seeds the data order (with phase and epoch), masking and the dropout RNG."""
     precision: str = P.DEFAULT

@@ -135,13 +135,16 @@ def micro_batch(batch: np.ndarray, micro: int, accum: int, info: DistInfo) -> np
     return batch[k * size : (k + 1) * size]
 
 
-def rank_share(batch: Sequence[int], info: DistInfo) -> list[int]:
-    """This rank's part of a batch of any size (fine-tuning, whose last batch is smaller):
-    contiguous slices whose sizes differ by at most one, rank r taking
-    ``batch[r*n//world : (r+1)*n//world]``; together the ranks take each index exactly once
-    (a rank takes none when the batch is smaller than the world)."""
-    n, world, rank = len(batch), info.world_size, info.rank
-    return list(batch[rank * n // world : (rank + 1) * n // world])
+def rank_share(batch: Sequence[int], info: DistInfo, micro: int = 0, accum: int = 1) -> list[int]:
+    """This rank's part of micro-step ``micro`` (0-based, < ``accum``) of a batch of any size
+    (fine-tuning, whose last batch is smaller): the batch is cut into ``accum * world``
+    contiguous slices whose sizes differ by at most one, and micro-step j of rank r takes slice
+    ``k = j * world + r``, ``batch[k*n//parts : (k+1)*n//parts]`` (the order of
+    :func:`micro_batch`); together they take each index exactly once (a slice is empty when the
+    batch is smaller than ``accum * world``)."""
+    n, parts = len(batch), accum * info.world_size
+    k = micro * info.world_size + info.rank
+    return list(batch[k * n // parts : (k + 1) * n // parts])
 
 
 def update_micro_batches(

@@ -1,6 +1,6 @@
 """Fine-tuning under torchrun: 2 gloo processes (the launcher pre-training uses) reach the dev
 metric of 1 process, every training example is used exactly once per epoch, rank 0 alone selects
-and saves."""
+and saves; with --grad-accum 2 as well (each rank's share in 2 micro-batches: the same updates)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def _check_exactly_once(metrics: dict) -> None:
 
 
 @pytest.mark.slow
-def test_two_gloo_processes_match_one(tiny_model: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("accum", [1, 2])
+def test_two_gloo_processes_match_one(tiny_model: Path, tmp_path: Path, accum: int) -> None:
     data = write_sentiment(tmp_path / "data", n_train=N_TRAIN, n_dev=N_DEV)
     common = ["finetune", "glue", "--model", str(tiny_model), "--data-dir", str(data), *ARGS]
     common += ["--precision", "fp32"]  # auto is bf16 where faster; the in-process run's is fp32
@@ -68,6 +69,8 @@ def test_two_gloo_processes_match_one(tiny_model: Path, tmp_path: Path) -> None:
             "-m",
             "bertkit",
             *common,
+            "--grad-accum",
+            str(accum),  # the last batch's 1 example: 3 of the 4 micro-batches are empty
             "--output",
             str(two),
         ],
