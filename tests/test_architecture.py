@@ -262,6 +262,7 @@ def test_the_table_reads_as_the_layers_it_draws() -> None:
     foundation = {
         "bertkit",
         "errors",
+        "input_files",
         "io",
         "staging",
         "progress",

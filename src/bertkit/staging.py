@@ -46,7 +46,11 @@ def staged_folder(
     new one beside old files. ``drop``: files of an older layout that this set does not have (a
     stale task file), removed with it. Other files already in ``folder`` are left as they are.
 
-    Raises BertkitError naming ``folder`` when it cannot be created or the renames fail.
+    Raises BertkitError naming ``folder`` when it cannot be created or the renames fail. An
+    error of the block that names a file of the work folder (a writer's BertkitError, or an
+    OSError such as a full disk) is raised as a BertkitError naming that file's place in
+    ``folder`` instead, the original chained: the work folder is gone by then, and the user
+    knows only the output folder.
     """
     folder = make_folder(folder)
     try:
@@ -56,8 +60,28 @@ def staged_folder(
     try:
         yield work
         _move_in(work, folder, last, drop)
+    except (BertkitError, OSError) as e:
+        final = _named_in(e, work, folder)
+        if final is None:
+            raise
+        raise final from e
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _named_in(e: BertkitError | OSError, work: Path, folder: Path) -> BertkitError | None:
+    """``e`` reworded to name ``folder``'s files where it names ``work``'s
+    (``DIR/.staging-x/model.safetensors: write failed`` -> ``DIR/model.safetensors: ...``);
+    None when it names no file of ``work`` (the block's input failed: it stays as it was)."""
+    if isinstance(e, BertkitError):
+        text = str(e)
+    elif e.filename is not None:  # a third-party writer's own OSError
+        text = f"{e.filename}: write failed ({e.strerror or e})"
+    else:
+        return None
+    if str(work) not in text:
+        return None
+    return BertkitError(text.replace(str(work), str(folder)))
 
 
 def _move_in(work: Path, folder: Path, last: str | None, drop: Iterable[str]) -> None:

@@ -382,3 +382,38 @@ def test_a_glue_regression_model_scores_plain_pairs(
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"bertkit predict: error: {bad}:1: expected text fields ")
     assert "sentence1+sentence2" in last and "['left', 'right']" in last
+
+
+def test_a_reused_folder_never_holds_the_last_jobs_metrics_beside_a_new_model(
+    tiny_model: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """metrics.json is written when the selection ends, after the model: a job that fails in
+    between leaves its model without metrics.json, not beside the previous job's; a job that
+    fails before its first save leaves the previous set whole."""
+    import bertkit.recipes.finetune as recipe
+    from bertkit.errors import BertkitError
+
+    out = tmp_path / "sst"
+    data = ["--task", "SST-2", "--data-dir", str(write_sentiment(tmp_path / "glue"))]
+    finetune("glue", tiny_model, out, *data, "--seed", "1")
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full(path, text) -> None:
+        raise BertkitError(f"{path}: write failed (No space left on device)")
+
+    def killed(*args) -> None:
+        raise BertkitError("killed before the first save")
+
+    monkeypatch.setattr(recipe, "atomic_write_text", full)
+    assert main(["finetune", "glue", "--model", str(tiny_model), "--output", str(out),
+                 *FAST, *data, "--seed", "2"]) != 0  # fmt: skip
+    assert not (out / "metrics.json").exists()
+    assert (out / "model.safetensors").read_bytes() != old["model.safetensors"]  # the new model
+
+    monkeypatch.undo()
+    finetune("glue", tiny_model, out, *data, "--seed", "1")
+    old = {p.name: p.read_bytes() for p in out.iterdir()}
+    monkeypatch.setattr("bertkit.training.selection.save_model_dir", killed)
+    assert main(["finetune", "glue", "--model", str(tiny_model), "--output", str(out),
+                 *FAST, *data, "--seed", "2"]) != 0  # fmt: skip
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == old

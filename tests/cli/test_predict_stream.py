@@ -226,3 +226,34 @@ def test_examples_are_parsed_as_windows_are_pulled(setup, full_run, tmp_path, ca
     assert manifest["complete"] is False and len(manifest["shards"]) == 9  # windows 0-2 done
     full = json.loads((full_run / MANIFEST).read_text())
     assert manifest["shards"] == full["shards"][:9]
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
+def test_the_progress_bar_counts_examples_not_the_header(setup, tmp_path, monkeypatch, fmt) -> None:
+    """The bar's total is the N examples: a CSV or TSV file's header line is none (it was
+    counted: N + 1); a JSONL file has no header."""
+    import csv
+
+    from bertkit.inference import streaming
+
+    model, data = setup
+    rows = [line.split("\t") for line in data.read_text(encoding="utf-8").splitlines()]
+    inp = tmp_path / f"dev.{fmt}"
+    if fmt == "tsv":
+        inp = data  # GLUE's own file: "sentence<TAB>label", then N rows
+    elif fmt == "csv":
+        with inp.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+    else:
+        records = [json.dumps(dict(zip(rows[0], r, strict=True))) for r in rows[1:]]
+        inp.write_text("\n".join(records) + "\n", encoding="utf-8")
+    totals: list[int | None] = []
+    real = streaming.progress
+
+    def spy(*args, **kwargs):
+        totals.append(kwargs.get("total"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streaming, "progress", spy)
+    assert _predict(model, inp, f"{tmp_path}/out/", *FLAGS) == 0
+    assert totals == [N]

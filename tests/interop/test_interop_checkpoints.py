@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bertkit.config import BertConfig
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.interop import hf_to_ours, load_pretrained, ours_to_hf, save_pretrained
 from bertkit.interop.hf import hf_names
 from bertkit.model import HEAD_CLASSES, BertForSequenceClassification, BertModel
@@ -157,6 +157,36 @@ def test_saved_files_are_complete(tmp_path) -> None:
     keys = set(load_file(str(tmp_path / "model.safetensors")))
     assert "cls.predictions.bias" in keys and "bert.embeddings.word_embeddings.weight" in keys
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_a_write_that_fails_names_the_final_file_not_the_work_folder(tmp_path, monkeypatch) -> None:
+    """The hidden work folder is gone when the error is read; the user knows the output folder.
+    A third-party writer's own OSError (the tokenizer's) names its final place too."""
+    import errno
+
+    import bertkit.io
+
+    out = tmp_path / "m"
+
+    def full(fd) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(bertkit.io.os, "fsync", full)
+        with pytest.raises(BertkitError) as caught:
+            save_pretrained(BertModel(tiny()), out)
+    message = str(caught.value)
+    assert message == f"{out / 'model.safetensors'}: write failed (No space left on device)"
+    assert isinstance(caught.value.__cause__, BertkitError)  # atomic_write's, chained
+
+    class FullDisk:
+        def save_pretrained(self, directory) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device", str(directory / "vocab.txt"))
+
+    with pytest.raises(BertkitError) as caught:
+        save_pretrained(BertModel(tiny()), out, FullDisk())
+    assert str(caught.value) == f"{out / 'vocab.txt'}: write failed (No space left on device)"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
 def test_a_save_that_fails_half_way_keeps_the_previous_folder(tmp_path) -> None:

@@ -188,7 +188,7 @@ def test_limits_answer_with_tei_statuses_and_json_reasons(minilm_client):
         minilm_client.post("/embed", json={"inputs": [too_long], "truncate": True}).status_code
         == 200
     )
-    err(minilm_client.post("/embed", json={"inputs": []}), 422, "validation")
+    err(minilm_client.post("/embed", json={"inputs": []}), 400, "empty")  # as TEI
     err(minilm_client.post("/embed", json={"inputs": "x", "nonsense": 1}), 422, "validation")
     err(minilm_client.post("/predict", json={"inputs": "x"}), 404, "not_found")
     err(minilm_client.post("/embed", json={"inputs": "x", "model": "other"}), 404, "not_found")

@@ -253,3 +253,14 @@ def test_split_kind_is_enforced(tmp_path):
         match=r"test\.tsv:1: expected a CoLA header with columns index<TAB>sentence \(test\)",
     ):
         read_glue_split(tmp_path, "CoLA", "test")
+
+
+@pytest.mark.parametrize(
+    "path", sorted(GLUE_DIR.glob("*/*.tsv")), ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
+def test_the_progress_total_is_the_examples_the_reader_yields(path: Path) -> None:
+    """A GLUE file's header is no example (CoLA's train and dev have none, its test one)."""
+    from bertkit.tasks import ClassificationAdapter
+
+    adapter = ClassificationAdapter.for_glue(path.parent.name)
+    assert adapter.count_examples(path) == len(list(adapter.iter_read(path)))

@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
 
     from bertkit.errors import InputError
     from bertkit.inference.token_features import save_token_features
-    from bertkit.io import atomic_write, require_file
+    from bertkit.input_files import require_file
+    from bertkit.io import atomic_write
 
     if args.input is not None:  # before the model loads; a FIFO is read once, as stdin
         require_file(args.input, stream=True)

@@ -102,7 +102,8 @@ def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.io import atomic_write, require_file
+    from bertkit.input_files import require_file
+    from bertkit.io import atomic_write
     from bertkit.progress import progress, took
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks

@@ -51,7 +51,7 @@ def _lines(paths: list[Path], errors: str, bar) -> Iterator[str]:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.errors import InputError
-    from bertkit.io import require_file
+    from bertkit.input_files import require_file
     from bertkit.progress import progress
     from bertkit.tokenizer.trainer import WordPieceSettings, train_wordpiece
 

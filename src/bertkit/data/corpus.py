@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.errors import InputError
-from bertkit.io import ENCODING_ERRORS, read_text_lines, require_file
+from bertkit.input_files import require_file
+from bertkit.io import ENCODING_ERRORS, read_text_lines
 
 FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
 Span = tuple[int, int] | None

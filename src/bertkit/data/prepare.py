@@ -39,7 +39,8 @@ from bertkit.data.prepare_files import (
 from bertkit.data.prepare_settings import PrepareSettings
 from bertkit.data.shards import write_manifest
 from bertkit.errors import BertkitError, InputError
-from bertkit.io import require_file, sha256_file
+from bertkit.input_files import require_file
+from bertkit.io import sha256_file
 from bertkit.staging import swap_folder
 
 

@@ -22,7 +22,8 @@ from bertkit.data.masking import MaskingSpec, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, tokenize_document
 from bertkit.data.shards import ShardWriter
 from bertkit.errors import BertkitError, InputError
-from bertkit.io import COMPRESSED_SUFFIXES, lines_before, read_text_lines, require_file
+from bertkit.input_files import require_file
+from bertkit.io import COMPRESSED_SUFFIXES, lines_before, read_text_lines
 from bertkit.progress import progress
 
 if TYPE_CHECKING:

@@ -6,6 +6,8 @@ rates x restarts (:func:`bertkit.training.selection.finetune`: the selected mode
 output folder) and write ``metrics.json`` beside it: every run's lr, seed and dev score, mean
 and spread, the selected run, the long-input counts, the precision this machine ran and the
 hardware choices. Under torchrun every rank trains its share; rank 0 logs, selects and writes.
+A previous job's metrics.json in a reused folder goes with its model at the first save
+(:func:`bertkit.training.model_dir.save_model_dir`): never beside this job's model.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from bertkit.tasks.base import TaskAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
 from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulation
+from bertkit.training.model_dir import METRICS_FILE
 from bertkit.training.selection import finetune
 
 
@@ -147,7 +150,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         "hardware": {k: d.choice for k, d in hardware.made().items()},
         **result.to_dict(),
     }
-    atomic_write_text(output / "metrics.json", json.dumps(metrics, indent=2, default=float) + "\n")
+    atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2, default=float) + "\n")
     updates = sum(r.steps for r in result.runs)
     say(
         f"wrote the selected model and metrics.json to {output} ({len(result.runs)} run(s) "

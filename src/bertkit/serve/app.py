@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from bertkit import __version__, hardware
 from bertkit.evaluation.retrieval import rerank_order
 from bertkit.serve import errors
-from bertkit.serve.errors import ServeError
+from bertkit.serve.errors import EMPTY, ServeError
 from bertkit.serve.limits import Limits
 from bertkit.serve.metrics import Metrics, Observe
 from bertkit.serve.schemas import (
@@ -40,6 +40,7 @@ from bertkit.serve.schemas import (
     TokenizeRequest,
     inputs_of,
     read_json,
+    refuse_empty,
 )
 from bertkit.serve.server import Server, _all_finite, _finite  # noqa: F401 (_all_finite: tests)
 from bertkit.serve.settings import ServeSettings
@@ -152,7 +153,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def openai_embeddings(req: OpenAIEmbeddingRequest) -> Response:
         engine = server.engine("embed", req.model if req.model in server.engines else None)
         engine.check_dimensions(req.dimensions)
-        inputs = engine.prompted(inputs_of(req.input), None)
+        inputs = engine.prompted(inputs_of(req.input, "input"), None)
         # OpenAI's shape has no truncate field (None): long texts are read in windows, as
         # /embed does, and a 413 does not tell the client to send one
         v, tokens = await server.vectors(engine, inputs, None, True, req.dimensions)
@@ -184,6 +185,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
             truncate = params.truncate if params.truncate is not None else truncate
             prompt_name = params.prompt_name
         engine = server.engine("similarity", req.model)
+        server.check_count(len(req.inputs.sentences), "inputs.sentences")
+        refuse_empty(req.inputs.sentences, "inputs.sentences")
+        if not req.inputs.source_sentence:
+            raise ServeError(
+                400, "Input validation error: `inputs.source_sentence` cannot be empty", EMPTY
+            )
         texts = engine.prompted([req.inputs.source_sentence, *req.inputs.sentences], prompt_name)
         # the limit counts the sentences (the list the client sizes), not the source sentence
         counted = len(req.inputs.sentences)
@@ -195,6 +202,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         engine = server.engine("tokenize", req.model)
         texts = _texts(req.inputs)
         server.check_count(len(texts))
+        refuse_empty(texts)
         return _json(await asyncio.to_thread(engine.tokenize, texts, req.add_special_tokens))
 
     @app.post("/predict", summary="sequence classification or regression (text or text pairs)")
@@ -215,6 +223,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             else:
                 items.append(x)
         server.check_count(len(items))
+        refuse_empty(items)
         out = await server.run(engine, lambda: engine.predict(items, req.raw_scores, req.truncate))
         top_k = req.parameters.top_k if req.parameters is not None else None
         return out if top_k is None else [ranked[:top_k] for ranked in out]
@@ -223,7 +232,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def rerank(req: RerankRequest) -> Response:
         _cut_end_only(req.truncation_direction)
         engine = server.engine("rerank", req.model)
-        server.check_count(len(req.texts))
+        server.check_count(len(req.texts), "texts")
+        if not req.query:  # a text with the query is one input: empty only when both are (TEI)
+            refuse_empty(req.texts, "texts", ", and so is the query")
         features = await asyncio.to_thread(
             engine.rerank_features, req.query, req.texts, req.truncate
         )

@@ -28,6 +28,11 @@ _TYPES = {
 }
 
 
+EMPTY = "empty"
+"""The error type of an empty input or batch: a 400, as TEI's router answers its
+``ErrorType::Empty`` (under /v1/ too, where TEI and OpenAI answer 400 for ``""``)."""
+
+
 class ServeError(Exception):
     """A request the server refuses or cannot answer: HTTP status, error type, reason."""
 

@@ -7,7 +7,7 @@ text-embeddings-inference and OpenAI's embeddings API; types are strict, as TEI'
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal
 
 from fastapi import Request, Response
@@ -15,7 +15,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bertkit.inference.token_ids import TokenIds
-from bertkit.serve.errors import ServeError
+from bertkit.serve.errors import EMPTY, ServeError
 
 _SEND_JSON = "send the body as JSON, with Content-Type: application/json"
 
@@ -87,15 +87,42 @@ def _unicode(value: Any) -> Any:
     return value
 
 
-def inputs_of(value: Inputs) -> list[str | TokenIds]:
+def inputs_of(value: Inputs, field: str = "inputs") -> list[str | TokenIds]:
     """The inputs an :data:`Inputs` value lists, each a text or :class:`TokenIds` (the model's
     input as it is): ``[101, 7592, 102]`` is one input of three ids, ``[[101], [102]]`` two,
-    ``[]`` none. Its types are the schema's, checked already (strict: ``true`` is no id)."""
+    ``[]`` none (the count's check answers that). Its types are the schema's, checked already
+    (strict: ``true`` is no id); an empty text or id list is a 400 (:func:`refuse_empty`, naming
+    ``field``: OpenAI's shape calls it ``input``)."""
     if isinstance(value, str):
-        return [value]
-    if value and isinstance(value[0], int):
-        return [TokenIds(value)]  # type: ignore[arg-type]
-    return [x if isinstance(x, str) else TokenIds(x) for x in value]  # type: ignore[arg-type]
+        inputs: list[str | TokenIds] = [value]
+    elif value and isinstance(value[0], int):
+        inputs = [TokenIds(value)]  # type: ignore[arg-type]
+    else:
+        inputs = [x if isinstance(x, str) else TokenIds(x) for x in value]  # type: ignore[arg-type]
+    refuse_empty(inputs, field)
+    return inputs
+
+
+def refuse_empty(
+    items: Sequence[str | TokenIds | tuple[str, str]], field: str = "inputs", note: str = ""
+) -> None:
+    """A 400 naming the first empty input of ``items``: a text ``""``, an id list ``[]``, a pair
+    whose two texts are (TEI's ``EncodingInput::is_empty``: it tokenizes no such input, and an
+    empty text would embed ``[CLS] [SEP]`` alone, a vector of no text). ``field``: the request's
+    name for the list; ``note``: what the reason adds. Blank text (``" "``) is text, as there."""
+    for i, x in enumerate(items):
+        if isinstance(x, tuple):
+            empty, what = not any(x), "a pair of empty texts"
+        elif isinstance(x, TokenIds):
+            empty, what = not x.input_ids, "an empty list of token ids"
+        else:
+            empty, what = x == "", "an empty text"
+        if empty:
+            raise ServeError(
+                400,
+                f"Input validation error: `{field}` cannot be empty: input {i} is {what}{note}",
+                EMPTY,
+            )
 
 
 class _Body(BaseModel):
@@ -169,7 +196,8 @@ class RerankRequest(_Request):
     """TEI's /rerank (plus ``top_n`` as Infinity and vLLM have it)."""
 
     query: str
-    texts: list[str] = Field(min_length=1)
+    texts: list[str]
+    """At least one (an empty list: a 400, as TEI's)."""
     truncate: bool = False
     truncation_direction: Direction = "right"
     raw_scores: bool = False
@@ -202,7 +230,8 @@ class FillMaskRequest(_Request):
 class SimilarityInput(_Body):
     model_config = ConfigDict(extra="forbid")
     source_sentence: str
-    sentences: list[str] = Field(min_length=1)
+    sentences: list[str]
+    """At least one (an empty list: a 400, as TEI's)."""
 
 
 class SimilarityParameters(_Body):

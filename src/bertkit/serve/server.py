@@ -16,7 +16,7 @@ import numpy as np
 
 from bertkit.inference.token_ids import TokenIds
 from bertkit.serve.engine import Engine
-from bertkit.serve.errors import ServeError
+from bertkit.serve.errors import EMPTY, ServeError
 from bertkit.serve.metrics import Metrics, record_time
 from bertkit.serve.settings import ServeSettings
 
@@ -122,9 +122,11 @@ class Server:
             self.metrics.queue_wait.observe(time.perf_counter() - t0)
             record_time("x-compute-time", time.perf_counter() - t0)
 
-    def check_count(self, n: int) -> None:
+    def check_count(self, n: int, field: str = "inputs") -> None:
+        """A 400 for no inputs (TEI's "`inputs` cannot be empty"; ``field``: the request's name
+        for the list), a 413 for more than ``--max-client-batch-size``."""
         if n == 0:
-            raise ServeError(422, "`inputs` is empty")
+            raise ServeError(400, f"Input validation error: `{field}` cannot be empty", EMPTY)
         limit = self.settings.max_client_batch_size
         if n > limit:
             raise ServeError(

@@ -14,7 +14,8 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest, inputs_of
+from bertkit.inference.token_ids import TokenIds
+from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest, inputs_of, refuse_empty
 
 
 def add_token_routes(
@@ -45,5 +46,6 @@ def add_token_routes(
     async def decode(req: DecodeRequest) -> Response:
         engine = server.engine("decode", req.model)
         ids = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids
-        server.check_count(len(ids))
+        server.check_count(len(ids), "ids")
+        refuse_empty([TokenIds(x) for x in ids], "ids")  # type: ignore[arg-type]
         return to_json(engine.decode(ids, req.skip_special_tokens))  # type: ignore[arg-type]

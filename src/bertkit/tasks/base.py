@@ -86,11 +86,20 @@ class TaskAdapter:
 
     def count_examples(self, path: str | Path) -> int | None:
         """About how many examples :meth:`iter_read` will yield from ``path``, from one pass over
-        its bytes (a progress bar's total; None where unknown): its lines, for the formats of
-        one example a line."""
+        its bytes (a progress bar's total; None where unknown): its lines but the header
+        (:meth:`header_lines`), for the formats of one example a line."""
         from bertkit.io import count_lines
 
-        return count_lines(path)  # None for a folder, a FIFO or a compressed file
+        lines = count_lines(path)  # None for a folder, a FIFO or a compressed file
+        return None if lines is None else max(lines - self.header_lines(path), 0)
+
+    def header_lines(self, path: str | Path) -> int:
+        """Lines of ``path`` before its first example: 1 for a CSV or TSV file (its header names
+        the columns), 0 for JSONL and the formats without one."""
+        from bertkit.io import format_suffix
+
+        fmt = getattr(self, "file_format", None) or format_suffix(path).lstrip(".")
+        return int(fmt.lower() in ("csv", "tsv"))
 
     def missing_label(self, example: Any) -> str | None:
         """What ``example`` lacks to be trained on or scored ("a label"), None when it has it.

@@ -25,7 +25,7 @@ import numpy as np
 from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import glue_task, iter_glue, read_glue, read_glue_split
 from bertkit.evaluation.classification import glue_metrics
-from bertkit.io import format_stem, format_suffix
+from bertkit.io import format_stem, format_suffix, read_text_lines
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig, aggregate
@@ -174,6 +174,15 @@ class ClassificationAdapter(TaskAdapter):
             return custom.iter_classification(p, **self._fields(p, have))
         have = custom.first_record_fields(p, self.file_format)
         return custom.iter_classification(p, **self._fields(p, have))
+
+    def header_lines(self, path: str | Path) -> int:
+        """CoLA's train and dev TSV files have no header (its test file has one); the rest as
+        any CSV/TSV."""
+        cola = self.family == "glue" and glue_task(self.name).header is None
+        if cola and format_suffix(path) == ".tsv":
+            first = next(read_text_lines(path), (0, ""))[1]
+            return int(first.split("\t") == ["index", "sentence"])  # iter_glue's test
+        return super().header_lines(path)
 
     def _read_fields(self, path: Path, have: list[str]) -> list[Any]:
         """Any CSV/TSV/JSONL (``have``: its fields): see :meth:`_fields`."""

@@ -39,12 +39,6 @@ class MultipleChoiceAdapter(TaskAdapter):
         """The rows of a SWAG-format CSV, each parsed as it is pulled."""
         return iter_swag(path)
 
-    def count_examples(self, path: str | Path) -> int | None:
-        """Rows of the CSV: its lines but the header (a quoted field with a line break in it
-        counts twice)."""
-        lines = super().count_examples(path)
-        return None if lines is None else max(lines - 1, 0)
-
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return F.encode_multiple_choice(tokenizer, examples, self.max_seq_length)
 

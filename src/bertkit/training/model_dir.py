@@ -13,6 +13,10 @@ from bertkit.staging import staged_folder
 from bertkit.tasks.base import TASK_FILE, TaskAdapter
 from bertkit.tokenizer.protocol import Tokenizer
 
+METRICS_FILE = "metrics.json"
+"""The fine-tuning job's record (every run, the selection) beside its selected model, written
+once the selection ends (:mod:`bertkit.recipes.finetune`)."""
+
 
 def save_model_dir(
     model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Tokenizer, output: Path
@@ -27,6 +31,10 @@ def save_model_dir(
     ``output``, config.json last; the old config.json is removed before the first rename, so a
     crash part-way leaves a folder that is refused (no config.json), never one that loads a mix
     of the previous model and this one. A failure before the renames changes nothing.
+
+    :data:`METRICS_FILE` goes with the old config.json: it describes the previous job's model, and
+    this job writes its own only when its selection ends, so a job that stops in between (a
+    crash, a full disk, a kill) leaves its model without one, never beside the last job's.
     """
     from bertkit.interop.pretrained import write_model_files
     from bertkit.interop.sentence_folder import (
@@ -38,8 +46,9 @@ def save_model_dir(
 
     bi_encoder = isinstance(model, BiEncoder)
     # a sentence-transformers folder has no task file, and a task's folder no sentence-
-    # transformers files: what the other layout saved here before goes with the old config
-    drop = [TASK_FILE] if bi_encoder else SENTENCE_LAYOUT
+    # transformers files: what the other layout saved here before goes with the old config,
+    # and so does the old job's metrics.json
+    drop = [*([TASK_FILE] if bi_encoder else SENTENCE_LAYOUT), METRICS_FILE]
     with staged_folder(output, last="config.json", drop=drop) as tmp:
         if isinstance(model, BiEncoder):
             a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)

@@ -26,7 +26,8 @@ from bertkit.data.tasks._rows import csv_rows, jsonl_rows
 from bertkit.data.tasks.conll import TaggedSentence, is_valid_tag, to_iob2
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.errors import InputError
-from bertkit.io import FOLDER_NOT_FILE, format_suffix
+from bertkit.input_files import FOLDER_NOT_FILE
+from bertkit.io import format_suffix
 
 FORMATS = ("csv", "tsv", "jsonl")
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.errors import InputError, MissingFileError
-from bertkit.io import read_text_lines, require_file
+from bertkit.input_files import require_file
+from bertkit.io import read_text_lines
 
 
 @dataclass(frozen=True)
