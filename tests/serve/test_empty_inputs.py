@@ -2,7 +2,8 @@
 ``EncodingInput::is_empty`` check, ``ErrorType::Empty``): a text ``""``, an id list ``[]``, a
 pair whose two texts are (a rerank query with its text), an empty list of inputs. Under /v1/ in
 OpenAI's shape (OpenAI's embeddings API: "cannot be an empty string", a 400). The routes TEI
-does not have answer what they answered: /ner tags no words, /fill-mask finds no [MASK]."""
+does not have answer what they answered: /ner tags no words, /fill-mask finds no [MASK];
+/qa refuses a blank question or context, as the SQuAD reader does."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .conftest import serve
 @pytest.fixture(scope="module")
 def client(tiny_mlm: Path, tiny_classifier: Path, task_models: dict[str, Path]) -> Iterator:
     models = [f"enc={tiny_mlm}", f"sst={tiny_classifier}", f"rr={task_models['rerank']}"]
-    models.append(f"ner={task_models['ner']}")
+    models += [f"ner={task_models['ner']}", f"qa={task_models['qa']}"]
     with serve(models=models) as c:
         yield c
 
@@ -47,6 +48,12 @@ EMPTY = [
     ("/rerank", {"query": "", "texts": ["a", ""], "model": "rr"},
      "`texts` cannot be empty: input 1 is an empty text, and so is the query"),
     ("/rerank", {"query": "q", "texts": [], "model": "rr"}, "`texts` cannot be empty"),
+    # not TEI's route: a question needs words to ask and a context words to answer from (as the
+    # SQuAD reader), so a blank one is refused too
+    ("/qa", {"inputs": [{"question": "q", "context": "c"}, {"question": "", "context": "c"}], "model": "qa"},
+     "`inputs` cannot be empty: input 1 has an empty question"),
+    ("/qa", {"inputs": {"question": "q", "context": " \n"}, "model": "qa"},
+     "`inputs` cannot be empty: input 0 has a blank context"),
 ]  # fmt: skip
 
 
@@ -72,6 +79,7 @@ def test_an_empty_input_is_a_400_naming_it(client, route: str, body: dict, reaso
         ("/rerank", {"query": "q", "texts": ["a", ""], "model": "rr"}),
         ("/embed", {"inputs": [" "], "model": "enc"}),  # blank is text, as in TEI
         ("/ner", {"inputs": ["a", ""], "model": "ner"}),  # not TEI's: no words, no tags
+        ("/qa", {"inputs": {"question": "q", "context": "c"}, "model": "qa"}),
     ],
 )
 def test_what_tei_reads_is_read(client, route: str, body: dict) -> None:

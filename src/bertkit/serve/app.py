@@ -40,6 +40,7 @@ from bertkit.serve.schemas import (
     TokenizeRequest,
     inputs_of,
     read_json,
+    refuse_blank_qa,
     refuse_empty,
 )
 from bertkit.serve.server import Server, _all_finite, _finite  # noqa: F401 (_all_finite: tests)
@@ -319,6 +320,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         items = [req.inputs] if not isinstance(req.inputs, list) else req.inputs
         server.check_count(len(items))
         pairs = [(x.question, x.context) for x in items]
+        refuse_blank_qa(pairs)
         out = await server.run(engine, lambda: engine.qa(pairs))
         return _json(out if isinstance(req.inputs, list) else out[0])
 

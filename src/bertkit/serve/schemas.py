@@ -125,6 +125,21 @@ def refuse_empty(
             )
 
 
+def refuse_blank_qa(pairs: Sequence[tuple[str, str]]) -> None:
+    """A 400 naming the first (question, context) pair whose question or context is empty or
+    only whitespace: there is nothing to ask, or no span to answer from (the SQuAD reader
+    refuses such an example too, :mod:`bertkit.data.tasks.squad`)."""
+    for i, (question, context) in enumerate(pairs):
+        for field, text in (("question", question), ("context", context)):
+            if not text.strip():
+                raise ServeError(
+                    400,
+                    f"Input validation error: `inputs` cannot be empty: input {i} has "
+                    f"{'an empty' if text == '' else 'a blank'} {field}",
+                    EMPTY,
+                )
+
+
 class _Body(BaseModel):
     """Every string field of a request is text: JSON lets a lone surrogate escape ("\\ud800")
     through, which is no character and which no answer that quotes the text (NER's tokens,
