@@ -217,12 +217,19 @@ def write_labelled_pairs(path: str | Path, pairs: Sequence[LabelledPair]) -> Non
     )
 
 
-def _write_rows(path: str | Path, header: list[str], rows: Iterable[list[Any]]) -> None:
+def output_format(path: str | Path) -> str:
+    """The format :func:`write_pairs` writes ``path`` in (InputError for another extension,
+    compressed ones included), for a caller to check before the work that fills it."""
     fmt = detect_format(path)
     if format_suffix(path) != Path(path).suffix.lower():
         raise InputError(
             path, None, "compressed output is not written; name a .jsonl, .csv or .tsv"
         )
+    return fmt
+
+
+def _write_rows(path: str | Path, header: list[str], rows: Iterable[list[Any]]) -> None:
+    fmt = output_format(path)
     buf = io.StringIO()
     if fmt == "jsonl":
         for row in rows:
