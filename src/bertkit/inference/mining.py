@@ -162,7 +162,8 @@ class Mined:
             + f"; mean score positive {np.mean(pos):.4f}, negative "
             + (f"{np.mean(found):.4f}" if found else "-")
             + (f"; {filters}" if filters else "")
-            + f"; {took(seconds, len(self.queries), 'queries')}"
+            + f"; {took(seconds, len(self.queries), 'queries')}, "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.1f}s" for k, v in self.seconds.items())
         )
 
 
