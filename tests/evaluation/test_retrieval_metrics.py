@@ -97,3 +97,23 @@ def test_exact_search_matches_a_full_sort():
 
 def test_rerank_order_keeps_first_stage_order_on_ties():
     assert rerank_order([0.1, 0.9, 0.9, 0.5]) == [1, 2, 3, 0]
+
+
+@pytest.mark.parametrize("doc_chunk", [1, 7, 25, 26, 299, 300, 1000])
+def test_exact_search_in_document_blocks_equals_the_whole_matrix(doc_chunk: int) -> None:
+    """Top k merged over blocks of documents is the top k of the whole row, for blocks smaller
+    than k, equal to it, and larger, and a corpus that does not divide into blocks."""
+    rng = np.random.default_rng(2)
+    q, d = rng.normal(size=(9, 16)), rng.normal(size=(300, 16))
+    whole_ids, whole = exact_search(q, d, 25, chunk=4, doc_chunk=10_000)
+    ids, scores = exact_search(q, d, 25, chunk=4, doc_chunk=doc_chunk)
+    assert ids.tolist() == whole_ids.tolist()
+    np.testing.assert_allclose(scores, whole, rtol=1e-6)  # BLAS may round a narrow block apart
+    full = np.argsort(-(q.astype(np.float32) @ d.astype(np.float32).T), axis=1, kind="stable")
+    assert ids.tolist() == full[:, :25].tolist()
+
+
+def test_exact_search_blocks_keep_ties_by_position() -> None:
+    docs = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8], [1.0, 0.0]], np.float32)
+    ids, _ = exact_search(np.array([[1.0, 0.0]], np.float32), docs, 3, doc_chunk=2)
+    assert ids.tolist() == [[0, 2, 4]]

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "evaluate": "bertkit.cli.evaluate",
     "predict": "bertkit.cli.predict",
     "embed": "bertkit.cli.embed",
+    "mine": "bertkit.cli.mine",
     "fill-mask": "bertkit.cli.fill_mask",
     "serve": "bertkit.cli.serve",
     "export": "bertkit.cli.export",

@@ -12,7 +12,8 @@ scores the same digits here and there:
 - every metric is the mean over the counted queries.
 
 Ties in :func:`exact_search` are broken by document position (the lower first); of documents
-tied exactly at the k-th score, which ones make the cut is deterministic but not by position.
+tied exactly at the k-th score, which ones make the cut is deterministic but not by position
+(it may depend on the block size).
 
 Worked example: qrels ``{"q": {"d2": 1, "d9": 1}}``, ranking ``["d1", "d2", "d3"]``:
 MRR@10 = 1/2, Recall@1 = 0, Recall@10 = 1/2, NDCG@10 = (1/log2 3) / (1 + 1/log2 3) = 0.3869.
@@ -33,13 +34,21 @@ DEFAULT_KS = (1, 10, 100)
 
 
 def exact_search(
-    queries: np.ndarray, documents: np.ndarray, k: int, *, chunk: int = 1024
+    queries: np.ndarray,
+    documents: np.ndarray,
+    k: int,
+    *,
+    chunk: int = 1024,
+    doc_chunk: int = 65536,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` documents of each query by dot product (cosine for unit vectors).
 
     queries (Q, H), documents (D, H) -> (indices (Q, k'), scores (Q, k')), k' = min(k, D), each
-    row best first, ties by the lower document index. Queries are scored ``chunk`` at a time,
-    so memory holds a (chunk, D) score block.
+    row best first, ties by the lower document index. The score matrix is computed in blocks of
+    ``chunk`` queries x ``doc_chunk`` documents, so memory holds one (chunk, doc_chunk) block
+    (256 MiB at the defaults) whatever Q and D: each block's top k is merged into the running
+    top k of its queries, which gives the top k of the whole row (the merge keeps every
+    document that any block ranks within k).
     """
     if queries.ndim != 2 or documents.ndim != 2 or queries.shape[1] != documents.shape[1]:
         raise ValueError(f"shapes {queries.shape} and {documents.shape} do not match")
@@ -48,12 +57,26 @@ def exact_search(
     scores = np.zeros((queries.shape[0], k), dtype=np.float32)
     d = documents.astype(np.float32, copy=False)
     for start in range(0, queries.shape[0], chunk):
-        s = queries[start : start + chunk].astype(np.float32, copy=False) @ d.T  # (C, D)
-        for r, row in enumerate(s):
-            top = np.argpartition(-row, k - 1)[:k] if k < row.shape[0] else np.arange(k)
-            top = top[np.lexsort((top, -row[top]))]  # best first, ties by the lower index
-            ids[start + r], scores[start + r] = top, row[top]
+        q = queries[start : start + chunk].astype(np.float32, copy=False)
+        best_ids = np.zeros((q.shape[0], 0), dtype=np.int64)
+        best = np.zeros((q.shape[0], 0), dtype=np.float32)
+        for first in range(0, d.shape[0], doc_chunk):
+            s = q @ d[first : first + doc_chunk].T  # (C, Db)
+            top = (
+                _top_k(s, k) if k < s.shape[1] else np.broadcast_to(np.arange(s.shape[1]), s.shape)
+            )
+            best_ids = np.concatenate([best_ids, top + first], axis=1)
+            best = np.concatenate([best, np.take_along_axis(s, top, axis=1)], axis=1)
+            order = np.lexsort((best_ids, -best), axis=1)[:, :k]  # best first, ties: lower index
+            best_ids = np.take_along_axis(best_ids, order, axis=1)
+            best = np.take_along_axis(best, order, axis=1)
+        ids[start : start + chunk], scores[start : start + chunk] = best_ids, best
     return ids, scores
+
+
+def _top_k(s: np.ndarray, k: int) -> np.ndarray:
+    """Column indices of each row's ``k`` largest values (in no order)."""
+    return np.argpartition(-s, k - 1, axis=1)[:, :k]
 
 
 def unit_rows(v: np.ndarray) -> np.ndarray:

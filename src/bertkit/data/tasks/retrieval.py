@@ -11,13 +11,20 @@
 - **Labelled pairs** (cross-encoder training): a query, a passage (``passage``, ``document``,
   ``positive``, ``text``) and a ``label`` in [0, 1]; a triples file is read as (query,
   positive, 1) and (query, negative, 0) for each negative: :func:`read_labelled_pairs`.
+- :func:`write_pairs` and :func:`write_labelled_pairs` write what the readers read (JSONL, CSV
+  or TSV by the extension; TSV is read unquoted, so a tab or line break in a text becomes a
+  space there).
+- :func:`read_texts`: a corpus of texts, one per line, or JSONL records with ``text`` (and
+  ``title``, as in a BEIR corpus).
 - :func:`squad_retrieval`: SQuAD as question -> paragraph retrieval, split by article.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +33,7 @@ from bertkit.data.tasks._rows import csv_rows, jsonl_rows
 from bertkit.data.tasks.custom import detect_format, records
 from bertkit.data.tasks.squad import SquadExample
 from bertkit.errors import InputError, MissingFileError
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_write_text, format_suffix, read_text_lines
 
 QUERY_FIELDS = ("query", "anchor", "question")
 POSITIVE_FIELDS = ("positive", "pos", "passage", "document")
@@ -184,6 +191,77 @@ def read_labelled_pairs(path: str | Path, format: str | None = None) -> list[Lab
     if not out:
         raise InputError(path, None, "no records")
     return out
+
+
+def write_pairs(path: str | Path, pairs: Sequence[TrainingPair]) -> None:
+    """``pairs`` as :func:`read_pairs` reads them, atomically: ``query``, ``positive`` and
+    ``negative`` (one each) or ``negative_1`` .. ``negative_n``; every pair needs the same
+    number of negatives (ValueError otherwise)."""
+    n = len(pairs[0].negatives) if pairs else 0
+    if any(len(p.negatives) != n for p in pairs):
+        raise ValueError("every pair needs the same number of negatives")
+    names = ["negative"] if n == 1 else [f"negative_{i}" for i in range(1, n + 1)]
+    _write_rows(
+        path,
+        ["query", "positive", *names],
+        ([p.query, p.positive, *p.negatives] for p in pairs),
+    )
+
+
+def write_labelled_pairs(path: str | Path, pairs: Sequence[LabelledPair]) -> None:
+    """``pairs`` as :func:`read_labelled_pairs` reads them (``query``, ``passage``, ``label``)."""
+    _write_rows(
+        path,
+        ["query", "passage", "label"],
+        ([p.query, p.passage, int(p.label) if p.label in (0, 1) else p.label] for p in pairs),
+    )
+
+
+def output_format(path: str | Path) -> str:
+    """The format :func:`write_pairs` writes ``path`` in (InputError for another extension,
+    compressed ones included), for a caller to check before the work that fills it."""
+    fmt = detect_format(path)
+    if format_suffix(path) != Path(path).suffix.lower():
+        raise InputError(
+            path, None, "compressed output is not written; name a .jsonl, .csv or .tsv"
+        )
+    return fmt
+
+
+def _write_rows(path: str | Path, header: list[str], rows: Iterable[list[Any]]) -> None:
+    fmt = output_format(path)
+    buf = io.StringIO()
+    if fmt == "jsonl":
+        for row in rows:
+            buf.write(json.dumps(dict(zip(header, row)), ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+    else:
+        buf.write("\t".join(header) + "\n")
+        for row in rows:
+            buf.write(
+                "\t".join(" ".join(str(v).replace("\t", " ").splitlines()) for v in row) + "\n"
+            )
+    atomic_write_text(path, buf.getvalue())
+
+
+def read_texts(path: str | Path) -> list[str]:
+    """A corpus: JSONL records (``.jsonl``, ``.json``) with ``text`` and optional ``title``
+    (a document reads ``title + " " + text``, as :func:`read_beir`'s), else one text per
+    non-empty line."""
+    if format_suffix(path).lstrip(".") in ("json", "jsonl", "ndjson"):
+        return [
+            f"{rec.get('title') or ''} {_field(Path(path), line, rec, 'text')}".strip()
+            for line, rec in jsonl_rows(path)
+        ] or _no_texts(path)
+    out = [line.strip() for _, line in read_text_lines(path, drop_bom=True) if line.strip()]
+    return out or _no_texts(path)
+
+
+def _no_texts(path: str | Path) -> list[str]:
+    raise InputError(path, None, "no texts")
 
 
 def pairs_as_retrieval(pairs: Sequence[TrainingPair]) -> RetrievalSet:

@@ -1,0 +1,120 @@
+"""``bertkit mine``: hard negatives for (query, positive) pairs, the step before
+``bertkit finetune embeddings`` (or ``finetune rerank``), as sentence-transformers'
+``util.mine_hard_negatives`` does it (:mod:`bertkit.inference.mining`)::
+
+    bertkit mine --model minilm --input pairs.jsonl --output mined.jsonl --num-negatives 5 \\
+        --relative-margin 0.05
+    bertkit finetune embeddings --model minilm --train mined.jsonl --output out/embed
+
+``--input`` is a pairs file (JSONL, CSV or TSV: query, positive, the file ``finetune embeddings
+--train`` reads) or a BEIR folder (its ``--split`` judgements give the pairs, its corpus the
+candidates). The candidates are the distinct positives plus any ``--corpus`` texts (one per line,
+or JSONL with ``text``). The output (JSONL, CSV or TSV by its extension, written atomically):
+``n-tuple`` rows query, positive, negative_1..n; ``triplet`` rows; or ``labeled-pair`` rows
+(query, passage, label) for ``finetune rerank``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bertkit.cli import options
+
+HELP = "mine hard negatives for (query, positive) pairs with an embedding model"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.inference.embedder import Embedder
+    from bertkit.inference.mining import OUTPUT_FORMATS, SIMILARITIES, MineOptions
+    from bertkit.inference.negatives import SAMPLINGS, MiningConfig
+
+    options.add_model(p, "embedding model folder (sentence-transformers or any BERT encoder)")
+    p.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        help="pairs file (JSONL, CSV or TSV: query, positive) or a BEIR folder",
+    )
+    p.add_argument("--split", default="train", help="the BEIR folder's qrels split (default train)")
+    p.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        help="more candidate texts: one per line, or JSONL with text (and title)",
+    )
+    p.add_argument("--output", type=Path, required=True, help="mined rows: .jsonl, .csv or .tsv")
+    g = p.add_argument_group("which candidates become negatives")
+    options.add_fields(
+        g,
+        MiningConfig,
+        [f for f in MiningConfig.__dataclass_fields__],
+        choices={"sampling": SAMPLINGS},
+    )
+    options.add_fields(
+        p,
+        MineOptions,
+        [f for f in MineOptions.__dataclass_fields__],
+        choices={"similarity": SIMILARITIES, "output_format": OUTPUT_FORMATS},
+    )
+    options.add_batch_size(p, Embedder)
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="tokens per window (default: the folder's max_seq_length, else the model's limit)",
+    )
+    options.add_windows(p, length="--max-length")
+    options.add_precision(p, inference=True)
+    options.add_device(p)
+    options.add_allow_pickle(p)
+    options.add_split_special_tokens(p)
+
+
+def read_input(path: Path, split: str, corpus: Path | None):
+    """(pairs, extra candidate texts) from a pairs file or a BEIR folder, and ``--corpus``."""
+    from bertkit.data.tasks import retrieval as R
+    from bertkit.io import require_file
+
+    texts: list[str] = []
+    if R.is_beir(path):
+        data = R.read_beir(path, split)
+        pairs = R.retrieval_pairs(data)
+        texts = list(data.corpus.values())
+    else:
+        pairs = R.read_pairs(require_file(path))
+    if corpus is not None:
+        texts += R.read_texts(require_file(corpus))
+    return pairs, texts
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.data.tasks import retrieval as R
+    from bertkit.inference import Embedder
+    from bertkit.inference.mining import MineOptions, mine
+    from bertkit.inference.negatives import MiningConfig
+    from bertkit.tasks.windows import WindowConfig
+
+    config = options.values(args, MiningConfig)  # bad settings fail before anything is read
+    mining = options.values(args, MineOptions)
+    R.output_format(args.output)
+    pairs, texts = read_input(args.input, args.split, args.corpus)
+    embedder = Embedder.load(
+        args.model,
+        max_length=args.max_length,
+        device=args.device,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        allow_pickle=args.allow_pickle,
+        split_special_tokens=args.split_special_tokens,
+        windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
+    )
+    mined = mine(embedder, pairs, config, mining, texts)
+    rows = mined.rows(mining.output_format)
+    if mining.output_format == "labeled-pair":
+        R.write_labelled_pairs(args.output, rows)  # type: ignore[arg-type]
+    else:
+        R.write_pairs(args.output, rows)  # type: ignore[arg-type]
+    print(f"{mined.summary(mining.output_format)} -> {args.output}", file=sys.stderr)
+    return 0

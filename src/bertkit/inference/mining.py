@@ -1,0 +1,241 @@
+"""Hard-negative mining: (query, positive) pairs -> pairs with negatives, what
+sentence-transformers' ``util.mine_hard_negatives`` gives (same candidates, same rules, same
+draws for a seeded ``random``), for ``bertkit finetune embeddings`` and ``finetune rerank``.
+
+:func:`mine` embeds the corpus (the pairs' distinct positives after any ``corpus`` texts, one
+document per distinct text) and the distinct queries with an :class:`Embedder` (its batching,
+windows, progress), searches exactly in blocks (:func:`bertkit.evaluation.retrieval.exact_search`:
+memory holds one block of scores, never the queries x corpus matrix), and picks negatives by
+:func:`bertkit.inference.negatives.select_negatives`. :meth:`Mined.rows` lays the result out:
+
+- ``n-tuple``: (query, positive, negative_1 .. negative_n) per pair, a pair whose query found
+  fewer than n negatives dropped (``finetune embeddings`` needs the same count on every row);
+- ``triplet``: (query, positive, negative) per pair and negative;
+- ``labeled-pair``: (query, passage, label): each positive 1, each negative 0 (``finetune rerank``).
+
+Prompts are sentence-transformers': an explicit prompt text, else a named prompt of the folder's
+``config_sentence_transformers.json``, else its ``query`` prompt for queries (``document``,
+``passage`` or ``corpus`` for documents), else its default prompt.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertkit.data.tasks.retrieval import LabelledPair, TrainingPair
+from bertkit.errors import ConfigError
+from bertkit.evaluation.retrieval import exact_search, unit_rows
+from bertkit.inference.embedder import Embedder
+from bertkit.inference.negatives import MiningConfig, Selection, select_negatives
+from bertkit.interop.sentence_folder import prompts_of
+from bertkit.progress import progress, took
+
+SIMILARITIES = ("cosine", "dot")
+OUTPUT_FORMATS = ("n-tuple", "triplet", "labeled-pair")
+QUERY_BLOCK = 1024
+"""Queries scored together against the corpus (:func:`exact_search`'s ``chunk``)."""
+
+
+@dataclass(frozen=True)
+class MineOptions:
+    """How texts are scored and how the result is laid out (module docstring)."""
+
+    similarity: str = "cosine"
+    """cosine (vectors normalised here, as sentence-transformers does) or dot (the vectors as the
+    model gives them)."""
+    output_format: str = "n-tuple"
+    """n-tuple: query, positive, negative_1..n (finetune embeddings; pairs short of n negatives
+    dropped); triplet: one row per negative; labeled-pair: query, passage, label 1/0 (finetune
+    rerank)."""
+    query_prompt: str | None = None
+    """Text put before every query (default: the folder's query prompt, else its default prompt)."""
+    query_prompt_name: str | None = None
+    """A prompt of the folder's config_sentence_transformers.json to put before every query."""
+    corpus_prompt: str | None = None
+    """Text put before every document (default: the folder's document/passage/corpus prompt, else
+    its default prompt)."""
+    corpus_prompt_name: str | None = None
+    """A prompt of the folder's config_sentence_transformers.json to put before every document."""
+
+    def __post_init__(self) -> None:
+        if self.similarity not in SIMILARITIES:
+            raise ConfigError(f"similarity must be one of {', '.join(SIMILARITIES)}")
+        if self.output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}")
+
+
+def prompt_for(
+    role: str,
+    prompts: dict[str, str],
+    default: str | None,
+    prompt: str | None = None,
+    name: str | None = None,
+) -> str:
+    """The text put before each input of ``role`` (``query`` or ``corpus``): module docstring."""
+    if prompt is not None:
+        return prompt
+    if name is None:
+        names = ("query",) if role == "query" else ("document", "passage", "corpus")
+        name = next((n for n in names if n in prompts), default)
+        if name is None:
+            return ""
+    if name not in prompts:
+        raise ConfigError(
+            f"{role} prompt name {name!r} is not one of the model's prompts "
+            f"({', '.join(sorted(prompts)) or 'none'})"
+        )
+    return prompts[name]
+
+
+@dataclass
+class Mined:
+    """The distinct queries, the corpus, each query's positives (corpus indices, in first-seen
+    order) and their scores, the selection, and the seconds each stage took."""
+
+    queries: list[str]
+    corpus: list[str]
+    positives: list[list[int]]
+    positive_scores: list[list[float]]
+    selection: Selection
+    config: MiningConfig
+    seconds: dict[str, float]
+
+    def pairs(self) -> int:
+        return sum(len(p) for p in self.positives)
+
+    def short_queries(self) -> int:
+        """Queries that found fewer than ``num_negatives`` negatives."""
+        n = self.config.num_negatives
+        return sum(len(x) < n for x in self.selection.negatives)
+
+    def rows(self, output_format: str = "n-tuple") -> list[TrainingPair] | list[LabelledPair]:
+        """The mined set laid out as ``output_format`` (module docstring), query by query."""
+        if output_format == "labeled-pair":
+            out: list[LabelledPair] = []
+            for q, (query, docs) in enumerate(zip(self.queries, self.positives, strict=True)):
+                out += [LabelledPair(query, self.corpus[d], 1.0, q) for d in docs]
+                out += [LabelledPair(query, self.corpus[d], 0.0, q) for d in self.negatives(q)]
+            return out
+        if output_format not in OUTPUT_FORMATS:
+            raise ConfigError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}")
+        rows: list[TrainingPair] = []
+        for q, (query, docs) in enumerate(zip(self.queries, self.positives, strict=True)):
+            negatives = tuple(self.corpus[d] for d in self.negatives(q))
+            for d in docs:
+                if output_format == "triplet":
+                    rows += [TrainingPair(query, self.corpus[d], (n,)) for n in negatives]
+                elif len(negatives) == self.config.num_negatives:
+                    rows.append(TrainingPair(query, self.corpus[d], negatives))
+        return rows
+
+    def negatives(self, query: int) -> list[int]:
+        return self.selection.negatives[query]
+
+    def summary(self, output_format: str = "n-tuple") -> str:
+        """One line: rows, negatives per query, queries short of negatives (and the pairs the
+        format drops for it), mean positive and negative scores, filters, time and rate."""
+        found = [s for row in self.selection.scores for s in row]
+        pos = [s for row in self.positive_scores for s in row]
+        short = self.short_queries()
+        dropped = (
+            sum(
+                len(p)
+                for p, x in zip(self.positives, self.selection.negatives, strict=True)
+                if len(x) < self.config.num_negatives
+            )
+            if output_format == "n-tuple"
+            else 0
+        )
+        filters = ", ".join(f"{n} took {k}" for n, k in self.selection.skipped.items() if k)
+        seconds = sum(self.seconds.values())
+        return (
+            f"mined {len(self.rows(output_format))} {output_format} rows for {len(self.queries)} "
+            f"queries ({self.pairs()} pairs) over {len(self.corpus)} documents: "
+            f"{len(found) / max(len(self.queries), 1):.2f} negatives per query, "
+            f"{short} queries short of {self.config.num_negatives}"
+            + (f" ({dropped} pairs dropped)" if dropped else "")
+            + f"; mean score positive {np.mean(pos):.4f}, negative "
+            + (f"{np.mean(found):.4f}" if found else "-")
+            + (f"; {filters}" if filters else "")
+            + f"; {took(seconds, len(self.queries), 'queries')}, "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.1f}s" for k, v in self.seconds.items())
+        )
+
+
+def mine(
+    embedder: Embedder,
+    pairs: Sequence[TrainingPair],
+    config: MiningConfig,
+    options: MineOptions | None = None,
+    corpus: Sequence[str] = (),
+    *,
+    doc_block: int = 65536,
+    show_progress: bool | None = None,
+) -> Mined:
+    """Hard negatives for ``pairs`` (their own negatives, if any, are not used), searched among
+    ``corpus`` and the pairs' positives (module docstring). Deterministic: ``random`` sampling
+    draws from ``random.Random(config.seed)``."""
+    options = options or MineOptions()
+    queries = list(dict.fromkeys(p.query for p in pairs))
+    docs = list(dict.fromkeys([*corpus, *(p.positive for p in pairs)]))
+    where = {t: i for i, t in enumerate(docs)}
+    at = {t: i for i, t in enumerate(queries)}
+    positives: list[list[int]] = [[] for _ in queries]
+    for p in pairs:
+        if where[p.positive] not in positives[at[p.query]]:
+            positives[at[p.query]].append(where[p.positive])
+    prompts, default = prompts_of(embedder.source) if embedder.source else ({}, None)
+    before_q = prompt_for(
+        "query", prompts, default, options.query_prompt, options.query_prompt_name
+    )
+    before_d = prompt_for(
+        "corpus", prompts, default, options.corpus_prompt, options.corpus_prompt_name
+    )
+
+    t0 = time.perf_counter()
+    d_vecs = embedder([before_d + t for t in docs])
+    t1 = time.perf_counter()
+    q_vecs = embedder([before_q + t for t in queries])
+    t2 = time.perf_counter()
+    if options.similarity == "cosine":
+        d_vecs, q_vecs = unit_rows(d_vecs), unit_rows(q_vecs)
+    k = config.candidates(max(len(p) for p in positives))
+    found_ids, found = [], []
+    for start in progress(
+        range(0, len(queries), QUERY_BLOCK), desc="search", unit="block", enabled=show_progress
+    ):
+        ids, scores = exact_search(
+            q_vecs[start : start + QUERY_BLOCK], d_vecs, k, chunk=QUERY_BLOCK, doc_chunk=doc_block
+        )
+        found_ids.append(ids)
+        found.append(scores)
+    positive_scores = [
+        [float(np.dot(q_vecs[q], d_vecs[d])) for d in docs_q] for q, docs_q in enumerate(positives)
+    ]
+    selection = select_negatives(
+        np.concatenate(found_ids),
+        np.concatenate(found),
+        positives,
+        positive_scores,
+        config,
+        random.Random(config.seed),
+        own=[
+            -1 if config.include_positives and where.get(q) in positives[i] else where.get(q, -1)
+            for i, q in enumerate(queries)
+        ],
+    )
+    t3 = time.perf_counter()
+    return Mined(
+        queries,
+        docs,
+        positives,
+        positive_scores,
+        selection,
+        config,
+        {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2},
+    )

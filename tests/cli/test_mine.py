@@ -1,0 +1,133 @@
+"""``bertkit mine`` end to end on the tiny model: its output is what ``finetune embeddings
+--train`` and ``finetune rerank`` read; BEIR input and an extra corpus; one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+from bertkit.data.tasks.retrieval import (
+    LabelledPair,
+    RetrievalSet,
+    TrainingPair,
+    read_labelled_pairs,
+    read_pairs,
+    write_beir,
+    write_pairs,
+)
+from support.cli_runs import finetune
+
+PAIRS = Path(__file__).parents[1] / "fixtures" / "retrieval_pairs.jsonl"
+
+
+def mine(model: Path, *args: str) -> int:
+    return main(["mine", "--model", str(model), "--precision", "fp32", *args])
+
+
+def test_mined_pairs_train_embeddings(tiny_model: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "mined.jsonl"
+    assert mine(tiny_model, "--input", str(PAIRS), "--output", str(out)) == 0
+    summary = capsys.readouterr().err.strip().splitlines()[-1]
+    assert summary.startswith("mined 32 n-tuple rows for 30 queries (32 pairs) over 32 documents")
+    assert "queries/s" in summary and str(out) in summary
+    mined = read_pairs(out)
+    assert len(mined) == 32 and {len(p.negatives) for p in mined} == {3}
+    positives: dict[str, set[str]] = {}
+    for p in read_pairs(PAIRS):
+        positives.setdefault(p.query, set()).add(p.positive)
+    for p in mined:  # no positive of the query (it has two for some) is ever its negative
+        assert not positives[p.query] & set(p.negatives)
+    assert set(json.loads(out.read_text().splitlines()[0])) == {
+        "query",
+        "positive",
+        "negative_1",
+        "negative_2",
+        "negative_3",
+    }
+    metrics = finetune(
+        "embeddings", tiny_model, tmp_path / "emb", "--train", str(out), "--dev", str(PAIRS)
+    )
+    assert metrics["selected"]
+
+
+def test_labelled_pairs_train_a_reranker(tiny_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mined.csv"
+    args = ["--input", str(PAIRS), "--output", str(out), "--output-format", "labeled-pair"]
+    assert mine(tiny_model, *args, "--num-negatives", "2") == 0
+    rows = read_labelled_pairs(out)
+    assert sum(r.label == 1.0 for r in rows) == 32 and sum(r.label == 0.0 for r in rows) == 60
+    assert len({r.group for r in rows}) == 30
+    assert finetune("rerank", tiny_model, tmp_path / "rr", "--train", str(out), "--dev", str(out))
+
+
+def test_a_beir_folder_and_an_extra_corpus(tiny_model: Path, tmp_path: Path) -> None:
+    beir = tmp_path / "beir"
+    data = RetrievalSet(
+        {"d0": "red apples", "d1": "green pears", "d2": "blue sky", "d3": "grey rain"},
+        {"q0": "apples", "q1": "pears"},
+        {"q0": {"d0": 1}, "q1": {"d1": 1, "d2": 0}},
+    )
+    write_beir(beir, data, split="train")
+    extra = tmp_path / "extra.txt"
+    extra.write_text("yellow sun\n\nwhite snow\n")
+    out = tmp_path / "triplets.tsv"
+    args = ["--input", str(beir), "--corpus", str(extra), "--output", str(out)]
+    assert mine(tiny_model, *args, "--output-format", "triplet", "--num-negatives", "5") == 0
+    rows = read_pairs(out)
+    assert len(rows) == 10 and {len(r.negatives) for r in rows} == {1}
+    negatives = {r.negatives[0] for r in rows if r.query == "pears"}
+    assert negatives == {"red apples", "blue sky", "grey rain", "yellow sun", "white snow"}
+
+
+def test_writers_round_trip_through_the_readers(tmp_path: Path) -> None:
+    pairs = [TrainingPair("q\tone", 'a, "quoted"\nline', ("n1", "n2"))]
+    for suffix in ("jsonl", "csv", "tsv"):
+        write_pairs(tmp_path / f"p.{suffix}", pairs)
+        back = read_pairs(tmp_path / f"p.{suffix}")
+        if suffix == "tsv":  # read unquoted: a tab or line break becomes a space
+            assert back == [TrainingPair("q one", 'a, "quoted" line', ("n1", "n2"))]
+        else:
+            assert back == pairs
+    from bertkit.data.tasks.retrieval import write_labelled_pairs
+
+    write_labelled_pairs(
+        tmp_path / "l.jsonl", [LabelledPair("q", "p", 1.0), LabelledPair("q", "n", 0.0)]
+    )
+    assert [json.loads(x)["label"] for x in (tmp_path / "l.jsonl").read_text().splitlines()] == [
+        1,
+        0,
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--num-negatives", "0"], "num negatives must be >= 1"),
+        (["--range-min", "5", "--range-max", "3"], "range 5..3 holds fewer"),
+        (["--output", "out.jsonl.gz"], "compressed output is not written"),
+        (["--output", "out.txt"], "cannot tell the format"),
+        (["--input", "missing.jsonl"], "missing.jsonl"),
+        (["--query-prompt-name", "query"], "query prompt name 'query' is not one of"),
+    ],
+)
+def test_errors_are_one_line(tiny_model: Path, tmp_path: Path, capsys, args, message) -> None:
+    base = {"--input": str(PAIRS), "--output": str(tmp_path / "out.jsonl")}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        if flag in base:
+            base[flag] = str(tmp_path / value)
+        else:
+            base[flag] = value
+    assert mine(tiny_model, *[x for kv in base.items() for x in kv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bertkit mine: error: ") and message in err and "\n" not in err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_bad_record_is_named_by_file_and_line(tiny_model: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "pairs.jsonl"
+    bad.write_text('{"query": "a", "positive": "b"}\n{"query": "c"}\n')
+    assert mine(tiny_model, "--input", str(bad), "--output", str(tmp_path / "o.jsonl")) == 1
+    assert f"{bad}:2" in capsys.readouterr().err
