@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def read_input(path: Path, split: str, corpus: Path | None):
     """(pairs, extra candidate texts) from a pairs file or a BEIR folder, and ``--corpus``."""
     from bertkit.data.tasks import retrieval as R
-    from bertkit.io import require_file
+    from bertkit.input_files import require_file
 
     texts: list[str] = []
     if R.is_beir(path):
