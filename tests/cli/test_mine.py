@@ -131,3 +131,36 @@ def test_a_bad_record_is_named_by_file_and_line(tiny_model: Path, tmp_path: Path
     bad.write_text('{"query": "a", "positive": "b"}\n{"query": "c"}\n')
     assert mine(tiny_model, "--input", str(bad), "--output", str(tmp_path / "o.jsonl")) == 1
     assert f"{bad}:2" in capsys.readouterr().err
+
+
+def test_the_folders_similarity_function_is_the_default(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    """As sentence-transformers' ``model.similarity``: a folder whose
+    config_sentence_transformers.json names ``dot`` mines by dot product unless --similarity
+    says otherwise; a function mining does not have (euclidean) must be overridden."""
+    import shutil
+
+    dot_model = tmp_path / "dot_model"
+    shutil.copytree(tiny_model, dot_model)
+    config = dot_model / "config_sentence_transformers.json"
+    config.write_text(json.dumps({"similarity_fn_name": "dot"}), encoding="utf-8")
+    outs = {}
+    for name, model, extra in (
+        ("folder", dot_model, []),
+        ("dot", tiny_model, ["--similarity", "dot"]),
+        ("cosine", tiny_model, []),
+        ("forced", dot_model, ["--similarity", "cosine"]),
+    ):
+        outs[name] = tmp_path / f"{name}.jsonl"
+        assert mine(model, "--input", str(PAIRS), "--output", str(outs[name]), *extra) == 0
+    text = {name: path.read_text() for name, path in outs.items()}
+    assert text["cosine"] != text["dot"]  # the tiny model's vectors are not unit length
+    assert text["folder"] == text["dot"] and text["forced"] == text["cosine"]
+
+    config.write_text(json.dumps({"similarity_fn_name": "euclidean"}), encoding="utf-8")
+    capsys.readouterr()
+    assert mine(dot_model, "--input", str(PAIRS), "--output", str(tmp_path / "e.jsonl")) == 1
+    err = capsys.readouterr().err
+    assert "similarity_fn_name is 'euclidean'" in err and "pass --similarity" in err
+    assert not (tmp_path / "e.jsonl").exists()

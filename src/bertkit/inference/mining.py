@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import exact_search, unit_rows
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.negatives import MiningConfig, Selection, select_negatives
-from bertkit.interop.sentence_folder import prompts_of
+from bertkit.interop.sentence_folder import prompts_of, similarity_of
 from bertkit.progress import progress, took
 
 SIMILARITIES = ("cosine", "dot")
@@ -45,9 +46,10 @@ QUERY_BLOCK = 1024
 class MineOptions:
     """How texts are scored and how the result is laid out (module docstring)."""
 
-    similarity: str = "cosine"
+    similarity: str | None = None
     """cosine (vectors normalised here, as sentence-transformers does) or dot (the vectors as the
-    model gives them)."""
+    model gives them); None: the folder's similarity_fn_name, as sentence-transformers' own
+    model.similarity, else cosine."""
     output_format: str = "n-tuple"
     """n-tuple: query, positive, negative_1..n (finetune embeddings; pairs short of n negatives
     dropped); triplet: one row per negative; labeled-pair: query, passage, label 1/0 (finetune
@@ -63,10 +65,26 @@ class MineOptions:
     """A prompt of the folder's config_sentence_transformers.json to put before every document."""
 
     def __post_init__(self) -> None:
-        if self.similarity not in SIMILARITIES:
+        if self.similarity is not None and self.similarity not in SIMILARITIES:
             raise ConfigError(f"similarity must be one of {', '.join(SIMILARITIES)}")
         if self.output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}")
+
+
+def resolve_similarity(similarity: str | None, source: str | Path | None) -> str:
+    """``similarity``, else the model folder's ``similarity_fn_name``, else cosine; a folder
+    whose function is neither cosine nor dot (euclidean, manhattan) must be given one."""
+    if similarity is not None:
+        return similarity
+    named = similarity_of(source) if source else None
+    if named is None:
+        return "cosine"
+    if named not in SIMILARITIES:
+        raise ConfigError(
+            f"{source}: the model's similarity_fn_name is {named!r}; mining scores by "
+            f"{' or '.join(SIMILARITIES)}: pass --similarity"
+        )
+    return named
 
 
 def prompt_for(
@@ -190,6 +208,7 @@ def mine(
         if where[p.positive] not in positives[at[p.query]]:
             positives[at[p.query]].append(where[p.positive])
     prompts, default = prompts_of(embedder.source) if embedder.source else ({}, None)
+    similarity = resolve_similarity(options.similarity, embedder.source)
     before_q = prompt_for(
         "query", prompts, default, options.query_prompt, options.query_prompt_name
     )
@@ -202,7 +221,7 @@ def mine(
     t1 = time.perf_counter()
     q_vecs = embedder([before_q + t for t in queries])
     t2 = time.perf_counter()
-    if options.similarity == "cosine":
+    if similarity == "cosine":
         d_vecs, q_vecs = unit_rows(d_vecs), unit_rows(q_vecs)
     k = config.candidates(max(len(p) for p in positives))
     found_ids, found = [], []

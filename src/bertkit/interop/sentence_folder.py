@@ -193,6 +193,19 @@ def prompts_of(folder: str | Path) -> tuple[dict[str, str], str | None]:
     return prompts, default
 
 
+def similarity_of(folder: str | Path) -> str | None:
+    """The ``similarity_fn_name`` of ``config_sentence_transformers.json`` ("cosine", "dot",
+    "euclidean", "manhattan"; "dot_product" read as "dot"), None without one."""
+    path = Path(folder) / VERSIONS
+    if not path.is_file():
+        return None
+    try:
+        name = json.loads(path.read_text(encoding="utf-8")).get("similarity_fn_name")
+    except (OSError, AttributeError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable ({e})") from e
+    return "dot" if name == "dot_product" else name
+
+
 def _model_config(root: Path) -> dict[str, Any]:
     path = root / "config.json"
     try:
