@@ -47,7 +47,15 @@ _FAMILY_FIELDS = {
     "tag": ("tokens_field", "tags_field", "format"),
     "classify": ("text_column", "text_pair_column", "label_column", "regression", "format"),
     "squad": ("version_2_with_negative",),
-    "embeddings": ("pooling", "normalize", "scale", "symmetric", "matryoshka_dims", "format"),
+    "embeddings": (
+        "pooling",
+        "normalize",
+        "scale",
+        "symmetric",
+        "matryoshka_dims",
+        "mini_batch_size",
+        "format",
+    ),
     "rerank": ("format",),
 }
 

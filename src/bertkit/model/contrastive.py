@@ -11,6 +11,8 @@ loss is summed over the vectors cut to each of those sizes (``MatryoshkaLoss``, 
 the first d values of a vector are an embedding of their own.
 
 Under DDP each rank scores its own share of the batch (negatives are not gathered across ranks).
+With ``mini_batch_size`` the rows are encoded that many at a time, twice (GradCache,
+:mod:`bertkit.model.grad_cache`): the same loss and gradients in one chunk's activation memory.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch import nn
 
 from bertkit.model.batching import Layout
 from bertkit.model.bert import BertModel
+from bertkit.model.grad_cache import cached_vectors, row_chunks
 from bertkit.model.outputs import EmbeddingOutput
 from bertkit.model.pooling import pool
 
@@ -58,6 +61,7 @@ class BiEncoder(nn.Module):
         scale: float = 20.0,
         symmetric: bool = False,
         matryoshka_dims: Sequence[int] = (),
+        mini_batch_size: int | None = None,
     ) -> None:
         super().__init__()
         self.__dict__["_pooler"] = bert.pooler  # not a submodule: not trained, not in DDP
@@ -66,6 +70,8 @@ class BiEncoder(nn.Module):
         self.config = bert.config
         self.pooling, self.scale, self.symmetric = pooling, scale, symmetric
         self.matryoshka_dims = tuple(matryoshka_dims)
+        self.mini_batch_size = mini_batch_size
+        """Rows per encoder pass when training with grad (None: all rows in one pass)."""
 
     def forward(
         self,
@@ -77,8 +83,12 @@ class BiEncoder(nn.Module):
     ) -> EmbeddingOutput:
         """Rows (R, T) -> pooled vectors (R, H); with ``labels`` (B,), the B query rows come
         first and the loss is computed (``labels`` are 0..B-1: the positive's candidate index)."""
-        out = self.bert(input_ids, attention_mask, token_type_ids, layout=layout)
-        vectors = pool(out.last_hidden_state, attention_mask, self.pooling).float()  # (R, H)
+        size = self.mini_batch_size
+        if labels is not None and size and torch.is_grad_enabled() and input_ids.shape[0] > size:
+            chunks = row_chunks(input_ids, attention_mask, token_type_ids, layout, size)
+            vectors = cached_vectors(lambda c: self.vectors(**c), chunks, input_ids.device)
+        else:
+            vectors = self.vectors(input_ids, attention_mask, token_type_ids, layout)
         loss = None
         if labels is not None:
             b = labels.shape[0]
@@ -86,6 +96,17 @@ class BiEncoder(nn.Module):
             dims = self.matryoshka_dims or (vectors.shape[1],)
             loss = sum(ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims)
         return EmbeddingOutput(embeddings=vectors, loss=loss)
+
+    def vectors(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        layout: Layout | None = None,
+    ) -> torch.Tensor:
+        """Rows (R, T) -> pooled float vectors (R, H), in one pass."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, layout=layout)
+        return pool(out.last_hidden_state, attention_mask, self.pooling).float()
 
     @contextmanager
     def whole_encoder(self) -> Iterator[BertModel]:

@@ -78,6 +78,7 @@ class EmbeddingAdapter(TaskAdapter):
     scale: float = 20.0
     symmetric: bool = False
     matryoshka_dims: list[int] = field(default_factory=list)
+    mini_batch_size: int | None = None
     file_format: str | None = None
 
     head_class = "BiEncoder"
@@ -91,6 +92,8 @@ class EmbeddingAdapter(TaskAdapter):
             raise ConfigError(f"scale must be positive, got {self.scale}")
         if any(d < 1 for d in self.matryoshka_dims):
             raise ConfigError(f"Matryoshka dimensions must be positive, got {self.matryoshka_dims}")
+        if self.mini_batch_size is not None and self.mini_batch_size < 1:
+            raise ConfigError(f"mini_batch_size must be positive, got {self.mini_batch_size}")
         self.matryoshka_dims = sorted(set(self.matryoshka_dims), reverse=True)
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:

@@ -125,6 +125,12 @@ class TaskSettings:
     """embeddings: also pick each positive's query among the batch's queries (symmetric loss)."""
     matryoshka_dims: tuple[int, ...] = ()
     """embeddings: also train the first d values of each vector as an embedding, for each d."""
+    mini_batch_size: int | None = None
+    """embeddings: encode a batch's texts (rows: each example's query, positive and negatives
+    count one each) this many per pass, twice, keeping every in-batch negative (GradCache;
+    sentence-transformers' CachedMultipleNegativesRankingLoss mini_batch_size, also texts per
+    pass): the batch's loss in the activation memory of this many rows, for a third more
+    compute. None: all rows in one pass."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -194,6 +200,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             scale=s.scale,
             symmetric=s.symmetric,
             matryoshka_dims=list(s.matryoshka_dims),
+            mini_batch_size=s.mini_batch_size,
             file_format=s.format,
         )
         train = adapter.read(s.train, "train")

@@ -281,7 +281,8 @@ def check_accumulation(adapter_class: type[TaskAdapter], config: FinetuneConfig)
             f"grad_accum {config.grad_accum} would change this task's loss: each example is "
             f"scored against the others of its batch (in-batch negatives), and a micro-batch of "
             f"{config.batch_size // config.grad_accum} has fewer than the batch of "
-            f"{config.batch_size}; lower batch_size instead"
+            f"{config.batch_size}; set mini_batch_size (--mini-batch-size) instead, which "
+            f"encodes the batch that many rows at a time and keeps every negative"
         )
 
 

@@ -207,7 +207,8 @@ def test_in_batch_negatives_refuse_accumulation() -> None:
     assert str(e.value) == (
         "grad_accum 2 would change this task's loss: each example is scored against the others "
         "of its batch (in-batch negatives), and a micro-batch of 16 has fewer than the batch of "
-        "32; lower batch_size instead"
+        "32; set mini_batch_size (--mini-batch-size) instead, which encodes the batch that many "
+        "rows at a time and keeps every negative"
     )
     check_accumulation(EmbeddingAdapter, FinetuneConfig(batch_size=32))  # no accumulation: fine
     check_accumulation(ClassificationAdapter, config)  # rerank's head: pointwise, no coupling
@@ -247,5 +248,6 @@ def test_the_contrastive_family_refuses_before_reading_its_data(tiny_model, tmp_
     assert capsys.readouterr().err.strip() == (
         "bertkit finetune: error: grad_accum 2 would change this task's loss: each example is "
         "scored against the others of its batch (in-batch negatives), and a micro-batch of 4 "
-        "has fewer than the batch of 8; lower batch_size instead"
+        "has fewer than the batch of 8; set mini_batch_size (--mini-batch-size) instead, which "
+        "encodes the batch that many rows at a time and keeps every negative"
     )

@@ -299,3 +299,31 @@ def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
     after = _evaluate(out, beir, tmp_path / "after.json")["retrieval"]["MRR@10"]
     assert after == pytest.approx(metrics["selected"]["score"], abs=1e-6)
     assert after > before + 0.2, (before, after)
+
+
+def test_embeddings_in_mini_batches_train_and_save(tiny_model: Path, tmp_path: Path) -> None:
+    """``--mini-batch-size`` (GradCache) runs the CLI end to end and saves the folder; under
+    torchrun it is refused before anything is read."""
+    from bertkit.errors import ConfigError
+    from bertkit.recipes.finetune import FinetuneJob, _run
+    from bertkit.tasks import TaskSettings
+    from bertkit.training.distributed import DistInfo
+
+    train, beir, _ = _data(tmp_path)
+    out = tmp_path / "cached"
+    run = ["--mini-batch-size", "4", "--max-steps", "2", *RUN]
+    args = ["--model", str(tiny_model), "--train", str(train), "--dev", str(beir)]
+    assert main(["finetune", "embeddings", *args, "--output", str(out), *run]) == 0
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
+    assert kinds == ["Transformer", "Pooling", "Normalize"]
+    assert json.loads((out / "metrics.json").read_text())["selected"]["score"] > 0
+
+    task = TaskSettings("embeddings", train=str(train), dev=str(beir), mini_batch_size=4)
+    job = FinetuneJob(task, tiny_model, tmp_path / "ddp")
+    with pytest.raises(ConfigError) as e:
+        _run(job, DistInfo(world_size=2), print)
+    assert str(e.value) == (
+        "mini_batch_size (--mini-batch-size) does not run under torchrun: DDP reduces the "
+        "gradients once per backward and the cached pass runs one backward per mini-batch; "
+        "train in one process, or leave it out"
+    )
