@@ -13,6 +13,7 @@ import pytest
 from .conftest import QUERY, TEXTS, serve_http
 
 LIMIT = 6  # --max-client-batch-size: one document more is the 413
+MAX_TOKENS = 48  # --max-input-tokens (the tiny model reads 64 positions: windows below it)
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +21,11 @@ def url(cross_encoder, tiny_mlm: Path):
     """An encoder first (it cannot rerank: a request without ``model`` must skip it) and the
     CrossEncoder as ``rr``."""
     folder, _ = cross_encoder
-    with serve_http(models=[f"enc={tiny_mlm}", f"rr={folder}"], max_client_batch_size=LIMIT) as b:
-        yield b
+    models = [f"enc={tiny_mlm}", f"rr={folder}"]
+    with serve_http(
+        models=models, max_client_batch_size=LIMIT, max_input_tokens=MAX_TOKENS
+    ) as base:
+        yield base
 
 
 def _post(base: str, route: str, body: dict) -> httpx.Response:
@@ -138,6 +142,19 @@ def test_an_empty_query_with_text_is_no_empty_input(url: str) -> None:
     got = _rerank(url, {"query": "", "documents": ["a", "the cat"]})
     assert sorted(r["index"] for r in got["results"]) == [0, 1]
     assert _rerank(url, {"query": QUERY, "documents": ["", "a"]})["results"]
+
+
+def test_a_pair_over_the_token_limit_is_a_413_offering_no_truncate(url: str) -> None:
+    """The shape has no ``truncate``: the 413 (as /rerank's) does not tell the client to send one
+    (it would be ignored); /rerank's own 413 does."""
+    long = " ".join(["the cat sat"] * 20)  # 60 words: over 48 tokens with the query
+    r = _post(url, "/v1/rerank", {"query": QUERY, "documents": ["good", long]})
+    assert r.status_code == 413, r.text
+    reason = r.json()["error"]["message"]
+    assert "at most 48 tokens" in reason and "Input 1 has" in reason
+    assert "truncate" not in reason
+    tei = _post(url, "/rerank", {"query": QUERY, "texts": ["good", long]})
+    assert tei.status_code == 413 and 'send "truncate": true' in tei.json()["error"]
 
 
 def test_clients_extra_fields_are_ignored(url: str) -> None:

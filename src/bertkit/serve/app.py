@@ -260,7 +260,11 @@ def create_app(settings: ServeSettings) -> FastAPI:
             raise ServeError(422, 'rank_fields: bertkit ranks a document\'s "text" only')
         engine = server.engine("rerank", req.model)
         texts = req.texts()
-        scores, tokens = await server.relevance(engine, req.query, texts, "documents")
+        # the shape has no truncate field (None): long pairs are read in windows, as /rerank's
+        # default, and a 413 does not tell the client to send one
+        scores, tokens = await server.relevance(
+            engine, req.query, texts, "documents", truncate=None
+        )
         order = rerank_order(scores)[: req.top_n or None]
         documents = req.return_documents is not False
         results = [

@@ -171,11 +171,12 @@ class Server:
         texts: Sequence[str],
         field: str,
         *,
-        truncate: bool = False,
+        truncate: bool | None = False,
         raw_scores: bool = False,
     ) -> tuple[list[float], int]:
         """The relevance of each text to ``query`` (:meth:`Engine.rerank_scores`: ``truncate``
-        cuts a long pair, else it is read in windows; ``raw_scores``: no sigmoid), and the tokens
+        cuts a long pair, else it is read in windows, None: the route has no such field, as
+        :meth:`Engine.rerank_features` reads it; ``raw_scores``: no sigmoid), and the tokens
         of the (query, text) windows the model read (what /v1/embeddings counts as usage). The
         count's check and the empty-input rule come first (``field``: the request's name for the
         texts): a text with the query is one input, empty only when both are (TEI). The worker
