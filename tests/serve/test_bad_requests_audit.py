@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bertkit.serve.errors import is_openai
+
 from .conftest import serve
 
 LONG = " ".join(["cat"] * 300)  # over the 64 positions of the tiny models, under the token cap
@@ -62,6 +64,17 @@ VALID: dict[str, dict] = {
         "top_n": 1,
         "model": "rr",
     },
+    "/v1/rerank": {
+        "query": "the cat",
+        "documents": ["a", {"text": "b"}],
+        "top_n": 1,
+        "return_documents": True,
+        "rank_fields": ["text"],
+        "max_tokens_per_doc": 512,
+        "max_chunks_per_doc": 1,
+        "model": "rr",
+    },
+    "/v2/rerank": {"query": "the cat", "documents": ["a", "b"], "top_n": 1, "model": "rr"},
     "/ner": {"inputs": ["the cat sat"], "model": "ner"},
     "/qa": {"inputs": [{"question": "what", "context": "the cat sat"}], "model": "qa"},
     "/fill-mask": {"inputs": ["the [MASK] sat"], "top_k": 2, "truncate": False, "model": "enc"},
@@ -100,7 +113,7 @@ def refused(r: httpx.Response, route: str) -> str:
     assert 400 <= r.status_code < 500, f"{route}: {r.status_code} {r.text[:300]}"
     assert r.headers["content-type"] == "application/json", r.headers
     body = r.json()
-    if route.startswith("/v1/"):
+    if is_openai(route):
         assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
         reason, kind = body["error"]["message"], body["error"]["type"]
     else:
@@ -174,6 +187,9 @@ SURROGATES = [  # (route, JSON body, the field the 422 names)
     ("/predict", f'{{"inputs": [["a", "{S}"]], "model": "sst"}}', "inputs"),
     ("/rerank", f'{{"query": "{S}", "texts": ["a"], "model": "rr"}}', "query"),
     ("/rerank", f'{{"query": "a", "texts": ["{S}"], "return_text": true}}', "texts"),  # was a 500
+    ("/v1/rerank", f'{{"query": "{S}", "documents": ["a"]}}', "query"),
+    ("/v1/rerank", f'{{"query": "a", "documents": ["{S}"]}}', "documents"),
+    ("/v2/rerank", f'{{"query": "a", "documents": [{{"text": "{S}"}}]}}', "text"),
     ("/ner", f'{{"inputs": "{S} cat", "model": "ner"}}', "inputs"),  # was a 500 (tokens echoed)
     ("/qa", f'{{"inputs": {{"question": "{S}", "context": "c"}}, "model": "qa"}}', "question"),
     ("/qa", f'{{"inputs": [{{"question": "q", "context": "{S}"}}], "model": "qa"}}', "context"),
@@ -278,6 +294,9 @@ COERCED = [  # (VALID's name, where, a value pydantic's lax mode read as another
     ("/predict", ("parameters", "top_k"), 1.0, f"parameters.top_k: {INT}"),
     ("/rerank", ("top_n",), True, f"top_n: {INT}"),  # was read as 1
     ("/rerank", ("return_text",), 1, f"return_text: {BOOL}"),
+    ("/v1/rerank", ("top_n",), True, f"top_n: {INT}"),
+    ("/v1/rerank", ("return_documents",), "false", f"return_documents: {BOOL}"),
+    ("/v2/rerank", ("top_n",), 1.0, f"top_n: {INT}"),
     ("/fill-mask", ("top_k",), "2", f"top_k: {INT}"),
     ("/fill-mask", ("top_k",), 2.0, f"top_k: {INT}"),
     ("/embed_all", ("truncate",), 0, f"truncate: {BOOL}"),

@@ -28,6 +28,7 @@ ROUTES = [
     "/ner",
     "/qa",
     "/rerank",
+    "/v1/rerank",
     "/embed_all",
     "/embed_sparse",
     "/decode",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import prompted_copy, serve_http
+from .conftest import QUERY, TEXTS, prompted_copy, serve_http
 
 LINES = [
     "A man is playing a guitar.",
@@ -169,31 +169,6 @@ def test_openai_client_embeddings_and_dimensions(pair_url: str) -> None:
 def test_what_bertkit_cannot_do_is_a_422_with_the_reason(pair_url: str, body, reason) -> None:
     r = _post(pair_url, "/embed", body)
     assert r.status_code == 422 and reason in r.json()["error"], r.text
-
-
-QUERY = "the movie was good"
-TEXTS = ["the cat sat on the mat", "a great film , very good plot", "the dog was bad", "good"]
-
-
-@pytest.fixture(scope="module")
-def cross_encoder(tiny_mlm: Path, tmp_path_factory):
-    """A sentence-transformers CrossEncoder folder (BertForSequenceClassification, one output,
-    no bertkit_task.json) and the CrossEncoder itself."""
-    st = pytest.importorskip("sentence_transformers")
-    torch.manual_seed(0)
-    ce = st.CrossEncoder(str(tiny_mlm), num_labels=1, device="cpu")
-    ce.model.eval()
-    with torch.no_grad():  # a head that spreads the texts below (a random one scores all alike)
-        feats = ce.tokenizer([QUERY] * len(TEXTS), TEXTS, padding=True, return_tensors="pt")
-        pooled = ce.model.bert(**feats).pooler_output
-        mean = pooled.mean(0)
-        u = torch.linalg.svd(pooled - mean).Vh[0]  # the direction they differ most along
-        scale = 4.0 / ((pooled - mean) @ u).abs().max()
-        ce.model.classifier.weight.copy_((u * scale)[None])
-        ce.model.classifier.bias.fill_(float(-(mean @ u) * scale))
-    folder = tmp_path_factory.mktemp("reranker") / "reranker"
-    ce.save(str(folder))
-    return folder, ce
 
 
 def test_rerank_equals_the_cross_encoder(cross_encoder) -> None:

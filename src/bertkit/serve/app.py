@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import os
+import uuid
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -28,6 +29,7 @@ from bertkit.serve.errors import EMPTY, ServeError
 from bertkit.serve.limits import Limits
 from bertkit.serve.metrics import Metrics, Observe
 from bertkit.serve.schemas import (
+    CohereRerankRequest,
     EmbedRequest,
     FillMaskRequest,
     JSONBodyRoute,
@@ -233,17 +235,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def rerank(req: RerankRequest) -> Response:
         _cut_end_only(req.truncation_direction)
         engine = server.engine("rerank", req.model)
-        server.check_count(len(req.texts), "texts")
-        if not req.query:  # a text with the query is one input: empty only when both are (TEI)
-            refuse_empty(req.texts, "texts", ", and so is the query")
-        features = await asyncio.to_thread(
-            engine.rerank_features, req.query, req.texts, req.truncate
+        scores, _ = await server.relevance(
+            engine, req.query, req.texts, "texts", truncate=req.truncate, raw_scores=req.raw_scores
         )
-        assert engine.worker is not None
-        rows = _finite(
-            await server._wait(engine.worker.embed_later(features))
-        )  # merged with others
-        scores = engine.rerank_scores(rows, features, len(req.texts), req.raw_scores)
         order = rerank_order(scores)[: req.top_n]
         return _json(
             [
@@ -254,6 +248,40 @@ def create_app(settings: ServeSettings) -> FastAPI:
                 }
                 for i in order
             ]
+        )
+
+    @app.post("/v1/rerank", summary="rerank in the shape of Cohere, Jina, vLLM and Infinity")
+    @app.post("/v2/rerank", summary="rerank in the shape of Cohere's v2 API (the same body)")
+    async def cohere_rerank(req: CohereRerankRequest) -> Response:
+        """The scores /rerank gives (sigmoid, long pairs in windows), in the shape RAG clients
+        read: ``results`` best first, each ``{index, relevance_score, document?}``, and the tokens
+        read as ``usage``. Errors in OpenAI's shape (under /v2/ too), as vLLM answers both."""
+        if req.rank_fields not in (None, ["text"]):
+            raise ServeError(422, 'rank_fields: bertkit ranks a document\'s "text" only')
+        engine = server.engine("rerank", req.model)
+        texts = req.texts()
+        # the shape has no truncate field (None): long pairs are read in windows, as /rerank's
+        # default, and a 413 does not tell the client to send one
+        scores, tokens = await server.relevance(
+            engine, req.query, texts, "documents", truncate=None
+        )
+        order = rerank_order(scores)[: req.top_n or None]
+        documents = req.return_documents is not False
+        results = [
+            {
+                "index": i,
+                "relevance_score": scores[i],
+                **({"document": {"text": texts[i]}} if documents else {}),
+            }
+            for i in order
+        ]
+        return _json(
+            {
+                "id": f"rerank-{uuid.uuid4().hex}",
+                "model": engine.name,
+                "results": results,
+                "usage": {"total_tokens": tokens},
+            }
         )
 
     @app.post("/", summary="TEI's default route: the served model's own task")

@@ -197,12 +197,15 @@ class Engine(EmbeddingInputs):
 
     # ---- capabilities (blocking: call them from a thread) ----------------------------------
 
-    def _prepared(self, model: TaskModel, examples: list[Any], check: bool, what: str) -> Any:
+    def _prepared(
+        self, model: TaskModel, examples: list[Any], check: bool, what: str, can_cut: bool = True
+    ) -> Any:
         """``examples`` encoded for ``model`` (:meth:`TaskModel.prepare`: tokenized once), their
-        lengths checked against --max-input-tokens unless ``check`` is off."""
+        lengths checked against --max-input-tokens unless ``check`` is off (``can_cut``: the
+        route has a ``truncate`` field, which the 413 tells of)."""
         prepared = model.prepare(examples)
         if check:
-            self._check_lengths(prepared.lengths, what)
+            self._check_lengths(prepared.lengths, what, can_cut)
         return prepared
 
     def decode(self, ids: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
@@ -251,14 +254,17 @@ class Engine(EmbeddingInputs):
             out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
         return out
 
-    def rerank_features(self, query: str, texts: Sequence[str], truncate: bool) -> list[Any]:
+    def rerank_features(self, query: str, texts: Sequence[str], truncate: bool | None) -> list[Any]:
         """The windows of the pairs (query, text) (with ``truncate``: one each, cut; else a 413
-        for a pair over --max-input-tokens), for the worker to merge with other requests'."""
+        for a pair over --max-input-tokens), for the worker to merge with other requests'.
+        ``truncate`` None: the route has no such field (Cohere's shape): read as False, and no
+        413 tells the client to send it."""
         tm = self.task_model
         assert isinstance(tm, Classifier)
-        model = tm.with_windows(truncate=truncate)
+        model = tm.with_windows(truncate=bool(truncate))
         pairs = model.examples_of([(query, t) for t in texts])
-        return self._prepared(model, pairs, not truncate, "query + text").features
+        can_cut = truncate is not None
+        return self._prepared(model, pairs, not truncate, "query + text", can_cut).features
 
     def rerank_scores(
         self, rows: np.ndarray, features: Sequence[Any], texts: int, raw_scores: bool

@@ -1,7 +1,7 @@
 """Every error the server sends is JSON with a reason, in text-embeddings-inference's shape:
-``{"error": "...", "error_type": "..."}`` (under ``/v1/``, OpenAI's: ``{"error": {"message",
-"type", "param", "code"}}``, which the openai client reads into its exception's message). Bad
-input is a 4xx, never a 500, never a traceback."""
+``{"error": "...", "error_type": "..."}`` (under ``/v1/`` and ``/v2/``, OpenAI's: ``{"error":
+{"message", "type", "param", "code"}}``, which the openai client reads into its exception's
+message). Bad input is a 4xx, never a 500, never a traceback."""
 
 from __future__ import annotations
 
@@ -62,15 +62,16 @@ def error_response(
 
 
 def error_body(message: str, kind: str, openai: bool) -> dict:
-    """TEI's error body, or OpenAI's (``openai``: under ``/v1/``, see :func:`is_openai`)."""
+    """TEI's error body, or OpenAI's (``openai``: under ``/v1/`` and ``/v2/``, see :func:`is_openai`)."""
     if openai:
         return {"error": {"message": message, "type": kind, "param": None, "code": None}}
     return {"error": message, "error_type": kind}
 
 
 def is_openai(path: str) -> bool:
-    """The routes whose errors take OpenAI's shape."""
-    return path.startswith("/v1/")
+    """The routes whose errors take OpenAI's shape: ``/v1/``, and ``/v2/`` (``/v2/rerank``,
+    Cohere v2's path for the body of ``/v1/rerank``: one shape for both, as vLLM answers)."""
+    return path.startswith(("/v1/", "/v2/"))
 
 
 def _openai(req: Request) -> bool:

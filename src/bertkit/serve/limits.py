@@ -23,7 +23,7 @@ async def _send_error(
     error_type: str,
     headers: dict[str, str] | None = None,
 ) -> None:
-    """The error as the app's handlers write it (OpenAI's shape under ``/v1/``, else TEI's)."""
+    """The error as the app's handlers write it (OpenAI's shape under ``/v1/`` and ``/v2/``, else TEI's)."""
     body = json.dumps(error_body(message, error_type, is_openai(scope["path"]))).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]

@@ -221,6 +221,42 @@ class RerankRequest(_Request):
     top_n: int | None = Field(None, ge=1)
 
 
+class RerankDocument(_Body):
+    """A document as an object (Cohere's v1 shape): its ``text`` is ranked; Cohere's other keys
+    (a title, an id) are allowed and not read, as Cohere ranks ``text`` unless ``rank_fields``
+    names others."""
+
+    model_config = ConfigDict(extra="allow")
+    text: str
+
+
+class CohereRerankRequest(_Body):
+    """The rerank body of Cohere (v1 and v2), Jina, vLLM, Infinity and LiteLLM (``/v1/rerank``,
+    ``/v2/rerank``). Unknown fields are ignored, as OpenAI's shape is read: clients send their
+    own (Cohere's v2 SDK ``priority``, vLLM's ``truncate_prompt_tokens``), often as ``null``."""
+
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    model: str | None = None
+    query: str
+    documents: list[str | RerankDocument]
+    """At least one (an empty list: a 400, as /rerank's ``texts``)."""
+    top_n: int | None = Field(None, ge=0)
+    """The best ``top_n`` (all when absent, ``null`` or 0: vLLM's default is 0)."""
+    return_documents: bool | None = None
+    """Each result's ``document: {"text"}``; absent or ``null``: true (vLLM and Jina return the
+    documents; Cohere's v1 API defaults to false, and its clients that want them send true)."""
+    rank_fields: list[str] | None = None
+    """Cohere v1's: only ``["text"]`` (bertkit ranks the text; other fields: a 422)."""
+    max_tokens_per_doc: int | None = Field(None, ge=1)
+    """Cohere v2's cap on each document: accepted, not applied (bertkit reads a long document
+    whole, in windows, as /rerank does)."""
+    max_chunks_per_doc: int | None = Field(None, ge=1)
+    """Cohere v1's: accepted, not applied (bertkit reads every window)."""
+
+    def texts(self) -> list[str]:
+        return [d if isinstance(d, str) else d.text for d in self.documents]
+
+
 class TagRequest(_Request):
     inputs: Texts
     """Texts, split into words at whitespace."""

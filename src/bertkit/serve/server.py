@@ -18,6 +18,7 @@ from bertkit.inference.token_ids import TokenIds
 from bertkit.serve.engine import Engine
 from bertkit.serve.errors import EMPTY, ServeError
 from bertkit.serve.metrics import Metrics, record_time
+from bertkit.serve.schemas import refuse_empty
 from bertkit.serve.settings import ServeSettings
 
 log = logging.getLogger("bertkit.serve")
@@ -162,6 +163,32 @@ class Server:
             vectors, windowed, normalize=normalize, dimensions=dimensions
         )
         return combined, windowed.tokens
+
+    async def relevance(
+        self,
+        engine: Engine,
+        query: str,
+        texts: Sequence[str],
+        field: str,
+        *,
+        truncate: bool | None = False,
+        raw_scores: bool = False,
+    ) -> tuple[list[float], int]:
+        """The relevance of each text to ``query`` (:meth:`Engine.rerank_scores`: ``truncate``
+        cuts a long pair, else it is read in windows, None: the route has no such field, as
+        :meth:`Engine.rerank_features` reads it; ``raw_scores``: no sigmoid), and the tokens
+        of the (query, text) windows the model read (what /v1/embeddings counts as usage). The
+        count's check and the empty-input rule come first (``field``: the request's name for the
+        texts): a text with the query is one input, empty only when both are (TEI). The worker
+        merges the windows with other requests' (embeddings' too) into its forward passes."""
+        self.check_count(len(texts), field)
+        if not query:
+            refuse_empty(texts, field, ", and so is the query")
+        features = await asyncio.to_thread(engine.rerank_features, query, texts, truncate)
+        assert engine.worker is not None
+        rows = _finite(await self._wait(engine.worker.embed_later(features)))
+        scores = engine.rerank_scores(rows, features, len(texts), raw_scores)
+        return scores, sum(len(f.input_ids) for f in features)
 
 
 def _finite(out: Any) -> Any:
