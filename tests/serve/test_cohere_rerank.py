@@ -120,7 +120,6 @@ ERRORS = [
     ({"query": QUERY, "documents": []}, 400, "`documents` cannot be empty"),
     ({"query": QUERY, "documents": ["a"] * (LIMIT + 1)}, 413,
      f"batch size {LIMIT + 1} > maximum allowed batch size {LIMIT}"),
-    ({"query": QUERY, "documents": TEXTS, "model": "nope"}, 404, "no model named 'nope'"),
     ({"query": QUERY, "documents": TEXTS, "model": "enc"}, 422, "model 'enc' (feature-extraction) cannot rerank"),
 ]  # fmt: skip
 
@@ -203,7 +202,18 @@ def test_cohere_clients(url: str, cross_encoder) -> None:
     assert [r.index for r in res2.results] == best[:3]
     for r in res2.results:
         assert r.relevance_score == pytest.approx(float(want[r.index]), abs=1e-5)
-    with pytest.raises(cohere.errors.NotFoundError, match="no model named 'nope'"):
-        v2.rerank(model="nope", query=QUERY, documents=TEXTS)
+    hosted = v2.rerank(model="rerank-v3.5", query=QUERY, documents=TEXTS)  # not served: the default
+    assert [r.index for r in hosted.results] == best
     with pytest.raises(cohere.errors.BadRequestError, match="cannot be empty"):
         v2.rerank(model="rr", query=QUERY, documents=[])
+
+
+@pytest.mark.parametrize("route", ["/v1/rerank", "/v2/rerank"])
+def test_a_model_name_not_served_picks_the_default_reranker(url: str, route: str) -> None:
+    """As /v1/embeddings: clients send their hosted model's name (LangChain's CohereRerank:
+    rerank-english-v3.0); the answer names the model that ranked."""
+    asked = _post(url, route, {"query": QUERY, "documents": TEXTS, "model": "rerank-english-v3.0"})
+    named = _post(url, route, {"query": QUERY, "documents": TEXTS, "model": "rr"})
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["model"] == "rr"
+    assert asked.json()["results"] == named.json()["results"]

@@ -258,7 +258,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         read as ``usage``. Errors in OpenAI's shape (under /v2/ too), as vLLM answers both."""
         if req.rank_fields not in (None, ["text"]):
             raise ServeError(422, 'rank_fields: bertkit ranks a document\'s "text" only')
-        engine = server.engine("rerank", req.model)
+        # a name the server does not serve picks the default reranker, as /v1/embeddings does:
+        # clients send their hosted model's name (LangChain's CohereRerank: rerank-english-v3.0)
+        engine = server.engine("rerank", req.model if req.model in server.engines else None)
         texts = req.texts()
         # the shape has no truncate field (None): long pairs are read in windows, as /rerank's
         # default, and a 413 does not tell the client to send one
