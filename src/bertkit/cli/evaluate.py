@@ -12,6 +12,16 @@ NDCG@10, Recall/Accuracy@1/10/100; ``--reranker`` reorders each query's top ``--
 with a cross-encoder first::
 
     bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
+
+An embedding model (a folder with no ``bertkit_task.json``: a sentence-transformers folder, one
+written by ``finetune embeddings``, any BERT encoder) on labelled sentence pairs is scored as
+sentence-transformers' evaluators score it: gold scores (STS-B) give Pearson and Spearman of each
+similarity, 0/1 labels (MRPC, QQP) accuracy, F1, precision, recall and average precision at the
+best thresholds (:mod:`bertkit.evaluation.pairs`); over-long texts are cut unless
+``--no-truncate``::
+
+    bertkit evaluate --model all-MiniLM-L6-v2 --data glue_data/MRPC --split dev
+    bertkit evaluate --model out/embed --data sts.csv      # sentence1, sentence2, score
 """
 
 from __future__ import annotations
@@ -20,23 +30,30 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from bertkit.cli import options
 from bertkit.evaluation.retrieval import RERANK_TOP_K
 from bertkit.progress import took
 
-HELP = "score a fine-tuned model on a labelled file with the task's official metric"
+HELP = (
+    "score a fine-tuned model on a labelled file with the task's official metric, or an "
+    "embedding model on labelled sentence pairs or a BEIR folder"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.inference.task_model import TaskModel
 
-    options.add_model(parser, "folder written by `bertkit finetune`")
+    options.add_model(
+        parser, "folder written by `bertkit finetune`, or an embedding model (no bertkit_task.json)"
+    )
     parser.add_argument(
         "--data",
         required=True,
         help="data file (GLUE: a file or the GLUE folder; any model: "
-        "CSV/TSV/JSONL with the text fields and a label)",
+        "CSV/TSV/JSONL with the text fields and a label; an embedding model: labelled sentence "
+        "pairs (a score or 0/1 label) or a BEIR folder)",
     )
     parser.add_argument(
         "--split",
@@ -59,9 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.tasks.retrieval import is_beir
+    from bertkit.tasks.base import TASK_FILE
 
     if is_beir(args.data):
         return _retrieval(args)
+    if not (Path(args.model) / TASK_FILE).is_file():
+        return _pairs(args)
     from bertkit.errors import InputError
     from bertkit.inference import TaskModel
 
@@ -105,9 +125,18 @@ def _report(metrics: dict, output: str | None, done: str) -> int:
     return 0
 
 
-def _retrieval(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _common(args: argparse.Namespace) -> dict:
+    """The loading options every model of this command shares."""
+    return {
+        "device": args.device,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "allow_pickle": args.allow_pickle,
+        "split_special_tokens": args.split_special_tokens,
+    }
 
+
+def _retrieval(args: argparse.Namespace) -> int:
     from bertkit.data.tasks.retrieval import read_beir
     from bertkit.errors import ConfigError
     from bertkit.inference import Classifier, Embedder
@@ -120,13 +149,7 @@ def _retrieval(args: argparse.Namespace) -> int:
     if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
         split = "test"
     data = read_beir(args.data, split)
-    common = {
-        "device": args.device,
-        "precision": args.precision,
-        "batch_size": args.batch_size,
-        "allow_pickle": args.allow_pickle,
-        "split_special_tokens": args.split_special_tokens,
-    }
+    common = _common(args)
     # over-long texts are cut, as sentence-transformers reads them
     embedder = Embedder.load(args.model, windows=WindowConfig(truncate=True), **common)
     reranker = Classifier.load(args.reranker, **common) if args.reranker else None
@@ -142,3 +165,47 @@ def _retrieval(args: argparse.Namespace) -> int:
         f"{args.data} {took(seconds, len(data.corpus), 'documents')}"
     )
     return _report(metrics, args.output, done)
+
+
+def _pairs(args: argparse.Namespace) -> int:
+    from bertkit.data.tasks.sentence_pairs import read_sentence_pairs
+    from bertkit.inference import Embedder
+    from bertkit.inference.sentence_pairs import evaluate_pairs
+    from bertkit.tasks.windows import WindowConfig
+
+    pairs = read_sentence_pairs(args.data, args.split)
+    given = {k: v for k, v in options.window_values(args).items() if v is not None}
+    # over-long texts are cut unless --no-truncate, as sentence-transformers reads them
+    windows = WindowConfig(**{"truncate": True, **given})
+    embedder = Embedder.load(args.model, windows=windows, **_common(args))
+    print(f"{len(pairs.labels)} pairs: {pairs.describe()}", file=sys.stderr)
+    start = time.perf_counter()
+    result = evaluate_pairs(embedder, pairs)
+    seconds = time.perf_counter() - start
+    print(pair_table(result["kind"], result["metrics"]), file=sys.stderr)
+    done = (
+        f"scored {result['pairs']} pairs ({result['texts']} distinct texts) of {args.data} as "
+        f"{result['kind']}, {result['main_metric']} {result[result['main_metric']]:.4f} "
+        f"{took(seconds, result['pairs'], 'pairs')}"
+    )
+    return _report(result, args.output, done)
+
+
+PAIR_COLUMNS = {
+    "sts": ("pearson", "spearman"),
+    "pair_classification": ("accuracy", "f1", "precision", "recall", "ap", "mcc"),
+}
+
+
+def pair_table(kind: str, metrics: dict[str, float]) -> str:
+    """The metrics of :func:`bertkit.evaluation.pairs.sts_metrics` or
+    ``pair_classification_metrics`` as a table, one row per similarity."""
+    cols = PAIR_COLUMNS[kind]
+    sims = list(dict.fromkeys(k.split("_")[-1 if kind == "sts" else 0] for k in metrics))
+
+    def key(sim: str, col: str) -> str:
+        return f"{col}_{sim}" if kind == "sts" else f"{sim}_{col}"
+
+    lines = ["similarity " + "".join(f"{c:>10}" for c in cols)]
+    lines += [f"{s:<10} " + "".join(f"{metrics[key(s, c)]:>10.4f}" for c in cols) for s in sims]
+    return "\n".join(lines)

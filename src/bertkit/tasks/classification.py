@@ -31,18 +31,6 @@ from bertkit.tasks.base import Scored, TaskAdapter, softmax, unscored
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer
 
-# text fields tried, in order, in a file that is not in the task's own format
-_PAIR_FIELDS = (
-    ("text", "text_pair"),
-    ("sentence1", "sentence2"),
-    ("question", "sentence"),
-    ("question1", "question2"),
-    ("premise", "hypothesis"),
-    ("text_a", "text_b"),
-)
-_SINGLE_FIELDS = (("text",), ("sentence",), ("text_a",))
-_LABEL_FIELDS = ("label", "score")
-
 
 def metric_for(labels: Sequence[str], regression: bool) -> str:
     """The metric for the user's own data: see the module docstring."""
@@ -193,13 +181,13 @@ class ClassificationAdapter(TaskAdapter):
         task's, or common names; the label column if there is one."""
         own = tuple(c for c in (self.columns.get("text"), self.columns.get("text_pair")) if c)
         glue = glue_task(self.name).text_columns if self.family == "glue" else ()
-        common = _PAIR_FIELDS if self.is_pair else _SINGLE_FIELDS
+        common = custom.PAIR_FIELDS if self.is_pair else custom.SINGLE_FIELDS
         candidates = [c for c in (own, tuple(glue), *common) if c]
         names = custom.pick_fields(path, have, candidates)
         label_names = [self.columns.get("label")] if self.columns.get("label") else []
         if self.family == "glue":
             label_names.append(glue_task(self.name).label_column)
-        label = next((n for n in [*label_names, *_LABEL_FIELDS] if n in have), None)
+        label = next((n for n in [*label_names, *custom.LABEL_FIELDS] if n in have), None)
         return {
             "text": names[0],
             "text_pair": names[1] if len(names) > 1 else None,

@@ -31,6 +31,18 @@ from bertkit.io import format_suffix
 
 FORMATS = ("csv", "tsv", "jsonl")
 
+# text fields tried, in order, in a file that is not in a task's own format
+PAIR_FIELDS = (
+    ("text", "text_pair"),
+    ("sentence1", "sentence2"),
+    ("question", "sentence"),
+    ("question1", "question2"),
+    ("premise", "hypothesis"),
+    ("text_a", "text_b"),
+)
+SINGLE_FIELDS = (("text",), ("sentence",), ("text_a",))
+LABEL_FIELDS = ("label", "score")
+
 
 @dataclass(frozen=True)
 class ClassificationData:
