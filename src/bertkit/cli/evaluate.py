@@ -76,11 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.tasks.retrieval import is_beir
-    from bertkit.tasks.base import TASK_FILE
+    from bertkit.tasks.registry import has_task
 
     if is_beir(args.data):
         return _retrieval(args)
-    if not (Path(args.model) / TASK_FILE).is_file():
+    # a fine-tuned folder (bertkit_task.json, or a Hugging Face sequence classifier such as a
+    # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
+    # (args.model is a folder by now: options.resolve_model)
+    if not has_task(args.model):
         return _pairs(args)
     from bertkit.errors import InputError
     from bertkit.inference import TaskModel
