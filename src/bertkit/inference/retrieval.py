@@ -4,17 +4,25 @@
 vectors are normalised here whatever the model's own setting), best ``k`` per query.
 ``rerank``: score each query's top ``top_k`` hits with a cross-encoder (one output per
 (query, passage) pair, cut longest-first to its limit) and reorder them; hits below ``top_k``
-keep their order after. ``evaluate_retrieval`` runs both and returns the metrics of
+keep their order after. ``relevance``: a cross-encoder's scores of pairs through the activation
+its folder names, as sentence-transformers' ``CrossEncoder.predict`` gives them (mining's
+rescoring). ``evaluate_retrieval`` runs both and returns the metrics of
 :func:`bertkit.evaluation.retrieval.retrieval_metrics` for each stage.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bertkit.data.tasks.retrieval import RetrievalSet
+from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import (
     DEFAULT_KS,
     RERANK_TOP_K,
@@ -68,6 +76,53 @@ def rerank(reranker: Classifier, data: RetrievalSet, first: Ranked, top_k: int) 
         out[q] = [head[i] for i in order] + first.rankings[q][top_k:]
         at += len(head)
     return Ranked(out, {**first.seconds, "rerank": time.perf_counter() - t0, "pairs": len(pairs)})
+
+
+ACTIVATIONS = {
+    "torch.nn.modules.activation.Sigmoid": "sigmoid",
+    "torch.nn.modules.linear.Identity": "identity",
+}
+
+
+def activation_of(folder: str | Path | None) -> str:
+    """The activation sentence-transformers' ``CrossEncoder`` puts on a one-output folder's
+    logit: ``activation_fn`` of config_sentence_transformers.json (sentence-transformers >= 5),
+    else of config.json's ``sentence_transformers`` (4.x), else its older
+    ``sbert_ce_default_activation_function``, else sigmoid (its default for one output).
+    ``sigmoid`` or ``identity``; another one is a ConfigError."""
+    named = None
+    if folder is not None:
+        root = Path(folder)
+        st = root / "config_sentence_transformers.json"
+        if st.is_file():
+            named = json.loads(st.read_text(encoding="utf-8")).get("activation_fn")
+        if named is None and (root / "config.json").is_file():
+            config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+            named = (config.get("sentence_transformers") or {}).get("activation_fn") or config.get(
+                "sbert_ce_default_activation_function"
+            )
+    if named is None:
+        return "sigmoid"
+    if named not in ACTIVATIONS:
+        raise ConfigError(
+            f"{folder}: the cross-encoder's activation {named!r} is not one of "
+            f"{', '.join(ACTIVATIONS)}"
+        )
+    return ACTIVATIONS[named]
+
+
+def relevance(reranker: Classifier, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """(N,) float32: the score of each (query, passage) pair (cut longest-first to the model's
+    limit) through :func:`activation_of` the reranker's folder, as ``CrossEncoder.predict``."""
+    if not pairs:
+        return np.zeros(0, dtype=np.float32)
+    raw = np.array(
+        [float(p["score"]) for p in reranker.with_windows(truncate=True)(list(pairs))],
+        dtype=np.float64,
+    )
+    if activation_of(reranker.source) == "sigmoid":
+        raw = 1.0 / (1.0 + np.exp(-raw))
+    return raw.astype(np.float32)
 
 
 def evaluate_retrieval(

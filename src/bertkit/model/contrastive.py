@@ -10,6 +10,14 @@ the batch's queries (``MultipleNegativesSymmetricRankingLoss``). With ``matryosh
 loss is summed over the vectors cut to each of those sizes (``MatryoshkaLoss``, weights 1), so
 the first d values of a vector are an embedding of their own.
 
+``loss="margin-mse"`` distils a cross-encoder instead (Hofstätter et al. 2020, sentence-transformers'
+``MarginMSELoss``): each example carries the teacher's scores [t_p, t_n1 .. t_nn] of its positive
+and negatives, and the loss is the mean squared error between the student's margins
+s(q, p) - s(q, n_i) and the teacher's t_p - t_ni. No example sees another's texts, so the loss
+is a mean over examples (gradient accumulation keeps it). The student's s is the dot product of
+the vectors (sentence-transformers' default ``pairwise_dot_score``) when the saved model does not
+normalise them (``--no-normalize``), and their cosine when it does (the score it will serve).
+
 Under DDP each rank scores its own share of the batch (negatives are not gathered across ranks).
 With ``mini_batch_size`` the rows are encoded that many at a time, twice (GradCache,
 :mod:`bertkit.model.grad_cache`): the same loss and gradients in one chunk's activation memory.
@@ -46,6 +54,27 @@ def ranking_loss(
     return loss
 
 
+LOSSES = ("ranking", "margin-mse")
+
+
+def margin_mse_loss(
+    queries: torch.Tensor,
+    positives: torch.Tensor,
+    negatives: torch.Tensor,
+    teacher: torch.Tensor,
+    cosine: bool = False,
+) -> torch.Tensor:
+    """queries, positives (B, H), negatives (N, B, H) (column i: each query's negative i),
+    teacher (B, 1 + N) scores [positive, negatives] -> the mean over B x N of
+    ((s(q, p) - s(q, n_i)) - (t_p - t_ni))^2, s the dot product (of unit vectors if ``cosine``)."""
+    q, p, n = queries.float(), positives.float(), negatives.float()
+    if cosine:
+        q, p, n = F.normalize(q, dim=-1), F.normalize(p, dim=-1), F.normalize(n, dim=-1)
+    student = (q * p).sum(-1)[:, None] - (q[None] * n).sum(-1).T  # (B, N)
+    target = teacher[:, :1].float() - teacher[:, 1:].float()  # (B, N)
+    return F.mse_loss(student, target)
+
+
 class BiEncoder(nn.Module):
     """An encoder with a pooling, trained by :func:`ranking_loss` (see the module docstring).
 
@@ -62,6 +91,8 @@ class BiEncoder(nn.Module):
         symmetric: bool = False,
         matryoshka_dims: Sequence[int] = (),
         mini_batch_size: int | None = None,
+        loss: str = "ranking",
+        normalize: bool = True,
     ) -> None:
         super().__init__()
         self.__dict__["_pooler"] = bert.pooler  # not a submodule: not trained, not in DDP
@@ -72,6 +103,9 @@ class BiEncoder(nn.Module):
         self.matryoshka_dims = tuple(matryoshka_dims)
         self.mini_batch_size = mini_batch_size
         """Rows per encoder pass when training with grad (None: all rows in one pass)."""
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+        self.loss, self.normalize = loss, normalize
 
     def forward(
         self,
@@ -80,9 +114,11 @@ class BiEncoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         layout: Layout | None = None,
+        teacher_scores: torch.Tensor | None = None,
     ) -> EmbeddingOutput:
         """Rows (R, T) -> pooled vectors (R, H); with ``labels`` (B,), the B query rows come
-        first and the loss is computed (``labels`` are 0..B-1: the positive's candidate index)."""
+        first and the loss is computed (``labels`` are 0..B-1: the positive's candidate index;
+        margin-mse reads ``teacher_scores`` (B, 1 + N) instead)."""
         size = self.mini_batch_size
         if labels is not None and size and torch.is_grad_enabled() and input_ids.shape[0] > size:
             chunks = row_chunks(input_ids, attention_mask, token_type_ids, layout, size)
@@ -94,7 +130,18 @@ class BiEncoder(nn.Module):
             b = labels.shape[0]
             q, c = vectors[:b], vectors[b:]
             dims = self.matryoshka_dims or (vectors.shape[1],)
-            loss = sum(ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims)
+            if self.loss == "margin-mse":
+                if teacher_scores is None:
+                    raise ValueError("margin-mse needs the teacher's scores (teacher_scores)")
+                p, n = c[:b], c[b:].reshape(-1, b, c.shape[1])  # (B, H), (N, B, H)
+                loss = sum(
+                    margin_mse_loss(q[:, :d], p[:, :d], n[..., :d], teacher_scores, self.normalize)
+                    for d in dims
+                )
+            else:
+                loss = sum(
+                    ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims
+                )
         return EmbeddingOutput(embeddings=vectors, loss=loss)
 
     def vectors(

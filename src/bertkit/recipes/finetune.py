@@ -91,7 +91,8 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     config, device = job.config, torch.device(info.device)
     check_folder_creatable(job.output)  # not found out only when the selected model is saved
     if isinstance(job.task, TaskSettings):
-        check_accumulation(FAMILIES[job.task.family][0], config)  # before the data are read
+        # before the data are read
+        check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
         adapter, train, dev = build_task(job.task)
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
@@ -191,6 +192,8 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
                 symmetric=adapter.symmetric,
                 matryoshka_dims=adapter.matryoshka_dims,
                 mini_batch_size=adapter.mini_batch_size,
+                loss=adapter.loss,
+                normalize=adapter.normalize,
             )
         model = load_pretrained(
             job.model, adapter.head_class, allow_pickle=job.allow_pickle, **overrides

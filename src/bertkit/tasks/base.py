@@ -61,11 +61,18 @@ class TaskAdapter:
     main_metric: ClassVar[str] = ""
     in_batch_negatives: ClassVar[bool] = False
     """Whether the training loss scores each example against the others of its batch, so that
-    a batch cut into accumulation micro-batches trains another loss (fine-tuning refuses it)."""
+    a batch cut into accumulation micro-batches trains another loss (fine-tuning refuses it);
+    a family with several losses answers per loss in :meth:`couples_batch`."""
     loss_over_padding: ClassVar[bool] = False
     """Whether the training loss normalises over padding positions too (span QA's softmax runs
     over all T positions), so that the micro-batches and rank shares of an update are padded to
     the update's longest feature to keep the whole batch's loss."""
+
+    @classmethod
+    def couples_batch(cls, loss: str | None = None) -> bool:
+        """Whether training with ``loss`` (None: the family's only one) couples the examples
+        of a batch (:attr:`in_batch_negatives`)."""
+        return cls.in_batch_negatives
 
     def config_overrides(self) -> dict[str, Any]:
         """BertConfig fields the head needs (num_labels, id2label)."""

@@ -7,6 +7,10 @@ folder's ``train`` judgements (:mod:`bertkit.data.tasks.retrieval`); each text i
 as a sentence-transformers folder (pooling, ``Normalize``), which ``bertkit embed``/``serve``,
 sentence-transformers and text-embeddings-inference read.
 
+With ``loss="margin-mse"`` the training rows carry a teacher's ``scores`` (``bertkit mine
+--cross-encoder ... --output-scores``) and the loss distils them (:func:`margin_mse_loss`); it
+couples no examples, so gradient accumulation is allowed for it.
+
 Dev: a BEIR folder (its ``dev`` judgements, else ``test``) or a pairs file (corpus: every
 distinct passage). Queries and documents are embedded, normalised and searched exactly; the
 metrics are :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 selects.
@@ -31,13 +35,15 @@ from bertkit.data.tasks.retrieval import (
     read_pairs,
     retrieval_pairs,
 )
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, InputError
 from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics, unit_rows
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
 
+LOSSES = ("ranking", "margin-mse")
+"""The losses of :class:`bertkit.model.contrastive.BiEncoder` (named here without torch)."""
 POOLINGS = ("mean", "cls", "max")
 """The poolings of :mod:`bertkit.model.pooling` (named here so that ``bertkit.tasks`` imports
 without torch; a test keeps the two equal)."""
@@ -60,6 +66,8 @@ class GroupFeature:
     rows: tuple[EncodedInput, ...]
     example_index: int
     truncated: bool
+    scores: tuple[float, ...] = ()
+    """The teacher's scores of the positive and each negative (margin-mse)."""
 
 
 def dev_texts(data: RetrievalSet) -> list[RetrievalText]:
@@ -80,10 +88,16 @@ class EmbeddingAdapter(TaskAdapter):
     matryoshka_dims: list[int] = field(default_factory=list)
     mini_batch_size: int | None = None
     file_format: str | None = None
+    loss: str = "ranking"
 
     head_class = "BiEncoder"
     main_metric = "MRR@10"
-    in_batch_negatives = True  # the ranking loss (bertkit.model.contrastive)
+    in_batch_negatives = True  # the ranking loss (bertkit.model.contrastive); see couples_batch
+
+    @classmethod
+    def couples_batch(cls, loss: str | None = None) -> bool:
+        """The ranking loss scores each query against the batch; margin-mse does not."""
+        return loss != "margin-mse"
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -95,13 +109,25 @@ class EmbeddingAdapter(TaskAdapter):
         if self.mini_batch_size is not None and self.mini_batch_size < 1:
             raise ConfigError(f"mini_batch_size must be positive, got {self.mini_batch_size}")
         self.matryoshka_dims = sorted(set(self.matryoshka_dims), reverse=True)
+        if self.loss not in LOSSES:
+            raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.loss == "margin-mse" and self.symmetric:
+            raise ConfigError("symmetric is a ranking-loss option; margin-mse has no query side")
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         folder = Path(path).is_dir()  # not a BEIR one: read_beir names the file it lacks
+        need = "--loss margin-mse" if self.loss == "margin-mse" else None
         if split == "train":
             if is_beir(path) or folder:
+                if need:
+                    raise InputError(
+                        path,
+                        None,
+                        f"a BEIR folder holds no teacher scores; {need} trains on a pairs file "
+                        f"from `bertkit mine --cross-encoder RERANKER --output-scores`",
+                    )
                 return retrieval_pairs(read_beir(path, "train"))
-            return read_pairs(path, self.file_format)
+            return read_pairs(path, self.file_format, need_scores=need)
         if is_beir(path) or folder:
             has_dev = (Path(path) / "qrels" / "dev.tsv").is_file()
             return dev_texts(read_beir(path, "dev" if has_dev else "test"))
@@ -122,7 +148,7 @@ class EmbeddingAdapter(TaskAdapter):
                 replace(f, example_index=i)
                 for f in self._encode(tokenizer, [e.query, e.positive, *e.negatives])
             )
-            out.append(GroupFeature(rows, i, any(r.truncated for r in rows)))
+            out.append(GroupFeature(rows, i, any(r.truncated for r in rows), e.scores))
         return out
 
     def length(self, feature: Any) -> int:
@@ -139,6 +165,8 @@ class EmbeddingAdapter(TaskAdapter):
         rows = [f.rows[c] for c in range(len(features[0].rows)) for f in features]
         batch = pad_batch(rows, pad_id)
         batch["labels"] = np.arange(len(features), dtype=np.int64)
+        if self.loss == "margin-mse":
+            batch["teacher_scores"] = np.array([f.scores for f in features], dtype=np.float32)
         return batch
 
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:

@@ -131,6 +131,10 @@ class TaskSettings:
     sentence-transformers' CachedMultipleNegativesRankingLoss mini_batch_size, also texts per
     pass): the batch's loss in the activation memory of this many rows, for a third more
     compute. None: all rows in one pass."""
+    loss: str = "ranking"
+    """embeddings: ranking (in-batch and hard negatives, MultipleNegativesRankingLoss) or
+    margin-mse (distil the teacher scores of rows from `bertkit mine --cross-encoder
+    --output-scores`; the student scores by dot product, by cosine when normalize)."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -202,6 +206,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             matryoshka_dims=list(s.matryoshka_dims),
             mini_batch_size=s.mini_batch_size,
             file_format=s.format,
+            loss=s.loss,
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":

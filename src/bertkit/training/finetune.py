@@ -189,7 +189,7 @@ def train_one(
     With ``config.grad_accum`` > 1 each rank's share is cut into that many micro-batches the same
     way, and the update is still the whole batch's (:class:`TaskLoss`).
     """
-    check_accumulation(type(adapter), config)
+    check_accumulation(type(adapter), config, getattr(adapter, "loss", None))
     info = info or D.DistInfo()
     device = torch.device(device or info.device)
     info = dataclasses.replace(info, device=str(device))
@@ -272,11 +272,14 @@ def training_collate(
     return collate
 
 
-def check_accumulation(adapter_class: type[TaskAdapter], config: FinetuneConfig) -> None:
-    """Refuse ``grad_accum`` > 1 for a family whose loss couples the examples of a batch
-    (:attr:`TaskAdapter.in_batch_negatives`): micro-batches would change the loss, not only its
-    memory (called before the data are read, and by :func:`train_one`)."""
-    if config.grad_accum > 1 and adapter_class.in_batch_negatives:
+def check_accumulation(
+    adapter_class: type[TaskAdapter], config: FinetuneConfig, loss: str | None = None
+) -> None:
+    """Refuse ``grad_accum`` > 1 for a family whose loss (``loss``: its name, for a family with
+    several) couples the examples of a batch (:meth:`TaskAdapter.couples_batch`): micro-batches
+    would change the loss, not only its memory (called before the data are read, and by
+    :func:`train_one`)."""
+    if config.grad_accum > 1 and adapter_class.couples_batch(loss):
         raise ConfigError(
             f"grad_accum {config.grad_accum} would change this task's loss: each example is "
             f"scored against the others of its batch (in-batch negatives), and a micro-batch of "

@@ -6,8 +6,8 @@
 - **Pairs and triples** (bi-encoder training): JSONL, CSV or TSV (with a header) holding a query
   (``query``, ``anchor`` or ``question``), a positive (``positive``, ``pos``, ``passage``,
   ``document``) and optionally hard negatives (``negative``, ``negative_1``, ``negative_2`` ...,
-  or in JSONL a list under ``negatives``), every record with the same number of negatives:
-  :func:`read_pairs`.
+  or in JSONL a list under ``negatives``), every record with the same number of negatives, and
+  optionally ``scores`` [positive, negatives...] (``bertkit mine --output-scores``): :func:`read_pairs`.
 - **Labelled pairs** (cross-encoder training): a query, a passage (``passage``, ``document``,
   ``positive``, ``text``) and a ``label`` in [0, 1]; a triples file is read as (query,
   positive, 1) and (query, negative, 0) for each negative: :func:`read_labelled_pairs`.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +56,13 @@ class RetrievalSet:
 
 @dataclass(frozen=True)
 class TrainingPair:
-    """A query, its positive passage and hard negatives (possibly none)."""
+    """A query, its positive passage and hard negatives (possibly none); ``scores``: a teacher's
+    scores of (query, positive) then of each (query, negative), or () when the row has none."""
 
     query: str
     positive: str
     negatives: tuple[str, ...] = ()
+    scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,13 +151,22 @@ def write_beir(folder: str | Path, data: RetrievalSet, split: str = "test") -> N
     atomic_write_text(root / "qrels" / f"{split}.tsv", "".join(rows))
 
 
-def read_pairs(path: str | Path, format: str | None = None) -> list[TrainingPair]:
-    """Training pairs or triples (see the module docstring)."""
+def read_pairs(
+    path: str | Path, format: str | None = None, *, need_scores: str | None = None
+) -> list[TrainingPair]:
+    """Training pairs or triples (see the module docstring). ``need_scores``: what needs the
+    teachers' scores (a loss's name): a record without them is an InputError naming it."""
     out: list[TrainingPair] = []
     for line, rec in records(path, detect_format(path, format), ()):
         query = _pick(path, line, rec, QUERY_FIELDS)
         positive = _pick(path, line, rec, POSITIVE_FIELDS)
         negatives = _negatives(path, line, rec)
+        scores = _scores(path, line, rec, len(negatives))
+        if need_scores and not scores:
+            hint = "mine the rows with `bertkit mine --cross-encoder RERANKER --output-scores`"
+            raise InputError(path, line, f"no teacher scores; {need_scores} trains on them: {hint}")
+        if need_scores and not negatives:
+            raise InputError(path, line, f"no negatives; {need_scores} needs at least one")
         if out and len(negatives) != len(out[0].negatives):
             raise InputError(
                 path,
@@ -162,7 +174,7 @@ def read_pairs(path: str | Path, format: str | None = None) -> list[TrainingPair
                 f"{len(negatives)} negatives; the first record has "
                 f"{len(out[0].negatives)} (every record needs the same number)",
             )
-        out.append(TrainingPair(query, positive, negatives))
+        out.append(TrainingPair(query, positive, negatives, scores))
     if not out:
         raise InputError(path, None, "no records")
     return out
@@ -195,24 +207,34 @@ def read_labelled_pairs(path: str | Path, format: str | None = None) -> list[Lab
 
 def write_pairs(path: str | Path, pairs: Sequence[TrainingPair]) -> None:
     """``pairs`` as :func:`read_pairs` reads them, atomically: ``query``, ``positive`` and
-    ``negative`` (one each) or ``negative_1`` .. ``negative_n``; every pair needs the same
-    number of negatives (ValueError otherwise)."""
+    ``negative`` (one each) or ``negative_1`` .. ``negative_n``, then ``scores`` when the pairs
+    carry them (sentence-transformers' column: a list in JSONL, its JSON text in CSV and TSV);
+    every pair needs the same number of negatives, and scores on all or none (ValueError)."""
     n = len(pairs[0].negatives) if pairs else 0
     if any(len(p.negatives) != n for p in pairs):
         raise ValueError("every pair needs the same number of negatives")
+    scored = bool(pairs) and bool(pairs[0].scores)
+    if any(bool(p.scores) != scored for p in pairs):
+        raise ValueError("scores on every pair or on none")
     names = ["negative"] if n == 1 else [f"negative_{i}" for i in range(1, n + 1)]
-    _write_rows(
-        path,
-        ["query", "positive", *names],
-        ([p.query, p.positive, *p.negatives] for p in pairs),
-    )
+    as_text = output_format(path) != "jsonl"
+
+    def row(p: TrainingPair) -> list[Any]:
+        extra = [json.dumps(list(p.scores)) if as_text else list(p.scores)] if scored else []
+        return [p.query, p.positive, *p.negatives, *extra]
+
+    header = ["query", "positive", *names, *(["scores"] if scored else [])]
+    _write_rows(path, header, map(row, pairs))
 
 
-def write_labelled_pairs(path: str | Path, pairs: Sequence[LabelledPair]) -> None:
-    """``pairs`` as :func:`read_labelled_pairs` reads them (``query``, ``passage``, ``label``)."""
+def write_labelled_pairs(
+    path: str | Path, pairs: Sequence[LabelledPair], column: str = "label"
+) -> None:
+    """``pairs`` as :func:`read_labelled_pairs` reads them (``query``, ``passage``, ``label``;
+    ``column="score"``: the values are scores, as sentence-transformers names them then)."""
     _write_rows(
         path,
-        ["query", "passage", "label"],
+        ["query", "passage", column],
         ([p.query, p.passage, int(p.label) if p.label in (0, 1) else p.label] for p in pairs),
     )
 
@@ -334,6 +356,29 @@ def _pick(path: str | Path, line: int, rec: dict[str, Any], names: Sequence[str]
         f"expected a non-empty field named one of {', '.join(names)}; "
         f"found {', '.join(rec) or 'none'}",
     )
+
+
+def _scores(path: str | Path, line: int, rec: dict[str, Any], negatives: int) -> tuple[float, ...]:
+    """The record's ``scores`` (a list, or its JSON text): () when it has none, else one finite
+    number for the positive and one per negative (InputError otherwise)."""
+    raw = rec.get("scores")
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return ()
+    try:
+        values = json.loads(raw) if isinstance(raw, str) else raw
+        out = tuple(float(x) for x in values if not isinstance(x, (bool, str)))
+    except (ValueError, TypeError):
+        values, out = None, ()
+    if not isinstance(values, list) or len(out) != len(values) or not all(map(math.isfinite, out)):
+        raise InputError(path, line, f"scores {raw!r} is not a list of finite numbers")
+    if len(out) != negatives + 1:
+        raise InputError(
+            path,
+            line,
+            f"{len(out)} scores for 1 positive and {negatives} negatives "
+            f"(expected {negatives + 1}: the positive's, then each negative's)",
+        )
+    return out
 
 
 def _negatives(path: str | Path, line: int, rec: dict[str, Any]) -> tuple[str, ...]:

@@ -1,0 +1,106 @@
+"""Distillation end to end on the tiny model: ``bertkit mine --cross-encoder --output-scores``
+writes the teacher's scores (sentence-transformers' ``scores`` column), ``finetune embeddings
+--loss margin-mse`` trains on them (with gradient accumulation and with ``--mini-batch-size``),
+and rows without scores are refused naming the file and line."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli.main import main
+from bertkit.data.tasks.retrieval import TrainingPair, read_pairs, write_pairs
+from bertkit.errors import InputError
+from support.cli_runs import finetune
+
+PAIRS = Path(__file__).parents[1] / "fixtures" / "retrieval_pairs.jsonl"
+
+
+@pytest.fixture(scope="module")
+def reranker(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cross-encoder fine-tuned 2 steps from the tiny model (``finetune rerank``)."""
+    out = tmp_path_factory.mktemp("distill") / "rerank"
+    finetune("rerank", tiny_model, out, "--train", str(PAIRS), "--dev", str(PAIRS))
+    return out
+
+
+def _mine(model: Path, reranker: Path, out: Path, *args: str) -> int:
+    argv = ["mine", "--model", str(model), "--cross-encoder", str(reranker)]
+    return main([*argv, "--precision", "fp32", "--input", str(PAIRS), "--output", str(out), *args])
+
+
+def test_mined_teacher_scores_train_a_student(
+    tiny_model: Path, reranker: Path, tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "teacher.jsonl"
+    assert _mine(tiny_model, reranker, out, "--num-negatives", "2", "--output-scores") == 0
+    summary = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "cross-encoder" in summary and "pairs rescored" in summary
+    first = json.loads(out.read_text().splitlines()[0])
+    assert list(first) == ["query", "positive", "negative_1", "negative_2", "scores"]
+    rows = read_pairs(out)
+    assert rows and all(len(r.scores) == 3 for r in rows)
+    # sigmoid scores of the reranker (its folder names the activation), best negative first
+    assert all(0 < s < 1 and math.isfinite(s) for r in rows for s in r.scores)
+    assert all(r.scores[1] >= r.scores[2] for r in rows)
+    for extra in (["--grad-accum", "2"], ["--mini-batch-size", "3"]):
+        name = extra[0].strip("-")
+        metrics = finetune(
+            "embeddings",
+            tiny_model,
+            tmp_path / name,
+            "--train",
+            str(out),
+            "--dev",
+            str(PAIRS),
+            "--loss",
+            "margin-mse",
+            "--no-normalize",
+            *extra,
+        )
+        assert metrics["selected"]
+
+
+def test_triplets_and_labelled_pairs_carry_scores(
+    tiny_model: Path, reranker: Path, tmp_path: Path
+) -> None:
+    triplets = tmp_path / "t.csv"
+    assert (
+        _mine(tiny_model, reranker, triplets, "--output-format", "triplet", "--output-scores") == 0
+    )
+    rows = read_pairs(triplets)
+    assert rows and {len(r.scores) for r in rows} == {2}
+    labelled = tmp_path / "l.jsonl"
+    args = ["--output-format", "labeled-pair", "--output-scores", "--num-negatives", "1"]
+    assert _mine(tiny_model, reranker, labelled, *args) == 0
+    first = json.loads(labelled.read_text().splitlines()[0])
+    assert list(first) == ["query", "passage", "score"] and 0 < first["score"] < 1
+
+
+def test_margin_mse_refuses_rows_without_scores(tiny_model: Path, tmp_path: Path, capsys) -> None:
+    train = tmp_path / "plain.jsonl"
+    write_pairs(train, [TrainingPair("q", "p", ("n",)), TrainingPair("r", "s", ("t",))])
+    argv = ["finetune", "embeddings", "--model", str(tiny_model), "--output", str(tmp_path / "o")]
+    argv += ["--train", str(train), "--dev", str(PAIRS), "--loss", "margin-mse"]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert f"{train}:1" in err and "bertkit mine --cross-encoder" in err
+
+
+def test_scores_round_trip_and_bad_scores(tmp_path: Path) -> None:
+    rows = [TrainingPair("q", "p", ("n1", "n2"), (0.9, 0.25, -1.5))]
+    for name in ("a.jsonl", "a.csv", "a.tsv"):
+        write_pairs(tmp_path / name, rows)
+        assert read_pairs(tmp_path / name) == rows
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"query": "q", "positive": "p", "negative": "n", "scores": [1.0, 0.5]})
+        + "\n"
+        + json.dumps({"query": "q", "positive": "p", "negative": "n", "scores": [1.0]})
+        + "\n"
+    )
+    with pytest.raises(InputError, match=r"bad.jsonl:2.*1 scores for 1 positive and 1 negatives"):
+        read_pairs(bad)
