@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from bertkit.cli.main import main
-from bertkit.data.tasks.retrieval import TrainingPair, read_pairs, write_pairs
+from bertkit.data.tasks.pairs_writer import write_pairs
+from bertkit.data.tasks.retrieval import TrainingPair, read_pairs
 from bertkit.data.tasks.squad import read_squad
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
-from bertkit.data.tasks.retrieval import TrainingPair, read_pairs, write_pairs
+from bertkit.data.tasks.pairs_writer import write_pairs
+from bertkit.data.tasks.retrieval import TrainingPair, read_pairs
 from bertkit.errors import InputError
 from support.cli_runs import finetune
 

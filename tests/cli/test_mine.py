@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
+from bertkit.data.tasks.pairs_writer import write_pairs
 from bertkit.data.tasks.retrieval import (
     LabelledPair,
     RetrievalSet,
@@ -16,7 +17,6 @@ from bertkit.data.tasks.retrieval import (
     read_labelled_pairs,
     read_pairs,
     write_beir,
-    write_pairs,
 )
 from support.cli_runs import finetune
 
@@ -91,7 +91,7 @@ def test_writers_round_trip_through_the_readers(tmp_path: Path) -> None:
             assert back == [TrainingPair("q one", 'a, "quoted" line', ("n1", "n2"))]
         else:
             assert back == pairs
-    from bertkit.data.tasks.retrieval import write_labelled_pairs
+    from bertkit.data.tasks.pairs_writer import write_labelled_pairs
 
     write_labelled_pairs(
         tmp_path / "l.jsonl", [LabelledPair("q", "p", 1.0), LabelledPair("q", "n", 0.0)]

@@ -117,7 +117,7 @@ def check_one_output(reranker, folder) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.data.tasks import retrieval as R
+    from bertkit.data.tasks import pairs_writer as W
     from bertkit.inference import Classifier, Embedder
     from bertkit.inference.mining import MineOptions, mine
     from bertkit.inference.negatives import MiningConfig
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = options.values(args, MiningConfig)  # bad settings fail before anything is read
     mining = options.values(args, MineOptions)
-    R.output_format(args.output)
+    W.output_format(args.output)
     pairs, texts = read_input(args.input, args.split, args.corpus)
     embedder = Embedder.load(
         args.model,
@@ -152,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
     rows = mined.rows(mining.output_format, mining.output_scores)
     if mining.output_format == "labeled-pair":
         column = "score" if mining.output_scores else "label"
-        R.write_labelled_pairs(args.output, rows, column)  # type: ignore[arg-type]
+        W.write_labelled_pairs(args.output, rows, column)  # type: ignore[arg-type]
     else:
-        R.write_pairs(args.output, rows)  # type: ignore[arg-type]
+        W.write_pairs(args.output, rows)  # type: ignore[arg-type]
     print(f"{mined.summary(mining.output_format)} -> {args.output}", file=sys.stderr)
     return 0
