@@ -12,6 +12,13 @@ NDCG@10, Recall/Accuracy@1/10/100; ``--reranker`` reorders each query's top ``--
 with a cross-encoder first::
 
     bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
+
+A folder written by ``bertkit prepare`` as ``--data`` scores a checkpoint with a masked-LM head
+(a pre-training run's model/, a Hugging Face BertForPreTraining or BertForMaskedLM, a converted
+TF checkpoint) with pre-training's held-out figures, on the same instances and masks for every
+model (:mod:`bertkit.training.heldout`)::
+
+    bertkit evaluate --model run/model --data wiki-prepared --eval-examples 2048
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ HELP = "score a fine-tuned model on a labelled file with the task's official met
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.inference.task_model import TaskModel
+    from bertkit.training.settings import TrainConfig
 
     options.add_model(parser, "folder written by `bertkit finetune`")
     parser.add_argument(
@@ -48,6 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
     )
+    g = parser.add_argument_group("pre-training metrics (--data a `bertkit prepare` folder)")
+    options.add_fields(
+        g,
+        TrainConfig,
+        ("eval_examples", "seed"),
+        dest_prefix="heldout_",  # evaluate's --batch-size is not the training batch's
+        help={
+            "eval_examples": "instances scored: the first N of the held-out split",
+            "seed": "masks of unmasked (--dynamic-masking) data: epoch 0's of this seed, as "
+            "`bertkit pretrain --seed` evaluates (static masks are the data's own)",
+        },
+    )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     options.add_batch_size(parser, TaskModel)
     options.add_windows(parser, length="the model's max_seq_length", saved=True)
@@ -62,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
     if is_beir(args.data):
         return _retrieval(args)
+    from bertkit.data.shards import is_prepared
+
+    if is_prepared(args.data):
+        return _pretraining(args)
     from bertkit.errors import InputError
     from bertkit.inference import TaskModel
 
@@ -142,3 +166,26 @@ def _retrieval(args: argparse.Namespace) -> int:
         f"{args.data} {took(seconds, len(data.corpus), 'documents')}"
     )
     return _report(metrics, args.output, done)
+
+
+def _pretraining(args: argparse.Namespace) -> int:
+    from bertkit.training.heldout import score_checkpoint
+
+    score = score_checkpoint(
+        args.model,
+        args.data,
+        eval_examples=args.heldout_eval_examples,
+        seed=args.heldout_seed,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        device=args.device,
+        allow_pickle=args.allow_pickle,
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    for note in score.notes:
+        print(f"note: {note}", file=sys.stderr)
+    done = (
+        f"scored {score.examples} instances ({score.masked_tokens} masked tokens) of "
+        f"{args.data} {took(score.seconds, score.examples, 'instances')}"
+    )
+    return _report(score.to_dict(), args.output, done)
