@@ -1,4 +1,5 @@
-"""``bertkit evaluate``: score a model saved by ``bertkit finetune`` on a labelled file.
+"""``bertkit evaluate``: score a model on labelled data: a fine-tuned model on its task's file, an
+embedding model on sentence pairs or a BEIR folder, a pre-trained checkpoint on prepared data.
 
 The task (reader, labels, windows, SQuAD v2.0 null threshold) comes from the model folder's
 ``bertkit_task.json``, so only the data is named::
@@ -13,7 +14,8 @@ with a cross-encoder first::
 
     bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
 
-An embedding model (a folder with no ``bertkit_task.json``: a sentence-transformers folder, one
+An embedding model (a folder with no ``bertkit_task.json`` and no sequence-classifier head: a
+sentence-transformers folder, one
 written by ``finetune embeddings``, any BERT encoder) on labelled sentence pairs is scored as
 sentence-transformers' evaluators score it: gold scores (STS-B) give Pearson and Spearman of each
 similarity, 0/1 labels (MRPC, QQP) accuracy, F1, precision, recall and average precision at the
@@ -22,6 +24,13 @@ best thresholds (:mod:`bertkit.evaluation.pairs`); over-long texts are cut unles
 
     bertkit evaluate --model all-MiniLM-L6-v2 --data glue_data/MRPC --split dev
     bertkit evaluate --model out/embed --data sts.csv      # sentence1, sentence2, score
+
+A folder written by ``bertkit prepare`` as ``--data`` scores a checkpoint with a masked-LM head
+(a pre-training run's model/, a Hugging Face BertForPreTraining or BertForMaskedLM, a converted
+TF checkpoint) with pre-training's held-out figures, on the same instances and masks for every
+model (:mod:`bertkit.training.heldout`)::
+
+    bertkit evaluate --model run/model --data wiki-prepared --eval-examples 2048
 """
 
 from __future__ import annotations
@@ -37,16 +46,20 @@ from bertkit.evaluation.retrieval import RERANK_TOP_K
 from bertkit.progress import took
 
 HELP = (
-    "score a fine-tuned model on a labelled file with the task's official metric, or an "
-    "embedding model on labelled sentence pairs or a BEIR folder"
+    "score a fine-tuned model on a labelled file with the task's official metric, an "
+    "embedding model on labelled sentence pairs or a BEIR folder, or a pre-trained checkpoint's "
+    "masked LM and NSP on prepared data"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.inference.task_model import TaskModel
+    from bertkit.training.settings import TrainConfig
 
     options.add_model(
-        parser, "folder written by `bertkit finetune`, or an embedding model (no bertkit_task.json)"
+        parser,
+        "folder written by `bertkit finetune`, an embedding model (no bertkit_task.json), or a "
+        "checkpoint with a masked-LM head (--data prepared pre-training data)",
     )
     parser.add_argument(
         "--data",
@@ -65,6 +78,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
     )
+    g = parser.add_argument_group("pre-training metrics (--data a `bertkit prepare` folder)")
+    options.add_fields(
+        g,
+        TrainConfig,
+        ("eval_examples", "seed"),
+        dest_prefix="heldout_",  # evaluate's --batch-size is not the training batch's
+        help={
+            "eval_examples": "instances scored: the first N of the held-out split",
+            "seed": "masks of unmasked (--dynamic-masking) data: epoch 0's of this seed, as "
+            "`bertkit pretrain --seed` evaluates (static masks are the data's own)",
+        },
+    )
     parser.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     options.add_batch_size(parser, TaskModel)
     options.add_windows(parser, length="the model's max_seq_length", saved=True)
@@ -75,11 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit.data.shards import is_prepared
     from bertkit.data.tasks.retrieval import is_beir
     from bertkit.tasks.registry import has_task
 
     if is_beir(args.data):
         return _retrieval(args)
+    if is_prepared(args.data):
+        return _pretraining(args)
     # a fine-tuned folder (bertkit_task.json, or a Hugging Face sequence classifier such as a
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
     # (args.model is a folder by now: options.resolve_model)
@@ -168,6 +196,29 @@ def _retrieval(args: argparse.Namespace) -> int:
         f"{args.data} {took(seconds, len(data.corpus), 'documents')}"
     )
     return _report(metrics, args.output, done)
+
+
+def _pretraining(args: argparse.Namespace) -> int:
+    from bertkit.training.heldout import score_checkpoint
+
+    score = score_checkpoint(
+        args.model,
+        args.data,
+        eval_examples=args.heldout_eval_examples,
+        seed=args.heldout_seed,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        device=args.device,
+        allow_pickle=args.allow_pickle,
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    for note in score.notes:
+        print(f"note: {note}", file=sys.stderr)
+    done = (
+        f"scored {score.examples} instances ({score.masked_tokens} masked tokens) of "
+        f"{args.data} {took(score.seconds, score.examples, 'instances')}"
+    )
+    return _report(score.to_dict(), args.output, done)
 
 
 def _pairs(args: argparse.Namespace) -> int:

@@ -137,6 +137,12 @@ def write_manifest(folder: str | Path, manifest: dict[str, Any]) -> None:
     write_json_manifest(Path(folder) / MANIFEST, FORMAT_NAME, FORMAT_VERSION, manifest)
 
 
+def is_prepared(path: str | Path) -> bool:
+    """Whether ``path`` is a folder written by ``bertkit prepare`` (holds its manifest.json)."""
+    p = Path(path)
+    return p.is_dir() and (p / MANIFEST).is_file()
+
+
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """Load and check ``manifest.json``; InputError when missing or not ours."""
     return read_json_manifest(

@@ -298,11 +298,13 @@ def evaluate_heldout(
     batch_size: int,
     precision: str,
     device: str,
+    on_batch: Callable[[dict[str, torch.Tensor]], None] | None = None,
 ) -> dict[str, float]:
     """A pre-training objective's held-out figures on ``examples`` (``eval_sums`` summed over
     batches, then ``eval_metrics``). Examples are taken in order with epoch-0 masks, so every
     evaluation scores the same predictions and the curve shows only the model changing; the
-    model's training mode is restored."""
+    model's training mode is restored. ``on_batch(batch)`` sees each collated batch once it is
+    scored (progress, counts)."""
     was_training = model.training
     model.eval()
     sums: np.ndarray | None = None
@@ -314,5 +316,7 @@ def evaluate_heldout(
             out = model(**b)
         part = np.asarray(objective.eval_sums(out, b))
         sums = part if sums is None else sums + part
+        if on_batch is not None:
+            on_batch(b)
     model.train(was_training)
     return objective.eval_metrics(sums if sums is not None else np.zeros(6))

@@ -199,6 +199,15 @@ def check_options(opts: PretrainOptions) -> None:
         raise ConfigError(f"nsp_weight weights the NSP loss; objective {opts.objective!r} has none")
 
 
+def objective_collate(objective: Any, dataset: Any, seed: int, dynamic: bool = False) -> Callable:
+    """``collate(items, epochs=None)`` of ``dataset`` (:func:`bertkit.data.collate.make_collate`)
+    as ``objective``'s model takes it. The held-out set is collated with ``dynamic=False`` and
+    the run's ``seed``: its stored masks, or for unmasked data epoch 0's masks of that seed, so
+    every evaluation (and ``bertkit evaluate`` with the same seed) scores the same tokens."""
+    base = make_collate(dataset, seed, dynamic)
+    return lambda items, epochs=None: objective.adapt(base(items, epochs))
+
+
 def pretrain(
     opts: PretrainOptions, log: Callable[[str], None] | None = None, faults: Faults = NO_FAULTS
 ) -> TrainResult:
@@ -296,13 +305,13 @@ def pretrain(
             model, OptimizerConfig(opts.optimizer, opts.learning_rate, opts.weight_decay)
         )
 
-        def adapted(dataset: Any, seed: int, dynamic: bool = False) -> Callable:
-            base = make_collate(dataset, seed, dynamic)
-            return lambda items, epochs=None: objective.adapt(base(items, epochs))
-
         for i, p in enumerate(phases):
-            p.collate = adapted(p.dataset, opts.train.seed + i, opts.dynamic_masking)
-        eval_collate = adapted(eval_ds, opts.train.seed) if eval_ds is not None else None
+            p.collate = objective_collate(
+                objective, p.dataset, opts.train.seed + i, opts.dynamic_masking
+            )
+        eval_collate = (
+            objective_collate(objective, eval_ds, opts.train.seed) if eval_ds is not None else None
+        )
 
         trainer = Trainer(
             model,
