@@ -15,9 +15,8 @@ with a cross-encoder first::
     bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
 
 An embedding model (a folder with no ``bertkit_task.json`` and no sequence-classifier head: a
-sentence-transformers folder, one
-written by ``finetune embeddings``, any BERT encoder) on labelled sentence pairs is scored as
-sentence-transformers' evaluators score it: gold scores (STS-B) give Pearson and Spearman of each
+sentence-transformers folder, one written by ``finetune embeddings``, any BERT encoder) on
+labelled sentence pairs is scored as sentence-transformers' evaluators score it: gold scores (STS-B) give Pearson and Spearman of each
 similarity, 0/1 labels (MRPC, QQP) accuracy, F1, precision, recall and average precision at the
 best thresholds (:mod:`bertkit.evaluation.pairs`); over-long texts are cut unless
 ``--no-truncate``::
