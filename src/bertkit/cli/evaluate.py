@@ -16,10 +16,10 @@ with a cross-encoder first::
 
 An embedding model (a folder with no ``bertkit_task.json`` and no sequence-classifier head: a
 sentence-transformers folder, one written by ``finetune embeddings``, any BERT encoder) on
-labelled sentence pairs is scored as sentence-transformers' evaluators score it: gold scores (STS-B) give Pearson and Spearman of each
-similarity, 0/1 labels (MRPC, QQP) accuracy, F1, precision, recall and average precision at the
-best thresholds (:mod:`bertkit.evaluation.pairs`); over-long texts are cut unless
-``--no-truncate``::
+labelled sentence pairs is scored as sentence-transformers' evaluators score it: gold scores
+(STS-B) give Pearson and Spearman of each similarity, 0/1 labels (MRPC, QQP) accuracy, F1,
+precision, recall and average precision at the best thresholds (:mod:`bertkit.evaluation.pairs`);
+over-long texts are cut unless ``--no-truncate``::
 
     bertkit evaluate --model all-MiniLM-L6-v2 --data glue_data/MRPC --split dev
     bertkit evaluate --model out/embed --data sts.csv      # sentence1, sentence2, score
