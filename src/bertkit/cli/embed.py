@@ -47,12 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="L2-normalise every vector (default: as the folder's sentence-transformers config says, else no)",
     )
     options.add_batch_size(p, Embedder)
-    p.add_argument(
-        "--max-length",
-        type=int,
-        default=None,
-        help="tokens per window (default: the folder's max_seq_length, else the model's limit)",
-    )
+    options.add_max_length(p)
     # long inputs and the feature-based approach (issue 16)
     options.add_windows(p, length="--max-length")
     options.add_streaming(p)  # folder output only

@@ -75,12 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices={"similarity": SIMILARITIES, "output_format": OUTPUT_FORMATS},
     )
     options.add_batch_size(p, Embedder)
-    p.add_argument(
-        "--max-length",
-        type=int,
-        default=None,
-        help="tokens per window (default: the folder's max_seq_length, else the model's limit)",
-    )
+    options.add_max_length(p)
     options.add_windows(p, length="--max-length")
     options.add_precision(p, inference=True)
     options.add_device(p)

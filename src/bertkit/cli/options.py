@@ -293,6 +293,17 @@ WINDOW_LENGTH = "the window length"
 :func:`add_windows` replaces by what sets it in each command."""
 
 
+def add_max_length(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--max-length`` of the commands that embed (embed, mine): the window an embedding model
+    reads, the ``length`` :func:`add_windows` names."""
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="tokens per window (default: the folder's max_seq_length, else the model's limit)",
+    )
+
+
 def add_windows(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: str, saved: bool = False
 ) -> None:
