@@ -68,7 +68,12 @@ _TRAIN_HELP = {
     "rerank": "labelled pairs (query, passage, label in [0, 1]) or triples (JSONL, CSV or TSV)",
 }
 _DEV_HELP = {
-    "embeddings": "BEIR folder (qrels/dev.tsv, else test.tsv) or a pairs file: searched each epoch, MRR@10 selects",
+    "embeddings": (
+        "BEIR folder (qrels/dev.tsv, else test.tsv) or a (query, positive) pairs file: searched "
+        "each epoch, MRR@10 selects; or labelled sentence pairs (a GLUE STS-B/MRPC/QQP folder, "
+        "or sentence1, sentence2 and a label or score): spearman_cosine (scores) or cosine_ap "
+        "(0/1 labels) selects"
+    ),
     "rerank": "labelled pairs or triples: each query's pairs ranked each epoch, MRR@10 selects",
 }
 

@@ -61,6 +61,21 @@ def main_metric(kind: str, similarity: str = "cosine") -> str:
     return f"spearman_{similarity}" if kind == "sts" else f"{similarity}_ap"
 
 
+def pair_metrics(
+    kind: str,
+    a: np.ndarray,
+    b: np.ndarray,
+    labels: Sequence[float] | np.ndarray,
+    similarities: Sequence[str] = SIMILARITIES,
+) -> dict[str, float]:
+    """The metrics of pairs ``(a[i], b[i])`` scored as ``kind``: :func:`sts_metrics` for
+    ``sts`` (gold scores), :func:`pair_classification_metrics` for ``pair_classification``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    score = sts_metrics if kind == "sts" else pair_classification_metrics
+    return score(a, b, labels, similarities)
+
+
 def pair_scores(a: np.ndarray, b: np.ndarray, similarity: str) -> np.ndarray:
     """Row-wise ``similarity`` of ``a[i]`` and ``b[i]``: (N, H), (N, H) -> (N,), in the vectors'
     precision (at least float32). Distances come back as distances (non-negative)."""

@@ -13,15 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
 from bertkit.data.tasks.sentence_pairs import SentencePairs
-from bertkit.evaluation.pairs import (
-    SIMILARITIES,
-    main_metric,
-    pair_classification_metrics,
-    sts_metrics,
-)
+from bertkit.evaluation.pairs import SIMILARITIES, main_metric, pair_metrics
 from bertkit.inference.embedder import Embedder
 from bertkit.interop.sentence_folder import prompts_of, similarity_of
 
@@ -35,15 +28,11 @@ def evaluate_pairs(embedder: Embedder, pairs: SentencePairs) -> dict[str, Any]:
         prompt = prompts[default] if default else ""
         named = similarity_of(embedder.source)
         similarity = named if named in SIMILARITIES else "cosine"
-    texts = list(dict.fromkeys([*pairs.texts_a, *pairs.texts_b]))
-    row = {t: i for i, t in enumerate(texts)}
+    texts = pairs.texts()
     t0 = time.perf_counter()
     vectors = embedder([prompt + t for t in texts])
     t1 = time.perf_counter()
-    a = vectors[np.array([row[t] for t in pairs.texts_a])]
-    b = vectors[np.array([row[t] for t in pairs.texts_b])]
-    score = sts_metrics if pairs.kind == "sts" else pair_classification_metrics
-    metrics = score(a, b, pairs.labels)
+    metrics = pair_metrics(pairs.kind, *pairs.sides(vectors), pairs.labels)
     main = main_metric(pairs.kind, similarity)
     return {
         "kind": pairs.kind,

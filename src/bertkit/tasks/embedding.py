@@ -11,9 +11,20 @@ With ``loss="margin-mse"`` the training rows carry a teacher's ``scores`` (``ber
 --cross-encoder ... --output-scores``) and the loss distils them (:func:`margin_mse_loss`); it
 couples no examples, so gradient accumulation is allowed for it.
 
-Dev: a BEIR folder (its ``dev`` judgements, else ``test``) or a pairs file (corpus: every
-distinct passage). Queries and documents are embedded, normalised and searched exactly; the
-metrics are :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 selects.
+Dev, told apart by its layout (:func:`dev_layout`):
+
+- retrieval: a BEIR folder (its ``dev`` judgements, else ``test``) or a (query, positive) pairs
+  file (corpus: every distinct passage). Queries and documents are embedded, normalised and
+  searched exactly; the metrics are :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and
+  MRR@10 selects.
+- labelled sentence pairs, what ``bertkit evaluate`` scores an embedding model on
+  (:func:`bertkit.data.tasks.sentence_pairs.read_sentence_pairs`: a GLUE STS-B/MRPC/QQP folder's
+  dev split, or a file with a text pair and a numeric ``label`` or ``score``). Each distinct text
+  is embedded once and the metrics are :func:`bertkit.evaluation.pairs.pair_metrics`'; the saved
+  model's similarity (cosine: the folder's ``similarity_fn_name``) picks the main one, as
+  :func:`bertkit.inference.sentence_pairs.evaluate_pairs` does: ``spearman_cosine`` for gold
+  scores (STS, sentence-transformers' ``EmbeddingSimilarityEvaluator``), ``cosine_ap`` for 0/1
+  labels (``BinaryClassificationEvaluator``).
 """
 
 from __future__ import annotations
@@ -25,8 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.retrieval import (
+    POSITIVE_FIELDS,
+    QUERY_FIELDS,
     RetrievalSet,
     TrainingPair,
     is_beir,
@@ -35,7 +49,13 @@ from bertkit.data.tasks.retrieval import (
     read_pairs,
     retrieval_pairs,
 )
+from bertkit.data.tasks.sentence_pairs import (
+    SentencePairs,
+    is_sentence_pairs,
+    read_sentence_pairs,
+)
 from bertkit.errors import ConfigError, InputError
+from bertkit.evaluation.pairs import main_metric, pair_metrics, pair_scores
 from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics, unit_rows
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
@@ -48,6 +68,9 @@ POOLINGS = ("mean", "cls", "max")
 """The poolings of :mod:`bertkit.model.pooling` (named here so that ``bertkit.tasks`` imports
 without torch; a test keeps the two equal)."""
 _CUT = WindowConfig(truncate=True)  # texts are cut, as sentence-transformers cuts them
+SIMILARITY = "cosine"
+"""The similarity of the saved folder (``write_sentence_folder``'s ``similarity_fn_name``): what
+labelled dev pairs are scored by, as ``bertkit evaluate`` scores the folder."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +93,51 @@ class GroupFeature:
     """The teacher's scores of the positive and each negative (margin-mse)."""
 
 
+@dataclass(frozen=True)
+class PairText:
+    """A dev text of labelled sentence pairs (each distinct text once, in the order of
+    :meth:`SentencePairs.texts`); ``pairs`` is the set they are scored in, shared by all."""
+
+    text: str
+    pairs: SentencePairs
+
+
+def dev_layout(path: str | Path, file_format: str | None = None) -> str:
+    """``"retrieval"`` or ``"pairs"`` (labelled sentence pairs): what a dev ``path`` holds.
+
+    A folder is a GLUE pair task's (pairs) or else a BEIR one (retrieval; read_beir names what
+    it lacks). A file's first record decides: a query field (query, anchor, question) with a
+    positive one (positive, pos, passage, document) is retrieval; a text pair (sentence1 and
+    sentence2, text and text_pair, ...) with a numeric ``label`` or ``score`` is pairs. Raises
+    InputError naming the file when it has both layouts' fields or neither's."""
+    p = Path(path)
+    labelled = is_sentence_pairs(p)
+    if p.is_dir() or not p.is_file():
+        return "pairs" if labelled else "retrieval"
+    have = custom.first_record_fields(p, file_format)
+    retrieval = any(n in have for n in QUERY_FIELDS) and any(n in have for n in POSITIVE_FIELDS)
+    if labelled and retrieval:
+        raise InputError(
+            p,
+            1,
+            f"ambiguous dev file: its fields ({', '.join(have)}) are both a (query, positive) "
+            "retrieval pair and a labelled sentence pair (a text pair and a label or score); "
+            "keep one layout's fields",
+        )
+    if labelled:
+        return "pairs"
+    if not retrieval and have:
+        pairs = " or ".join("+".join(names) for names in custom.PAIR_FIELDS)
+        raise InputError(
+            p,
+            1,
+            f"expected a dev file of (query, positive) retrieval pairs ({'/'.join(QUERY_FIELDS)} "
+            f"and {'/'.join(POSITIVE_FIELDS)}) or of labelled sentence pairs ({pairs}, and "
+            f"{' or '.join(custom.LABEL_FIELDS)}); the file has {', '.join(have)}",
+        )
+    return "retrieval"
+
+
 def dev_texts(data: RetrievalSet) -> list[RetrievalText]:
     """The judged queries, then every document."""
     return [RetrievalText(q, data.queries[q], data.qrels[q]) for q in data.judged()] + [
@@ -89,9 +157,11 @@ class EmbeddingAdapter(TaskAdapter):
     mini_batch_size: int | None = None
     file_format: str | None = None
     loss: str = "ranking"
+    _dev_kind: str = field(default="retrieval", init=False, repr=False)
+    """What the dev set read last is scored as: retrieval, sts or pair_classification (not
+    saved: state() leaves out the private fields)."""
 
     head_class = "BiEncoder"
-    main_metric = "MRR@10"
     in_batch_negatives = True  # the ranking loss (bertkit.model.contrastive); see couples_batch
 
     @classmethod
@@ -114,6 +184,13 @@ class EmbeddingAdapter(TaskAdapter):
         if self.loss == "margin-mse" and self.symmetric:
             raise ConfigError("symmetric is a ranking-loss option; margin-mse has no query side")
 
+    @property
+    def main_metric(self) -> str:  # type: ignore[override]
+        """MRR@10 on a retrieval dev set; on labelled pairs evaluate_pairs' main metric."""
+        if self._dev_kind == "retrieval":
+            return "MRR@10"
+        return main_metric(self._dev_kind, SIMILARITY)
+
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         folder = Path(path).is_dir()  # not a BEIR one: read_beir names the file it lacks
         need = "--loss margin-mse" if self.loss == "margin-mse" else None
@@ -128,6 +205,11 @@ class EmbeddingAdapter(TaskAdapter):
                     )
                 return retrieval_pairs(read_beir(path, "train"))
             return read_pairs(path, self.file_format, need_scores=need)
+        if dev_layout(path, self.file_format) == "pairs":
+            pairs = read_sentence_pairs(path, split)
+            self._dev_kind = pairs.kind  # the dev set decides what selects (main_metric)
+            return [PairText(t, pairs) for t in pairs.texts()]
+        self._dev_kind = "retrieval"
         if is_beir(path) or folder:
             has_dev = (Path(path) / "qrels" / "dev.tsv").is_file()
             return dev_texts(read_beir(path, "dev" if has_dev else "test"))
@@ -175,6 +257,12 @@ class EmbeddingAdapter(TaskAdapter):
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
+        if examples and isinstance(examples[0], PairText):
+            vectors = np.stack(rows).astype(np.float32)
+            # the saved folder's vectors: unit length when it has a Normalize module (Embedder)
+            return self._score_pairs(
+                examples[0].pairs, unit_rows(vectors) if self.normalize else vectors
+            )
         vectors = unit_rows(np.stack(rows).astype(np.float32))
         queries = [i for i, e in enumerate(examples) if e.relevant is not None]
         docs = [i for i, e in enumerate(examples) if e.relevant is None]
@@ -193,5 +281,19 @@ class EmbeddingAdapter(TaskAdapter):
                 ],
             }
             for q, row in zip(query_ids, scores.tolist(), strict=True)
+        ]
+        return Scored(metrics, float(metrics[self.main_metric]), preds)
+
+    def _score_pairs(self, pairs: SentencePairs, vectors: np.ndarray) -> Scored:
+        """Labelled pairs scored from ``vectors[i]``, the vector of ``pairs.texts()[i]`` as the
+        saved folder embeds it (pooled, then normalised where it normalises), as
+        :func:`bertkit.inference.sentence_pairs.evaluate_pairs` scores a saved folder; one
+        prediction per pair: its label and similarity."""
+        a, b = pairs.sides(vectors)
+        metrics = pair_metrics(pairs.kind, a, b, pairs.labels)
+        similarity = pair_scores(a, b, SIMILARITY).tolist()
+        preds = [
+            {"label": y, SIMILARITY: round(float(s), 6)}
+            for y, s in zip(pairs.labels, similarity, strict=True)
         ]
         return Scored(metrics, float(metrics[self.main_metric]), preds)

@@ -7,7 +7,8 @@ glue, classify   BertForSequenceClassification    the GLUE task's (mcc/accuracy/
 ner, tag         BertForTokenClassification       entity F1 (conlleval)
 squad            BertForQuestionAnswering         SQuAD F1 (v2.0: at the tuned null threshold)
 swag             BertForMultipleChoice            accuracy
-embeddings       BiEncoder (BertModel + pooling)  MRR@10 of exact search over the dev corpus
+embeddings       BiEncoder (BertModel + pooling)  MRR@10 of exact search over the dev corpus;
+                                                  labelled pairs: spearman_cosine / cosine_ap
 rerank           BertForSequenceClassification    MRR@10 of each dev query's pairs
 ===============  ===============================  ======================================
 

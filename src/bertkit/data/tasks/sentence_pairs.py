@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import (
     ClassificationExample,
@@ -55,6 +57,19 @@ class SentencePairs:
             what = f"scores {min(self.labels):g} to {max(self.labels):g}"
         return f"{self.kind} ({self.source}; {what})"
 
+    def texts(self) -> list[str]:
+        """Each distinct text once (the first sides' in order, then the second sides' new ones):
+        what is embedded, once each, as sentence-transformers' evaluators embed them."""
+        return list(dict.fromkeys([*self.texts_a, *self.texts_b]))
+
+    def sides(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of ``texts_a`` and of ``texts_b``, (N, H) each, from ``vectors[i]``: the
+        vector of ``texts()[i]``."""
+        row = {t: i for i, t in enumerate(self.texts())}
+        a = vectors[np.array([row[t] for t in self.texts_a])]
+        b = vectors[np.array([row[t] for t in self.texts_b])]
+        return a, b
+
 
 def read_sentence_pairs(path: str | Path, split: str = "dev") -> SentencePairs:
     """The labelled pairs of ``path`` (module docstring). Raises InputError (file, line, what was
@@ -90,6 +105,21 @@ def read_sentence_pairs(path: str | Path, split: str = "dev") -> SentencePairs:
     binary = all(e.label in (0.0, 1.0) for e in data.examples)
     kind = "pair_classification" if binary else "sts"
     return _pairs(p, data.examples, kind, f"{text}, {text_pair}, {label}")
+
+
+def is_sentence_pairs(path: str | Path) -> bool:
+    """Whether :func:`read_sentence_pairs` reads ``path`` by its layout: a GLUE pair task's folder
+    or TSV, or a file whose first record holds a text pair (the names of
+    :data:`~bertkit.data.tasks.custom.PAIR_FIELDS`) and a ``label`` or ``score``. Only the
+    header or first record is read."""
+    p = Path(path)
+    if _glue_task_of(p) is not None:
+        return True
+    if not p.is_file():
+        return False
+    have = custom.first_record_fields(p)
+    pair = any(all(n in have for n in names) for names in custom.PAIR_FIELDS)
+    return pair and any(n in have for n in custom.LABEL_FIELDS)
 
 
 def _glue_task_of(p: Path) -> GlueTask | None:
