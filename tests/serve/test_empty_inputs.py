@@ -32,6 +32,7 @@ EMPTY = [
     ("/", {"inputs": ["a", ""], "model": "enc"}, "`inputs` cannot be empty: input 1 is an empty text"),
     ("/v1/embeddings", {"input": ["a", ""], "model": "enc"}, "`input` cannot be empty: input 1 is an empty text"),
     ("/v1/embeddings", {"input": "", "model": "enc"}, "`input` cannot be empty: input 0 is an empty text"),
+    ("/v1/embeddings", {"input": [], "model": "enc"}, "`input` cannot be empty"),
     ("/embed_all", {"inputs": ["a", ""], "model": "enc"}, "`inputs` cannot be empty: input 1 is an empty text"),
     ("/embed_sparse", {"inputs": ["", "a"], "model": "enc"}, "`inputs` cannot be empty: input 0 is an empty text"),
     ("/tokenize", {"inputs": ["a", ""], "model": "enc"}, "`inputs` cannot be empty: input 1 is an empty text"),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bertkit.data.tasks.retrieval import RetrievalSet
-from bertkit.errors import ConfigError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.evaluation.retrieval import (
     DEFAULT_KS,
     RERANK_TOP_K,
@@ -95,9 +95,9 @@ def activation_of(folder: str | Path | None) -> str:
         root = Path(folder)
         st = root / "config_sentence_transformers.json"
         if st.is_file():
-            named = json.loads(st.read_text(encoding="utf-8")).get("activation_fn")
+            named = _json_object(st).get("activation_fn")
         if named is None and (root / "config.json").is_file():
-            config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+            config = _json_object(root / "config.json")
             named = (config.get("sentence_transformers") or {}).get("activation_fn") or config.get(
                 "sbert_ce_default_activation_function"
             )
@@ -109,6 +109,17 @@ def activation_of(folder: str | Path | None) -> str:
             f"{', '.join(ACTIVATIONS)}"
         )
     return ACTIVATIONS[named]
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; a CheckpointError naming it when it holds none."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: unreadable ({e})") from e
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def relevance(reranker: Classifier, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

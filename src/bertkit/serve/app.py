@@ -159,7 +159,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         inputs = engine.prompted(inputs_of(req.input, "input"), None)
         # OpenAI's shape has no truncate field (None): long texts are read in windows, as
         # /embed does, and a 413 does not tell the client to send one
-        v, tokens = await server.vectors(engine, inputs, None, True, req.dimensions)
+        v, tokens = await server.vectors(engine, inputs, None, True, req.dimensions, field="input")
         data = [
             {
                 "object": "embedding",

@@ -143,14 +143,15 @@ class Server:
         dimensions: int | None = None,
         *,
         counted: int | None = None,
+        field: str = "inputs",
     ) -> tuple[np.ndarray, int]:
         """The vectors of the inputs, texts or token ids (their first ``dimensions`` values,
         normalised or not), and the number of tokens they were embedded from (``truncate`` None:
         the route has no such field, :meth:`Engine.encode_for_embedding`). ``counted``: the
         inputs checked against ``--max-client-batch-size``, when not all of them
         (/similarity's ``sentences``: its source sentence is not counted, as /rerank's query
-        is not)."""
-        self.check_count(len(inputs) if counted is None else counted)
+        is not); ``field``: the request's name for the list, which an empty one's 400 names."""
+        self.check_count(len(inputs) if counted is None else counted, field)
         # a thread hand-off costs more than tokenizing this much (or checking as many ids)
         size = sum(len(x) if isinstance(x, str) else len(x.input_ids) for x in inputs)
         if size <= INLINE_CHARS:
