@@ -111,6 +111,27 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         f.write(text)
 
 
+def report_json(obj: Any) -> str:
+    """``obj`` (metrics: dicts, lists, numbers, numpy scalars) as indented JSON that strict
+    parsers read: a NaN or infinite value (Pearson of constant scores, say) becomes ``null``,
+    where ``json.dumps`` would write the ``NaN`` that JSON does not have."""
+
+    def finite(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [finite(v) for v in x]
+        if isinstance(x, float) or type(x).__module__ == "numpy":
+            try:
+                f = float(x)
+            except (TypeError, ValueError):
+                return x
+            return f if f == f and f not in (float("inf"), float("-inf")) else None
+        return x
+
+    return json.dumps(finite(obj), indent=2, default=float, allow_nan=False)
+
+
 def write_json_manifest(
     path: str | Path, format_name: str, version: int, body: dict[str, Any]
 ) -> dict:

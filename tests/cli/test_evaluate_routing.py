@@ -41,3 +41,28 @@ def test_a_hf_classifier_scores_its_task_and_an_encoder_its_embeddings(
 
     pairs = evaluate(tiny_model, STS, tmp_path, "--precision", "fp32")
     assert pairs["kind"] == "sts" and pairs["main_metric"] == "spearman_cosine"
+
+
+def test_an_undefined_correlation_is_null_in_strict_json(tiny_model: Path, tmp_path: Path) -> None:
+    """Constant gold scores leave Pearson and Spearman undefined (NaN): the metrics on stdout and
+    in --output are JSON that strict parsers read (null), never ``NaN``."""
+    data = tmp_path / "constant.csv"
+    data.write_text("sentence1,sentence2,score\na cat,a dog,2.5\nrain,sun,2.5\nred,blue,2.5\n")
+    out = evaluate(tiny_model, data, tmp_path, "--precision", "fp32")
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in the JSON")
+
+    text = (tmp_path / "eval.json").read_text()
+    strict = json.loads(text, parse_constant=refuse)
+    assert strict == out and strict["kind"] == "sts"
+    assert strict["spearman_cosine"] is None and strict["metrics"]["pearson_cosine"] is None
+
+
+def test_report_json_maps_only_non_finite_values_to_null() -> None:
+    import numpy as np
+
+    from bertkit.io import report_json
+
+    value = {"a": float("nan"), "b": [np.float32(1.5), np.float64("inf"), 2], "c": "nan", "d": None}
+    assert json.loads(report_json(value)) == {"a": None, "b": [1.5, None, 2], "c": "nan", "d": None}

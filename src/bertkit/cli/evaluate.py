@@ -35,7 +35,6 @@ model (:mod:`bertkit.training.heldout`)::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -145,9 +144,9 @@ def run(args: argparse.Namespace) -> int:
 def _report(metrics: dict, output: str | None, done: str) -> int:
     """The metrics as JSON on stdout (and in ``output``), then the one-line summary ``done``
     (what was scored, how fast) on stderr, naming the file written."""
-    from bertkit.io import atomic_write_text
+    from bertkit.io import atomic_write_text, report_json
 
-    text = json.dumps(metrics, indent=2, default=float)
+    text = report_json(metrics)
     print(text)
     if output:
         atomic_write_text(output, text + "\n")

@@ -12,7 +12,6 @@ A previous job's metrics.json in a reused folder goes with its model at the firs
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.io import atomic_write_text, check_folder_creatable
+from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tasks.embedding import EmbeddingAdapter
@@ -159,7 +158,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         "hardware": {k: d.choice for k, d in hardware.made().items()},
         **result.to_dict(),
     }
-    atomic_write_text(output / METRICS_FILE, json.dumps(metrics, indent=2, default=float) + "\n")
+    atomic_write_text(output / METRICS_FILE, report_json(metrics) + "\n")
     updates = sum(r.steps for r in result.runs)
     say(
         f"wrote the selected model and metrics.json to {output} ({len(result.runs)} run(s) "
