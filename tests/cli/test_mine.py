@@ -164,3 +164,15 @@ def test_the_folders_similarity_function_is_the_default(
     err = capsys.readouterr().err
     assert "similarity_fn_name is 'euclidean'" in err and "pass --similarity" in err
     assert not (tmp_path / "e.jsonl").exists()
+
+
+def test_labelled_scores_need_a_sigmoid_cross_encoder(tiny_model: Path, tmp_path: Path, capsys):
+    """labeled-pair rows with --output-scores are soft labels for finetune rerank, which reads
+    them in [0, 1]: the bi-encoder's similarities (negative, or over 1 by dot) are refused
+    before mining, and nothing is written."""
+    out = tmp_path / "l.jsonl"
+    args = ["--input", str(PAIRS), "--output", str(out), "--output-format", "labeled-pair"]
+    assert mine(tiny_model, *args, "--output-scores") == 1
+    err = capsys.readouterr().err
+    assert "needs a --cross-encoder with a sigmoid" in err and "bi-encoder similarities" in err
+    assert not out.exists()

@@ -113,9 +113,11 @@ def check_one_output(reranker, folder) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.tasks import pairs_writer as W
+    from bertkit.errors import ConfigError
     from bertkit.inference import Classifier, Embedder
     from bertkit.inference.mining import MineOptions, mine
     from bertkit.inference.negatives import MiningConfig
+    from bertkit.inference.retrieval import activation_of
     from bertkit.tasks.windows import WindowConfig
 
     config = options.values(args, MiningConfig)  # bad settings fail before anything is read
@@ -143,6 +145,15 @@ def run(args: argparse.Namespace) -> int:
             split_special_tokens=args.split_special_tokens,
         )
         check_one_output(reranker, args.cross_encoder)
+        activation = activation_of(reranker.source)  # one mining cannot apply fails here
+    # finetune rerank reads a labeled-pair score column as labels in [0, 1]: a sigmoid's only
+    scores_as_labels = mining.output_format == "labeled-pair" and mining.output_scores
+    if scores_as_labels and (reranker is None or activation != "sigmoid"):
+        raise ConfigError(
+            "--output-scores on labeled-pair rows writes scores as the labels finetune "
+            "rerank reads, in [0, 1]: it needs a --cross-encoder with a sigmoid (the "
+            f"{'bi-encoder similarities' if reranker is None else 'identity logits'} are not)"
+        )
     mined = mine(embedder, pairs, config, mining, texts, reranker=reranker)
     rows = mined.rows(mining.output_format, mining.output_scores)
     if mining.output_format == "labeled-pair":

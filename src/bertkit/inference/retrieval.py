@@ -34,6 +34,7 @@ from bertkit.evaluation.retrieval import (
 )
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.task_model import Classifier
+from bertkit.tasks.rerank import SIGMOID, sigmoid
 
 
 @dataclass
@@ -79,7 +80,7 @@ def rerank(reranker: Classifier, data: RetrievalSet, first: Ranked, top_k: int) 
 
 
 ACTIVATIONS = {
-    "torch.nn.modules.activation.Sigmoid": "sigmoid",
+    SIGMOID: "sigmoid",
     "torch.nn.modules.linear.Identity": "identity",
 }
 
@@ -132,7 +133,7 @@ def relevance(reranker: Classifier, pairs: Sequence[tuple[str, str]]) -> np.ndar
         dtype=np.float64,
     )
     if activation_of(reranker.source) == "sigmoid":
-        raw = 1.0 / (1.0 + np.exp(-raw))
+        raw = sigmoid(raw)
     return raw.astype(np.float32)
 
 
