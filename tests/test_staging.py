@@ -150,3 +150,25 @@ def test_an_input_error_inside_an_atomic_write_names_the_input(tmp_path: Path) -
     ):
         raise OSError(28, "No space left on device")
     assert out.read_text() == "previous" and sorted(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize("kind", ["input", "checkpoint", "plain"])
+def test_an_error_naming_a_work_file_keeps_its_class(tmp_path: Path, kind: str) -> None:
+    """Reworded to name the file's final place, an InputError (its path, line and message) and a
+    CheckpointError stay what they were, so handlers and exit codes that tell them apart do."""
+    from bertkit.errors import CheckpointError, InputError
+
+    out = tmp_path / "model"
+    with pytest.raises(BertkitError) as e, staging.staged_folder(out) as work:
+        target = work / "vocab.txt"
+        if kind == "input":
+            raise InputError(target, 3, f"expected a token, see {target}")
+        if kind == "checkpoint":
+            raise CheckpointError(f"{target}: cannot be written")
+        raise BertkitError(f"{target}: cannot be written")
+    want = {"input": InputError, "checkpoint": CheckpointError, "plain": BertkitError}[kind]
+    assert type(e.value) is want
+    assert ".staging" not in str(e.value) and str(out / "vocab.txt") in str(e.value)
+    if kind == "input":
+        assert (e.value.path, e.value.line) == (str(out / "vocab.txt"), 3)
+        assert str(e.value) == f"{out / 'vocab.txt'}:3: expected a token, see {out / 'vocab.txt'}"

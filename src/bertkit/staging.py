@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, InputError
 from bertkit.io import fsync_dir, make_folder
 
 
@@ -48,9 +48,9 @@ def staged_folder(
 
     Raises BertkitError naming ``folder`` when it cannot be created or the renames fail. An
     error of the block that names a file of the work folder (a writer's BertkitError, or an
-    OSError such as a full disk) is raised as a BertkitError naming that file's place in
-    ``folder`` instead, the original chained: the work folder is gone by then, and the user
-    knows only the output folder.
+    OSError such as a full disk) is raised naming that file's place in ``folder`` instead, as
+    the same class (a BertkitError for an OSError), the original chained: the work folder is
+    gone by then, and the user knows only the output folder.
     """
     folder = make_folder(folder)
     try:
@@ -81,7 +81,16 @@ def _named_in(e: BertkitError | OSError, work: Path, folder: Path) -> BertkitErr
         return None
     if str(work) not in text:
         return None
-    return BertkitError(text.replace(str(work), str(folder)))
+    here = text.replace(str(work), str(folder))
+    if isinstance(e, InputError):  # the same class, from its fields
+        path = None if e.path is None else e.path.replace(str(work), str(folder))
+        return type(e)(path, e.line, e.message.replace(str(work), str(folder)))
+    if isinstance(e, BertkitError):
+        try:  # the same class (a CheckpointError stays one) where it takes one message
+            return type(e)(here)
+        except TypeError:
+            pass
+    return BertkitError(here)
 
 
 def _move_in(work: Path, folder: Path, last: str | None, drop: Iterable[str]) -> None:

@@ -168,3 +168,12 @@ def test_default_range_max() -> None:
 def test_config_checks(kw, message) -> None:
     with pytest.raises(ConfigError, match=message):
         MiningConfig(**kw)
+
+
+def test_mining_no_pairs_is_a_one_line_error() -> None:
+    """The library call (the CLI refuses an empty file before): no pairs, no max() traceback."""
+    from bertkit.errors import ConfigError
+    from bertkit.inference.mining import mine
+
+    with pytest.raises(ConfigError, match="no \\(query, positive\\) pairs"):
+        mine(None, [], MiningConfig())  # type: ignore[arg-type]

@@ -237,6 +237,8 @@ def mine(
     (module docstring). Deterministic: ``random`` sampling draws from
     ``random.Random(config.seed)``."""
     options = options or MineOptions()
+    if not pairs:
+        raise ConfigError("mine: no (query, positive) pairs to mine negatives for")
     queries = list(dict.fromkeys(p.query for p in pairs))
     docs = list(dict.fromkeys([*corpus, *(p.positive for p in pairs)]))
     where = {t: i for i, t in enumerate(docs)}
