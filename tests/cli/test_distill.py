@@ -1,7 +1,7 @@
 """Distillation end to end on the tiny model: ``bertkit mine --cross-encoder --output-scores``
 writes the teacher's scores (sentence-transformers' ``scores`` column), ``finetune embeddings
---loss margin-mse`` trains on them (with gradient accumulation and with ``--mini-batch-size``),
-and rows without scores are refused naming the file and line."""
+--loss margin-mse`` and ``--loss distill-kl`` train on them (with gradient accumulation and with
+``--mini-batch-size``), and rows without scores are refused naming the file and line."""
 
 from __future__ import annotations
 
@@ -65,6 +65,37 @@ def test_mined_teacher_scores_train_a_student(
         assert metrics["selected"]
 
 
+def test_mined_teacher_scores_train_a_student_by_kl(
+    tiny_model: Path, reranker: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "teacher.jsonl"
+    assert _mine(tiny_model, reranker, out, "--num-negatives", "2", "--output-scores") == 0
+    runs = {
+        "accum": ["--no-normalize", "--grad-accum", "2"],
+        "cached": ["--mini-batch-size", "3", "--temperature", "0.05"],
+        "t1": ["--mini-batch-size", "3"],
+    }
+    losses = {}
+    for name, extra in runs.items():
+        metrics = finetune(
+            "embeddings",
+            tiny_model,
+            tmp_path / name,
+            "--train",
+            str(out),
+            "--dev",
+            str(PAIRS),
+            "--loss",
+            "distill-kl",
+            *extra,
+        )
+        assert metrics["selected"]
+        losses[name] = metrics["runs"][0]["epochs"][0]["train_loss"]
+    assert all(math.isfinite(x) and x > 0 for x in losses.values())
+    # --temperature reaches the loss (the same run at temperature 1 trains on another number)
+    assert losses["cached"] != pytest.approx(losses["t1"])
+
+
 def test_triplets_and_labelled_pairs_carry_scores(
     tiny_model: Path, reranker: Path, tmp_path: Path
 ) -> None:
@@ -81,14 +112,22 @@ def test_triplets_and_labelled_pairs_carry_scores(
     assert list(first) == ["query", "passage", "score"] and 0 < first["score"] < 1
 
 
-def test_margin_mse_refuses_rows_without_scores(tiny_model: Path, tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("loss", ["margin-mse", "distill-kl"])
+def test_teacher_losses_refuse_rows_without_scores(
+    loss: str, tiny_model: Path, tmp_path: Path, capsys
+) -> None:
     train = tmp_path / "plain.jsonl"
     write_pairs(train, [TrainingPair("q", "p", ("n",)), TrainingPair("r", "s", ("t",))])
     argv = ["finetune", "embeddings", "--model", str(tiny_model), "--output", str(tmp_path / "o")]
-    argv += ["--train", str(train), "--dev", str(PAIRS), "--loss", "margin-mse"]
+    argv += ["--train", str(train), "--dev", str(PAIRS), "--loss", loss]
     assert main(argv) != 0
     err = capsys.readouterr().err
-    assert f"{train}:1" in err and "bertkit mine --cross-encoder" in err
+    assert f"{train}:1" in err and f"--loss {loss}" in err and "bertkit mine --cross-encoder" in err
+    assert main([*argv, "--symmetric"]) != 0
+    assert f"symmetric is a ranking-loss option; {loss}" in capsys.readouterr().err
+    if loss == "distill-kl":
+        assert main([*argv, "--temperature", "0"]) != 0
+        assert "temperature must be positive" in capsys.readouterr().err
 
 
 def test_scores_round_trip_and_bad_scores(tmp_path: Path) -> None:

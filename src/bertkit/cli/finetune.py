@@ -55,6 +55,7 @@ _FAMILY_FIELDS = {
         "matryoshka_dims",
         "mini_batch_size",
         "loss",
+        "temperature",
         "format",
     ),
     "rerank": ("format",),

@@ -16,7 +16,7 @@ or JSONL with ``text``). The output (JSONL, CSV or TSV by its extension, written
 ``--cross-encoder RERANKER`` rescores each query's candidates and positives with a one-output
 cross-encoder (a ``finetune rerank`` folder, a sentence-transformers CrossEncoder or a Hugging
 Face one-label classifier) and filters and ranks by its scores; ``--output-scores`` writes them
-(a ``scores`` list per row), the teacher's scores for ``finetune embeddings --loss margin-mse``::
+(a ``scores`` list per row), the teacher's scores for ``finetune embeddings --loss margin-mse`` (or distill-kl)::
 
     bertkit mine --model minilm --cross-encoder reranker --input pairs.jsonl --output t.jsonl \
         --num-negatives 4 --output-scores

@@ -21,7 +21,7 @@ folder names, sigmoid by default), and only the bi-encoder's choice of the candi
 the bi-encoder. ``rows(..., scores=True)`` puts the scores on the rows (``output_scores``): a
 ``scores`` list [positive, negative_1 .. negative_n] on n-tuple rows, [positive, negative] on
 triplets, and the score in place of the label on labelled pairs -- the teacher's scores that
-``finetune embeddings --loss margin-mse`` distils.
+``finetune embeddings --loss margin-mse`` and ``--loss distill-kl`` distil.
 
 Prompts are sentence-transformers': an explicit prompt text, else a named prompt of the folder's
 ``config_sentence_transformers.json``, else its ``query`` prompt for queries (``document``,

@@ -17,6 +17,9 @@ s(q, p) - s(q, n_i) and the teacher's t_p - t_ni. No example sees another's text
 is a mean over examples (gradient accumulation keeps it). The student's s is the dot product of
 the vectors (sentence-transformers' default ``pairwise_dot_score``) when the saved model does not
 normalise them (``--no-normalize``), and their cosine when it does (the score it will serve).
+``loss="distill-kl"`` distils the same scores listwise (Lin et al. 2020, sentence-transformers'
+``DistillKLDivLoss``): the KL divergence from the teacher's softmax over [positive, negatives]
+to the student's, both divided by ``temperature``, times temperature^2.
 
 Under DDP each rank scores its own share of the batch (negatives are not gathered across ranks).
 With ``mini_batch_size`` the rows are encoded that many at a time, twice (GradCache,
@@ -54,7 +57,18 @@ def ranking_loss(
     return loss
 
 
-LOSSES = ("ranking", "margin-mse")
+LOSSES = ("ranking", "margin-mse", "distill-kl")
+
+
+def _pair_scores(
+    queries: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor, cosine: bool
+) -> torch.Tensor:
+    """queries, positives (B, H), negatives (N, B, H) -> s(q, [p, n_1 .. n_N]) (B, 1 + N) in
+    fp32, s the dot product (of unit vectors if ``cosine``)."""
+    q, p, n = queries.float(), positives.float(), negatives.float()
+    if cosine:
+        q, p, n = F.normalize(q, dim=-1), F.normalize(p, dim=-1), F.normalize(n, dim=-1)
+    return torch.cat([(q * p).sum(-1)[:, None], (q[None] * n).sum(-1).T], dim=1)
 
 
 def margin_mse_loss(
@@ -67,12 +81,27 @@ def margin_mse_loss(
     """queries, positives (B, H), negatives (N, B, H) (column i: each query's negative i),
     teacher (B, 1 + N) scores [positive, negatives] -> the mean over B x N of
     ((s(q, p) - s(q, n_i)) - (t_p - t_ni))^2, s the dot product (of unit vectors if ``cosine``)."""
-    q, p, n = queries.float(), positives.float(), negatives.float()
-    if cosine:
-        q, p, n = F.normalize(q, dim=-1), F.normalize(p, dim=-1), F.normalize(n, dim=-1)
-    student = (q * p).sum(-1)[:, None] - (q[None] * n).sum(-1).T  # (B, N)
+    s = _pair_scores(queries, positives, negatives, cosine)
+    student = s[:, :1] - s[:, 1:]  # (B, N)
     target = teacher[:, :1].float() - teacher[:, 1:].float()  # (B, N)
     return F.mse_loss(student, target)
+
+
+def distill_kl_loss(
+    queries: torch.Tensor,
+    positives: torch.Tensor,
+    negatives: torch.Tensor,
+    teacher: torch.Tensor,
+    temperature: float,
+    cosine: bool = False,
+) -> torch.Tensor:
+    """queries, positives (B, H), negatives (N, B, H), teacher (B, 1 + N) scores [positive,
+    negatives] -> KL(softmax(teacher / T) || softmax(student / T)) summed over the 1 + N
+    candidates and averaged over B (``batchmean``), times T^2 (which keeps the gradient's size
+    as T changes, Hinton et al. 2015); s as in :func:`margin_mse_loss`."""
+    student = F.log_softmax(_pair_scores(queries, positives, negatives, cosine) / temperature, 1)
+    target = F.softmax(teacher.detach().float() / temperature, dim=1)
+    return F.kl_div(student, target, reduction="batchmean") * temperature**2
 
 
 class BiEncoder(nn.Module):
@@ -93,6 +122,7 @@ class BiEncoder(nn.Module):
         mini_batch_size: int | None = None,
         loss: str = "ranking",
         normalize: bool = True,
+        temperature: float = 1.0,
     ) -> None:
         super().__init__()
         self.__dict__["_pooler"] = bert.pooler  # not a submodule: not trained, not in DDP
@@ -105,7 +135,7 @@ class BiEncoder(nn.Module):
         """Rows per encoder pass when training with grad (None: all rows in one pass)."""
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-        self.loss, self.normalize = loss, normalize
+        self.loss, self.normalize, self.temperature = loss, normalize, temperature
 
     def forward(
         self,
@@ -118,7 +148,7 @@ class BiEncoder(nn.Module):
     ) -> EmbeddingOutput:
         """Rows (R, T) -> pooled vectors (R, H); with ``labels`` (B,), the B query rows come
         first and the loss is computed (``labels`` are 0..B-1: the positive's candidate index;
-        margin-mse reads ``teacher_scores`` (B, 1 + N) instead)."""
+        margin-mse and distill-kl read ``teacher_scores`` (B, 1 + N) instead)."""
         size = self.mini_batch_size
         if labels is not None and size and torch.is_grad_enabled() and input_ids.shape[0] > size:
             chunks = row_chunks(input_ids, attention_mask, token_type_ids, layout, size)
@@ -130,19 +160,26 @@ class BiEncoder(nn.Module):
             b = labels.shape[0]
             q, c = vectors[:b], vectors[b:]
             dims = self.matryoshka_dims or (vectors.shape[1],)
-            if self.loss == "margin-mse":
-                if teacher_scores is None:
-                    raise ValueError("margin-mse needs the teacher's scores (teacher_scores)")
-                p, n = c[:b], c[b:].reshape(-1, b, c.shape[1])  # (B, H), (N, B, H)
-                loss = sum(
-                    margin_mse_loss(q[:, :d], p[:, :d], n[..., :d], teacher_scores, self.normalize)
-                    for d in dims
-                )
-            else:
+            if self.loss == "ranking":
                 loss = sum(
                     ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims
                 )
+            else:
+                loss = sum(self._distil(q[:, :d], c[:, :d], teacher_scores) for d in dims)
         return EmbeddingOutput(embeddings=vectors, loss=loss)
+
+    def _distil(
+        self, q: torch.Tensor, c: torch.Tensor, teacher: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The distillation loss of queries q (B, H) and their candidates c ((1 + N) * B, H),
+        laid out positives then each column of negatives, against ``teacher`` (B, 1 + N)."""
+        if teacher is None:
+            raise ValueError(f"{self.loss} needs the teacher's scores (teacher_scores)")
+        b = q.shape[0]
+        p, n = c[:b], c[b:].reshape(-1, b, c.shape[1])  # (B, H), (N, B, H)
+        if self.loss == "margin-mse":
+            return margin_mse_loss(q, p, n, teacher, self.normalize)
+        return distill_kl_loss(q, p, n, teacher, self.temperature, self.normalize)
 
     def vectors(
         self,

@@ -193,6 +193,7 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
                 mini_batch_size=adapter.mini_batch_size,
                 loss=adapter.loss,
                 normalize=adapter.normalize,
+                temperature=adapter.temperature,
             )
         model = load_pretrained(
             job.model, adapter.head_class, allow_pickle=job.allow_pickle, **overrides

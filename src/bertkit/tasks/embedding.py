@@ -7,9 +7,10 @@ folder's ``train`` judgements (:mod:`bertkit.data.tasks.retrieval`); each text i
 as a sentence-transformers folder (pooling, ``Normalize``), which ``bertkit embed``/``serve``,
 sentence-transformers and text-embeddings-inference read.
 
-With ``loss="margin-mse"`` the training rows carry a teacher's ``scores`` (``bertkit mine
---cross-encoder ... --output-scores``) and the loss distils them (:func:`margin_mse_loss`); it
-couples no examples, so gradient accumulation is allowed for it.
+With ``loss="margin-mse"`` or ``"distill-kl"`` (:data:`TEACHER_LOSSES`) the training rows carry a
+teacher's ``scores`` (``bertkit mine --cross-encoder ... --output-scores``) and the loss distils
+them (:func:`margin_mse_loss`, :func:`distill_kl_loss`); neither couples examples, so gradient
+accumulation is allowed for them.
 
 Dev, told apart by its layout (:func:`dev_layout`):
 
@@ -29,6 +30,7 @@ Dev, told apart by its layout (:func:`dev_layout`):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,8 +64,10 @@ from bertkit.tasks.features import EncodedInput, encode_classification, pad_batc
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
 
-LOSSES = ("ranking", "margin-mse")
+LOSSES = ("ranking", "margin-mse", "distill-kl")
 """The losses of :class:`bertkit.model.contrastive.BiEncoder` (named here without torch)."""
+TEACHER_LOSSES = ("margin-mse", "distill-kl")
+"""The losses that distil a teacher's scores: each row scored on its own, no query side."""
 POOLINGS = ("mean", "cls", "max")
 """The poolings of :mod:`bertkit.model.pooling` (named here so that ``bertkit.tasks`` imports
 without torch; a test keeps the two equal)."""
@@ -90,7 +94,7 @@ class GroupFeature:
     example_index: int
     truncated: bool
     scores: tuple[float, ...] = ()
-    """The teacher's scores of the positive and each negative (margin-mse)."""
+    """The teacher's scores of the positive and each negative (:data:`TEACHER_LOSSES`)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,7 @@ class EmbeddingAdapter(TaskAdapter):
     mini_batch_size: int | None = None
     file_format: str | None = None
     loss: str = "ranking"
+    temperature: float = 1.0
     _dev_kind: str = field(default="retrieval", init=False, repr=False)
     """What the dev set read last is scored as: retrieval, sts or pair_classification (not
     saved: state() leaves out the private fields)."""
@@ -166,8 +171,8 @@ class EmbeddingAdapter(TaskAdapter):
 
     @classmethod
     def couples_batch(cls, loss: str | None = None) -> bool:
-        """The ranking loss scores each query against the batch; margin-mse does not."""
-        return loss != "margin-mse"
+        """The ranking loss scores each query against the batch; the teacher losses do not."""
+        return loss not in TEACHER_LOSSES
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -181,8 +186,10 @@ class EmbeddingAdapter(TaskAdapter):
         self.matryoshka_dims = sorted(set(self.matryoshka_dims), reverse=True)
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if self.loss == "margin-mse" and self.symmetric:
-            raise ConfigError("symmetric is a ranking-loss option; margin-mse has no query side")
+        if self.loss in TEACHER_LOSSES and self.symmetric:
+            raise ConfigError(f"symmetric is a ranking-loss option; {self.loss} has no query side")
+        if not 0 < self.temperature < math.inf:
+            raise ConfigError(f"temperature must be positive and finite, got {self.temperature}")
 
     @property
     def main_metric(self) -> str:  # type: ignore[override]
@@ -193,7 +200,7 @@ class EmbeddingAdapter(TaskAdapter):
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         folder = Path(path).is_dir()  # not a BEIR one: read_beir names the file it lacks
-        need = "--loss margin-mse" if self.loss == "margin-mse" else None
+        need = f"--loss {self.loss}" if self.loss in TEACHER_LOSSES else None
         if split == "train":
             if is_beir(path) or folder:
                 if need:
@@ -247,7 +254,7 @@ class EmbeddingAdapter(TaskAdapter):
         rows = [f.rows[c] for c in range(len(features[0].rows)) for f in features]
         batch = pad_batch(rows, pad_id)
         batch["labels"] = np.arange(len(features), dtype=np.int64)
-        if self.loss == "margin-mse":
+        if self.loss in TEACHER_LOSSES:
             batch["teacher_scores"] = np.array([f.scores for f in features], dtype=np.float32)
         return batch
 

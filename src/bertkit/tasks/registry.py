@@ -133,9 +133,14 @@ class TaskSettings:
     pass): the batch's loss in the activation memory of this many rows, for a third more
     compute. None: all rows in one pass."""
     loss: str = "ranking"
-    """embeddings: ranking (in-batch and hard negatives, MultipleNegativesRankingLoss) or
-    margin-mse (distil the teacher scores of rows from `bertkit mine --cross-encoder
-    --output-scores`; the student scores by dot product, by cosine when normalize)."""
+    """embeddings: ranking (in-batch and hard negatives, MultipleNegativesRankingLoss),
+    margin-mse (MarginMSELoss) or distill-kl (DistillKLDivLoss): distil the teacher scores of
+    rows from `bertkit mine --cross-encoder --output-scores`, pairwise margins (margin-mse) or
+    the softmax over all of a row's candidates (distill-kl); the student scores by dot product,
+    by cosine when normalize."""
+    temperature: float = 1.0
+    """embeddings: distill-kl's softmax temperature, of the student's and the teacher's scores
+    alike (DistillKLDivLoss' temperature; the loss is multiplied by its square)."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -208,6 +213,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             mini_batch_size=s.mini_batch_size,
             file_format=s.format,
             loss=s.loss,
+            temperature=s.temperature,
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":
