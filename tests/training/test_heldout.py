@@ -31,9 +31,11 @@ def static_data(tmp_path_factory) -> Path:
     return prepare_tiny_corpus(tmp_path_factory.mktemp("heldout"), docs=60, holdout=0.25)
 
 
-def _save(cls: type, data: Path, out: Path, vocab_size: int | None = None) -> Path:
+def _save(
+    cls: type, data: Path, out: Path, vocab_size: int | None = None, positions: int = 32
+) -> Path:
     """A tiny random ``cls`` over the data's vocabulary (``vocab_size``: a table of another
-    size), saved in the Hugging Face layout."""
+    size; ``positions``: its max_position_embeddings), saved in the Hugging Face layout."""
     tok = BertTokenizer(data / "vocab.txt")
     torch.manual_seed(0)
     config = BertConfig(
@@ -42,7 +44,7 @@ def _save(cls: type, data: Path, out: Path, vocab_size: int | None = None) -> Pa
         num_hidden_layers=2,
         num_attention_heads=4,
         intermediate_size=48,
-        max_position_embeddings=32,
+        max_position_embeddings=positions,
     )
     save_pretrained(cls(config), out, tokenizer=tok)
     return out
@@ -160,4 +162,13 @@ def test_without_vocab_txt_compares_sizes_and_says_so(vocab_size, static_data, t
         assert any("compared vocabulary sizes only" in n for n in score.notes)
         return
     with pytest.raises(ConfigError, match=r"vocab_size 99 differs .* is meaningless"):
+        _score(folder, static_data)
+
+
+def test_refuses_positions_shorter_than_the_instances(static_data, tmp_path) -> None:
+    """A one-line ConfigError before scoring, not the embeddings' ValueError mid-batch."""
+    folder = _save(BertForPreTraining, static_data, tmp_path / "m", positions=16)
+    with pytest.raises(
+        ConfigError, match=r"max_position_embeddings 16 is shorter than the \d+-token"
+    ):
         _score(folder, static_data)

@@ -190,6 +190,14 @@ def score_checkpoint(
         notes.append(f"NSP not scored: {model_dir} has no NSP head ({saved_as})")
     both = has_nsp and pairs
     objective: Any = MlmNsp() if both else MlmOnly()
+    items = [dataset[i] for i in range(n)]
+    longest = max(len(x["input_ids"]) for x in items)
+    if longest > model.config.max_position_embeddings:
+        raise ConfigError(
+            f"{model_dir}: max_position_embeddings {model.config.max_position_embeddings} is "
+            f"shorter than the {longest}-token instances of {data}; prepare the data with "
+            f"--max-seq-length {model.config.max_position_embeddings} or less"
+        )
 
     run_on = resolve_device(device)
     precision = P.resolve(precision, run_on)
@@ -211,7 +219,7 @@ def score_checkpoint(
         metrics = evaluate_heldout(
             model,
             objective,
-            [dataset[i] for i in range(n)],
+            items,
             objective_collate(objective, dataset, seed),
             batch_size=batch_size,
             precision=precision,
