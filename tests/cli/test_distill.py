@@ -15,7 +15,7 @@ from bertkit.cli.main import main
 from bertkit.data.tasks.pairs_writer import write_pairs
 from bertkit.data.tasks.retrieval import TrainingPair, read_pairs
 from bertkit.errors import InputError
-from support.cli_runs import finetune
+from support.cli_runs import evaluate, finetune
 
 PAIRS = Path(__file__).parents[1] / "fixtures" / "retrieval_pairs.jsonl"
 
@@ -144,3 +144,42 @@ def test_scores_round_trip_and_bad_scores(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match=r"bad.jsonl:2.*1 scores for 1 positive and 1 negatives"):
         read_pairs(bad)
+
+
+@pytest.mark.parametrize(
+    ("normalize", "similarity"), [("--no-normalize", "dot"), ("--normalize", "cosine")]
+)
+def test_a_distilled_folder_declares_the_similarity_it_was_trained_on(
+    tiny_model: Path, reranker: Path, tmp_path: Path, normalize: str, similarity: str
+) -> None:
+    """Trained on dot products (a teacher loss, no normalising), the saved folder says
+    ``similarity_fn_name: dot``, as sentence-transformers' msmarco -dot models do; dev selection
+    searched by it, and ``bertkit evaluate`` of the folder on the same BEIR dev finds the
+    selected MRR@10 again. Normalised, it stays a cosine model."""
+    from bertkit.data.tasks.retrieval import pairs_as_retrieval, write_beir
+
+    mined = tmp_path / "teacher.jsonl"
+    assert _mine(tiny_model, reranker, mined, "--num-negatives", "2", "--output-scores") == 0
+    dev = tmp_path / "dev_beir"
+    write_beir(dev, pairs_as_retrieval(read_pairs(PAIRS)), split="dev")
+    out = tmp_path / "student"
+    args = ["--train", str(mined), "--dev", str(dev), "--loss", "margin-mse", normalize]
+    metrics = finetune("embeddings", tiny_model, out, *args, "--learning-rate", "1e-3")
+    config = json.loads((out / "config_sentence_transformers.json").read_text())
+    assert config["similarity_fn_name"] == similarity
+    ours = evaluate(out, dev, tmp_path, "--precision", "fp32", "--split", "dev")["retrieval"]
+    assert ours["MRR@10"] == pytest.approx(metrics["selected"]["dev"]["dev"]["MRR@10"], abs=1e-6)
+
+
+def test_saving_an_embedder_keeps_its_folders_similarity(tiny_model: Path, tmp_path: Path) -> None:
+    """Embedder.save of a dot-product folder writes it as one again (not the default cosine)."""
+    import shutil
+
+    from bertkit.inference import Embedder
+
+    dot = tmp_path / "dot"
+    shutil.copytree(tiny_model, dot)
+    (dot / "config_sentence_transformers.json").write_text('{"similarity_fn_name": "dot"}')
+    Embedder.load(dot, precision="fp32").save(tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "config_sentence_transformers.json").read_text())
+    assert again["similarity_fn_name"] == "dot"

@@ -1,7 +1,8 @@
 """Retrieval with a bi-encoder, optionally reranked by a cross-encoder, scored on judgements.
 
 ``search``: embed the corpus and the judged queries, exact search by cosine similarity (the
-vectors are normalised here whatever the model's own setting), best ``k`` per query.
+vectors are normalised here whatever the model's own setting), or by the dot product for a
+folder that declares it, best ``k`` per query.
 ``rerank``: score each query's top ``top_k`` hits with a cross-encoder (one output per
 (query, passage) pair, cut longest-first to its limit) and reorder them; hits below ``top_k``
 keep their order after. ``relevance``: a cross-encoder's scores of pairs through the activation
@@ -34,6 +35,7 @@ from bertkit.evaluation.retrieval import (
 )
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.task_model import Classifier
+from bertkit.interop.sentence_folder import similarity_of
 from bertkit.tasks.rerank import SIGMOID, sigmoid
 
 
@@ -46,12 +48,16 @@ class Ranked:
 
 
 def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
-    """The top ``k`` documents of each judged query by cosine similarity."""
+    """The top ``k`` documents of each judged query by cosine similarity, or by the dot product
+    for a folder that declares it (``similarity_fn_name`` "dot": a model trained on dot
+    products, such as one distilled without normalising)."""
+    dot = (similarity_of(embedder.source) if embedder.source else None) == "dot"
+    unit = (lambda v: v) if dot else unit_rows
     doc_ids, query_ids = list(data.corpus), data.judged()
     t0 = time.perf_counter()
-    docs = unit_rows(embedder([data.corpus[d] for d in doc_ids]))
+    docs = unit(embedder([data.corpus[d] for d in doc_ids]))
     t1 = time.perf_counter()
-    queries = unit_rows(embedder([data.queries[q] for q in query_ids]))
+    queries = unit(embedder([data.queries[q] for q in query_ids]))
     t2 = time.perf_counter()
     found, _ = exact_search(queries, docs, k)
     t3 = time.perf_counter()

@@ -110,6 +110,7 @@ def save_sentence_transformers_files(
     max_seq_length: int | None = None,
     *,
     dimension: int | None = None,
+    similarity: str = "cosine",
 ) -> None:
     """Write the sentence-transformers files of a model folder (each atomically), so that
     ``SentenceTransformer(folder)`` pools as bertkit's ``Embedder`` does.
@@ -121,6 +122,8 @@ def save_sentence_transformers_files(
         max_seq_length: the longest input in tokens, specials included; None: the model's
             ``max_position_embeddings`` from ``folder/config.json``.
         dimension: the vector size; None: ``hidden_size`` from ``folder/config.json``.
+        similarity: ``similarity_fn_name``, what the vectors are compared by (``cosine``, or
+            ``dot`` for a model trained on dot products).
 
     Raises ConfigError for another pooling, or when a value must come from a missing config.json.
     """
@@ -147,7 +150,7 @@ def save_sentence_transformers_files(
         "__version__": {"bertkit": __version__},
         "prompts": {},
         "default_prompt_name": None,
-        "similarity_fn_name": "cosine",
+        "similarity_fn_name": similarity,
     }
     _write(root / POOLING_DIR / "config.json", pool_config)
     _write(root / SENTENCE_CONFIG, {"max_seq_length": max_seq_length, "do_lower_case": False})

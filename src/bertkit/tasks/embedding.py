@@ -15,17 +15,18 @@ accumulation is allowed for them.
 Dev, told apart by its layout (:func:`dev_layout`):
 
 - retrieval: a BEIR folder (its ``dev`` judgements, else ``test``) or a (query, positive) pairs
-  file (corpus: every distinct passage). Queries and documents are embedded, normalised and
-  searched exactly; the metrics are :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and
-  MRR@10 selects.
+  file (corpus: every distinct passage). Queries and documents are embedded and searched
+  exactly by the model's similarity (:attr:`EmbeddingAdapter.similarity`: cosine, or the dot
+  product of a teacher loss's model that does not normalise); the metrics are
+  :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 selects.
 - labelled sentence pairs, what ``bertkit evaluate`` scores an embedding model on
   (:func:`bertkit.data.tasks.sentence_pairs.read_sentence_pairs`: a GLUE STS-B/MRPC/QQP folder's
   dev split, or a file with a text pair and a numeric ``label`` or ``score``). Each distinct text
   is embedded once and the metrics are :func:`bertkit.evaluation.pairs.pair_metrics`'; the saved
-  model's similarity (cosine: the folder's ``similarity_fn_name``) picks the main one, as
+  model's similarity (the folder's ``similarity_fn_name``) picks the main one, as
   :func:`bertkit.inference.sentence_pairs.evaluate_pairs` does: ``spearman_cosine`` for gold
   scores (STS, sentence-transformers' ``EmbeddingSimilarityEvaluator``), ``cosine_ap`` for 0/1
-  labels (``BinaryClassificationEvaluator``).
+  labels (``BinaryClassificationEvaluator``); ``spearman_dot`` / ``dot_ap`` for a dot model.
 """
 
 from __future__ import annotations
@@ -72,9 +73,6 @@ POOLINGS = ("mean", "cls", "max")
 """The poolings of :mod:`bertkit.model.pooling` (named here so that ``bertkit.tasks`` imports
 without torch; a test keeps the two equal)."""
 _CUT = WindowConfig(truncate=True)  # texts are cut, as sentence-transformers cuts them
-SIMILARITY = "cosine"
-"""The similarity of the saved folder (``write_sentence_folder``'s ``similarity_fn_name``): what
-labelled dev pairs are scored by, as ``bertkit evaluate`` scores the folder."""
 
 
 @dataclass(frozen=True)
@@ -192,11 +190,20 @@ class EmbeddingAdapter(TaskAdapter):
             raise ConfigError(f"temperature must be positive and finite, got {self.temperature}")
 
     @property
+    def similarity(self) -> str:
+        """The similarity the model is trained for, which its saved folder declares
+        (``similarity_fn_name``) and dev is scored by: the ranking loss scores by cosine; a
+        teacher loss by the dot product of the vectors, unless the model normalises them
+        (sentence-transformers' MarginMSELoss and DistillKLDivLoss score by dot: a model distilled
+        without normalising is a dot-product model, as its msmarco ``-dot`` models are)."""
+        return "dot" if self.loss in TEACHER_LOSSES and not self.normalize else "cosine"
+
+    @property
     def main_metric(self) -> str:  # type: ignore[override]
         """MRR@10 on a retrieval dev set; on labelled pairs evaluate_pairs' main metric."""
         if self._dev_kind == "retrieval":
             return "MRR@10"
-        return main_metric(self._dev_kind, SIMILARITY)
+        return main_metric(self._dev_kind, self.similarity)
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         folder = Path(path).is_dir()  # not a BEIR one: read_beir names the file it lacks
@@ -270,7 +277,9 @@ class EmbeddingAdapter(TaskAdapter):
             return self._score_pairs(
                 examples[0].pairs, unit_rows(vectors) if self.normalize else vectors
             )
-        vectors = unit_rows(np.stack(rows).astype(np.float32))
+        vectors = np.stack(rows).astype(np.float32)
+        if self.similarity == "cosine":  # dot: the vectors as the saved folder gives them
+            vectors = unit_rows(vectors)
         queries = [i for i, e in enumerate(examples) if e.relevant is not None]
         docs = [i for i, e in enumerate(examples) if e.relevant is None]
         found, scores = exact_search(vectors[queries], vectors[docs], 100)
@@ -298,9 +307,9 @@ class EmbeddingAdapter(TaskAdapter):
         prediction per pair: its label and similarity."""
         a, b = pairs.sides(vectors)
         metrics = pair_metrics(pairs.kind, a, b, pairs.labels)
-        similarity = pair_scores(a, b, SIMILARITY).tolist()
+        similarity = pair_scores(a, b, self.similarity).tolist()
         preds = [
-            {"label": y, SIMILARITY: round(float(s), 6)}
+            {"label": y, self.similarity: round(float(s), 6)}
             for y, s in zip(pairs.labels, similarity, strict=True)
         ]
         return Scored(metrics, float(metrics[self.main_metric]), preds)

@@ -54,7 +54,9 @@ def save_model_dir(
             a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)
             with model.whole_encoder() as encoder:
                 write_model_files(encoder, tmp, tokenizer)
-            save_sentence_transformers_files(tmp, a.pooling, a.normalize, a.max_seq_length)
+            save_sentence_transformers_files(
+                tmp, a.pooling, a.normalize, a.max_seq_length, similarity=a.similarity
+            )
             save_embedding_info(tmp, a.matryoshka_dims)
         else:
             write_model_files(model, tmp, tokenizer)
