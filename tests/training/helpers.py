@@ -286,3 +286,66 @@ def prepare_tiny_corpus(
         show_progress=False,
     )
     return root / "data"
+
+
+def grad_cache_worker(
+    rank: int, world: int, port: int, out: str, size: int | None, ddp_reduces: bool = False
+) -> None:
+    """One rank of a gloo job running one update of a tiny bi-encoder under DDP (target of
+    torch.multiprocessing.spawn): two micro-batches of rank-specific rows, ``size`` rows per
+    GradCache pass (None: one pass). Saves the gradients the optimizer saw to
+    ``out/rank<r>.pt``. ``ddp_reduces`` hides the model's multi-pass backward from the update
+    step (negative control: DDP's hooks reduce, as before the update step reduced itself)."""
+    import os
+
+    from bertkit.model import BertModel
+    from bertkit.model.contrastive import BiEncoder
+    from bertkit.training import distributed as D
+    from bertkit.training import update as U
+    from bertkit.training.objectives import TaskLoss
+    from bertkit.training.update import UpdateStep
+
+    if ddp_reduces:
+        U.multi_pass_backward = lambda model: False  # type: ignore[assignment]
+
+    torch.set_num_threads(1)
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
+    info = D.init_from_env("cpu")
+    try:
+        torch.manual_seed(0)  # the same weights on every rank
+        config = BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=16,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+        core = BiEncoder(BertModel(config), mini_batch_size=size)
+        model = torch.nn.parallel.DistributedDataParallel(core)
+        opt = torch.optim.SGD(core.parameters(), lr=0.1)
+        seen: dict[str, torch.Tensor] = {}
+        opt.step = lambda *a, **k: seen.update(  # type: ignore[method-assign]
+            {n: p.grad.clone() for n, p in core.named_parameters() if p.grad is not None}
+        )
+        step = UpdateStep(opt, TaskLoss(), list(core.parameters()), "fp32", "cpu", 1e9, info)
+        batches = []
+        for j in range(2):  # rows: 4 queries then their 4 positives, rank and micro-batch's own
+            g = torch.Generator().manual_seed(100 * rank + j)
+            mask = (torch.arange(12)[None, :] < torch.randint(3, 13, (8, 1), generator=g)).long()
+            ids = torch.randint(5, VOCAB, (8, 12), generator=g) * mask
+            batches.append({"input_ids": ids, "attention_mask": mask, "labels": torch.arange(4)})
+        stats = step(model, batches)
+        assert stats is not None
+        torch.save({"loss": stats.loss, "grads": seen}, str(Path(out) / f"rank{rank}.pt"))
+    finally:
+        D.shutdown(info)
+    D.exit_process(0)

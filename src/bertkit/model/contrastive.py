@@ -23,7 +23,8 @@ to the student's, both divided by ``temperature``, times temperature^2.
 
 Under DDP each rank scores its own share of the batch (negatives are not gathered across ranks).
 With ``mini_batch_size`` the rows are encoded that many at a time, twice (GradCache,
-:mod:`bertkit.model.grad_cache`): the same loss and gradients in one chunk's activation memory.
+:mod:`bertkit.model.grad_cache`): the same loss and gradients in one chunk's activation memory;
+under DDP too (each rank's batch share is chunked; the update step averages the gradients).
 """
 
 from __future__ import annotations
@@ -191,6 +192,13 @@ class BiEncoder(nn.Module):
         """Rows (R, T) -> pooled float vectors (R, H), in one pass."""
         out = self.bert(input_ids, attention_mask, token_type_ids, layout=layout)
         return pool(out.last_hidden_state, attention_mask, self.pooling).float()
+
+    @property
+    def multi_pass_backward(self) -> bool:
+        """True with ``mini_batch_size``: one ``backward()`` back-propagates chunk by chunk, so
+        the update step averages the gradients over DDP ranks itself
+        (:func:`bertkit.training.update.multi_pass_backward`)."""
+        return self.mini_batch_size is not None
 
     @contextmanager
     def whole_encoder(self) -> Iterator[BertModel]:

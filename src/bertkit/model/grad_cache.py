@@ -20,7 +20,9 @@ backward runs the second pass, as reentrant activation checkpointing does), so t
 stays generic: its one ``backward()`` -- through the GradScaler's scale for fp16, which the
 incoming gradient already carries -- drives both passes. Each chunk's backward accumulates into
 the parameters' ``.grad`` separately, which DDP's one-reduction-per-backward hooks do not allow:
-distributed runs refuse it (:mod:`bertkit.recipes.finetune`).
+the model says so (``BiEncoder.multi_pass_backward``), and under DDP the update step runs its
+backward with DDP's reduction off and averages the gradients over ranks itself, once per update
+(:mod:`bertkit.training.update`).
 
 Cost: every row is encoded twice (one extra forward, about a third more compute).
 """

@@ -23,12 +23,10 @@ import torch
 
 from bertkit import hardware
 from bertkit import precision as P
-from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
-from bertkit.tasks.embedding import EmbeddingAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
 from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulation
@@ -96,12 +94,6 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
     check_length_fits(job.model, adapter.max_seq_length)
-    if info.distributed and isinstance(adapter, EmbeddingAdapter) and adapter.mini_batch_size:
-        raise ConfigError(
-            "mini_batch_size (--mini-batch-size) does not run under torchrun: DDP reduces the "
-            "gradients once per backward and the cached pass runs one backward per mini-batch; "
-            "train in one process, or leave it out"
-        )
     if job.max_train_examples is not None:
         train = train[: job.max_train_examples]
     split = job.split_special_tokens

@@ -283,6 +283,46 @@ def all_reduce_tensor(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return t
 
 
+GRAD_BUCKET_BYTES = 25 * 2**20
+"""Gradient bytes per all-reduce of :func:`average_gradients` (DDP's default bucket size)."""
+
+
+def average_gradients(params: list[torch.nn.Parameter], info: DistInfo) -> None:
+    """Every parameter's ``.grad`` replaced by its mean over ranks, as DDP's reduction leaves it
+    (divided by the world size, then summed), in buckets of about ``GRAD_BUCKET_BYTES``: one
+    collective per bucket, not per parameter (identity alone).
+
+    Collective: every rank passes the same parameters in the same order. A parameter with no
+    gradient on this rank takes part as zeros (the collectives must match) and gets the mean.
+    Nothing is read back to the host.
+    """
+    if not info.distributed:
+        return
+    buckets: list[list[torch.nn.Parameter]] = []
+    size, key = 0, None
+    for p in params:
+        k = (p.dtype, p.device)
+        nbytes = p.numel() * p.element_size()
+        if not buckets or k != key or size + nbytes > GRAD_BUCKET_BYTES:
+            buckets.append([])
+            size, key = 0, k
+        buckets[-1].append(p)
+        size += nbytes
+    for bucket in buckets:
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in bucket]
+        flat = torch.cat([g.reshape(-1) for g in grads]).div_(info.world_size)
+        _enter("all_reduce")
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        start = 0
+        for p in bucket:
+            mean = flat[start : start + p.numel()].view_as(p)
+            start += p.numel()
+            if p.grad is None:
+                p.grad = mean
+            else:
+                p.grad.copy_(mean)
+
+
 def gather_tensors(tensors: dict[str, torch.Tensor], info: DistInfo) -> dict[str, torch.Tensor]:
     """Every rank's tensors as ``"rank<r>.<name>"`` (collective: all ranks must call it).
 

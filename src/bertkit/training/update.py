@@ -2,7 +2,9 @@
 
 Over a step's micro-batches: forward under the run's precision, the objective's loss term,
 backward (through a GradScaler for fp16, without gradient all-reduce except on the last
-micro-batch under DDP), then unscaling, clipping and the optimizer step. An update whose loss or
+micro-batch under DDP; a model whose backward runs several passes, GradCache's, reduces on none
+and its gradients are averaged over ranks after the last), then unscaling, clipping and the
+optimizer step. An update whose loss or
 gradient norm is not finite is skipped: gradients are dropped and ``None`` is returned (the
 caller does not advance its step counter or schedule; its batch is consumed).
 
@@ -24,6 +26,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from bertkit import precision as P
 from bertkit.errors import BertkitError
@@ -98,6 +101,17 @@ class StepStats:
         return self.loss if key == "loss" else self.read()[key]
 
 
+def multi_pass_backward(model: nn.Module) -> bool:
+    """Whether ``model`` (or the module DDP wraps) runs more than one backward pass into its
+    parameters per ``backward()`` call: its ``multi_pass_backward`` attribute (the bi-encoder's
+    GradCache, :mod:`bertkit.model.grad_cache`). Such a model is trained under DDP with
+    gradient reduction off and :func:`~bertkit.training.distributed.average_gradients` after
+    the update's last micro-batch."""
+    if isinstance(model, DistributedDataParallel):
+        model = model.module
+    return bool(getattr(model, "multi_pass_backward", False))
+
+
 @dataclass
 class UpdateStep:
     optimizer: torch.optim.Optimizer
@@ -153,8 +167,12 @@ class UpdateStep:
         if info.distributed:  # on the device, not read back: the terms divide by it there
             totals = D.all_reduce_tensor(self._on_device(totals), info)
         stats = {k: self._on_device([0.0])[0] for k in self.keys[:-4]}
+        # DDP reduces the gradients in the hooks of a backward; a model whose one backward runs
+        # several (GradCache's replay) would be reduced once per pass, so here DDP reduces none
+        # and the update averages the gradients itself, once, after the last micro-batch.
+        own_reduce = info.distributed and multi_pass_backward(model)
         for j, m in enumerate(mbs):
-            sync = j == len(mbs) - 1 or not info.distributed
+            sync = not info.distributed or (j == len(mbs) - 1 and not own_reduce)
             with (
                 contextlib.nullcontext() if sync else model.no_sync(),
                 P.autocast(self.precision, self.device),
@@ -168,6 +186,8 @@ class UpdateStep:
             (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             stats["loss"] = stats["loss"] + term.detach().double()
             obj.accumulate(stats, out, own[j])
+        if own_reduce:  # what DDP's reduction would have left: the mean over ranks
+            D.average_gradients([p for p in model.parameters() if p.requires_grad], info)
         extra = self._on_device([sum(m.tokens for m in mbs), sum(m.flops for m in mbs)])
         values = D.all_reduce_tensor(torch.cat([torch.stack(list(stats.values())), extra]), info)
         if self.scaler is not None:

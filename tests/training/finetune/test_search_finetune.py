@@ -243,17 +243,12 @@ def test_evaluate_reranks_the_head_of_each_ranking(tiny_model: Path, tmp_path: P
         assert scores == sorted(scores, reverse=True)
 
 
-@pytest.mark.slow
-def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
-    """2 gloo processes: each scores its share of the batch (in-batch negatives per rank), every
-    pair is used once per epoch, rank 0 alone saves, and the model learns."""
+def _torchrun(tiny_model: Path, train: Path, beir: Path, out: Path, *extra: str) -> str:
+    """``bertkit finetune embeddings`` as 2 gloo processes under torchrun; returns its stderr."""
     import os
     import subprocess
     import sys
 
-    train, beir, _ = _data(tmp_path)
-    before = _evaluate(tiny_model, beir, tmp_path / "before.json")["retrieval"]["MRR@10"]
-    out = tmp_path / "two"
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -283,7 +278,7 @@ def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
             str(out),
             "--device",
             "cpu",
-            *RUN,
+            *extra,
         ],
         env=env,
         capture_output=True,
@@ -291,7 +286,18 @@ def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "2 process(es) on cpu" in run.stderr and run.stderr.count("wrote the selected") == 1
+    return run.stderr
+
+
+@pytest.mark.slow
+def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
+    """2 gloo processes: each scores its share of the batch (in-batch negatives per rank), every
+    pair is used once per epoch, rank 0 alone saves, and the model learns."""
+    train, beir, _ = _data(tmp_path)
+    before = _evaluate(tiny_model, beir, tmp_path / "before.json")["retrieval"]["MRR@10"]
+    out = tmp_path / "two"
+    stderr = _torchrun(tiny_model, train, beir, out, *RUN)
+    assert "2 process(es) on cpu" in stderr and stderr.count("wrote the selected") == 1
     metrics = json.loads((out / "metrics.json").read_text())
     for epoch in metrics["runs"][0]["epochs"]:
         assert epoch["seen"]["examples"] == 8 * len(KEYS)
@@ -302,13 +308,7 @@ def test_embeddings_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
 
 
 def test_embeddings_in_mini_batches_train_and_save(tiny_model: Path, tmp_path: Path) -> None:
-    """``--mini-batch-size`` (GradCache) runs the CLI end to end and saves the folder; under
-    torchrun it is refused before anything is read."""
-    from bertkit.errors import ConfigError
-    from bertkit.recipes.finetune import FinetuneJob, _run
-    from bertkit.tasks import TaskSettings
-    from bertkit.training.distributed import DistInfo
-
+    """``--mini-batch-size`` (GradCache) runs the CLI end to end and saves the folder."""
     train, beir, _ = _data(tmp_path)
     out = tmp_path / "cached"
     run = ["--mini-batch-size", "4", "--max-steps", "2", *RUN]
@@ -318,12 +318,23 @@ def test_embeddings_in_mini_batches_train_and_save(tiny_model: Path, tmp_path: P
     assert kinds == ["Transformer", "Pooling", "Normalize"]
     assert json.loads((out / "metrics.json").read_text())["selected"]["score"] > 0
 
-    task = TaskSettings("embeddings", train=str(train), dev=str(beir), mini_batch_size=4)
-    job = FinetuneJob(task, tiny_model, tmp_path / "ddp")
-    with pytest.raises(ConfigError) as e:
-        _run(job, DistInfo(world_size=2), print)
-    assert str(e.value) == (
-        "mini_batch_size (--mini-batch-size) does not run under torchrun: DDP reduces the "
-        "gradients once per backward and the cached pass runs one backward per mini-batch; "
-        "train in one process, or leave it out"
-    )
+
+@pytest.mark.slow
+def test_embeddings_in_mini_batches_under_torchrun(tiny_model: Path, tmp_path: Path) -> None:
+    """2 gloo processes with ``--mini-batch-size`` train as the same 2 processes without it:
+    the same training losses and dev scores, epoch by epoch (dropout 0: the one pass and the
+    chunked first pass would draw different masks)."""
+    train, beir, _ = _data(tmp_path)
+    run = [*RUN, "--epochs", "2", "--dropout", "0"]  # the last --epochs counts
+    metrics = {}
+    for name, extra in (("one-pass", []), ("cached", ["--mini-batch-size", "3"])):
+        _torchrun(tiny_model, train, beir, tmp_path / name, *run, *extra)
+        metrics[name] = json.loads((tmp_path / name / "metrics.json").read_text())
+    want, got = metrics["one-pass"]["runs"][0], metrics["cached"]["runs"][0]
+    assert len(got["epochs"]) == len(want["epochs"]) == 2
+    for a, b in zip(got["epochs"], want["epochs"], strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-5)
+        assert a["dev"].keys() == b["dev"].keys()
+        for name, scores in b["dev"].items():
+            assert a["dev"][name] == pytest.approx(scores, abs=1e-5), name
+    assert got["epochs"][-1]["train_loss"] < got["epochs"][0]["train_loss"]  # it trains
