@@ -4,9 +4,9 @@ Over a step's micro-batches: forward under the run's precision, the objective's 
 backward (through a GradScaler for fp16, without gradient all-reduce except on the last
 micro-batch under DDP; a model whose backward runs several passes, GradCache's, reduces on none
 and its gradients are averaged over ranks after the last), then unscaling, clipping and the
-optimizer step. An update whose loss or
-gradient norm is not finite is skipped: gradients are dropped and ``None`` is returned (the
-caller does not advance its step counter or schedule; its batch is consumed).
+optimizer step. An update whose loss or gradient norm is not finite is skipped: gradients are
+dropped and ``None`` is returned (the caller does not advance its step counter or schedule; its
+batch is consumed).
 
 Nothing here waits for the device but one read per update (docs/gpu.md): what a micro-batch
 holds (masked tokens, examples, real tokens, FLOPs, the packed layout) is counted on the CPU
