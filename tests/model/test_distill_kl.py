@@ -10,9 +10,8 @@ import math
 import pytest
 import torch
 
-from bertkit.config import BertConfig
-from bertkit.model import BertModel
 from bertkit.model.contrastive import BiEncoder, distill_kl_loss
+from support.tiny_encoder import tiny_encoder
 
 
 def test_the_loss_on_hand_made_vectors() -> None:
@@ -76,19 +75,8 @@ B, G = 3, 4  # 3 examples of query, positive and two negatives: 12 rows
 
 
 def _model(size: int | None, normalize: bool = False, temperature: float = 1.0) -> BiEncoder:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
     return BiEncoder(
-        BertModel(config),
+        tiny_encoder(),
         mini_batch_size=size,
         loss="distill-kl",
         normalize=normalize,

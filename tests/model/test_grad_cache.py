@@ -6,28 +6,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertkit.config import BertConfig
 from bertkit.model import BertModel
 from bertkit.model.batching import layout
 from bertkit.model.contrastive import BiEncoder
 from bertkit.model.grad_cache import cached_vectors, row_chunks
+from support.tiny_encoder import tiny_encoder
 
 B, G = 5, 3  # 5 examples of query, positive, one hard negative: 15 rows
 
 
 def _tiny(dropout: float = 0.0) -> BertModel:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-    )
-    return BertModel(config)
+    return tiny_encoder(dropout)
 
 
 def _rows() -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertkit.config import BertConfig
-from bertkit.model import BertModel
 from bertkit.model.contrastive import BiEncoder, margin_mse_loss
+from support.tiny_encoder import tiny_encoder
 
 
 def test_the_loss_on_hand_made_vectors() -> None:
@@ -60,20 +59,7 @@ B, G = 3, 4  # 3 examples of query, positive and two negatives: 12 rows
 
 
 def _model(size: int | None, normalize: bool = False) -> BiEncoder:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    return BiEncoder(
-        BertModel(config), mini_batch_size=size, loss="margin-mse", normalize=normalize
-    )
+    return BiEncoder(tiny_encoder(), mini_batch_size=size, loss="margin-mse", normalize=normalize)
 
 
 def _step(model: BiEncoder) -> tuple[float, dict]:

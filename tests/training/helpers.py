@@ -298,7 +298,6 @@ def grad_cache_worker(
     step (negative control: DDP's hooks reduce, as before the update step reduced itself)."""
     import os
 
-    from bertkit.model import BertModel
     from bertkit.model.contrastive import BiEncoder
     from bertkit.training import distributed as D
     from bertkit.training import update as U
@@ -318,18 +317,9 @@ def grad_cache_worker(
     )
     info = D.init_from_env("cpu")
     try:
-        torch.manual_seed(0)  # the same weights on every rank
-        config = BertConfig(
-            vocab_size=VOCAB,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=16,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-        )
-        core = BiEncoder(BertModel(config), mini_batch_size=size)
+        from support.tiny_encoder import tiny_encoder
+
+        core = BiEncoder(tiny_encoder(vocab_size=VOCAB), mini_batch_size=size)  # seeded: one model
         model = torch.nn.parallel.DistributedDataParallel(core)
         opt = torch.optim.SGD(core.parameters(), lr=0.1)
         seen: dict[str, torch.Tensor] = {}
