@@ -76,9 +76,10 @@ def test_row_chunks_cut_rows_and_padding():
         assert c["layout"].lengths == tuple(lengths.tolist())
 
 
-def test_dropout_masks_are_replayed_exactly():
-    """The with-grad re-encode of each chunk reproduces its no-grad vectors bit for bit (the
-    RNG state replayed), and the gradients are those of encoding the chunks with grad in turn
+def test_dropout_masks_are_replayed():
+    """The with-grad re-encode of each chunk draws its no-grad pass's dropout masks (the RNG
+    state replayed: its vectors equal the first pass's to float rounding, bit for bit on the
+    default kernel paths), and the gradients are those of encoding the chunks with grad in turn
     from the same seed."""
     model = BiEncoder(_tiny(dropout=0.3), mini_batch_size=4).train()
     ids, mask = _rows()
@@ -97,7 +98,10 @@ def test_dropout_masks_are_replayed_exactly():
     assert torch.equal(torch.get_rng_state(), after_forward)  # the replay left the stream alone
     assert len(seen) == 8
     for first, again in zip(seen[:4], seen[4:], strict=True):
-        assert torch.equal(first, again)
+        # the same masks: another mask at p=0.3 moves the vectors by O(1). Not bit for bit on
+        # every kernel path: under an AVX2 cap the with-grad pass ran another kernel than the
+        # no-grad one and one chunk differed by 3.7e-9 (of values up to 1.8)
+        torch.testing.assert_close(again, first, rtol=0, atol=1e-6)
     assert not torch.equal(seen[0], model.vectors(**chunks[0]).detach())  # dropout is on
     cached = {n: g.clone() for n, g in _grads(model).items()}
 
