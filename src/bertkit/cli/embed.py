@@ -94,13 +94,9 @@ def _load(args: argparse.Namespace):
         pooling=args.pooling,
         normalize=args.normalize,
         max_length=args.max_length,
-        device=args.device,
-        precision=args.precision,
-        batch_size=args.batch_size,
-        allow_pickle=args.allow_pickle,
-        split_special_tokens=args.split_special_tokens,
         windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
         layers=options.values(args, LayerSpec),
+        **options.loading_values(args),
     )
 
 

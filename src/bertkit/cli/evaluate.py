@@ -154,17 +154,6 @@ def _report(metrics: dict, output: str | None, done: str) -> int:
     return 0
 
 
-def _common(args: argparse.Namespace) -> dict:
-    """The loading options every model of this command shares."""
-    return {
-        "device": args.device,
-        "precision": args.precision,
-        "batch_size": args.batch_size,
-        "allow_pickle": args.allow_pickle,
-        "split_special_tokens": args.split_special_tokens,
-    }
-
-
 def _retrieval(args: argparse.Namespace) -> int:
     from bertkit.data.tasks.retrieval import read_beir
     from bertkit.errors import ConfigError
@@ -178,7 +167,7 @@ def _retrieval(args: argparse.Namespace) -> int:
     if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
         split = "test"
     data = read_beir(args.data, split)
-    common = _common(args)
+    common = options.loading_values(args)
     # over-long texts are cut, as sentence-transformers reads them
     embedder = Embedder.load(args.model, windows=WindowConfig(truncate=True), **common)
     reranker = Classifier.load(args.reranker, **common) if args.reranker else None
@@ -229,7 +218,7 @@ def _pairs(args: argparse.Namespace) -> int:
     given = {k: v for k, v in options.window_values(args).items() if v is not None}
     # over-long texts are cut unless --no-truncate, as sentence-transformers reads them
     windows = WindowConfig(**{"truncate": True, **given})
-    embedder = Embedder.load(args.model, windows=windows, **_common(args))
+    embedder = Embedder.load(args.model, windows=windows, **options.loading_values(args))
     print(f"{len(pairs.labels)} pairs: {pairs.describe()}", file=sys.stderr)
     start = time.perf_counter()
     result = evaluate_pairs(embedder, pairs)

@@ -124,26 +124,12 @@ def run(args: argparse.Namespace) -> int:
     mining = options.values(args, MineOptions)
     W.output_format(args.output)
     pairs, texts = read_input(args.input, args.split, args.corpus)
-    embedder = Embedder.load(
-        args.model,
-        max_length=args.max_length,
-        device=args.device,
-        precision=args.precision,
-        batch_size=args.batch_size,
-        allow_pickle=args.allow_pickle,
-        split_special_tokens=args.split_special_tokens,
-        windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
-    )
+    loading = options.loading_values(args)
+    windows = options.values(args, WindowConfig, options.WINDOW_FIELDS)
+    embedder = Embedder.load(args.model, max_length=args.max_length, windows=windows, **loading)
     reranker = None
     if args.cross_encoder is not None:
-        reranker = Classifier.load(
-            args.cross_encoder,
-            device=args.device,
-            precision=args.precision,
-            batch_size=args.batch_size,
-            allow_pickle=args.allow_pickle,
-            split_special_tokens=args.split_special_tokens,
-        )
+        reranker = Classifier.load(args.cross_encoder, **loading)
         check_one_output(reranker, args.cross_encoder)
         activation = activation_of(reranker.source)  # one mining cannot apply fails here
     # finetune rerank reads a labeled-pair score column as labels in [0, 1]: a sigmoid's only

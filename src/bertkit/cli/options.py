@@ -203,6 +203,19 @@ def add_device(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> Non
     parser.add_argument("--device", default="auto", help=DEVICE_HELP)
 
 
+def loading_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The loading keywords of ``Embedder.load`` / ``TaskModel.load`` from the flags of
+    :func:`add_device`, :func:`add_precision`, :func:`add_batch_size`, :func:`add_allow_pickle`
+    and :func:`add_split_special_tokens`, for a command that loads one or more models."""
+    return {
+        "device": args.device,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "allow_pickle": args.allow_pickle,
+        "split_special_tokens": args.split_special_tokens,
+    }
+
+
 def add_split_special_tokens(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, default: bool = False
 ) -> None:
