@@ -158,7 +158,9 @@ def test_a_pair_over_the_token_limit_is_a_413_offering_no_truncate(url: str) -> 
 
 def test_clients_extra_fields_are_ignored(url: str) -> None:
     """What clients send besides: Cohere v1's nulls (the SDK sends None for rank_fields and
-    max_chunks_per_doc through LangChain), v2's max_tokens_per_doc and priority, vLLM's own."""
+    max_chunks_per_doc through LangChain), v2's priority, vLLM's own; and v2's
+    max_tokens_per_doc at its default, over these documents' lengths (the caps themselves:
+    test_rerank_caps.py)."""
     plain = _rerank(url, {})["results"]
     extra = {
         "rank_fields": None,

@@ -230,6 +230,26 @@ class Classifier(TaskModel):
         """Per input: ``label``, ``probabilities`` and ``logits`` (regression: ``score``)."""
         return [{k: v for k, v in p.items() if k != "guid"} for p in scored.predictions]
 
+    def prepare(
+        self,
+        examples: Sequence[Any],
+        *,
+        text_pair_max_tokens: int | None = None,
+        max_windows: int | None = None,
+    ) -> Prepared:
+        """:meth:`TaskModel.prepare`, optionally capped: a pair's second text cut to its first
+        ``text_pair_max_tokens`` word pieces, each input read in its first ``max_windows``
+        windows (:func:`~bertkit.tasks.features.encode_classification`; the lengths are those of
+        the inputs as read)."""
+        features = self.adapter.encode(
+            self.tokenizer,
+            examples,
+            training=False,
+            text_pair_max_tokens=text_pair_max_tokens,  # type: ignore[call-arg]
+            max_windows=max_windows,
+        )
+        return Prepared(list(examples), features, input_lengths(features, len(examples)))
+
     # The steps of a call, apart, for callers that batch many calls' windows together (the
     # server's /rerank merges concurrent requests): prepare, run the rows, combine.
 

@@ -253,9 +253,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.post("/v1/rerank", summary="rerank in the shape of Cohere, Jina, vLLM and Infinity")
     @app.post("/v2/rerank", summary="rerank in the shape of Cohere's v2 API (the same body)")
     async def cohere_rerank(req: CohereRerankRequest) -> Response:
-        """The scores /rerank gives (sigmoid, long pairs in windows), in the shape RAG clients
-        read: ``results`` best first, each ``{index, relevance_score, document?}``, and the tokens
-        read as ``usage``. Errors in OpenAI's shape (under /v2/ too), as vLLM answers both."""
+        """The scores /rerank gives (sigmoid, long pairs in windows; what is read of each
+        document capped as :class:`CohereRerankRequest` says), in the shape RAG clients read:
+        ``results`` best first, each ``{index, relevance_score, document?}`` (as sent), and the
+        tokens read as ``usage``. Errors in OpenAI's shape (under /v2/ too), as vLLM answers."""
         if req.rank_fields not in (None, ["text"]):
             raise ServeError(422, 'rank_fields: bertkit ranks a document\'s "text" only')
         # a name the server does not serve picks the default reranker, as /v1/embeddings does:
@@ -265,7 +266,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         # the shape has no truncate field (None): long pairs are read in windows, as /rerank's
         # default, and a 413 does not tell the client to send one
         scores, tokens = await server.relevance(
-            engine, req.query, texts, "documents", truncate=None
+            engine,
+            req.query,
+            texts,
+            "documents",
+            truncate=None,
+            max_tokens_per_text=req.max_tokens_per_doc,
+            max_windows=req.max_chunks_per_doc,
         )
         order = rerank_order(scores)[: req.top_n or None]
         documents = req.return_documents is not False

@@ -198,12 +198,19 @@ class Engine(EmbeddingInputs):
     # ---- capabilities (blocking: call them from a thread) ----------------------------------
 
     def _prepared(
-        self, model: TaskModel, examples: list[Any], check: bool, what: str, can_cut: bool = True
+        self,
+        model: TaskModel,
+        examples: list[Any],
+        check: bool,
+        what: str,
+        can_cut: bool = True,
+        **caps: int | None,
     ) -> Any:
-        """``examples`` encoded for ``model`` (:meth:`TaskModel.prepare`: tokenized once), their
-        lengths checked against --max-input-tokens unless ``check`` is off (``can_cut``: the
-        route has a ``truncate`` field, which the 413 tells of)."""
-        prepared = model.prepare(examples)
+        """``examples`` encoded for ``model`` (:meth:`TaskModel.prepare`: tokenized once, with
+        the ``caps`` of :meth:`Classifier.prepare` if any), their lengths checked against
+        --max-input-tokens unless ``check`` is off (``can_cut``: the route has a ``truncate``
+        field, which the 413 tells of)."""
+        prepared = model.prepare(examples, **caps)
         if check:
             self._check_lengths(prepared.lengths, what, can_cut)
         return prepared
@@ -254,17 +261,28 @@ class Engine(EmbeddingInputs):
             out.append([{"label": str(lab), "score": float(sc)} for lab, sc in ranked])
         return out
 
-    def rerank_features(self, query: str, texts: Sequence[str], truncate: bool | None) -> list[Any]:
+    def rerank_features(
+        self,
+        query: str,
+        texts: Sequence[str],
+        truncate: bool | None,
+        max_tokens_per_text: int | None = None,
+        max_windows: int | None = None,
+    ) -> list[Any]:
         """The windows of the pairs (query, text) (with ``truncate``: one each, cut; else a 413
         for a pair over --max-input-tokens), for the worker to merge with other requests'.
         ``truncate`` None: the route has no such field (Cohere's shape): read as False, and no
-        413 tells the client to send it."""
+        413 tells the client to send it. ``max_tokens_per_text``: each text cut to its first N
+        word pieces before anything else; ``max_windows``: each pair read in its first N windows
+        (:func:`~bertkit.tasks.features.encode_classification`); the 413 checks the pairs as
+        read."""
         tm = self.task_model
         assert isinstance(tm, Classifier)
         model = tm.with_windows(truncate=bool(truncate))
         pairs = model.examples_of([(query, t) for t in texts])
         can_cut = truncate is not None
-        return self._prepared(model, pairs, not truncate, "query + text", can_cut).features
+        caps = {"text_pair_max_tokens": max_tokens_per_text, "max_windows": max_windows}
+        return self._prepared(model, pairs, not truncate, "query + text", can_cut, **caps).features
 
     def rerank_scores(
         self, rows: np.ndarray, features: Sequence[Any], texts: int, raw_scores: bool

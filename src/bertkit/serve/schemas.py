@@ -248,10 +248,14 @@ class CohereRerankRequest(_Body):
     rank_fields: list[str] | None = None
     """Cohere v1's: only ``["text"]`` (bertkit ranks the text; other fields: a 422)."""
     max_tokens_per_doc: int | None = Field(None, ge=1)
-    """Cohere v2's cap on each document: accepted, not applied (bertkit reads a long document
-    whole, in windows, as /rerank does)."""
+    """Cohere v2's cap: each document cut to its first N word pieces (its own tokens, not the
+    query's or the special tokens) before it is paired and read in windows; scored as the text
+    cut there would be. Absent or ``null``: the whole document (bertkit does not impose Cohere's
+    hosted default of 4096)."""
     max_chunks_per_doc: int | None = Field(None, ge=1)
-    """Cohere v1's: accepted, not applied (bertkit reads every window)."""
+    """Cohere v1's cap on chunks: each (query, document) pair read in its first N windows of the
+    model's length (the document's score combines them with the model's window pooling, mean
+    unless saved as max), as if cut where the N-th ends. Absent or ``null``: every window."""
 
     def texts(self) -> list[str]:
         return [d if isinstance(d, str) else d.text for d in self.documents]

@@ -174,10 +174,13 @@ class Server:
         *,
         truncate: bool | None = False,
         raw_scores: bool = False,
+        max_tokens_per_text: int | None = None,
+        max_windows: int | None = None,
     ) -> tuple[list[float], int]:
         """The relevance of each text to ``query`` (:meth:`Engine.rerank_scores`: ``truncate``
         cuts a long pair, else it is read in windows, None: the route has no such field, as
-        :meth:`Engine.rerank_features` reads it; ``raw_scores``: no sigmoid), and the tokens
+        :meth:`Engine.rerank_features` reads it, as its caps ``max_tokens_per_text`` and
+        ``max_windows``; ``raw_scores``: no sigmoid), and the tokens
         of the (query, text) windows the model read (what /v1/embeddings counts as usage). The
         count's check and the empty-input rule come first (``field``: the request's name for the
         texts): a text with the query is one input, empty only when both are (TEI). The worker
@@ -185,7 +188,9 @@ class Server:
         self.check_count(len(texts), field)
         if not query:
             refuse_empty(texts, field, ", and so is the query")
-        features = await asyncio.to_thread(engine.rerank_features, query, texts, truncate)
+        features = await asyncio.to_thread(
+            engine.rerank_features, query, texts, truncate, max_tokens_per_text, max_windows
+        )
         assert engine.worker is not None
         rows = _finite(await self._wait(engine.worker.embed_later(features)))
         scores = engine.rerank_scores(rows, features, len(texts), raw_scores)

@@ -197,8 +197,25 @@ class ClassificationAdapter(TaskAdapter):
             "format": self.file_format,
         }
 
-    def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
-        return F.encode_classification(tokenizer, examples, self.max_seq_length, self.windows)
+    def encode(
+        self,
+        tokenizer: Tokenizer,
+        examples: Sequence[Any],
+        training: bool,
+        *,
+        text_pair_max_tokens: int | None = None,
+        max_windows: int | None = None,
+    ) -> list[Any]:
+        """The windows of the examples (:func:`~bertkit.tasks.features.encode_classification`,
+        with its caps on a pair's second text and on the windows; a request's, never saved)."""
+        return F.encode_classification(
+            tokenizer,
+            examples,
+            self.max_seq_length,
+            self.windows,
+            text_pair_max_tokens=text_pair_max_tokens,
+            max_windows=max_windows,
+        )
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool

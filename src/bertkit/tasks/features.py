@@ -22,7 +22,7 @@ each word from the window where its first piece has the maximum context
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -58,18 +58,36 @@ def encode_classification(
     examples: Sequence[ClassificationExample],
     max_length: int,
     windows: WindowConfig | None = None,
+    *,
+    text_pair_max_tokens: int | None = None,
+    max_windows: int | None = None,
 ) -> list[EncodedInput]:
     """Encode single texts or pairs (segment ids 0/1) into windows of at most ``max_length``
     tokens (see the module doc); with ``windows.truncate`` one per example, cut longest-first.
-    Each text is tokenized once."""
+    Each text is tokenized once.
+
+    Two caps bound what one input costs (the server's rerank APIs), both off by default:
+    ``text_pair_max_tokens`` keeps the first N word pieces of a pair's second text (its own: no
+    query, no specials) before anything else, so it is read as that text cut after its N-th
+    piece would be (WordPiece matches longest-first from a word's start: a prefix of pieces
+    tokenizes to itself); ``max_windows`` keeps each input's first N windows, and the input is
+    read as if cut where the N-th ends (``input_length`` counts that). A cut input is
+    ``truncated``. Example (max_length 16, a 2-piece query, room 11 per window, stride 5): a 30-piece document
+    makes windows over pieces 0-10, 6-16, 12-22, 18-28, 24-29; ``max_windows=2`` reads the
+    first two (pieces 0-16: input_length 2 + 17 + 3 = 22); ``text_pair_max_tokens=14`` reads
+    pieces 0-13 in the windows 0-10 and 6-13.
+    """
     windows = windows or WindowConfig()
     out: list[EncodedInput] = []
     for i, ex in enumerate(examples):
         a, b = _segments(tokenizer, ex.text_a, ex.text_b)
+        cut_b = b is not None and text_pair_max_tokens is not None and len(b) > text_pair_max_tokens
+        b = None if b is None else b[:text_pair_max_tokens]
         if windows.truncate:
-            out.append(_cut_pair(tokenizer, a, b, max_length, ex.label, i))
+            found = [_cut_pair(tokenizer, a, b, max_length, ex.label, i)]
         else:
-            out.extend(_pair_windows(tokenizer, a, b, ex.label, i, max_length, windows))
+            found = _pair_windows(tokenizer, a, b, ex.label, i, max_length, windows, max_windows)
+        out.extend(replace(f, truncated=True) if cut_b else f for f in found)
     return out
 
 
@@ -134,6 +152,7 @@ def _pair_windows(
     index: int,
     max_length: int,
     windows: WindowConfig,
+    max_windows: int | None = None,
 ) -> list[EncodedInput]:
     stride = windows.stride(max_length)
     plan = plan_pair(len(a), None if b is None else len(b), max_length, stride)
@@ -141,8 +160,13 @@ def _pair_windows(
     kept = None if kept is None else kept[: plan.keep_len]
     room = max_length - 2 - (0 if kept is None else len(kept) + 1)
     whole = _whole_length(a, b)
+    read = slices(len(slid), room, stride, mode=windows.stride_mode)
+    dropped = max_windows is not None and len(read) > max_windows
+    if dropped:  # read as the input cut where the last window kept ends
+        read = read[:max_windows]
+        whole -= len(slid) - read[-1].stop
     out = []
-    for sl in slices(len(slid), room, stride, mode=windows.stride_mode):
+    for sl in read:
         piece = slid[sl.start : sl.stop]
         first, second = (piece, kept) if kept is None or plan.slide == "a" else (kept, piece)
         out.append(
@@ -152,7 +176,7 @@ def _pair_windows(
                 second,
                 label=label,
                 example_index=index,
-                truncated=plan.cut,
+                truncated=plan.cut or dropped,
                 input_length=whole,
             )
         )
