@@ -7,7 +7,9 @@ column names, or the columns the model was trained with), whatever format it was
 Output: JSON lines, one per example (classification: guid, label, probabilities, logits; regression:
 guid, score; tagging: tokens, tags; multiple choice: guid, label, probabilities). For SQuAD the
 output is the official ``predictions.json`` (``{"question id": "answer text"}``, "" = no answer
-under v2.0, decided with the null threshold saved at fine-tuning time).
+under v2.0, decided with the null threshold saved at fine-tuning time). A ``.tsv`` output of a
+classifier or regressor is the GLUE benchmark's submission file (``index``, ``prediction``;
+:mod:`bertkit.inference.prediction_files`).
 
 A folder ``--output`` (``DIR/``, an existing folder or a name without suffix) gets the same JSON
 lines as shards plus ``manifest.json``, computed one window of ``--sort-window`` examples at a
@@ -18,7 +20,6 @@ time, resumable after a crash and shared between torchrun ranks
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -40,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
         required=True,
-        help="JSONL file (SQuAD: predictions.json); a folder (DIR/, an existing folder "
+        help="JSONL file (SQuAD: predictions.json; .tsv: a GLUE submission file of a "
+        "classifier or regressor: index, prediction); a folder (DIR/, an existing folder "
         "or a name without suffix): JSONL shards + manifest.json, resumable",
     )
     parser.add_argument(
@@ -103,7 +105,7 @@ def _run_folder(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.io import atomic_write
+    from bertkit.inference.prediction_files import write_predictions
 
     if options.is_folder_output(args.output):
         return _run_folder(args)
@@ -112,15 +114,7 @@ def run(args: argparse.Namespace) -> int:
     scored = model.predict_file(args.input, args.split)
     if scored.windows is not None:
         print(f"long inputs: {scored.windows.summary()}", file=sys.stderr)
-    with atomic_write(args.output) as f:
-        if model.adapter.family == "squad":
-            json.dump(
-                {p["id"]: p["answer"] for p in scored.predictions}, f, indent=2, ensure_ascii=False
-            )
-            f.write("\n")
-        else:
-            for p in scored.predictions:
-                f.write(json.dumps(p, ensure_ascii=False) + "\n")
+    write_predictions(args.output, model.adapter.family, scored.predictions)
     n, seconds = len(scored.predictions), time.perf_counter() - start
     print(
         f"wrote {n} predictions to {args.output} {took(seconds, n, 'examples')}",
