@@ -118,7 +118,12 @@ def test_the_413_checks_the_pairs_as_read(client):
         ({"max_chunks_per_doc": 4}, 172),
     ):
         r = client.post("/v1/rerank", json={"query": QUERY, "documents": [twice], **caps})
-        assert r.status_code == 413 and f"Input 0 has {read}" in r.json()["error"]["message"]
+        message = r.json()["error"]["message"]
+        assert r.status_code == 413 and f"Input 0 has {read}" in message
+        # the shape has no truncate field: the answer names the cap the client can send
+        assert '"max_tokens_per_doc" to cut' in message and "truncate" not in message
+    r = client.post("/rerank", json={"query": QUERY, "texts": [twice]})
+    assert r.status_code == 413 and '"truncate": true to cut' in r.json()["error"]
     assert _rerank(client, [twice], max_tokens_per_doc=153)["results"]
     assert _rerank(client, [twice], max_chunks_per_doc=3)["results"]
 

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from bertkit.serve.metrics import Metrics
     from bertkit.serve.settings import ServeSettings
 
+TRUNCATE_HINT = '; send "truncate": true to cut'
+"""What a 413 tells a client of a route with TEI's ``truncate`` field."""
+
 
 class EmbeddingInputs:
     """Blocking calls (run them from a thread) of the embedding routes; ``Engine`` sets the
@@ -38,13 +41,13 @@ class EmbeddingInputs:
     """The model's positions (a property of ``Engine``)."""
 
     def _check_lengths(
-        self, lengths: Sequence[int], what: str = "inputs", can_cut: bool = True
+        self, lengths: Sequence[int], what: str = "inputs", cut: str = TRUNCATE_HINT
     ) -> None:
         """413 for an input over ``max_input_tokens`` (shorter ones over the model's limit are
         read in windows); ``lengths``: each input's tokens, from the tokenization it runs on;
-        ``can_cut``: the route has a ``truncate`` field, which the answer tells the client of."""
+        ``cut``: how the route's client can cut one, which the answer tells ("" where it cannot:
+        OpenAI's shape has no such field)."""
         limit = self.settings.max_input_tokens
-        cut = '; send "truncate": true to cut' if can_cut else ""
         for i, n in enumerate(lengths):
             if n > limit:
                 raise ServeError(
@@ -76,7 +79,10 @@ class EmbeddingInputs:
         encodings = self._encoded(inputs)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
         if not truncate:
-            self._check_lengths([len(e.input_ids) for e in encodings], can_cut=truncate is not None)
+            self._check_lengths(
+                [len(e.input_ids) for e in encodings],
+                cut=TRUNCATE_HINT if truncate is not None else "",
+            )
         for e in encodings:
             self.metrics.input_length.observe(len(e.input_ids))
         try:

@@ -36,7 +36,7 @@ from bertkit.inference import (
 from bertkit.inference.fill_mask import MaskCutError
 from bertkit.inference.token_ids import outside_vocabulary
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
-from bertkit.serve.embedding_inputs import EmbeddingInputs
+from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
 from bertkit.serve.settings import ServeSettings
@@ -49,6 +49,9 @@ _TASK_CAPS = {
     "question-answering": "qa",
     "multiple-choice": "choose",
 }
+
+COHERE_HINT = '; send "max_tokens_per_doc" to cut each document'
+"""What a 413 tells a client of the Cohere-shaped rerank routes (no ``truncate`` field)."""
 
 
 class Engine(EmbeddingInputs):
@@ -203,16 +206,16 @@ class Engine(EmbeddingInputs):
         examples: list[Any],
         check: bool,
         what: str,
-        can_cut: bool = True,
+        cut: str = TRUNCATE_HINT,
         **caps: int | None,
     ) -> Any:
         """``examples`` encoded for ``model`` (:meth:`TaskModel.prepare`: tokenized once, with
         the ``caps`` of :meth:`Classifier.prepare` if any), their lengths checked against
-        --max-input-tokens unless ``check`` is off (``can_cut``: the route has a ``truncate``
-        field, which the 413 tells of)."""
+        --max-input-tokens unless ``check`` is off (``cut``: how the route's client can cut an
+        input, which the 413 tells)."""
         prepared = model.prepare(examples, **caps)
         if check:
-            self._check_lengths(prepared.lengths, what, can_cut)
+            self._check_lengths(prepared.lengths, what, cut)
         return prepared
 
     def decode(self, ids: Sequence[Sequence[int]], skip_special_tokens: bool) -> list[str]:
@@ -271,8 +274,8 @@ class Engine(EmbeddingInputs):
     ) -> list[Any]:
         """The windows of the pairs (query, text) (with ``truncate``: one each, cut; else a 413
         for a pair over --max-input-tokens), for the worker to merge with other requests'.
-        ``truncate`` None: the route has no such field (Cohere's shape): read as False, and no
-        413 tells the client to send it. ``max_tokens_per_text``: each text cut to its first N
+        ``truncate`` None: the route has no such field (Cohere's shape): read as False, and the
+        413 tells the client of ``max_tokens_per_doc`` instead. ``max_tokens_per_text``: each text cut to its first N
         word pieces before anything else; ``max_windows``: each pair read in its first N windows
         (:func:`~bertkit.tasks.features.encode_classification`); the 413 checks the pairs as
         read."""
@@ -280,9 +283,10 @@ class Engine(EmbeddingInputs):
         assert isinstance(tm, Classifier)
         model = tm.with_windows(truncate=bool(truncate))
         pairs = model.examples_of([(query, t) for t in texts])
-        can_cut = truncate is not None
+        # TEI's /rerank has ``truncate``; Cohere's shape (None) caps documents instead
+        cut = TRUNCATE_HINT if truncate is not None else COHERE_HINT
         caps = {"text_pair_max_tokens": max_tokens_per_text, "max_windows": max_windows}
-        return self._prepared(model, pairs, not truncate, "query + text", can_cut, **caps).features
+        return self._prepared(model, pairs, not truncate, "query + text", cut, **caps).features
 
     def rerank_scores(
         self, rows: np.ndarray, features: Sequence[Any], texts: int, raw_scores: bool
