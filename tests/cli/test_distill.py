@@ -74,6 +74,15 @@ def test_mined_teacher_scores_train_a_student_by_kl(
         "accum": ["--no-normalize", "--grad-accum", "2"],
         "cached": ["--mini-batch-size", "3", "--temperature", "0.05"],
         "t1": ["--mini-batch-size", "3"],
+        # each side set on its own: the same run as the shared 0.05, then the teacher at 2
+        "sides": [
+            *("--mini-batch-size", "3"),
+            *("--student-temperature", "0.05", "--teacher-temperature", "0.05"),
+        ],
+        "teacher2": [
+            *("--mini-batch-size", "3", "--temperature", "0.05"),
+            *("--teacher-temperature", "2"),
+        ],
     }
     losses = {}
     for name, extra in runs.items():
@@ -94,6 +103,9 @@ def test_mined_teacher_scores_train_a_student_by_kl(
     assert all(math.isfinite(x) and x > 0 for x in losses.values())
     # --temperature reaches the loss (the same run at temperature 1 trains on another number)
     assert losses["cached"] != pytest.approx(losses["t1"])
+    # --student-temperature and --teacher-temperature reach the loss, each its own side
+    assert losses["sides"] == losses["cached"]
+    assert losses["teacher2"] != pytest.approx(losses["cached"])
 
 
 def test_triplets_and_labelled_pairs_carry_scores(
@@ -128,6 +140,15 @@ def test_teacher_losses_refuse_rows_without_scores(
     if loss == "distill-kl":
         assert main([*argv, "--temperature", "0"]) != 0
         assert "temperature must be positive" in capsys.readouterr().err
+        assert main([*argv, "--teacher-temperature", "inf"]) != 0
+        assert "teacher_temperature must be positive and finite" in capsys.readouterr().err
+    else:  # an option this loss ignores is refused, not ignored
+        assert main([*argv, "--temperature", "0.05"]) != 0
+        err = capsys.readouterr().err
+        assert f"temperature is a distill-kl loss option; the {loss} loss does not use it" in err
+    assert main([*argv, "--scale", "10"]) != 0
+    err = capsys.readouterr().err
+    assert f"scale is a ranking loss option; the {loss} loss does not use it (got 10.0)" in err
 
 
 def test_scores_round_trip_and_bad_scores(tmp_path: Path) -> None:

@@ -164,3 +164,46 @@ def test_each_adapter_says_what_an_unlabelled_example_lacks(tmp_path) -> None:
     with pytest.raises(InputError, match=r"dev\.tsv: no examples \(expected labelled train data"):
         ner.require_labelled(path, "train", [])
     assert squad.require_labelled(path, "dev", [qa]) == [qa]
+
+
+@pytest.mark.parametrize(
+    ("loss", "option", "value", "owner"),
+    [
+        ("ranking", "temperature", 0.05, "distill-kl"),
+        ("ranking", "teacher_temperature", 2.0, "distill-kl"),
+        ("margin-mse", "student_temperature", 0.5, "distill-kl"),
+        ("margin-mse", "scale", 10.0, "ranking"),
+        ("distill-kl", "scale", 30.0, "ranking"),
+    ],
+)
+def test_a_loss_option_the_loss_ignores_is_refused(loss, option, value, owner) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=f"{option} is a {owner} loss option; the {loss} loss does not use it "
+        rf"\(got {value}\)",
+    ):
+        EmbeddingAdapter("embeddings", "x", loss=loss, **{option: value})
+    EmbeddingAdapter("embeddings", "x", loss=owner, **{option: value})  # its own loss reads it
+
+
+def test_the_finetune_defaults_of_the_loss_options_are_the_adapters() -> None:
+    """The CLI's defaults (TaskSettings fields) are what the adapter takes for unset, so a
+    command that sets no loss option is never refused for one (each loss, defaults only)."""
+    import dataclasses
+
+    from bertkit.tasks import TaskSettings
+    from bertkit.tasks.embedding import LOSS_OPTIONS, LOSSES
+
+    cli = {f.name: f.default for f in dataclasses.fields(TaskSettings)}
+    adapter = {f.name: f.default for f in dataclasses.fields(EmbeddingAdapter)}
+    for name in LOSS_OPTIONS:
+        assert cli[name] == adapter[name], name
+    for loss in LOSSES:
+        EmbeddingAdapter("embeddings", "x", loss=loss, **{n: cli[n] for n in LOSS_OPTIONS})
+
+
+@pytest.mark.parametrize("option", ["temperature", "student_temperature", "teacher_temperature"])
+@pytest.mark.parametrize("value", [0.0, -1.0, math.inf, math.nan])
+def test_distill_kl_temperatures_must_be_positive_and_finite(option, value) -> None:
+    with pytest.raises(ConfigError, match=f"{option} must be positive and finite"):
+        EmbeddingAdapter("embeddings", "x", loss="distill-kl", **{option: value})

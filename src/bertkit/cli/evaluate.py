@@ -51,7 +51,9 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
     from bertkit.inference.task_model import TaskModel
+    from bertkit.tasks import TaskSettings
     from bertkit.training.settings import TrainConfig
 
     options.add_model(
@@ -76,6 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
     )
+    g = parser.add_argument_group("labelled sentence pairs (an embedding model)")
+    options.add_fields(g, TaskSettings, ("pair_kind",), choices={"pair_kind": PAIR_KINDS})
     g = parser.add_argument_group("pre-training metrics (--data a `bertkit prepare` folder)")
     options.add_fields(
         g,
@@ -100,17 +104,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.data.shards import is_prepared
     from bertkit.data.tasks.retrieval import is_beir
+    from bertkit.errors import ConfigError
     from bertkit.tasks.registry import has_task
 
-    if is_beir(args.data):
-        return _retrieval(args)
-    if is_prepared(args.data):
-        return _pretraining(args)
     # a fine-tuned folder (bertkit_task.json, or a Hugging Face sequence classifier such as a
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
     # (args.model is a folder by now: options.resolve_model)
-    if not has_task(args.model):
-        return _pairs(args)
+    if is_beir(args.data):
+        route, what = _retrieval, "retrieval on a BEIR folder"
+    elif is_prepared(args.data):
+        route, what = _pretraining, "pre-training's held-out figures on prepared data"
+    elif not has_task(args.model):
+        route, what = _pairs, ""
+    else:
+        route, what = _task, "a fine-tuned model on its task's data"
+    if route is not _pairs and args.pair_kind != "auto":
+        raise ConfigError(
+            f"--pair-kind {args.pair_kind} applies to an embedding model scored on labelled "
+            f"sentence pairs, not to {what}"
+        )
+    return route(args)
+
+
+def _task(args: argparse.Namespace) -> int:
     from bertkit.errors import InputError
     from bertkit.inference import TaskModel
 
@@ -214,7 +230,7 @@ def _pairs(args: argparse.Namespace) -> int:
     from bertkit.inference.sentence_pairs import evaluate_pairs
     from bertkit.tasks.windows import WindowConfig
 
-    pairs = read_sentence_pairs(args.data, args.split)
+    pairs = read_sentence_pairs(args.data, args.split, args.pair_kind)
     given = {k: v for k, v in options.window_values(args).items() if v is not None}
     # over-long texts are cut unless --no-truncate, as sentence-transformers reads them
     windows = WindowConfig(**{"truncate": True, **given})

@@ -56,6 +56,9 @@ _FAMILY_FIELDS = {
         "mini_batch_size",
         "loss",
         "temperature",
+        "student_temperature",
+        "teacher_temperature",
+        "pair_kind",
         "format",
     ),
     "rerank": ("format",),
@@ -109,6 +112,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.data.tasks.custom import FORMATS
     from bertkit.data.tasks.glue import GLUE_TASKS
+    from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
     from bertkit.tasks import FAMILIES, TaskSettings
     from bertkit.tasks.embedding import LOSSES, POOLINGS
     from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
@@ -144,7 +148,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p,
             TaskSettings,
             fields,
-            choices={"format": FORMATS, "pooling": POOLINGS, "loss": LOSSES},
+            choices={
+                "format": FORMATS,
+                "pooling": POOLINGS,
+                "loss": LOSSES,
+                "pair_kind": PAIR_KINDS,
+            },
         )
         if name in _WINDOWED:
             options.add_windows(p, length="--max-seq-length")

@@ -19,7 +19,8 @@ the vectors (sentence-transformers' default ``pairwise_dot_score``) when the sav
 normalise them (``--no-normalize``), and their cosine when it does (the score it will serve).
 ``loss="distill-kl"`` distils the same scores listwise (Lin et al. 2020, sentence-transformers'
 ``DistillKLDivLoss``): the KL divergence from the teacher's softmax over [positive, negatives]
-to the student's, both divided by ``temperature``, times temperature^2.
+to the student's, the student's scores divided by its temperature and the teacher's by its own
+(one shared temperature by default), times the student's temperature squared.
 
 Under DDP each rank scores its own share of the batch (negatives are not gathered across ranks).
 With ``mini_batch_size`` the rows are encoded that many at a time, twice (GradCache,
@@ -95,13 +96,19 @@ def distill_kl_loss(
     teacher: torch.Tensor,
     temperature: float,
     cosine: bool = False,
+    teacher_temperature: float | None = None,
 ) -> torch.Tensor:
     """queries, positives (B, H), negatives (N, B, H), teacher (B, 1 + N) scores [positive,
-    negatives] -> KL(softmax(teacher / T) || softmax(student / T)) summed over the 1 + N
+    negatives] -> KL(softmax(teacher / Tt) || softmax(student / T)) summed over the 1 + N
     candidates and averaged over B (``batchmean``), times T^2 (which keeps the gradient's size
-    as T changes, Hinton et al. 2015); s as in :func:`margin_mse_loss`."""
+    as a shared T changes, Hinton et al. 2015); s as in :func:`margin_mse_loss`.
+
+    ``temperature`` T is the student's, and the teacher's unless ``teacher_temperature`` Tt is
+    given: DistillKLDivLoss with ``student_temperature=T, teacher_temperature=Tt``, which also
+    multiplies by the student's T^2 alone."""
+    t_teacher = temperature if teacher_temperature is None else teacher_temperature
     student = F.log_softmax(_pair_scores(queries, positives, negatives, cosine) / temperature, 1)
-    target = F.softmax(teacher.detach().float() / temperature, dim=1)
+    target = F.softmax(teacher.detach().float() / t_teacher, dim=1)
     return F.kl_div(student, target, reduction="batchmean") * temperature**2
 
 
@@ -124,6 +131,7 @@ class BiEncoder(nn.Module):
         loss: str = "ranking",
         normalize: bool = True,
         temperature: float = 1.0,
+        teacher_temperature: float | None = None,
     ) -> None:
         super().__init__()
         self.__dict__["_pooler"] = bert.pooler  # not a submodule: not trained, not in DDP
@@ -136,7 +144,10 @@ class BiEncoder(nn.Module):
         """Rows per encoder pass when training with grad (None: all rows in one pass)."""
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+        # distill-kl: temperature divides the student's scores, and the teacher's unless
+        # teacher_temperature is given (distill_kl_loss)
         self.loss, self.normalize, self.temperature = loss, normalize, temperature
+        self.teacher_temperature = teacher_temperature
 
     def forward(
         self,
@@ -180,7 +191,9 @@ class BiEncoder(nn.Module):
         p, n = c[:b], c[b:].reshape(-1, b, c.shape[1])  # (B, H), (N, B, H)
         if self.loss == "margin-mse":
             return margin_mse_loss(q, p, n, teacher, self.normalize)
-        return distill_kl_loss(q, p, n, teacher, self.temperature, self.normalize)
+        return distill_kl_loss(
+            q, p, n, teacher, self.temperature, self.normalize, self.teacher_temperature
+        )
 
     def vectors(
         self,

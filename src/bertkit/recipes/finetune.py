@@ -185,7 +185,8 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
                 mini_batch_size=adapter.mini_batch_size,
                 loss=adapter.loss,
                 normalize=adapter.normalize,
-                temperature=adapter.temperature,
+                temperature=adapter.temperatures[0],
+                teacher_temperature=adapter.temperatures[1],
             )
         model = load_pretrained(
             job.model, adapter.head_class, allow_pickle=job.allow_pickle, **overrides

@@ -27,13 +27,14 @@ Dev, told apart by its layout (:func:`dev_layout`):
   :func:`bertkit.inference.sentence_pairs.evaluate_pairs` does: ``spearman_cosine`` for gold
   scores (STS, sentence-transformers' ``EmbeddingSimilarityEvaluator``), ``cosine_ap`` for 0/1
   labels (``BinaryClassificationEvaluator``); ``spearman_dot`` / ``dot_ap`` for a dot model.
+  ``pair_kind`` forces sts or pair_classification (auto: from the task or the labels).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from bertkit.data.tasks.retrieval import (
     retrieval_pairs,
 )
 from bertkit.data.tasks.sentence_pairs import (
+    PAIR_KINDS,
     SentencePairs,
     is_sentence_pairs,
     read_sentence_pairs,
@@ -69,6 +71,14 @@ LOSSES = ("ranking", "margin-mse", "distill-kl")
 """The losses of :class:`bertkit.model.contrastive.BiEncoder` (named here without torch)."""
 TEACHER_LOSSES = ("margin-mse", "distill-kl")
 """The losses that distil a teacher's scores: each row scored on its own, no query side."""
+LOSS_OPTIONS = {
+    "scale": ("ranking",),
+    "temperature": ("distill-kl",),
+    "student_temperature": ("distill-kl",),
+    "teacher_temperature": ("distill-kl",),
+}
+"""The loss options (:class:`EmbeddingAdapter` fields) and the losses that read them; another
+loss refuses a value other than the field's default, which it would silently ignore."""
 POOLINGS = ("mean", "cls", "max")
 """The poolings of :mod:`bertkit.model.pooling` (named here so that ``bertkit.tasks`` imports
 without torch; a test keeps the two equal)."""
@@ -160,6 +170,13 @@ class EmbeddingAdapter(TaskAdapter):
     file_format: str | None = None
     loss: str = "ranking"
     temperature: float = 1.0
+    student_temperature: float | None = None
+    """distill-kl's temperature of the student's scores (None: ``temperature``)."""
+    teacher_temperature: float | None = None
+    """distill-kl's temperature of the teacher's scores (None: ``temperature``)."""
+    pair_kind: str = "auto"
+    """What a labelled-pairs dev set is scored as (:data:`PAIR_KINDS`; auto: from the task or
+    the labels)."""
     _dev_kind: str = field(default="retrieval", init=False, repr=False)
     """What the dev set read last is scored as: retrieval, sts or pair_classification (not
     saved: state() leaves out the private fields)."""
@@ -186,8 +203,36 @@ class EmbeddingAdapter(TaskAdapter):
             raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         if self.loss in TEACHER_LOSSES and self.symmetric:
             raise ConfigError(f"symmetric is a ranking-loss option; {self.loss} has no query side")
-        if not 0 < self.temperature < math.inf:
-            raise ConfigError(f"temperature must be positive and finite, got {self.temperature}")
+        for name in ("temperature", "student_temperature", "teacher_temperature"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < math.inf:
+                raise ConfigError(f"{name} must be positive and finite, got {value}")
+        self._check_loss_options()
+        if self.pair_kind not in PAIR_KINDS:
+            raise ConfigError(
+                f"pair_kind must be one of {', '.join(PAIR_KINDS)}, got {self.pair_kind!r}"
+            )
+
+    def _check_loss_options(self) -> None:
+        """A loss option set (not its default) for a loss that does not read it is a
+        ConfigError: it would be silently ignored (:data:`LOSS_OPTIONS`)."""
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, losses in LOSS_OPTIONS.items():
+            value = getattr(self, name)
+            if self.loss not in losses and value != defaults[name]:
+                raise ConfigError(
+                    f"{name} is a {' / '.join(losses)} loss option; the {self.loss} loss does "
+                    f"not use it (got {value})"
+                )
+
+    @property
+    def temperatures(self) -> tuple[float, float]:
+        """distill-kl's (student, teacher) temperatures: each side's own, else ``temperature``."""
+        student, teacher = self.student_temperature, self.teacher_temperature
+        return (
+            self.temperature if student is None else student,
+            self.temperature if teacher is None else teacher,
+        )
 
     @property
     def similarity(self) -> str:
@@ -220,9 +265,14 @@ class EmbeddingAdapter(TaskAdapter):
                 return retrieval_pairs(read_beir(path, "train"))
             return read_pairs(path, self.file_format, need_scores=need)
         if dev_layout(path, self.file_format) == "pairs":
-            pairs = read_sentence_pairs(path, split)
+            pairs = read_sentence_pairs(path, split, self.pair_kind)
             self._dev_kind = pairs.kind  # the dev set decides what selects (main_metric)
             return [PairText(t, pairs) for t in pairs.texts()]
+        if self.pair_kind != "auto":
+            raise ConfigError(
+                f"pair_kind {self.pair_kind} scores labelled sentence pairs; the dev set "
+                f"{path} is retrieval data (queries and passages), which pair_kind does not apply to"
+            )
         self._dev_kind = "retrieval"
         if is_beir(path) or folder:
             has_dev = (Path(path) / "qrels" / "dev.tsv").is_file()

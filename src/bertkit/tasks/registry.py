@@ -140,7 +140,19 @@ class TaskSettings:
     by cosine when normalize."""
     temperature: float = 1.0
     """embeddings: distill-kl's softmax temperature, of the student's and the teacher's scores
-    alike (DistillKLDivLoss' temperature; the loss is multiplied by its square)."""
+    alike unless --student-temperature / --teacher-temperature set one side
+    (DistillKLDivLoss' temperature)."""
+    student_temperature: float | None = None
+    """embeddings: distill-kl's temperature of the student's scores; the loss is multiplied by
+    its square (DistillKLDivLoss' student_temperature; None: --temperature)."""
+    teacher_temperature: float | None = None
+    """embeddings: distill-kl's temperature of the teacher's scores (DistillKLDivLoss'
+    teacher_temperature; None: --temperature)."""
+    pair_kind: str = "auto"
+    """Labelled sentence pairs (finetune embeddings --dev, evaluate --data) scored as sts (gold
+    scores; main metric Spearman) or pair_classification (0/1 labels; main metric average
+    precision); auto: GLUE STS-B is sts, MRPC and QQP pair_classification, another file
+    pair_classification when every label is 0 or 1, else sts."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -214,6 +226,9 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             file_format=s.format,
             loss=s.loss,
             temperature=s.temperature,
+            student_temperature=s.student_temperature,
+            teacher_temperature=s.teacher_temperature,
+            pair_kind=s.pair_kind,
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":

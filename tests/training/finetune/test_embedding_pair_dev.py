@@ -1,7 +1,8 @@
 """``bertkit finetune embeddings --dev LABELLED_PAIRS``: an STS file or a 0/1 paraphrase file as
 dev selects on ``bertkit evaluate``'s main metric for it (spearman_cosine / cosine_ap), the dev
-score of the selected epoch is what ``bertkit evaluate`` gives the saved folder on that file, and
-a dev file that is neither layout, or both, is refused in one line naming it."""
+score of the selected epoch is what ``bertkit evaluate`` gives the saved folder on that file;
+``--pair-kind`` forces what the pairs are scored as (and so the metric that selects); a dev file
+that is neither layout, or both, is refused in one line naming it."""
 
 from __future__ import annotations
 
@@ -30,16 +31,18 @@ RUN = [
 ]
 
 
-def _finetune(tiny_model: Path, dev: Path, out: Path) -> int:
+def _finetune(tiny_model: Path, dev: Path, out: Path, *extra: str) -> int:
     args = ["finetune", "embeddings", "--model", str(tiny_model), "--train", str(TRAIN)]
-    return main([*args, "--dev", str(dev), "--output", str(out), *RUN])
+    return main([*args, "--dev", str(dev), "--output", str(out), *RUN, *extra])
 
 
 @pytest.mark.parametrize(
-    ("name", "kind", "metric"),
+    ("name", "kind", "metric", "extra"),
     [
-        ("sts_pairs.csv", "sts", "spearman_cosine"),
-        ("paraphrase_pairs.jsonl", "pair_classification", "cosine_ap"),
+        ("sts_pairs.csv", "sts", "spearman_cosine", ()),
+        ("paraphrase_pairs.jsonl", "pair_classification", "cosine_ap", ()),
+        # 0/1 labels forced to sts: Spearman selects, and evaluate is told the same kind
+        ("paraphrase_pairs.jsonl", "sts", "spearman_cosine", ("--pair-kind", "sts")),
     ],
 )
 def test_labelled_pairs_select_on_what_evaluate_scores(
@@ -49,9 +52,10 @@ def test_labelled_pairs_select_on_what_evaluate_scores(
     name: str,
     kind: str,
     metric: str,
+    extra: tuple[str, ...],
 ) -> None:
     dev, out = FIXTURES / name, tmp_path / "emb"
-    assert _finetune(tiny_model, dev, out) == 0
+    assert _finetune(tiny_model, dev, out, *extra) == 0
     log = capsys.readouterr().err
     assert f"dev {metric} " in log  # the epoch lines name the metric that selects
     metrics = json.loads((out / "metrics.json").read_text())
@@ -62,7 +66,7 @@ def test_labelled_pairs_select_on_what_evaluate_scores(
     assert selected["score"] == epoch["dev"]["dev"][metric]
 
     report = tmp_path / "evaluate.json"
-    args = ["--output", str(report), "--precision", "fp32"]
+    args = ["--output", str(report), "--precision", "fp32", *extra]
     assert main(["evaluate", "--model", str(out), "--data", str(dev), *args]) == 0
     evaluated = json.loads(report.read_text())
     assert (evaluated["kind"], evaluated["main_metric"]) == (kind, metric)
@@ -121,3 +125,34 @@ def test_the_dev_kind_is_not_saved_with_the_adapter() -> None:
     assert EmbeddingAdapter.from_state(
         {k: v for k, v in adapter.state().items() if k != "format"}
     ).main_metric == ("MRR@10")
+
+
+def test_a_pair_kind_that_cannot_apply_is_refused_in_one_line(
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """pair_classification forced on gold scores names the file and the first score that is
+    not 0 or 1; a pair kind with a retrieval dev set, or for a BEIR evaluation, is refused
+    rather than ignored."""
+    sts = FIXTURES / "sts_pairs.csv"
+    forced = ("--pair-kind", "pair_classification")
+    assert _finetune(tiny_model, sts, tmp_path / "out", *forced) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{sts}:2: pair kind pair_classification needs every label" in err[0]
+    assert "got 4.8" in err[0]
+    assert _finetune(tiny_model, TRAIN, tmp_path / "out", "--pair-kind", "sts") == 1
+    err = capsys.readouterr().err
+    assert f"pair_kind sts scores labelled sentence pairs; the dev set {TRAIN} is retrieval" in err
+    assert not (tmp_path / "out").exists()
+    args = ["evaluate", "--model", str(tiny_model), "--data", str(sts), *forced]
+    assert main(args) == 1
+    assert f"{sts}:2: pair kind pair_classification" in capsys.readouterr().err
+    from bertkit.data.tasks.retrieval import pairs_as_retrieval, read_pairs, write_beir
+
+    beir = tmp_path / "beir"
+    write_beir(beir, pairs_as_retrieval(read_pairs(TRAIN)), split="dev")
+    args = ["evaluate", "--model", str(tiny_model), "--data", str(beir), "--pair-kind", "sts"]
+    assert main(args) == 1
+    assert (
+        "--pair-kind sts applies to an embedding model scored on labelled sentence pairs, "
+        "not to retrieval on a BEIR folder" in capsys.readouterr().err
+    )

@@ -9,8 +9,11 @@ Read with the task readers, nothing parsed here:
   (``sentence1``/``sentence2``, ``text``/``text_pair``, ``question1``/``question2`` ...) and a
   numeric ``label`` or ``score`` (:func:`~bertkit.data.tasks.custom.read_classification`).
 
-The kind: STS-B is ``sts``, MRPC and QQP ``pair_classification``; another file is
-``pair_classification`` when every label is 0 or 1, else ``sts`` (a score per pair, any range).
+The kind (``kind="auto"``): STS-B is ``sts``, MRPC and QQP ``pair_classification``; another file
+is ``pair_classification`` when every label is 0 or 1, else ``sts`` (a score per pair, any range).
+``kind="sts"`` or ``"pair_classification"`` forces it (an STS file whose scores all happen to be
+0 or 1 is otherwise read as pair classification); forcing ``pair_classification`` needs every
+label to be 0 or 1.
 """
 
 from __future__ import annotations
@@ -24,12 +27,17 @@ from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import (
     ClassificationExample,
     GlueTask,
+    glue_file,
     glue_task,
     read_glue,
     read_glue_split,
 )
-from bertkit.errors import InputError
+from bertkit.errors import ConfigError, InputError
 from bertkit.io import format_suffix
+
+PAIR_KINDS = ("auto", "sts", "pair_classification")
+"""What a labelled pairs file may be read as: ``auto`` (from the task or the labels, module
+docstring) or one of :data:`bertkit.evaluation.pairs.KINDS`, forced."""
 
 GLUE_PAIR_TASKS = {"STS-B": "sts", "MRPC": "pair_classification", "QQP": "pair_classification"}
 """The GLUE tasks read as labelled pairs, and what each is scored as."""
@@ -46,16 +54,20 @@ class SentencePairs:
     labels: list[float]
     kind: str
     source: str
+    forced: bool = False
+    """Whether ``kind`` was forced (``read_sentence_pairs(kind=...)``), not read from the task
+    or the labels."""
 
     def describe(self) -> str:
-        """``"pair_classification (GLUE MRPC; labels 0/1, 279 of 408 are 1)"``."""
+        """``"pair_classification (GLUE MRPC; labels 0/1, 279 of 408 are 1)"``;
+        ``"sts (forced; sentence1, sentence2, score; scores 0 to 1)"`` when the kind was forced."""
         n = len(self.labels)
         if self.kind == "pair_classification":
             ones = sum(1 for y in self.labels if y == 1)
             what = f"labels 0/1, {ones} of {n} are 1"
         else:
             what = f"scores {min(self.labels):g} to {max(self.labels):g}"
-        return f"{self.kind} ({self.source}; {what})"
+        return f"{self.kind} ({'forced; ' if self.forced else ''}{self.source}; {what})"
 
     def texts(self) -> list[str]:
         """Each distinct text once (the first sides' in order, then the second sides' new ones):
@@ -71,17 +83,23 @@ class SentencePairs:
         return a, b
 
 
-def read_sentence_pairs(path: str | Path, split: str = "dev") -> SentencePairs:
-    """The labelled pairs of ``path`` (module docstring). Raises InputError (file, line, what was
-    expected) for a file with no text pair or no label, a non-numeric label, no pairs, or a folder
-    that is not a GLUE pair task's."""
+def read_sentence_pairs(path: str | Path, split: str = "dev", kind: str = "auto") -> SentencePairs:
+    """The labelled pairs of ``path``, read as ``kind`` (:data:`PAIR_KINDS`; auto: from the task
+    or the labels, module docstring). Raises InputError (file, line, what was expected) for a
+    file with no text pair or no label, a non-numeric label, no pairs, a folder that is not a
+    GLUE pair task's, or a label other than 0 or 1 where ``kind`` is pair_classification;
+    ConfigError for an unknown ``kind``."""
+    if kind not in PAIR_KINDS:
+        raise ConfigError(f"pair kind must be one of {', '.join(PAIR_KINDS)}, got {kind!r}")
     p = Path(path)
     task = _glue_task_of(p)
     if task is not None:
-        examples = (
-            read_glue_split(p, task, split) if p.is_dir() else read_glue(p, task, labelled=True)
-        )
-        return _pairs(p, examples, GLUE_PAIR_TASKS[task.name], f"GLUE {task.name}")
+        if p.is_dir():
+            examples = read_glue_split(p, task, split)
+            p = glue_file(p, task, split)  # errors name the file the labels came from
+        else:
+            examples = read_glue(p, task, labelled=True)
+        return _pairs(p, examples, GLUE_PAIR_TASKS[task.name], f"GLUE {task.name}", kind)
     if p.is_dir():
         raise InputError(
             p,
@@ -103,8 +121,8 @@ def read_sentence_pairs(path: str | Path, split: str = "dev") -> SentencePairs:
         p, text=text, text_pair=text_pair, label=label, regression=True
     )
     binary = all(e.label in (0.0, 1.0) for e in data.examples)
-    kind = "pair_classification" if binary else "sts"
-    return _pairs(p, data.examples, kind, f"{text}, {text_pair}, {label}")
+    found = "pair_classification" if binary else "sts"
+    return _pairs(p, data.examples, found, f"{text}, {text_pair}, {label}", kind)
 
 
 def is_sentence_pairs(path: str | Path) -> bool:
@@ -139,8 +157,10 @@ def _glue_task_of(p: Path) -> GlueTask | None:
 
 
 def _pairs(
-    path: Path, examples: list[ClassificationExample], kind: str, source: str
+    path: Path, examples: list[ClassificationExample], found: str, source: str, kind: str
 ) -> SentencePairs:
+    """The pairs of ``examples``, scored as ``kind``, or as ``found`` (the task's or the
+    labels' kind) where ``kind`` is auto."""
     if not examples:
         raise InputError(path, None, "no pairs (expected labelled sentence pairs)")
     first = examples[0]
@@ -150,10 +170,20 @@ def _pairs(
             first.line or None,
             "expected labelled sentence pairs (a test split has no labels)",
         )
+    if kind == "pair_classification":
+        bad = next((e for e in examples if e.label not in (0, 1)), None)
+        if bad is not None:
+            raise InputError(
+                path,
+                bad.line or None,
+                f"pair kind pair_classification needs every label to be 0 or 1, got "
+                f"{bad.label!r} (use sts, or auto, for gold similarity scores)",
+            )
     return SentencePairs(
         [e.text_a for e in examples],
         [e.text_b or "" for e in examples],
         [float(e.label) for e in examples if e.label is not None],
-        kind,
+        found if kind == "auto" else kind,
         source,
+        forced=kind != "auto",
     )
