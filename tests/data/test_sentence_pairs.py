@@ -116,4 +116,4 @@ def test_the_forced_kinds_are_the_scored_kinds() -> None:
     from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
     from bertkit.evaluation.pairs import KINDS
 
-    assert PAIR_KINDS == ("auto", *KINDS)
+    assert ("auto", *KINDS) == PAIR_KINDS
