@@ -78,12 +78,18 @@ def test_splade_pool_worked_example() -> None:
         {"pooling_strategy": "sum", "activation_function": "relu"},
         {"pooling_strategy": "max", "activation_function": "log1p_relu"},
         {"pooling_strategy": "max", "activation_function": "relu", "max_active_dims": 4},
+        {
+            "pooling_strategy": "sum",
+            "activation_function": "log1p_relu",
+            "fill_mask_transformer": 1,
+        },
     ],
-    ids=["max", "sum", "log1p_relu", "max_active_dims"],
+    ids=["max", "sum", "log1p_relu", "max_active_dims", "fill_mask_transformer"],
 )
 def test_matches_sparse_encoder_folder(tmp_path: Path, pooling: dict) -> None:
     folder, st = saved_sparse_encoder(tmp_path, **pooling)
-    assert splade_spec(folder) == SpladeSpec(**{"max_active_dims": None, **pooling})
+    fields = {k: v for k, v in pooling.items() if k != "fill_mask_transformer"}
+    assert splade_spec(folder) == SpladeSpec(**{"max_active_dims": None, **fields})
     # sentence-transformers cuts at max_seq_length: so does truncate (sum always does)
     model = SparseEmbedder.load(folder, batch_size=3, windows=WindowConfig(truncate=True), **FP32)
     assert model.embedder.max_length == MAX_SEQ_LENGTH  # the folder's, not the 24 positions

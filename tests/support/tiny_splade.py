@@ -44,12 +44,20 @@ def hf_masked_lm(root: Path, seed: int = 0) -> Path:
 
 def sparse_encoder(hf_folder: Path, **pooling) -> object:
     """sentence-transformers' SparseEncoder over ``hf_folder``; ``pooling``: SpladePooling's
-    keywords, plus ``max_active_dims`` for the encoder."""
+    keywords, plus ``max_active_dims`` for the encoder and ``fill_mask_transformer`` for the
+    module sentence-transformers 6 recommends (``Transformer(transformer_task="fill-mask")``)
+    instead of ``MLMTransformer``, which existing SPLADE folders name."""
     from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
     k = pooling.pop("max_active_dims", None)
-    mlm = MLMTransformer(str(hf_folder), max_seq_length=MAX_SEQ_LENGTH)
+    if pooling.pop("fill_mask_transformer", False):
+        mlm = Transformer(
+            str(hf_folder), transformer_task="fill-mask", max_seq_length=MAX_SEQ_LENGTH
+        )
+    else:
+        mlm = MLMTransformer(str(hf_folder), max_seq_length=MAX_SEQ_LENGTH)
     return SparseEncoder(modules=[mlm, SpladePooling(**pooling)], device="cpu", max_active_dims=k)
 
 
