@@ -28,9 +28,8 @@ HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.inference.embedder import Embedder, LayerSpec
     from bertkit.model.pooling import (
+        EMBED_POOLINGS,
         LAYER_COMBINES,
-        POOLINGS,
-        SPLADE,
         SPLADE_ACTIVATIONS,
         SPLADE_STRATEGIES,
         SpladeSpec,
@@ -48,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--pooling",
-        choices=(*POOLINGS, SPLADE),
+        choices=EMBED_POOLINGS,
         default=None,
         help="token vectors -> one vector; splade: a sparse vector from the masked-LM head, "
         "written as .jsonl of indices and values (default: the folder's sentence-transformers "

@@ -13,6 +13,8 @@ from bertkit.errors import ConfigError
 POOLINGS = ("cls", "mean", "max")
 SPLADE = "splade"
 """The pooling name that asks for sparse vectors (``bertkit embed --pooling splade``)."""
+EMBED_POOLINGS = (*POOLINGS, SPLADE)
+"""``bertkit embed``'s choices: the dense poolings, and SPLADE from the masked-LM head."""
 SPLADE_STRATEGIES = ("max", "sum")
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")
 
