@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def test_poolings_come_from_the_registry(parser):
-    from bertkit.model.pooling import LAYER_COMBINES, POOLINGS
+    from bertkit.model.pooling import EMBED_POOLINGS, LAYER_COMBINES, POOLINGS, SPLADE
     from bertkit.tasks.embedding import POOLINGS as FAMILY_POOLINGS
 
     assert set(FAMILY_POOLINGS) == set(POOLINGS)  # the torch-free copy of bertkit.tasks
@@ -37,7 +37,8 @@ def test_poolings_come_from_the_registry(parser):
         FAMILY_POOLINGS
     )
     assert _option(_sub(parser, "serve"), "--pooling").choices == list(POOLINGS)
-    assert _option(_sub(parser, "embed"), "--pooling").choices == POOLINGS
+    assert _option(_sub(parser, "embed"), "--pooling").choices == EMBED_POOLINGS
+    assert (*POOLINGS, SPLADE) == EMBED_POOLINGS  # embed alone also writes SPLADE vectors
     assert _option(_sub(parser, "embed"), "--layer-combine").choices == list(LAYER_COMBINES)
 
 

@@ -4,6 +4,11 @@ Lines longer than the model's limit are read in windows (``--truncate`` cuts the
 ``--layers``/``--layer-combine`` pick the hidden layers (the paper's feature-based approach) and
 ``--per-token`` writes one vector per word piece with its character offsets (``.npy`` plus a
 ``.jsonl`` index beside it).
+
+``--pooling splade`` (the default for a sentence-transformers ``SparseEncoder`` folder) writes
+SPLADE vectors from the masked-LM head (:mod:`bertkit.inference.sparse`) as JSON lines
+``{"line": 1, "indices": [...], "values": [...]}``, the non-zero entries only: a dense ``.npy``
+would hold a vocabulary's worth (30522 floats) per line, nearly all zero.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.inference.embedder import Embedder, LayerSpec
-    from bertkit.model.pooling import LAYER_COMBINES, POOLINGS
+    from bertkit.model.pooling import (
+        EMBED_POOLINGS,
+        LAYER_COMBINES,
+        SPLADE_ACTIVATIONS,
+        SPLADE_STRATEGIES,
+        SpladeSpec,
+    )
 
     options.add_model(p, "checkpoint folder (config.json, weights, vocab.txt or tokenizer.json)")
     p.add_argument(
@@ -36,9 +47,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--pooling",
-        choices=POOLINGS,
+        choices=EMBED_POOLINGS,
         default=None,
-        help="token vectors -> one vector (default: the folder's sentence-transformers pooling, else mean)",
+        help="token vectors -> one vector; splade: a sparse vector from the masked-LM head, "
+        "written as .jsonl of indices and values (default: the folder's sentence-transformers "
+        "pooling, splade for a SparseEncoder folder, else mean)",
+    )
+    options.add_fields(
+        p,
+        SpladeSpec,
+        SPLADE_FLAGS,
+        flags=SPLADE_FLAGS,
+        choices={"pooling_strategy": SPLADE_STRATEGIES, "activation_function": SPLADE_ACTIVATIONS},
+        saved=True,
     )
     p.add_argument(
         "--normalize",
@@ -71,6 +92,79 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_allow_pickle(p)
     options.add_split_special_tokens(p)
     options.add_encoding_errors(p)
+
+
+SPLADE_FLAGS = {
+    "pooling_strategy": "--splade-pooling",
+    "activation_function": "--splade-activation",
+    "max_active_dims": "--max-active-dims",
+}
+"""The SpladeSpec fields the CLI sets (default: the folder's SpladePooling), and their flags."""
+
+
+def _is_sparse(args: argparse.Namespace) -> bool:
+    """``--pooling splade``, or no ``--pooling`` and a SparseEncoder folder; ConfigError for a
+    SPLADE flag given with another pooling."""
+    from bertkit.errors import ConfigError
+    from bertkit.interop.sentence_folder import splade_spec
+    from bertkit.model.pooling import SPLADE
+
+    sparse = args.pooling == SPLADE or (
+        args.pooling is None and splade_spec(args.model) is not None
+    )
+    stray = [flag for name, flag in SPLADE_FLAGS.items() if getattr(args, name) is not None]
+    if stray and not sparse:
+        flags = ", ".join(stray)
+        raise ConfigError(f"{flags}: SPLADE settings, for --pooling splade only")
+    return sparse
+
+
+def _run_sparse(args: argparse.Namespace) -> int:
+    """SPLADE vectors as JSON lines (see the module doc)."""
+    from bertkit.errors import InputError
+    from bertkit.inference.sparse import SparseEmbedder
+    from bertkit.io import atomic_write
+    from bertkit.tasks.windows import WindowConfig
+
+    refused = {
+        "a folder output": options.is_folder_output(args.output),
+        ".npy (dense vectors of the vocabulary's size)": Path(args.output).suffix.lower()
+        != ".jsonl",
+        "--per-token": args.per_token,
+        "--normalize": args.normalize is not None,
+        "--layers": bool(args.layers),
+    }
+    bad = [what for what, hit in refused.items() if hit]
+    if bad:
+        raise InputError(
+            args.output,
+            None,
+            f"--pooling splade writes one .jsonl file of sparse vectors; not with {bad[0]}",
+        )
+    model = SparseEmbedder.load(
+        args.model,
+        **options.given(args, SPLADE_FLAGS),
+        max_length=args.max_length,
+        windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
+        **options.loading_values(args),
+    )
+    texts = _read_lines(args.input, args.encoding_errors)
+    start = time.perf_counter()
+    vectors, counts = model.embed(texts)
+    with atomic_write(Path(args.output), "w") as f:
+        for n, vec in enumerate(vectors, start=1):
+            row = {"line": n, "indices": vec.indices.tolist(), "values": vec.values.tolist()}
+            f.write(json.dumps(row) + "\n")
+    seconds = time.perf_counter() - start
+    spec, active = model.spec, sum(len(v.indices) for v in vectors) / max(len(vectors), 1)
+    print(
+        f"embedded {len(texts)} lines -> {args.output} (SPLADE {spec.pooling_strategy} pooling, "
+        f"{active:.1f} of {model.vocab_size} entries non-zero on average, "
+        f"{model.embedder.precision}; {len(texts) / max(seconds, 1e-9):.1f} lines/s); "
+        f"long inputs: {counts.summary('lines')}",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _read_lines(path: Path | None, errors: str) -> list[str]:
@@ -158,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.input is not None:  # before the model loads; a FIFO is read once, as stdin
         require_file(args.input, stream=True)
+    if _is_sparse(args):
+        return _run_sparse(args)
     folder = options.is_folder_output(args.output)
     args.output = Path(args.output)
     if folder and args.per_token:

@@ -2,7 +2,8 @@
 
 - :func:`pipeline` (``pipeline.py``): one entry point by task name.
 - :class:`Embedder` (``embedder.py``; texts, or :class:`TokenIds` as they are),
-  :class:`FillMasker` (``fill_mask.py``).
+  :class:`FillMasker` (``fill_mask.py``), :class:`SparseEmbedder` (``sparse.py``: SPLADE
+  vectors from the masked-LM head).
 - :class:`TaskModel` and its family classes :class:`Classifier`, :class:`Tagger`,
   :class:`QuestionAnswerer`, :class:`ChoiceScorer` (``task_model.py``).
 - :func:`predict_rows` (``runner.py``): the forward loop shared with dev scoring in fine-tuning.
@@ -15,6 +16,7 @@ from bertkit.inference.embedder import Embedder, PoolingSpec
 from bertkit.inference.fill_mask import FillMasker
 from bertkit.inference.pipeline import TASKS, pipeline, task_of
 from bertkit.inference.runner import predict_rows, to_torch
+from bertkit.inference.sparse import SparseEmbedder, SparseVector
 from bertkit.inference.task_model import (
     ChoiceScorer,
     Classifier,
@@ -32,6 +34,8 @@ __all__ = [
     "FillMasker",
     "PoolingSpec",
     "QuestionAnswerer",
+    "SparseEmbedder",
+    "SparseVector",
     "Tagger",
     "TaskModel",
     "TokenIds",

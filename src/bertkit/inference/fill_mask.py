@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from bertkit import precision as P
@@ -134,30 +133,3 @@ class FillMasker:
                 for r, p, i in zip(rows, top.values.tolist(), top.indices.tolist()):
                     results[idx[r]].append(list(zip(tok.convert_ids_to_tokens(i), p)))
         return results
-
-    @torch.inference_mode()
-    def sparse_vectors(self, ids: Sequence[Sequence[int]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """SPLADE vectors of token id lists: ``max over tokens of log(1 + relu(logits))`` over
-        the vocabulary, as (indices, values) of the non-zero entries, indices ascending (what
-        text-embeddings-inference's ``/embed_sparse`` returns for a masked-LM model).
-        Padding is left out of the max; [CLS] and [SEP] take part, as there."""
-        model, tok = self.model, self.tokenizer
-        model.eval()
-        device = next(model.parameters()).device
-        out: list[tuple[np.ndarray, np.ndarray]] = [
-            (np.zeros(0, np.int64), np.zeros(0, np.float32))
-        ] * len(ids)
-        batches = length_batches([len(x) for x in ids], self.batch_size)
-        with P.autocast(self.precision, device):
-            for idx in batches:
-                batch = collate([ids[i] for i in idx], None, tok.pad_token_id or 0)
-                batch = {key: v.to(device) for key, v in batch.items()}
-                hidden = model.bert(**batch).last_hidden_state  # (B, T, H)
-                logits = model.mlm(hidden, model.bert.embeddings.word.weight).float()  # (B, T, V)
-                weights = torch.log1p(torch.relu(logits))
-                weights = weights.masked_fill(batch["attention_mask"][..., None] == 0, 0.0)
-                pooled = weights.amax(dim=1).cpu().numpy()  # (B, V)
-                for r, i in enumerate(idx):
-                    nz = np.flatnonzero(pooled[r])
-                    out[i] = (nz, pooled[r, nz])
-        return out

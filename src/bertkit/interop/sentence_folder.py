@@ -13,6 +13,12 @@ A sentence-transformers folder is a Hugging Face BERT folder plus:
   (false: the tokenizer lowercases);
 - ``config_sentence_transformers.json``: versions and the similarity function.
 
+A sentence-transformers ``SparseEncoder`` folder (SPLADE) has ``MLMTransformer`` (or
+``Transformer`` with ``"transformer_task": "fill-mask"``) -> ``SpladePooling`` instead, its
+``config.json`` holding ``pooling_strategy`` and ``activation_function``, and may cap the
+active dimensions (``max_active_dims`` in ``config_sentence_transformers.json``):
+:func:`splade_spec` reads them.
+
 The written folder uses the classic module names (``sentence_transformers.models.Pooling``),
 which sentence-transformers 2 to 6 load (6 maps them to its new ones).
 """
@@ -27,7 +33,7 @@ from typing import Any
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_write_text
-from bertkit.model.pooling import POOLINGS
+from bertkit.model.pooling import POOLINGS, SpladeSpec
 from bertkit.tokenizer.conventions import LARGE_INTEGER, read_config
 
 MODULES = "modules.json"
@@ -101,6 +107,34 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
     return PoolingSpec(**spec)
+
+
+def splade_spec(directory: str | Path) -> SpladeSpec | None:
+    """The SPLADE pooling a sentence-transformers ``SparseEncoder`` folder declares (its
+    ``SpladePooling`` module's config and the folder's ``max_active_dims``), or None for a
+    folder without that module. Raises CheckpointError for an unreadable or unknown config."""
+    root = Path(directory)
+    modules_file = root / MODULES
+    if not modules_file.is_file():
+        return None
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        kinds = {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
+        if "SpladePooling" not in kinds:
+            return None
+        path = root / kinds["SpladePooling"] / "config.json"
+        cfg = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        versions = root / VERSIONS
+        top = json.loads(versions.read_text(encoding="utf-8")) if versions.is_file() else {}
+        return SpladeSpec(
+            cfg.get("pooling_strategy", "max"),
+            cfg.get("activation_function", "relu"),
+            top.get("max_active_dims"),
+        )
+    except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
+    except ConfigError as e:
+        raise CheckpointError(f"{root}: {e}") from e
 
 
 def save_sentence_transformers_files(

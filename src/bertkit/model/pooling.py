@@ -1,6 +1,9 @@
-"""Sentence vectors from token vectors: [CLS] or masked mean, optionally L2-normalised."""
+"""Sentence vectors from token vectors: [CLS] or masked mean, optionally L2-normalised; and
+SPLADE's sparse vectors from masked-LM logits (:class:`SpladeSpec`, :func:`splade_pool`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -8,6 +11,12 @@ import torch.nn.functional as F
 from bertkit.errors import ConfigError
 
 POOLINGS = ("cls", "mean", "max")
+SPLADE = "splade"
+"""The pooling name that asks for sparse vectors (``bertkit embed --pooling splade``)."""
+EMBED_POOLINGS = (*POOLINGS, SPLADE)
+"""``bertkit embed``'s choices: the dense poolings, and SPLADE from the masked-LM head."""
+SPLADE_STRATEGIES = ("max", "sum")
+SPLADE_ACTIVATIONS = ("relu", "log1p_relu")
 
 
 def pool(
@@ -60,3 +69,62 @@ def combine_layers(
     if how == "mean":
         return torch.stack(picked).mean(0)
     raise ValueError(f"layer combine must be one of {LAYER_COMBINES}, got {how!r}")
+
+
+@dataclass(frozen=True)
+class SpladeSpec:
+    """How masked-LM logits become one sparse vector over the vocabulary: sentence-transformers'
+    ``SpladePooling`` (its config keys) and ``SparseEncoder``'s ``max_active_dims``."""
+
+    pooling_strategy: str = "max"
+    """How each vocabulary entry's per-token weights are joined: max (SPLADE v2 and later) or sum
+    (the first SPLADE)."""
+    activation_function: str = "relu"
+    """Per token weight: relu gives log(1 + relu(logit)); log1p_relu takes log(1 + .) once more
+    (OpenSearch's SPLADE models)."""
+    max_active_dims: int | None = None
+    """Keep only the largest this many entries of each vector (none: every non-zero one)."""
+
+    def __post_init__(self) -> None:
+        if self.pooling_strategy not in SPLADE_STRATEGIES:
+            raise ConfigError(
+                f"SPLADE pooling strategy must be one of {', '.join(SPLADE_STRATEGIES)}, "
+                f"got {self.pooling_strategy!r}"
+            )
+        if self.activation_function not in SPLADE_ACTIVATIONS:
+            raise ConfigError(
+                f"SPLADE activation must be one of {', '.join(SPLADE_ACTIVATIONS)}, "
+                f"got {self.activation_function!r}"
+            )
+        k = self.max_active_dims
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ConfigError(f"max active dims must be a positive integer, got {k!r}")
+
+
+def splade_pool(
+    logits: torch.Tensor,
+    attention_mask: torch.Tensor,
+    strategy: str = "max",
+    activation: str = "relu",
+) -> torch.Tensor:
+    """logits (B, T, V), attention_mask (B, T) -> (B, V) non-negative weights.
+
+    Each token weighs vocabulary entry v by log(1 + relu(logit_v)) (``log1p_relu``: log1p once
+    more), and the real tokens' weights are joined by max or sum: padding adds nothing, [CLS]
+    and [SEP] count as any token, as in sentence-transformers' ``SpladePooling``. Example: one
+    text whose two tokens have logits [2, -1] and [0, 3] -> max [log 3, log 4]."""
+    weights = torch.log1p(torch.relu(logits))
+    if activation == "log1p_relu":
+        weights = torch.log1p(weights)
+    elif activation != "relu":
+        raise ValueError(
+            f"SPLADE activation must be one of {SPLADE_ACTIVATIONS}, got {activation!r}"
+        )
+    weights = weights.masked_fill(attention_mask[..., None] == 0, 0.0)  # (B, T, V)
+    if strategy == "max":
+        return weights.amax(1)
+    if strategy == "sum":
+        return weights.sum(1)
+    raise ValueError(
+        f"SPLADE pooling strategy must be one of {SPLADE_STRATEGIES}, got {strategy!r}"
+    )

@@ -18,6 +18,7 @@ from bertkit.serve.errors import ServeError
 
 if TYPE_CHECKING:
     from bertkit.inference import Embedder, FillMasker
+    from bertkit.inference.sparse import SparseEmbedder
     from bertkit.serve.metrics import Metrics
     from bertkit.serve.settings import ServeSettings
 
@@ -34,6 +35,7 @@ class EmbeddingInputs:
     metrics: Metrics
     embedder: Embedder | None
     masker: FillMasker | None
+    sparse: SparseEmbedder | None
     prompts: dict[str, str]
     default_prompt: str | None
     matryoshka: tuple[int, ...]
@@ -161,9 +163,14 @@ class EmbeddingInputs:
     def embed_sparse(
         self, inputs: Sequence[str | TokenIds], truncate: bool
     ) -> list[list[dict[str, Any]]]:
-        assert self.masker is not None
-        found = self.masker.sparse_vectors([w.input_ids for w in self.fitting(inputs, truncate)])
+        """TEI's ``/embed_sparse``: each input's SPLADE vector (one window, as the other
+        per-token routes read it) as ``[{"index", "value"}]``, indices ascending."""
+        assert self.sparse is not None
+        windows = self.fitting(inputs, truncate)
+        found = self.sparse.combine(
+            self.sparse.window_vectors(windows), range(len(windows)), len(windows)
+        )
         return [
-            [{"index": int(i), "value": float(v)} for i, v in zip(idx, val, strict=True)]
-            for idx, val in found
+            [{"index": int(i), "value": float(v)} for i, v in zip(x.indices, x.values, strict=True)]
+            for x in found
         ]

@@ -34,6 +34,7 @@ from bertkit.inference import (
     task_of,
 )
 from bertkit.inference.fill_mask import MaskCutError
+from bertkit.inference.sparse import SparseEmbedder
 from bertkit.inference.token_ids import outside_vocabulary
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
 from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
@@ -65,6 +66,7 @@ class Engine(EmbeddingInputs):
         self.task = task_of(directory)
         self.embedder: Embedder | None = None
         self.masker: FillMasker | None = None
+        self.sparse: SparseEmbedder | None = None
         self.task_model: TaskModel | None = None
         self.worker: Worker | None = None
         self.ready = threading.Event()
@@ -95,6 +97,10 @@ class Engine(EmbeddingInputs):
             # the worker batches by tokens; each request says whether to normalise
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
             self.embedder = emb
+            if self.masker is not None:  # the folder's SpladePooling, if it has one
+                self.sparse = SparseEmbedder.of(
+                    self.masker.model, emb, batch_size=self.masker.batch_size
+                )
             self.prompts, self.default_prompt = prompts_of(self.directory)
             self.matryoshka = matryoshka_dims(self.directory)
         else:
@@ -154,7 +160,7 @@ class Engine(EmbeddingInputs):
         if self.task != "feature-extraction":
             one_output = self.task == "text-classification" and self._one_output()
             return [_TASK_CAPS[self.task], *(["rerank"] if one_output else []), "tokenize"]
-        masked = ["fill-mask", "embed_sparse"] if self.masker else []
+        masked = ["fill-mask", *(["embed_sparse"] if self.sparse else [])] if self.masker else []
         return ["embed", "embed_all", "similarity", "tokenize", "decode", *masked]
 
     def _one_output(self) -> bool:

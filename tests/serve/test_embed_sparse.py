@@ -1,0 +1,41 @@
+"""/embed_sparse through the real app on a sentence-transformers SparseEncoder folder: the
+folder's SpladePooling (sum, max_active_dims) is what the route computes, as SparseEncoder.encode
+gives it; long inputs 413 unless truncate; a model without a masked-LM head 404 (in
+test_token_routes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from support.tiny_splade import MAX_SEQ_LENGTH, saved_sparse_encoder
+
+from .conftest import serve
+
+TEXTS = ["the cat sat on the mat", "dog", "a big red house by the river"]
+
+
+def test_embed_sparse_is_the_sparse_encoders_vector(tmp_path: Path) -> None:
+    folder, st = saved_sparse_encoder(tmp_path, pooling_strategy="sum", max_active_dims=5)
+    long = " ".join(["the big dog ran on the road"] * 3)
+    want = st.encode([*TEXTS, long], convert_to_tensor=True).to_dense().numpy()  # type: ignore[attr-defined]
+    with serve(models=[str(folder)]) as client:
+        assert "embed_sparse" in client.get("/info").json()["models"][0]["capabilities"]
+        got = client.post("/embed_sparse", json={"inputs": TEXTS})
+        assert got.status_code == 200, got.text
+        for sparse, row in zip(got.json(), want[:3], strict=True):
+            assert set(sparse[0]) == {"index", "value"}
+            index = [e["index"] for e in sparse]
+            assert index == np.flatnonzero(row).tolist() and len(index) == 5
+            np.testing.assert_allclose([e["value"] for e in sparse], row[index], atol=1e-5)
+        one = client.post("/embed_sparse", json={"inputs": "dog"}).json()
+        assert len(one) == 1 and one[0] == got.json()[1]  # a list per input, for one too
+        r = client.post("/embed_sparse", json={"inputs": long})
+        assert r.status_code == 413 and "truncate" in r.json()["error"]
+        cut = client.post("/embed_sparse", json={"inputs": [long], "truncate": True}).json()[0]
+        assert [e["index"] for e in cut] == np.flatnonzero(want[-1]).tolist()
+        np.testing.assert_allclose([e["value"] for e in cut], want[-1][want[-1] > 0], atol=1e-5)
+        assert len(long.split()) + 2 > MAX_SEQ_LENGTH
+        r = client.post("/embed_sparse", json={"inputs": 3})
+        assert r.status_code == 422 and "inputs" in r.text
