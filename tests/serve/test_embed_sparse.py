@@ -39,3 +39,22 @@ def test_embed_sparse_is_the_sparse_encoders_vector(tmp_path: Path) -> None:
         assert len(long.split()) + 2 > MAX_SEQ_LENGTH
         r = client.post("/embed_sparse", json={"inputs": 3})
         assert r.status_code == 422 and "inputs" in r.text
+
+
+def test_a_sparse_encoder_folder_is_not_served_for_dense_embeddings(tmp_path: Path) -> None:
+    """As TEI serves a SPLADE model: /embed, /v1/embeddings and /similarity are refused with a
+    4xx naming what it serves, and TEI's default route (POST /) answers as /embed_sparse."""
+    folder, _ = saved_sparse_encoder(tmp_path)
+    with serve(models=[str(folder)]) as client:
+        caps = client.get("/info").json()["models"][0]["capabilities"]
+        assert "embed_sparse" in caps and "embed" not in caps and "similarity" not in caps
+        for route, body in (
+            ("/embed", {"inputs": TEXTS}),
+            ("/v1/embeddings", {"input": TEXTS}),
+            ("/similarity", {"inputs": {"source_sentence": "dog", "sentences": TEXTS}}),
+        ):
+            r = client.post(route, json=body)
+            assert 400 <= r.status_code < 500 and "embed_sparse" in r.text, (route, r.text)
+        default = client.post("/", json={"inputs": TEXTS})
+        assert default.status_code == 200, default.text
+        assert default.json() == client.post("/embed_sparse", json={"inputs": TEXTS}).json()

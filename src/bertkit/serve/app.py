@@ -12,7 +12,6 @@ import base64
 import json
 import logging
 import os
-import uuid
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -23,13 +22,12 @@ from fastapi.responses import HTMLResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bertkit import __version__, hardware
-from bertkit.evaluation.retrieval import rerank_order
 from bertkit.serve import errors
 from bertkit.serve.errors import EMPTY, ServeError
 from bertkit.serve.limits import Limits
 from bertkit.serve.metrics import Metrics, Observe
+from bertkit.serve.rerank_routes import add_rerank_routes
 from bertkit.serve.schemas import (
-    CohereRerankRequest,
     EmbedRequest,
     FillMaskRequest,
     JSONBodyRoute,
@@ -40,6 +38,7 @@ from bertkit.serve.schemas import (
     SimilarityRequest,
     TagRequest,
     TokenizeRequest,
+    TokenVectorsRequest,
     inputs_of,
     read_json,
     refuse_blank_qa,
@@ -231,74 +230,15 @@ def create_app(settings: ServeSettings) -> FastAPI:
         top_k = req.parameters.top_k if req.parameters is not None else None
         return out if top_k is None else [ranked[:top_k] for ranked in out]
 
-    @app.post("/rerank", summary="relevance of each text to a query (a one-output classifier)")
-    async def rerank(req: RerankRequest) -> Response:
-        _cut_end_only(req.truncation_direction)
-        engine = server.engine("rerank", req.model)
-        scores, _ = await server.relevance(
-            engine, req.query, req.texts, "texts", truncate=req.truncate, raw_scores=req.raw_scores
-        )
-        order = rerank_order(scores)[: req.top_n]
-        return _json(
-            [
-                {
-                    "index": i,
-                    "score": scores[i],
-                    **({"text": req.texts[i]} if req.return_text else {}),
-                }
-                for i in order
-            ]
-        )
-
-    @app.post("/v1/rerank", summary="rerank in the shape of Cohere, Jina, vLLM and Infinity")
-    @app.post("/v2/rerank", summary="rerank in the shape of Cohere's v2 API (the same body)")
-    async def cohere_rerank(req: CohereRerankRequest) -> Response:
-        """The scores /rerank gives (sigmoid, long pairs in windows; what is read of each
-        document capped as :class:`CohereRerankRequest` says), in the shape RAG clients read:
-        ``results`` best first, each ``{index, relevance_score, document?}`` (as sent), and the
-        tokens read as ``usage``. Errors in OpenAI's shape (under /v2/ too), as vLLM answers."""
-        if req.rank_fields not in (None, ["text"]):
-            raise ServeError(422, 'rank_fields: bertkit ranks a document\'s "text" only')
-        # a name the server does not serve picks the default reranker, as /v1/embeddings does:
-        # clients send their hosted model's name (LangChain's CohereRerank: rerank-english-v3.0)
-        engine = server.engine("rerank", req.model if req.model in server.engines else None)
-        texts = req.texts()
-        # the shape has no truncate field (None): long pairs are read in windows, as /rerank's
-        # default, and a 413 does not tell the client to send one
-        scores, tokens = await server.relevance(
-            engine,
-            req.query,
-            texts,
-            "documents",
-            truncate=None,
-            max_tokens_per_text=req.max_tokens_per_doc,
-            max_windows=req.max_chunks_per_doc,
-        )
-        order = rerank_order(scores)[: req.top_n or None]
-        documents = req.return_documents is not False
-        results = [
-            {
-                "index": i,
-                "relevance_score": scores[i],
-                **({"document": {"text": texts[i]}} if documents else {}),
-            }
-            for i in order
-        ]
-        return _json(
-            {
-                "id": f"rerank-{uuid.uuid4().hex}",
-                "model": engine.name,
-                "results": results,
-                "usage": {"total_tokens": tokens},
-            }
-        )
+    rerank = add_rerank_routes(app, server, _json, _cut_end_only)
+    embed_sparse = add_token_routes(app, server, _json, _cut_end_only)
 
     @app.post("/", summary="TEI's default route: the served model's own task")
     async def default_route(request: Request) -> Response:
         """What text-embeddings-inference answers at its base URL, and where huggingface_hub's
         InferenceClient(model=URL) sends every call: a rerank body ({query, texts}) or a
         similarity body ({inputs: {source_sentence, sentences}}) by its shape, else the named
-        (or first) model's task: embed, predict (classifiers), ner or qa. Classification answers
+        (or first) model's task: embed, embed_sparse (SPLADE), predict (classifiers), ner or qa. Classification answers
         in the Inference API's shape, a list of labels per input even for one input (what
         InferenceClient.text_classification reads), where /predict answers one input unwrapped."""
         body = await read_json(request)  # read once already, by the route (JSONBodyRoute)
@@ -329,6 +269,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         body = {**body, "model": engine.name}
         if "embed" in caps:
             return await embed(_validated(EmbedRequest, body))
+        if "embed_sparse" in caps:  # a SparseEncoder folder, as TEI serves a SPLADE model
+            return await embed_sparse(_validated(TokenVectorsRequest, body))
         if "predict" in caps:  # the Inference API's shape: a list per input, one input too
             return _json(await classify(_validated(PredictRequest, body)))
         if "tag" in caps:
@@ -368,8 +310,6 @@ def create_app(settings: ServeSettings) -> FastAPI:
         server.check_count(len(texts))
         out = await server.run(engine, lambda: engine.fill_mask(texts, req.top_k, req.truncate))
         return _json(out[0] if isinstance(req.inputs, str) else out)
-
-    add_token_routes(app, server, _json, _cut_end_only)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:

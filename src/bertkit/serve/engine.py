@@ -5,7 +5,7 @@ blocking call the routes await through the worker.
 folder             capabilities
 =================  ============================================================================
 encoder            embed, embed_all, similarity, tokenize, decode (+ fill-mask and embed_sparse
-                   when it has masked-LM weights)
+                   when it has masked-LM weights; a SparseEncoder folder: no embed, similarity)
 fine-tuned         its family's: predict (glue/classify), tag (ner/tag), qa (squad),
                    choose (swag); and tokenize
 one-output         predict and rerank: a sequence classifier with one output (a CrossEncoder
@@ -36,7 +36,7 @@ from bertkit.inference import (
 from bertkit.inference.fill_mask import MaskCutError
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.inference.token_ids import outside_vocabulary
-from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of
+from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of, splade_spec
 from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
@@ -67,6 +67,9 @@ class Engine(EmbeddingInputs):
         self.embedder: Embedder | None = None
         self.masker: FillMasker | None = None
         self.sparse: SparseEmbedder | None = None
+        self.sparse_only = False
+        """A sentence-transformers SparseEncoder folder: its vectors are the SPLADE ones, so it
+        is not offered for dense embeddings (TEI serves a SPLADE model at /embed_sparse only)."""
         self.task_model: TaskModel | None = None
         self.worker: Worker | None = None
         self.ready = threading.Event()
@@ -101,6 +104,7 @@ class Engine(EmbeddingInputs):
                 self.sparse = SparseEmbedder.of(
                     self.masker.model, emb, batch_size=self.masker.batch_size
                 )
+                self.sparse_only = splade_spec(self.directory) is not None
             self.prompts, self.default_prompt = prompts_of(self.directory)
             self.matryoshka = matryoshka_dims(self.directory)
         else:
@@ -161,7 +165,9 @@ class Engine(EmbeddingInputs):
             one_output = self.task == "text-classification" and self._one_output()
             return [_TASK_CAPS[self.task], *(["rerank"] if one_output else []), "tokenize"]
         masked = ["fill-mask", *(["embed_sparse"] if self.sparse else [])] if self.masker else []
-        return ["embed", "embed_all", "similarity", "tokenize", "decode", *masked]
+        caps = ["embed", "embed_all", "similarity", "tokenize", "decode", *masked]
+        dense = ("embed", "similarity")
+        return [c for c in caps if not (self.sparse_only and c in dense)]
 
     def _one_output(self) -> bool:
         adapter = self.task_model.adapter if self.task_model is not None else None

@@ -91,7 +91,10 @@ class Server:
             if not able:
                 if not self.ready:
                     raise ServeError(503, "models are still loading; see /health", "unhealthy")
-                served = ", ".join(f"{e.name} ({e.task})" for e in self.engines.values())
+                served = "; ".join(
+                    f"{e.name} ({e.task}: {', '.join(e.capabilities)})"
+                    for e in self.engines.values()
+                )
                 raise ServeError(
                     404, f"no served model can {capability} (models: {served})", "not_found"
                 )

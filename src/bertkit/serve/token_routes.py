@@ -9,7 +9,7 @@ there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -20,8 +20,9 @@ from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest, inputs_of,
 
 def add_token_routes(
     app: FastAPI, server: Any, to_json: Callable[[Any], Response], cut_end_only: Callable[..., None]
-) -> None:
-    """Register the routes on ``app`` (``server``: the app's :class:`~bertkit.serve.server.Server`)."""
+) -> Callable[[TokenVectorsRequest], Awaitable[Response]]:
+    """Register the routes on ``app`` (``server``: the app's :class:`~bertkit.serve.server.Server`);
+    returns the ``/embed_sparse`` handler, the default route's for a SPLADE folder."""
 
     async def prepared(req: TokenVectorsRequest, capability: str) -> tuple[Any, list[Any]]:
         cut_end_only(req.truncation_direction)
@@ -49,3 +50,5 @@ def add_token_routes(
         server.check_count(len(ids), "ids")
         refuse_empty([TokenIds(x) for x in ids], "ids")  # type: ignore[arg-type]
         return to_json(engine.decode(ids, req.skip_special_tokens))  # type: ignore[arg-type]
+
+    return embed_sparse
