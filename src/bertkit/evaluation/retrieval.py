@@ -169,8 +169,8 @@ class SparseRows:
 
 
 SEARCH_CELLS = 1 << 23
-"""Query-document scores one :func:`exact_sparse_search` block holds (8M float64: 64 MiB), and the
-postings it reads at once (about as many (row, document, weight) triples)."""
+"""Query-document scores one :func:`exact_sparse_search` block holds (8M float64: 64 MiB); it
+reads a quarter as many postings at once (about 50 bytes each in temporaries: 100 MiB)."""
 
 
 def exact_sparse_search(
@@ -188,7 +188,8 @@ def exact_sparse_search(
     The documents are turned into an inverted index (vocabulary id -> its documents and
     weights); a block of queries sums, for each of its entries, the weight times the postings of
     that id into a (block, D) float64 score matrix, so memory holds ``max(cells, D)`` scores plus
-    fewer than ``cells + D`` postings at a time, whatever Q and the number of entries.
+    fewer than ``cells / 4 + D`` postings at a time, whatever Q and the number of entries; the
+    index holds 8 bytes per non-zero document entry (int32 document, float32 weight).
     """
     if queries.size != documents.size:
         raise ValueError(f"vectors of size {queries.size} and {documents.size} do not match")
@@ -196,8 +197,10 @@ def exact_sparse_search(
     k = min(k, n_docs)
     ties = np.arange(n_docs) if ties is None else np.asarray(ties)
     order = np.argsort(documents.indices, kind="stable")  # by vocabulary id, documents ascending
-    post_docs = np.repeat(np.arange(n_docs), documents.active())[order]
-    post_vals = documents.values[order].astype(np.float64)
+    doc_type = np.int32 if n_docs < 2**31 else np.int64
+    post_docs = np.repeat(np.arange(n_docs, dtype=doc_type), documents.active())[order]
+    post_vals = documents.values[order]
+    del order
     post_ptr = np.concatenate(
         [[0], np.cumsum(np.bincount(documents.indices, minlength=queries.size))]
     )
@@ -212,14 +215,14 @@ def exact_sparse_search(
         starts, lengths = post_ptr[terms], post_ptr[terms + 1] - post_ptr[terms]
         block = np.zeros((last - first) * n_docs)
         # entries whose postings start in the same ``cells``-long stretch are read together
-        bucket = (np.cumsum(lengths) - lengths) // cells
+        bucket = (np.cumsum(lengths) - lengths) // max(1, cells // 4)
         cuts = np.flatnonzero(np.diff(bucket)) + 1
         for lo, hi in itertools.pairwise([0, *cuts.tolist(), len(terms)]):
             if lo == hi:
                 continue
             n = lengths[lo:hi]
             offset = np.repeat(starts[lo:hi] - np.cumsum(n) + n, n) + np.arange(n.sum())
-            keys = np.repeat(owner[lo:hi], n) * n_docs + post_docs[offset]
+            keys = np.repeat(owner[lo:hi], n) * n_docs + post_docs[offset]  # int64
             weights = np.repeat(queries.values[a + lo : a + hi].astype(np.float64), n)
             block += np.bincount(keys, weights * post_vals[offset], minlength=block.size)
         block = block.reshape(last - first, n_docs)  # (Qb, D)
