@@ -20,20 +20,14 @@ import sys
 import time
 from pathlib import Path
 
-from bertkit.cli import options
+from bertkit.cli import options, pooling_options
 
 HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT checkpoint"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.inference.embedder import Embedder, LayerSpec
-    from bertkit.model.pooling import (
-        EMBED_POOLINGS,
-        LAYER_COMBINES,
-        SPLADE_ACTIVATIONS,
-        SPLADE_STRATEGIES,
-        SpladeSpec,
-    )
+    from bertkit.model.pooling import LAYER_COMBINES
 
     options.add_model(p, "checkpoint folder (config.json, weights, vocab.txt or tokenizer.json)")
     p.add_argument(
@@ -45,21 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="vectors: .npy (float32 N x H) or .jsonl; a folder (DIR/, an existing folder "
         "or a name without suffix): .npy shards + manifest.json, streamed, resumable",
     )
-    p.add_argument(
-        "--pooling",
-        choices=EMBED_POOLINGS,
-        default=None,
-        help="token vectors -> one vector; splade: a sparse vector from the masked-LM head, "
+    pooling_options.add_pooling(
+        p,
+        "token vectors -> one vector; splade: a sparse vector from the masked-LM head, "
         "written as .jsonl of indices and values (default: the folder's sentence-transformers "
         "pooling, splade for a SparseEncoder folder, else mean)",
-    )
-    options.add_fields(
-        p,
-        SpladeSpec,
-        SPLADE_FLAGS,
-        flags=SPLADE_FLAGS,
-        choices={"pooling_strategy": SPLADE_STRATEGIES, "activation_function": SPLADE_ACTIVATIONS},
-        saved=True,
     )
     p.add_argument(
         "--normalize",
@@ -94,31 +78,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     options.add_encoding_errors(p)
 
 
-SPLADE_FLAGS = {
-    "pooling_strategy": "--splade-pooling",
-    "activation_function": "--splade-activation",
-    "max_active_dims": "--max-active-dims",
-}
-"""The SpladeSpec fields the CLI sets (default: the folder's SpladePooling), and their flags."""
-
-
-def _is_sparse(args: argparse.Namespace) -> bool:
-    """``--pooling splade``, or no ``--pooling`` and a SparseEncoder folder; ConfigError for a
-    SPLADE flag given with another pooling."""
-    from bertkit.errors import ConfigError
-    from bertkit.interop.sentence_folder import splade_spec
-    from bertkit.model.pooling import SPLADE
-
-    sparse = args.pooling == SPLADE or (
-        args.pooling is None and splade_spec(args.model) is not None
-    )
-    stray = [flag for name, flag in SPLADE_FLAGS.items() if getattr(args, name) is not None]
-    if stray and not sparse:
-        flags = ", ".join(stray)
-        raise ConfigError(f"{flags}: SPLADE settings, for --pooling splade only")
-    return sparse
-
-
 def _run_sparse(args: argparse.Namespace) -> int:
     """SPLADE vectors as JSON lines (see the module doc)."""
     from bertkit.errors import InputError
@@ -143,7 +102,7 @@ def _run_sparse(args: argparse.Namespace) -> int:
         )
     model = SparseEmbedder.load(
         args.model,
-        **options.given(args, SPLADE_FLAGS),
+        **pooling_options.splade_values(args),
         max_length=args.max_length,
         windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
         **options.loading_values(args),
@@ -252,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.input is not None:  # before the model loads; a FIFO is read once, as stdin
         require_file(args.input, stream=True)
-    if _is_sparse(args):
+    if pooling_options.is_sparse(args):
         return _run_sparse(args)
     folder = options.is_folder_output(args.output)
     args.output = Path(args.output)

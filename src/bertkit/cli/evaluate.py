@@ -14,6 +14,14 @@ with a cross-encoder first::
 
     bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
 
+A sentence-transformers ``SparseEncoder`` folder (or ``--pooling splade``: any checkpoint with a
+masked-LM head) is searched as ``SparseInformationRetrievalEvaluator`` searches it: SPLADE
+vectors, behind the folder's query and document prompts, exact search by their dot product
+(:func:`bertkit.inference.retrieval.sparse_search`), the same metrics plus the vectors' sparsity
+(``query_active_dims``, ``corpus_active_dims``, ``avg_flops`` ...)::
+
+    bertkit evaluate --model splade-folder --data nfcorpus --max-active-dims 64
+
 An embedding model (a folder with no ``bertkit_task.json`` and no sequence-classifier head: a
 sentence-transformers folder, one written by ``finetune embeddings``, any BERT encoder) on
 labelled sentence pairs is scored as sentence-transformers' evaluators score it: gold scores
@@ -39,7 +47,7 @@ import sys
 import time
 from pathlib import Path
 
-from bertkit.cli import options
+from bertkit.cli import options, pooling_options
 from bertkit.evaluation.retrieval import RERANK_TOP_K
 from bertkit.progress import took
 
@@ -77,6 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--reranker", default=None, help="cross-encoder folder to rerank the hits with")
     g.add_argument(
         "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
+    )
+    g = parser.add_argument_group("embedding model (sentence pairs or a BEIR folder)")
+    pooling_options.add_pooling(
+        g,
+        "token vectors -> one vector; splade: SPLADE vectors from the masked-LM head, searched "
+        "by their dot product (a BEIR folder only; default: the folder's sentence-transformers "
+        "pooling, splade for a SparseEncoder folder, else mean)",
     )
     g = parser.add_argument_group("labelled sentence pairs (an embedding model)")
     options.add_fields(g, TaskSettings, ("pair_kind",), choices={"pair_kind": PAIR_KINDS})
@@ -123,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
             f"--pair-kind {args.pair_kind} applies to an embedding model scored on labelled "
             f"sentence pairs, not to {what}"
         )
+    embedding = {**pooling_options.splade_values(args), "pooling": args.pooling}
+    given = [pooling_options.SPLADE_FLAGS.get(k, "--pooling") for k, v in embedding.items() if v]
+    if route in (_task, _pretraining) and given:
+        raise ConfigError(f"{given[0]} applies to an embedding model, not to {what}")
     return route(args)
 
 
@@ -175,6 +194,7 @@ def _retrieval(args: argparse.Namespace) -> int:
     from bertkit.errors import ConfigError
     from bertkit.inference import Classifier, Embedder
     from bertkit.inference.retrieval import evaluate_retrieval
+    from bertkit.inference.sparse import SparseEmbedder
     from bertkit.tasks.windows import WindowConfig
 
     if args.rerank_top_k < 1:
@@ -185,7 +205,12 @@ def _retrieval(args: argparse.Namespace) -> int:
     data = read_beir(args.data, split)
     common = options.loading_values(args)
     # over-long texts are cut, as sentence-transformers reads them
-    embedder = Embedder.load(args.model, windows=WindowConfig(truncate=True), **common)
+    cut = WindowConfig(truncate=True)
+    if pooling_options.is_sparse(args):
+        splade = pooling_options.splade_values(args)
+        embedder = SparseEmbedder.load(args.model, **splade, windows=cut, **common)
+    else:
+        embedder = Embedder.load(args.model, pooling=args.pooling, windows=cut, **common)
     reranker = Classifier.load(args.reranker, **common) if args.reranker else None
     print(
         f"{len(data.judged())} judged queries ({split}), {len(data.corpus)} documents",
@@ -194,11 +219,22 @@ def _retrieval(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     metrics = evaluate_retrieval(embedder, data, reranker=reranker, top_k=args.rerank_top_k)
     seconds = time.perf_counter() - start
+    if "sparsity" in metrics:
+        print(sparsity_line(metrics["sparsity"], embedder.vocab_size), file=sys.stderr)
     done = (
         f"scored {len(data.judged())} queries against {len(data.corpus)} documents of "
         f"{args.data} {took(seconds, len(data.corpus), 'documents')}"
     )
     return _report(metrics, args.output, done)
+
+
+def sparsity_line(stats: dict[str, float], size: int) -> str:
+    """The sparsity figures of :func:`bertkit.evaluation.retrieval.sparsity_stats` in a line."""
+    return (
+        f"SPLADE vectors: {stats['query_active_dims']:.1f} (queries) and "
+        f"{stats['corpus_active_dims']:.1f} (documents) of {size} entries non-zero on average, "
+        f"{stats['avg_flops']:.2f} shared per pair (avg FLOPS)"
+    )
 
 
 def _pretraining(args: argparse.Namespace) -> int:
@@ -226,15 +262,23 @@ def _pretraining(args: argparse.Namespace) -> int:
 
 def _pairs(args: argparse.Namespace) -> int:
     from bertkit.data.tasks.sentence_pairs import read_sentence_pairs
+    from bertkit.errors import ConfigError
     from bertkit.inference import Embedder
     from bertkit.inference.sentence_pairs import evaluate_pairs
     from bertkit.tasks.windows import WindowConfig
 
+    if pooling_options.is_sparse(args):
+        raise ConfigError(
+            f"{args.model}: SPLADE vectors are evaluated on a BEIR folder (retrieval), not on "
+            "sentence pairs; pass --pooling mean|cls|max for dense vectors"
+        )
     pairs = read_sentence_pairs(args.data, args.split, args.pair_kind)
     given = {k: v for k, v in options.window_values(args).items() if v is not None}
     # over-long texts are cut unless --no-truncate, as sentence-transformers reads them
     windows = WindowConfig(**{"truncate": True, **given})
-    embedder = Embedder.load(args.model, windows=windows, **options.loading_values(args))
+    embedder = Embedder.load(
+        args.model, pooling=args.pooling, windows=windows, **options.loading_values(args)
+    )
     print(f"{len(pairs.labels)} pairs: {pairs.describe()}", file=sys.stderr)
     start = time.perf_counter()
     result = evaluate_pairs(embedder, pairs)

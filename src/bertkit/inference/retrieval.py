@@ -9,6 +9,12 @@ keep their order after. ``relevance``: a cross-encoder's scores of pairs through
 its folder names, as sentence-transformers' ``CrossEncoder.predict`` gives them (mining's
 rescoring). ``evaluate_retrieval`` runs both and returns the metrics of
 :func:`bertkit.evaluation.retrieval.retrieval_metrics` for each stage.
+
+``sparse_search``: the same with a SPLADE model (:class:`SparseEmbedder`), as
+sentence-transformers' ``SparseInformationRetrievalEvaluator`` ranks with a ``SparseEncoder``:
+queries and documents behind the folder's query and document prompts, exact search by the
+sparse dot product (cosine for a folder that declares it) over an inverted index, ties by the
+document id; ``evaluate_retrieval`` adds its sparsity figures.
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ from bertkit.evaluation.retrieval import (
     DEFAULT_KS,
     RERANK_TOP_K,
     exact_search,
+    exact_sparse_search,
     rank_by_scores,
     rerank_order,
     retrieval_metrics,
+    sparsity_stats,
     unit_rows,
 )
 from bertkit.inference.embedder import Embedder
+from bertkit.inference.sparse import SparseEmbedder, as_rows
 from bertkit.inference.task_model import Classifier
-from bertkit.interop.sentence_folder import similarity_of
+from bertkit.interop.sentence_folder import similarity_of, task_prompt
 from bertkit.tasks.rerank import SIGMOID, sigmoid
 
 
@@ -45,6 +54,8 @@ class Ranked:
 
     rankings: dict[str, list[str]]
     seconds: dict[str, float]
+    sparsity: dict[str, float] | None = None
+    """A sparse search's :func:`bertkit.evaluation.retrieval.sparsity_stats`."""
 
 
 def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
@@ -67,6 +78,31 @@ def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> 
     )
 
 
+def sparse_search(model: SparseEmbedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
+    """The top ``k`` documents of each judged query by the SPLADE vectors' dot product (cosine
+    for a folder whose ``similarity_fn_name`` says so), each text behind its task's prompt
+    (:func:`task_prompt`); ties by the document id (sentence-transformers' order)."""
+    folder = model.embedder.source
+    prompt = {t: task_prompt(folder, t) if folder else "" for t in ("query", "document")}
+    cosine = (similarity_of(folder) if folder else None) == "cosine"
+    doc_ids, query_ids = list(data.corpus), data.judged()
+    t0 = time.perf_counter()
+    docs = as_rows(model([prompt["document"] + data.corpus[d] for d in doc_ids]), model.vocab_size)
+    t1 = time.perf_counter()
+    queries = as_rows(model([prompt["query"] + data.queries[q] for q in query_ids]), docs.size)
+    t2 = time.perf_counter()
+    ties = np.empty(len(doc_ids), dtype=np.int64)
+    ties[sorted(range(len(doc_ids)), key=doc_ids.__getitem__)] = np.arange(len(doc_ids))
+    unit = (lambda r: r.unit()) if cosine else (lambda r: r)
+    found, _ = exact_sparse_search(unit(queries), unit(docs), k, ties=ties)
+    t3 = time.perf_counter()
+    return Ranked(
+        rank_by_scores(doc_ids, found, query_ids),
+        {"embed_corpus": t1 - t0, "embed_queries": t2 - t1, "search": t3 - t2},
+        sparsity_stats(queries, docs),
+    )
+
+
 def rerank(reranker: Classifier, data: RetrievalSet, first: Ranked, top_k: int) -> Ranked:
     """``first``'s rankings with each query's top ``top_k`` reordered by ``reranker``'s score
     (ties keep the first-stage order)."""
@@ -82,7 +118,8 @@ def rerank(reranker: Classifier, data: RetrievalSet, first: Ranked, top_k: int) 
         order = rerank_order(scores[at : at + len(head)])
         out[q] = [head[i] for i in order] + first.rankings[q][top_k:]
         at += len(head)
-    return Ranked(out, {**first.seconds, "rerank": time.perf_counter() - t0, "pairs": len(pairs)})
+    seconds = {**first.seconds, "rerank": time.perf_counter() - t0, "pairs": len(pairs)}
+    return Ranked(out, seconds, first.sparsity)
 
 
 ACTIVATIONS = {
@@ -144,7 +181,7 @@ def relevance(reranker: Classifier, pairs: Sequence[tuple[str, str]]) -> np.ndar
 
 
 def evaluate_retrieval(
-    embedder: Embedder,
+    embedder: Embedder | SparseEmbedder,
     data: RetrievalSet,
     *,
     reranker: Classifier | None = None,
@@ -152,8 +189,12 @@ def evaluate_retrieval(
     k: int = max(DEFAULT_KS),
 ) -> dict[str, Any]:
     """``{"retrieval": metrics, "seconds": ...}``, plus ``"reranked"`` (metrics after reranking
-    the top ``top_k``) with a reranker."""
-    first = search(embedder, data, k)
+    the top ``top_k``) with a reranker, and ``"sparsity"`` (:func:`sparsity_stats`) for a
+    :class:`SparseEmbedder`, searched by :func:`sparse_search`."""
+    if isinstance(embedder, SparseEmbedder):
+        first = sparse_search(embedder, data, k)
+    else:
+        first = search(embedder, data, k)
     out: dict[str, Any] = {
         "corpus": len(data.corpus),
         "retrieval": retrieval_metrics(first.rankings, data.qrels),
@@ -163,4 +204,6 @@ def evaluate_retrieval(
         second = rerank(reranker, data, first, top_k)
         out["reranked"] = {"top_k": top_k, **retrieval_metrics(second.rankings, data.qrels)}
         out["seconds"] = second.seconds
+    if first.sparsity is not None:
+        out["sparsity"] = first.sparsity
     return out

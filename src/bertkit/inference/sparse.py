@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from bertkit import precision as P
+from bertkit.evaluation.retrieval import SparseRows
 from bertkit.inference.embedder import BATCH_SIZE, Embedder
 from bertkit.inference.fill_mask import FillMasker
 from bertkit.inference.token_ids import TokenIds
@@ -232,3 +233,14 @@ class SparseEmbedder:
                     a, b = ends[r], ends[r + 1]
                     out[i] = SparseVector(cols[a:b].astype(np.int64), vals[a:b].astype(np.float32))
         return out
+
+
+def as_rows(vectors: Sequence[SparseVector], size: int) -> SparseRows:
+    """The vectors as the CSR rows that :mod:`bertkit.evaluation.retrieval` searches."""
+    lengths = [len(v.indices) for v in vectors]
+    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    if not vectors:
+        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0, np.float32), size)
+    indices = np.concatenate([v.indices for v in vectors]).astype(np.int64)
+    values = np.concatenate([v.values for v in vectors]).astype(np.float32)
+    return SparseRows(indptr, indices, values, size)

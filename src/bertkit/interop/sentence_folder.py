@@ -230,6 +230,14 @@ def prompts_of(folder: str | Path) -> tuple[dict[str, str], str | None]:
     return prompts, default
 
 
+def task_prompt(folder: str | Path, task: str) -> str:
+    """The text put before a ``task`` ("query" or "document") input, as sentence-transformers 6
+    ``encode_query`` / ``encode_document`` put it: the folder's prompt of that name, else none
+    (""). Its models always hold a "query" and a "document" prompt (empty unless saved), so
+    neither a "passage" or "corpus" prompt nor the default prompt reaches those calls."""
+    return prompts_of(folder)[0].get(task, "")
+
+
 def similarity_of(folder: str | Path) -> str | None:
     """The ``similarity_fn_name`` of ``config_sentence_transformers.json`` ("cosine", "dot",
     "euclidean", "manhattan"; "dot_product" read as "dot"), None without one."""
