@@ -126,6 +126,30 @@ def test_train_vocab_bad_input(tmp_path: Path, capsys) -> None:
     assert "file not found" in capsys.readouterr().err
 
 
+def test_train_vocab_size_below_the_alphabet_is_one_line(tmp_path: Path, capsys) -> None:
+    """A --vocab-size too small for the specials and the corpus's alphabet is a usage mistake:
+    one error line naming the flag to change, no traceback, no vocab.txt."""
+    src = tmp_path / "corpus.txt"
+    src.write_text("abcdefghij klmnop\n" * 3)
+    out = tmp_path / "vocab.txt"
+    argv = ["train-vocab", "--input", str(src), "--vocab-size", "6", "--output", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "bertkit train-vocab: error: vocab_size=6 is smaller" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_tokenize_with_a_file_that_is_no_vocab_names_it(tmp_path: Path, monkeypatch, capsys):
+    """A data file passed as --vocab (every line a "token", none of them [UNK]): the error names
+    that file and what was expected, not just "the vocabulary"."""
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\nit is good\t1\n")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hi\n"))
+    assert main(["tokenize", "--vocab", str(tsv)]) == 1
+    err = capsys.readouterr().err
+    assert f"{tsv}: no [UNK] token (expected a WordPiece vocab.txt)" in err
+
+
 @pytest.mark.parametrize("flag", ["--help"])
 def test_help_lists_commands(flag: str, capsys) -> None:
     with pytest.raises(SystemExit):

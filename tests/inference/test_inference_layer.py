@@ -4,6 +4,7 @@ what the file-level commands give for the same inputs."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +106,18 @@ def test_tagger_and_question_answerer_calls(models: dict[str, Path]) -> None:
     (ans,) = qa("Who gave their name to Normandy?", context)
     assert set(ans) == {"answer", "start", "end", "probability", "null_score_diff"}
     assert ans["answer"] and context[ans["start"] : ans["end"]] == ans["answer"]
+
+
+def test_an_embedding_folder_given_to_a_task_model_says_what_it_is(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """A sentence-transformers folder (what `finetune embeddings` writes) as `predict --model` or
+    `evaluate --reranker`: the error says it is an embedding model, not "is this a model written
+    by `bertkit finetune`?" (it was); a plain encoder folder keeps that question."""
+    emb = tmp_path / "emb"
+    shutil.copytree(tiny_model, emb)
+    (emb / "modules.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"emb: an embedding model \(modules.json"):
+        Classifier.load(emb, device="cpu")
+    with pytest.raises(CheckpointError, match="is this a model written by `bertkit finetune`"):
+        Classifier.load(tiny_model, device="cpu")

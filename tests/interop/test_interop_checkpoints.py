@@ -107,6 +107,14 @@ def test_no_weights_and_no_config_are_clear_errors(tmp_path) -> None:
         load_pretrained(tmp_path)
 
 
+def test_a_run_folder_names_the_model_folder_inside_it(tmp_path) -> None:
+    """``--model run1`` where pretrain wrote the model to run1/model: the error points there."""
+    run = tmp_path / "run1"
+    write_dir(run / "model", BertModel(tiny()).state_dict(), tiny())
+    with pytest.raises(CheckpointError, match=rf"no config\.json; did you mean {run / 'model'}\?"):
+        load_pretrained(run)
+
+
 class _Payload:
     """Unpickling this calls open(canary, "w"): what a malicious checkpoint would do."""
 

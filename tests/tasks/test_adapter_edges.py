@@ -1,7 +1,8 @@
 """Adapter edges the rooms' mutation pass found untested: a GLUE adapter keeps the window
 settings it is given, a Hugging Face classifier's metric follows its label count, a reranker's
 scores are the sigmoid of its logits and a label of exactly 0.5 is relevant, a Matryoshka size
-of 1 is a size, a training batch of one pair collates."""
+of 1 is a size, a training batch of one pair collates, a reranker refuses data with nothing
+to rank."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from bertkit.data.tasks.retrieval import LabelledPair, TrainingPair
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, InputError
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.embedding import EmbeddingAdapter
 from bertkit.tasks.registry import adapter_from_hf_config
@@ -47,6 +48,25 @@ def test_a_rerankers_scores_are_the_sigmoid_and_a_half_label_is_relevant() -> No
     want = [round(1 / (1 + math.exp(1.0)), 6), round(1 / (1 + math.exp(-1.0)), 6)]
     assert [p["score"] for p in scored.predictions] == want == [0.268941, 0.731059]
     assert np.allclose([p["logit"] for p in scored.predictions], [-1.0, 1.0])
+
+
+def test_a_reranker_refuses_data_with_nothing_to_rank(tmp_path) -> None:
+    """A (query, positive) pairs file without negatives reads as relevant pairs only: as dev,
+    every query's one pair ranks first (MRR@10 1 for any model, so selection picks nothing);
+    as training, every target is 1. Both are refused naming the file; one query with both
+    labels makes a dev set rankable."""
+    adapter, path = RerankAdapter("rerank", "rerank"), tmp_path / "dev_pairs.jsonl"
+    positives = [LabelledPair("q1", "a", 1.0, 0), LabelledPair("q2", "b", 1.0, 1)]
+    with pytest.raises(InputError, match=r"dev_pairs.jsonl: no query has both a relevant"):
+        adapter.require_labelled(path, "dev", positives)
+    with pytest.raises(InputError, match=r"dev_pairs.jsonl: every pair has label 1"):
+        adapter.require_labelled(path, "train", positives)
+    apart = [*positives, LabelledPair("q3", "c", 0.0, 2)]  # a negative, but of another query
+    with pytest.raises(InputError, match="no query has both"):
+        adapter.require_labelled(path, "dev", apart)
+    assert adapter.require_labelled(path, "train", apart) == apart
+    ranked = [*apart, LabelledPair("q1", "d", 0.0, 0)]
+    assert adapter.require_labelled(path, "dev", ranked) == ranked
 
 
 def test_a_matryoshka_size_of_one_is_a_size_and_zero_is_not() -> None:

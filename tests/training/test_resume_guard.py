@@ -109,3 +109,35 @@ def test_every_listed_setting_refuses_a_resume_and_no_other_does() -> None:
     ):
         check_resume_settings(saved, other.fingerprint())  # no refusal
     check_resume_settings(_checkpoint_of({"data": "old/path"}), base.fingerprint())  # unlisted
+
+
+def test_an_auto_precision_resume_keeps_the_precision_the_run_began_in(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``--precision auto`` on a CPU rests on a timed bf16 probe that can flip between a run and
+    its rerun on a busy machine: the resumed steps compute in the precision of the checkpoint's,
+    and say so. Control: an explicit precision is the user's choice and is kept. (bf16 forced to
+    autocast's kernels, which every CPU runs.)"""
+    from bertkit import hardware
+
+    def interrupted(run: Path, speedup: float) -> str:
+        monkeypatch.setattr(hardware, "bf16_speedup", lambda: speedup)
+        t = make_trainer(run, steps=6, dropout=0.0, precision="auto")
+        stop_after(t, 3)
+        with pytest.raises(Stop):
+            t.fit()
+        monkeypatch.setattr(hardware, "bf16_speedup", lambda: 0.0)  # the rerun's probe: fp32
+        return t.precision
+
+    with hardware.forced("bf16", "emulated"):
+        assert interrupted(tmp_path / "run", 2.0) == "bf16"
+        messages: list[str] = []
+        resumed = make_trainer(tmp_path / "run", steps=6, dropout=0.0, precision="auto")
+        resumed._log = messages.append
+        assert resumed.precision == "fp32"
+        assert resumed.fit().step == 6
+        assert resumed.precision == resumed.update.precision == "bf16"
+        assert any("precision bf16, as step-000000003 was trained" in m for m in messages)
+        assert interrupted(tmp_path / "other", 2.0) == "bf16"
+        kept = make_trainer(tmp_path / "other", steps=6, dropout=0.0, precision="fp32")
+        assert kept.fit().step == 6 and kept.update.precision == "fp32"

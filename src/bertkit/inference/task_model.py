@@ -30,8 +30,10 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.evaluation.chunks import tag_spans
 from bertkit.inference.loading import load_for_inference
 from bertkit.inference.runner import predict_rows
+from bertkit.interop.sentence_folder import MODULES
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
 from bertkit.tasks.base import unscored
+from bertkit.tasks.registry import has_task
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.windows import WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer
@@ -96,6 +98,13 @@ class TaskModel:
         file, :class:`bertkit.export.OnnxModel`), used instead of the folder's weights.
         ``directory``: a folder or a Hub id (:func:`bertkit.hub.resolve`)."""
         directory = hub.resolve(directory, allow_pickle=allow_pickle)
+        if not has_task(directory) and (Path(directory) / MODULES).is_file():
+            # `finetune embeddings` writes one too: "written by finetune?" would mislead
+            raise CheckpointError(
+                f"{directory}: an embedding model ({MODULES}, no task head): it embeds "
+                "(`bertkit embed`, `evaluate` on sentence pairs or a BEIR folder, `mine --model`)"
+                "; it does not predict or rerank"
+            )
         adapter = load_adapter(directory)
         wanted = cls.families
         if wanted and adapter.family not in wanted:

@@ -110,7 +110,10 @@ def load_config(directory: Path, **overrides: Any) -> BertConfig:
     """config.json with ``overrides`` applied (num_labels without id2label drops the old labels)."""
     path = directory / "config.json"
     if not path.is_file():
-        raise CheckpointError(f"{directory}: no config.json (is this a model directory?)")
+        # a run folder (pretrain's run1/ holds run1/model): name the model folder inside it
+        inner = sorted(p.parent for p in directory.glob("*/config.json"))
+        hint = f"; did you mean {inner[0]}?" if inner else " (is this a model directory?)"
+        raise CheckpointError(f"{directory}: no config.json{hint}")
     try:  # utf-8-sig: a byte-order mark (a config edited on Windows) is dropped
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as e:

@@ -29,6 +29,7 @@ import numpy as np
 from bertkit import __version__
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.retrieval import LabelledPair, read_labelled_pairs
+from bertkit.errors import InputError
 from bertkit.evaluation.retrieval import rerank_order, retrieval_metrics
 from bertkit.io import atomic_write_text
 from bertkit.tasks.base import Scored, TaskAdapter
@@ -62,6 +63,34 @@ class RerankAdapter(TaskAdapter):
 
     def read(self, path: str | Path, split: str = "dev") -> list[LabelledPair]:
         return read_labelled_pairs(path, self.file_format)
+
+    def require_labelled(
+        self, path: str | Path, split: str, examples: list[Any]
+    ) -> list[LabelledPair]:
+        """Also refused: training pairs that all have the same label (nothing to learn), or a
+        dev set where no query has both a relevant (label >= 0.5) and an irrelevant pair (every
+        query's positive would rank first: MRR@10 1 for any model). A (query, positive) pairs
+        file without negatives reads as relevant pairs only, so it is refused for both."""
+        examples = super().require_labelled(path, split, examples)
+        if split == "train":
+            labels = {e.label for e in examples}
+            if len(labels) > 1:
+                return examples
+            what = f"every pair has label {labels.pop():g}: nothing to learn"
+        else:
+            by_query: dict[int, set[bool]] = {}
+            for e in examples:
+                by_query.setdefault(e.group, set()).add(e.label >= 0.5)
+            if any(len(kinds) == 2 for kinds in by_query.values()):
+                return examples
+            what = "no query has both a relevant (label >= 0.5) and an irrelevant pair to rank"
+        raise InputError(
+            path,
+            None,
+            f"{what} (a pairs file without negatives reads as all relevant); "
+            "expected labelled pairs with both labels, or triples with negatives "
+            "(`bertkit mine` writes them)",
+        )
 
     def encode(
         self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool

@@ -88,7 +88,9 @@ class BertTokenizer(TransformersConventions):
         self.pad_token_id = v.special_id("[PAD]")
         unk = v.special_id("[UNK]")
         if unk is None:
-            raise ConfigError("the vocabulary has no [UNK] token")
+            where = "the vocabulary" if isinstance(vocab_or_path, Vocab) else vocab_or_path
+            # e.g. a .tsv passed as --vocab: name the file
+            raise ConfigError(f"{where}: no [UNK] token (expected a WordPiece vocab.txt)")
         self.unk_token_id: int = unk
         self.cls_token_id = v.special_id("[CLS]")
         self.sep_token_id = v.special_id("[SEP]")

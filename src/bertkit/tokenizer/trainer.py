@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertkit.errors import ConfigError
 from bertkit.progress import progress
 from bertkit.tokenizer.normalize import Normalizer
 from bertkit.tokenizer.wordpiece import PREFIX, SPECIAL_TOKENS, Vocab
@@ -231,7 +232,7 @@ def train_wordpiece(
     specials = list(dict.fromkeys(special_tokens))
     budget = vocab_size - len(specials) - 2 * len(alphabet)
     if budget < 0:
-        raise ValueError(
+        raise ConfigError(  # a ValueError too; the CLI prints it as one line
             f"vocab_size={vocab_size} is smaller than the specials plus the alphabet "
             f"({len(specials)} + 2 x {len(alphabet)}); lower limit_alphabet or raise vocab_size"
         )

@@ -295,6 +295,8 @@ class LoopState:
     spike_history: list[float] | None = None
     world_size: int = 1
     settings: dict[str, Any] | None = None
+    precision: str | None = None
+    """The precision the run computed in (resolved: fp32, bf16, fp16); None before it was kept."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -316,6 +318,7 @@ class LoopState:
             "spike_history": self.spike_history or [],
             "world_size": self.world_size,
             "settings": self.settings or {},
+            "precision": self.precision,
         }
 
     @classmethod
@@ -338,6 +341,7 @@ class LoopState:
             spike_history=list(s.get("spike_history", [])),
             world_size=int(s.get("world_size") or 1),
             settings=dict(s.get("settings", {})),
+            precision=s.get("precision"),
         )
 
 

@@ -50,6 +50,7 @@ def loop_state(t: Trainer) -> ckpt.LoopState:
         spike_history=t.spikes.state(),
         world_size=t.info.world_size,
         settings=t.settings,
+        precision=t.precision,
     )
 
 
@@ -109,6 +110,11 @@ def resume(t: Trainer) -> bool:
     t.optimizer.load_state_dict(optimizer_state_from_tensors(c.optimizer, s.optimizer))
     t.peak_lrs = list(s.peak_lrs or t.peak_lrs)
     t.step = s.step
+    if t.cfg.precision == "auto" and s.precision not in (None, t.precision):
+        # auto's bf16 choice rests on a timed probe, which can flip between runs on a busy
+        # machine: a resumed run keeps the precision its steps so far were computed in
+        t.log(f"precision {s.precision}, as {c.path.name} was trained (--precision auto)")
+        t.precision = t.update.precision = s.precision
     if t.scaler is not None and s.scaler:
         t.scaler.load_state_dict(s.scaler)
     t.attempts, t.skipped = s.attempts, s.skipped

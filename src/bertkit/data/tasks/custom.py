@@ -71,8 +71,9 @@ def detect_format(path: str | Path, format: str | None = None) -> str:
     raise InputError(
         path,
         None,
+        # only `finetune` has a --format flag: mine, predict and evaluate go by the extension
         "cannot tell the format from the extension; expected .csv, .tsv or .jsonl, optionally "
-        "compressed (.gz, .xz, .bz2), or pass the format",
+        "compressed (.gz, .xz, .bz2), or, for `bertkit finetune`, --format",
     )
 
 
