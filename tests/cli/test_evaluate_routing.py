@@ -66,3 +66,23 @@ def test_report_json_maps_only_non_finite_values_to_null() -> None:
 
     value = {"a": float("nan"), "b": [np.float32(1.5), np.float64("inf"), 2], "c": "nan", "d": None}
     assert json.loads(report_json(value)) == {"a": None, "b": [1.5, None, 2], "c": "nan", "d": None}
+
+
+def test_a_cross_encoder_on_a_beir_folder_is_refused_not_searched_with(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    """A sequence classifier's encoder is no retrieval model: one line naming --reranker, where
+    it used to be mean-pooled and scored as a bi-encoder without a word."""
+    from bertkit.cli.main import main
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "the movie was good"}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "good movie"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    regressor = _hf_regressor(tiny_model, tmp_path / "regressor")
+    assert main(["evaluate", "--model", str(regressor), "--data", str(beir)]) != 0
+    err = capsys.readouterr().err
+    assert "a fine-tuned task model" in err and "--reranker" in err and "Traceback" not in err
+    searched = evaluate(tiny_model, beir, tmp_path, "--precision", "fp32")
+    assert searched["retrieval"]["queries"] == 1  # an encoder still searches

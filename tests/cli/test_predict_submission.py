@@ -83,3 +83,15 @@ def test_the_diagnostic_set_reads_as_mnli_test_rows(tmp_path: Path) -> None:
         ("0", "The cat sat.", "A cat sat.", None),
         ("1", "No.", "Yes.", None),
     ]
+
+
+def test_csv_is_the_same_table_comma_separated(tmp_path: Path) -> None:
+    import csv
+
+    preds = [{"guid": "3", "label": "a, b"}, {"guid": "4", "label": 'say "x"'}]
+    write_predictions(tmp_path / "p.csv", "classify", preds)
+    with open(tmp_path / "p.csv", newline="") as f:
+        assert list(csv.reader(f)) == [["index", "prediction"], ["3", "a, b"], ["4", 'say "x"']]
+    with pytest.raises(ConfigError, match=r"a \.csv output .* a ner model writes"):
+        write_predictions(tmp_path / "q.csv", "ner", preds)
+    assert not (tmp_path / "q.csv").exists()

@@ -195,10 +195,16 @@ def _retrieval(args: argparse.Namespace) -> int:
     from bertkit.inference import Classifier, Embedder
     from bertkit.inference.retrieval import evaluate_retrieval
     from bertkit.inference.sparse import SparseEmbedder
+    from bertkit.tasks.registry import has_task
     from bertkit.tasks.windows import WindowConfig
 
     if args.rerank_top_k < 1:
         raise ConfigError(f"--rerank-top-k must be at least 1, got {args.rerank_top_k}")
+    if has_task(args.model):  # its pooled encoder is no retrieval model: refuse, not score it
+        raise ConfigError(
+            f"{args.model}: a fine-tuned task model (a cross-encoder scores pairs, it does not "
+            "search a corpus); pass an embedding model as --model and this one as --reranker"
+        )
     split = args.split
     if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
         split = "test"

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         required=True,
         help="JSONL file (SQuAD: predictions.json; .tsv: a GLUE submission file of a "
-        "classifier or regressor: index, prediction); a folder (DIR/, an existing folder "
+        "classifier or regressor: index, prediction; .csv: the same with commas); a folder (DIR/, an existing folder "
         "or a name without suffix): JSONL shards + manifest.json, resumable",
     )
     parser.add_argument(

@@ -9,6 +9,8 @@
   ``SST-2.tsv``, ``MRPC.tsv``, ``STS-B.tsv``, ``QQP.tsv``, ``MNLI-m.tsv``, ``MNLI-mm.tsv``,
   ``QNLI.tsv``, ``RTE.tsv``, ``WNLI.tsv`` and ``AX.tsv`` (the diagnostic set, predicted by
   the MNLI model).
+- ``.csv`` (the same families): the same two columns, comma-separated (Python's ``csv``
+  quoting, for labels holding a comma or a quote).
 - SQuAD: the official ``predictions.json`` (``{"question id": "answer text"}``).
 - Anything else: JSON lines, one prediction object per example.
 
@@ -17,6 +19,7 @@ Each is written whole and atomically (:func:`bertkit.io.atomic_write`).
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Sequence
@@ -31,8 +34,8 @@ SUBMISSION_FAMILIES = ("glue", "classify")
 
 
 def is_submission(path: str | Path) -> bool:
-    """Whether ``path`` asks for the GLUE submission format (its suffix is ``.tsv``)."""
-    return Path(path).suffix.lower() == ".tsv"
+    """Whether ``path`` asks for the two-column table (its suffix is ``.tsv`` or ``.csv``)."""
+    return Path(path).suffix.lower() in (".tsv", ".csv")
 
 
 def submission_rows(predictions: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -53,17 +56,19 @@ def submission_rows(predictions: Sequence[dict[str, Any]]) -> list[tuple[str, st
 
 def write_predictions(path: str | Path, family: str, predictions: Sequence[dict[str, Any]]) -> None:
     """Write ``predictions`` of a ``family`` model to ``path`` in the format the module
-    docstring gives; a ``.tsv`` path for a family without a submission format is a
+    docstring gives; a ``.tsv`` or ``.csv`` path for a family without that table is a
     :class:`ConfigError` raised before anything is written."""
     if is_submission(path) and family not in SUBMISSION_FAMILIES:
         raise ConfigError(
-            f"{path}: a .tsv output is the GLUE submission format of classification and "
-            f"regression models; a {family} model writes "
+            f"{path}: a {Path(path).suffix.lower()} output is the (index, prediction) table of "
+            f"classification and regression models; a {family} model writes "
             + ("predictions.json" if family == "squad" else "JSON lines (.jsonl)")
         )
     rows = submission_rows(predictions) if is_submission(path) else None
     with atomic_write(path) as f:
-        if rows is not None:
+        if rows is not None and Path(path).suffix.lower() == ".csv":
+            csv.writer(f, lineterminator="\n").writerows([("index", "prediction"), *rows])
+        elif rows is not None:
             f.write("index\tprediction\n")
             f.writelines(f"{i}\t{v}\n" for i, v in rows)
         elif family == "squad":

@@ -116,6 +116,12 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         f"{adapter.family} {adapter.name}: {len(train)} training examples ({len(train_features)} features), "
         + ", ".join(f"{k} {len(v[0])}" for k, v in dev_sets.items())
     )
+    for name, (examples, _) in dev_sets.items():
+        if unseen := adapter.unseen_labels(train, examples):
+            say(
+                f"warning: {name} holds {', '.join(unseen)}, which no training example has "
+                "(the model cannot learn to predict them: each is a miss in the dev score)"
+            )
     say(
         f"long inputs: train {adapter.window_counts(train, train_features).summary()}; "
         + "; ".join(f"{k} {adapter.window_counts(*v).summary()}" for k, v in dev_sets.items())

@@ -134,6 +134,11 @@ class TaskAdapter:
     def fit_labels(self, train: Sequence[Any]) -> None:
         """Take the label list from the training examples (families whose labels come from data)."""
 
+    def unseen_labels(self, train: Sequence[Any], dev: Sequence[Any]) -> list[str]:
+        """Gold labels of ``dev`` that no ``train`` example holds: the model never learns to
+        predict them, so each is a miss in the dev score (families that can say; else none)."""
+        return []
+
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         raise NotImplementedError
 

@@ -127,6 +127,10 @@ class TaggingAdapter(TaskAdapter):
     def fit_labels(self, train: Sequence[Any]) -> None:
         self.labels = tag_label_list(train)
 
+    def unseen_labels(self, train: Sequence[Any], dev: Sequence[Any]) -> list[str]:
+        seen = {t for s in train for t in s.tags}
+        return sorted({t for s in dev for t in s.tags} - seen)
+
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         joined = [join_sentences(examples, u) for u in self.units(examples)]
         if training:
