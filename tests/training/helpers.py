@@ -86,12 +86,13 @@ def make_trainer(
     n: int = 40,
     info: DistInfo | None = None,
     lr: float = 1e-3,
+    layerwise_lr_decay: float = 1.0,
     **train_kw: Any,
 ) -> Trainer:
     """A fresh trainer; model init is seeded so every call builds the same starting point."""
     torch.manual_seed(1234)
     model = BertForPreTraining(tiny_config(dropout))
-    opt = build_optimizer(model, OptimizerConfig(lr=lr))
+    opt = build_optimizer(model, OptimizerConfig(lr=lr, layerwise_lr_decay=layerwise_lr_decay))
     fault_names = {f.name for f in dataclasses.fields(Faults)}
     faults = Faults(**{k: train_kw.pop(k) for k in list(train_kw) if k in fault_names})
     cfg = TrainConfig(

@@ -34,6 +34,7 @@ _RUN_FIELDS = (
     "max_steps",
     "warmup_proportion",
     "weight_decay",
+    "layerwise_lr_decay",
     "dropout",
     "eval_batch_size",
     "bucket_batches",

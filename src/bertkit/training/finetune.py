@@ -32,7 +32,7 @@ from bertkit.training import distributed as D
 from bertkit.training.epochs import EpochBatches
 from bertkit.training.loop import Trainer
 from bertkit.training.objectives import TaskLoss
-from bertkit.training.optim import OptimizerConfig, build_optimizer
+from bertkit.training.optim import OptimizerConfig, build_optimizer, check_layerwise_lr_decay
 from bertkit.training.schedule import ScheduleConfig
 from bertkit.training.settings import TrainConfig
 from bertkit.training.update import MAX_CONSECUTIVE_SKIPS, StepStats
@@ -57,6 +57,9 @@ class FinetuneConfig:
     """Fraction of the updates with a linear learning-rate warmup (then linear decay to 0)."""
     weight_decay: float = 0.01
     """Decoupled AdamW weight decay (not on biases and LayerNorm)."""
+    layerwise_lr_decay: float = 1.0
+    """Layer-wise learning-rate decay in (0, 1]: encoder layer i of L trains at lr * decay^(L-i),
+    the embeddings at lr * decay^(L+1), the head and pooler at lr (1.0: off, one rate for all)."""
     adam_eps: float = 1e-6
     """AdamW epsilon (google-research/bert's value)."""
     max_grad_norm: float = 1.0
@@ -107,6 +110,7 @@ class FinetuneConfig:
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError(f"max_steps must be at least 1, got {self.max_steps}")
         P.check(self.precision)
+        check_layerwise_lr_decay(self.layerwise_lr_decay)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise ConfigError(f"warmup proportion must be in [0, 1], got {self.warmup_proportion}")
 
@@ -206,9 +210,9 @@ def train_one(
         core = build_model().to(device)
         if info.rank > 0:  # rank 0 keeps the one-process dropout stream; the others their own
             torch.manual_seed(seed * 1_000_003 + info.rank)
-        opt = build_optimizer(
-            core, OptimizerConfig(lr=lr, weight_decay=config.weight_decay, eps=config.adam_eps)
-        )
+        wd, eps, layer_decay = config.weight_decay, config.adam_eps, config.layerwise_lr_decay
+        optim = OptimizerConfig(lr=lr, weight_decay=wd, eps=eps, layerwise_lr_decay=layer_decay)
+        opt = build_optimizer(core, optim)
         batches = EpochBatches(
             data.train,
             [adapter.length(f) for f in data.train],

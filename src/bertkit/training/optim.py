@@ -1,9 +1,10 @@
 """Optimizers for pre-training: AdamW (google-research/bert's settings) and LAMB, plus pickle-free state.
 
 Weight decay follows google-research/bert: decoupled decay of 0.01 on every weight except biases and
-LayerNorm parameters. ``optimizer_state_to_tensors``/``..._from_tensors`` turn an optimizer's
-``state_dict`` into a flat dict of tensors (for safetensors) and a JSON-able dict, so checkpoints never
-need pickle.
+LayerNorm parameters. Layer-wise learning-rate decay (ELECTRA's ``layerwise_lr_decay``) gives the
+layers near the input smaller rates (:func:`layer_exponents`). ``optimizer_state_to_tensors`` and
+``..._from_tensors`` turn an optimizer's ``state_dict`` into a flat dict of tensors (for safetensors)
+and a JSON-able dict, so checkpoints never need pickle.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.model.bert import BertModel
 
 OPTIMIZERS = ("adamw", "lamb")
 
@@ -33,6 +35,9 @@ class OptimizerConfig:
     """Decoupled weight decay for every parameter except biases and LayerNorm."""
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-6
+    layerwise_lr_decay: float = 1.0
+    """Learning-rate factor per encoder layer down from the top (1.0: one rate for all;
+    :func:`layer_exponents`)."""
 
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
@@ -41,6 +46,14 @@ class OptimizerConfig:
             raise ConfigError(f"learning rate must be positive, got {self.lr}")
         if self.weight_decay < 0:
             raise ConfigError(f"weight decay must be >= 0, got {self.weight_decay}")
+        check_layerwise_lr_decay(self.layerwise_lr_decay)
+
+
+def check_layerwise_lr_decay(decay: float) -> None:
+    """Refuse a layer-wise learning-rate decay outside (0, 1] (1 is off; above 1 the embeddings
+    would learn fastest, which no recipe wants, and 0 would freeze the encoder)."""
+    if not 0.0 < decay <= 1.0:
+        raise ConfigError(f"layerwise_lr_decay must be in (0, 1] (1.0: off), got {decay}")
 
 
 def decays(name: str, module: nn.Module) -> bool:
@@ -55,35 +68,69 @@ def decays(name: str, module: nn.Module) -> bool:
     return not name.endswith("bias")
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def layer_exponents(model: nn.Module) -> dict[int, int]:
+    """``{id(param): k}``: parameter ``param`` learns at ``lr * decay**k`` under layer-wise
+    learning-rate decay. For each :class:`BertModel` inside ``model`` (found by type, so a
+    classifier's ``bert.``, a bi-encoder's or a bare encoder alike) with L layers, encoder
+    layer i (0-based) has k = L - i and the embeddings k = L + 1; a parameter not listed has
+    k = 0: the task head, and the pooler, which like the head sits above the last layer
+    (ELECTRA's ``_get_layer_lrs`` gives everything outside the layers and embeddings the top
+    rate). With L = 2: head and pooler 0, layer 1 -> 1, layer 0 -> 2, embeddings -> 3.
+    """
+    out: dict[int, int] = {}
+    for module in model.modules():
+        if isinstance(module, BertModel):
+            top = len(module.encoder.layers)
+            out.update((id(p), top + 1) for p in module.embeddings.parameters())
+            for i, layer in enumerate(module.encoder.layers):
+                out.update((id(p), top - i) for p in layer.parameters())
+    return out
+
+
+def param_groups(
+    model: nn.Module, weight_decay: float, *, lr: float = 1.0, layerwise_lr_decay: float = 1.0
+) -> list[dict[str, Any]]:
     """Two groups: ``{"params", "weight_decay": wd, "names"}`` and the no-decay group (wd 0).
 
     Tied parameters (the MLM decoder sharing the word embeddings) appear once. ``names`` lists the
     qualified parameter names in each group (for tests and logs; torch ignores the extra key).
+
+    With ``layerwise_lr_decay`` below 1 each depth k of :func:`layer_exponents` has its own pair
+    (decay, no decay) with ``"lr": lr * layerwise_lr_decay**k``, the head's first (k = 0, the
+    rate the training loop logs) and the embeddings' last. At 1.0 the groups are the two above,
+    with no ``"lr"`` key (the optimizer's default fills it), as before the option existed.
     """
+    layered = layerwise_lr_decay != 1.0
+    depth = layer_exponents(model) if layered else {}
+    if layered and not depth:
+        raise ConfigError("layerwise_lr_decay needs a model with a BERT encoder; found none")
     seen: set[int] = set()
-    groups: dict[bool, tuple[list[nn.Parameter], list[str]]] = {True: ([], []), False: ([], [])}
+    groups: dict[tuple[int, bool], tuple[list[nn.Parameter], list[str]]] = {}
     for module_name, module in model.named_modules():
         for pname, param in module.named_parameters(recurse=False):
             if not param.requires_grad or id(param) in seen:
                 continue
             seen.add(id(param))
-            params, names = groups[decays(pname, module)]
+            key = (depth.get(id(param), 0), decays(pname, module))
+            params, names = groups.setdefault(key, ([], []))
             params.append(param)
             names.append(f"{module_name}.{pname}" if module_name else pname)
     out = []
-    for decay in (True, False):
-        params, names = groups[decay]
-        if params:
-            out.append(
-                {"params": params, "weight_decay": weight_decay if decay else 0.0, "names": names}
-            )
+    for k, decay in sorted(groups, key=lambda key: (key[0], not key[1])):
+        params, names = groups[k, decay]
+        group = {"params": params, "weight_decay": weight_decay if decay else 0.0, "names": names}
+        if layered:
+            group["lr"] = lr * layerwise_lr_decay**k
+        out.append(group)
     return out
 
 
 def build_optimizer(model: nn.Module, config: OptimizerConfig) -> torch.optim.Optimizer:
-    """AdamW or LAMB over ``param_groups(model, config.weight_decay)``."""
-    groups = param_groups(model, config.weight_decay)
+    """AdamW or LAMB over :func:`param_groups` (the rates of layer-wise decay, if any, are
+    the groups' peaks: the schedule scales each group's own)."""
+    groups = param_groups(
+        model, config.weight_decay, lr=config.lr, layerwise_lr_decay=config.layerwise_lr_decay
+    )
     if config.name == "lamb":
         return Lamb(groups, lr=config.lr, betas=config.betas, eps=config.eps)
     # fused=True: one multi-tensor kernel per step (CPU and CUDA) instead of ~10 small ops per

@@ -1,6 +1,7 @@
 """Fine-tuning under torchrun: 2 gloo processes (the launcher pre-training uses) reach the dev
 metric of 1 process, every training example is used exactly once per epoch, rank 0 alone selects
-and saves; with --grad-accum 2 as well (each rank's share in 2 micro-batches: the same updates)."""
+and saves; with --grad-accum 2 as well (each rank's share in 2 micro-batches: the same updates),
+and with layer-wise learning-rate decay on top (the groups' rates are the same on every rank)."""
 
 from __future__ import annotations
 
@@ -43,10 +44,13 @@ def _check_exactly_once(metrics: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("accum", [1, 2])
-def test_two_gloo_processes_match_one(tiny_model: Path, tmp_path: Path, accum: int) -> None:
+@pytest.mark.parametrize("accum, layer_decay", [(1, "1.0"), (2, "1.0"), (2, "0.8")])
+def test_two_gloo_processes_match_one(
+    tiny_model: Path, tmp_path: Path, accum: int, layer_decay: str
+) -> None:
     data = write_sentiment(tmp_path / "data", n_train=N_TRAIN, n_dev=N_DEV)
     common = ["finetune", "glue", "--model", str(tiny_model), "--data-dir", str(data), *ARGS]
+    common += ["--layerwise-lr-decay", layer_decay]
     common += ["--precision", "fp32"]  # auto is bf16 where faster; the in-process run's is fp32
     one = tmp_path / "one"
     assert main([*common, "--output", str(one)]) == 0
