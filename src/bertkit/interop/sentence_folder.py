@@ -60,6 +60,19 @@ _OTHER_FLAGS = (
 )
 
 
+def _module_kinds(root: Path) -> dict[str, str] | None:
+    """``modules.json``'s modules as {class name: sub-folder} ("Pooling": "1_Pooling"), None
+    for a folder without one. Raises CheckpointError for an unreadable file."""
+    path = root / MODULES
+    if not path.is_file():
+        return None
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+        return {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
+    except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
+
+
 @dataclass(frozen=True)
 class PoolingSpec:
     """How token vectors become one vector, and the token limit of the inputs."""
@@ -77,12 +90,10 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     None. Raises CheckpointError for an unreadable file or a pooling bertkit does not compute.
     """
     root = Path(directory)
-    modules_file = root / MODULES
-    if not modules_file.is_file():
+    kinds = _module_kinds(root)
+    if kinds is None:
         return None
     try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
-        kinds = {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
         spec: dict[str, Any] = {"normalize": "Normalize" in kinds}
         if "Pooling" in kinds:
             cfg = json.loads((root / kinds["Pooling"] / "config.json").read_text(encoding="utf-8"))
@@ -114,14 +125,10 @@ def splade_spec(directory: str | Path) -> SpladeSpec | None:
     ``SpladePooling`` module's config and the folder's ``max_active_dims``), or None for a
     folder without that module. Raises CheckpointError for an unreadable or unknown config."""
     root = Path(directory)
-    modules_file = root / MODULES
-    if not modules_file.is_file():
+    kinds = _module_kinds(root)
+    if kinds is None or "SpladePooling" not in kinds:
         return None
     try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
-        kinds = {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
-        if "SpladePooling" not in kinds:
-            return None
         path = root / kinds["SpladePooling"] / "config.json"
         cfg = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         versions = root / VERSIONS
