@@ -23,6 +23,7 @@ def test_worked_example_of_the_docstring():
     ideal = 1 + 1 / math.log2(3)
     assert m["NDCG@10"] == pytest.approx((1 / math.log2(3)) / ideal)
     assert round(m["NDCG@10"], 4) == 0.3869
+    assert m["Precision@3"] == pytest.approx(1 / 3) and m["MAP@100"] == 0.25
     assert m["queries"] == 1
 
 
@@ -61,15 +62,23 @@ def test_same_numbers_as_sentence_transformers_evaluator():
         ndcg_at_k=[10],
         accuracy_at_k=[1, 10, 50],
         precision_recall_at_k=[1, 10, 50],
-        map_at_k=[10],
+        map_at_k=[10, 100],
     )
     ref = ev.compute_metrics(results)
     ours = retrieval_metrics(rankings, qrels, (1, 10, 50))
     assert ours["MRR@10"] == pytest.approx(ref["mrr@k"][10], abs=1e-12)
     assert ours["NDCG@10"] == pytest.approx(ref["ndcg@k"][10], abs=1e-12)
+    assert ours["MAP@100"] == pytest.approx(ref["map@k"][100], abs=1e-12)
+    assert retrieval_metrics(rankings, qrels, map_k=10)["MAP@10"] == pytest.approx(
+        ref["map@k"][10], abs=1e-12
+    )
     for k in (1, 10, 50):
         assert ours[f"Recall@{k}"] == pytest.approx(ref["recall@k"][k], abs=1e-12)
         assert ours[f"Accuracy@{k}"] == pytest.approx(ref["accuracy@k"][k], abs=1e-12)
+        assert ours[f"Precision@{k}"] == pytest.approx(ref["precision@k"][k], abs=1e-12)
+    assert {f"{m}@{k}" for m in ("Recall", "Accuracy", "Precision") for k in (1, 3, 5, 10)} <= set(
+        retrieval_metrics(rankings, qrels)
+    )  # the evaluator's default cut-offs
 
 
 def test_exact_search_orders_best_first_and_breaks_ties_by_position():

@@ -9,8 +9,8 @@ The task (reader, labels, windows, SQuAD v2.0 null threshold) comes from the mod
 
 A BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) as ``--data`` evaluates retrieval:
 the model embeds (any encoder or sentence-transformers folder), exact search by cosine, MRR@10,
-NDCG@10, Recall/Accuracy@1/10/100; ``--reranker`` reorders each query's top ``--rerank-top-k``
-with a cross-encoder first::
+NDCG@10, MAP@100, Recall/Accuracy/Precision@1/3/5/10 (and 100); ``--reranker`` reorders each
+query's top ``--rerank-top-k`` with a cross-encoder first::
 
     bertkit evaluate --model out/embed --data squad-retrieval/test --reranker out/rerank
 

@@ -9,7 +9,11 @@ scores the same digits here and there:
 - ``NDCG@k``: sum over the top k of rel_i / log2(i + 2), divided by the same sum for an ideal
   list of min(k, |relevant|) relevant documents;
 - ``Recall@k``: relevant documents in the top k / |relevant|; ``Accuracy@k``: 1 if any;
-- every metric is the mean over the counted queries.
+  ``Precision@k``: relevant documents in the top k / k;
+- ``MAP@k``: the sum, over each relevant document at rank r within the top k, of the precision
+  at r, divided by min(k, |relevant|);
+- every metric is the mean over the counted queries. The cut-offs are the evaluator's defaults:
+  Accuracy, Precision and Recall at 1, 3, 5 and 10 (and 100), MRR and NDCG at 10, MAP at 100.
 
 Ties in :func:`exact_search` are broken by document position (the lower first); of documents
 tied exactly at the k-th score, which ones make the cut is deterministic but not by position
@@ -19,7 +23,8 @@ document (sentence-transformers' is the document id); :func:`sparsity_stats` giv
 sentence-transformers' ``SparseInformationRetrievalEvaluator`` reports beside the metrics.
 
 Worked example: qrels ``{"q": {"d2": 1, "d9": 1}}``, ranking ``["d1", "d2", "d3"]``:
-MRR@10 = 1/2, Recall@1 = 0, Recall@10 = 1/2, NDCG@10 = (1/log2 3) / (1 + 1/log2 3) = 0.3869.
+MRR@10 = 1/2, Recall@1 = 0, Recall@10 = 1/2, NDCG@10 = (1/log2 3) / (1 + 1/log2 3) = 0.3869,
+Precision@3 = 1/3, MAP@100 = (1/2) / 2 = 0.25.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ import numpy as np
 RERANK_TOP_K = 50
 """Hits per query a cross-encoder reorders by default (``bertkit evaluate --rerank-top-k``)."""
 
-DEFAULT_KS = (1, 10, 100)
-"""Cut-offs reported by default (MRR and NDCG at 10; Recall and Accuracy at each)."""
+DEFAULT_KS = (1, 3, 5, 10, 100)
+"""Cut-offs of Recall, Accuracy and Precision reported by default (sentence-transformers'
+evaluator's 1, 3, 5, 10, and 100 for first-stage recall; MRR and NDCG at 10, MAP at 100)."""
 
 
 def exact_search(
@@ -100,30 +106,34 @@ def retrieval_metrics(
     *,
     mrr_k: int = 10,
     ndcg_k: int = 10,
+    map_k: int = 100,
 ) -> dict[str, float]:
     """Mean metrics of ``rankings`` (query id -> document ids, best first) against ``qrels``
     (query id -> {document id: relevance}); see the module docstring.
 
-    Returns ``{"MRR@10", "NDCG@10", "Recall@k", "Accuracy@k" for k in ks, "queries"}``. A query
-    with relevant documents but no ranking counts as a miss. Raises ValueError when no query has
-    a relevant document.
+    Returns ``{"MRR@10", "NDCG@10", "MAP@100", "Recall@k", "Accuracy@k", "Precision@k" for k
+    in ks, "queries"}``. A query with relevant documents but no ranking counts as a miss. Raises
+    ValueError when no query has a relevant document.
     """
     counted = [q for q, rel in qrels.items() if any(v > 0 for v in rel.values())]
     if not counted:
         raise ValueError("no query has a relevant document")
-    sums: dict[str, float] = {f"MRR@{mrr_k}": 0.0, f"NDCG@{ndcg_k}": 0.0}
+    sums: dict[str, float] = {f"MRR@{mrr_k}": 0.0, f"NDCG@{ndcg_k}": 0.0, f"MAP@{map_k}": 0.0}
     for k in ks:
-        sums[f"Recall@{k}"] = sums[f"Accuracy@{k}"] = 0.0
+        sums[f"Recall@{k}"] = sums[f"Accuracy@{k}"] = sums[f"Precision@{k}"] = 0.0
     for q in counted:
         relevant = {d for d, v in qrels[q].items() if v > 0}
         hits = [1 if d in relevant else 0 for d in rankings.get(q, ())]
         first = next((i for i, h in enumerate(hits[:mrr_k]) if h), None)
         sums[f"MRR@{mrr_k}"] += 0.0 if first is None else 1.0 / (first + 1)
         sums[f"NDCG@{ndcg_k}"] += _dcg(hits, ndcg_k) / _dcg([1] * len(relevant), ndcg_k)
+        precisions = [sum(hits[: r + 1]) / (r + 1) for r, h in enumerate(hits[:map_k]) if h]
+        sums[f"MAP@{map_k}"] += sum(precisions) / min(map_k, len(relevant))
         for k in ks:
             found = sum(hits[:k])
             sums[f"Recall@{k}"] += found / len(relevant)
             sums[f"Accuracy@{k}"] += 1.0 if found else 0.0
+            sums[f"Precision@{k}"] += found / k
     out = {name: total / len(counted) for name, total in sums.items()}
     out["queries"] = len(counted)
     return out
