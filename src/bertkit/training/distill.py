@@ -178,5 +178,8 @@ def teacher_logits(
     gold = [e.label for e in examples]
     if not student.regression and all(g is not None for g in gold):
         agree = float(np.mean(logits.argmax(-1) == np.asarray(gold)))
-        log(f"teacher {teacher}: logits of {len(examples)} training examples ({agree:.4f} gold)")
+        log(
+            f"teacher {teacher}: logits of {len(examples)} training examples; its argmax is the "
+            f"gold label on {agree:.4f} of them"
+        )
     return np.ascontiguousarray(logits, dtype=np.float32)
