@@ -7,6 +7,8 @@ Examples::
         --learning-rate 5e-5 4e-5 3e-5 2e-5 --restarts 3
     bertkit finetune squad --train train-v2.0.json --dev dev-v2.0.json --version-2-with-negative ...
     bertkit finetune classify --train a.csv --dev b.csv --text-column review --label-column stars ...
+    bertkit finetune glue --task SST-2 --data-dir glue_data --model SMALL --output student \\
+        --teacher out/sst2-base --distill-alpha 0.5 --distill-temperature 2
 
 OUTPUT receives the selected model (config.json, model.safetensors, vocab.txt, tokenizer.json,
 bertkit_task.json) and metrics.json (every run's lr, seed and dev score, mean and spread,
@@ -43,6 +45,9 @@ _RUN_FIELDS = (
 _WINDOWED = ("glue", "classify", "ner", "tag")
 """The families with the long-input flags; squad has its own --doc-stride, swag truncates (and
 counts the inputs it cuts)."""
+_DISTILLED = ("glue", "classify")
+"""The families that take a teacher (:mod:`bertkit.training.distill`)."""
+_DISTILL_FIELDS = ("distill_alpha", "distill_temperature")
 _FAMILY_FIELDS = {
     "ner": ("tag_column", "scheme", "document_context"),
     "tag": ("tokens_field", "tags_field", "format"),
@@ -114,11 +119,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.data.tasks.custom import FORMATS
     from bertkit.data.tasks.glue import GLUE_TASKS
     from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
+    from bertkit.recipes.finetune import FinetuneJob
     from bertkit.tasks import FAMILIES, TaskSettings
     from bertkit.tasks.embedding import LOSSES, POOLINGS
     from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
     from bertkit.tasks.squad_post import SquadPostConfig
     from bertkit.tasks.windows import WindowConfig
+    from bertkit.training.finetune import FinetuneConfig
 
     glue_names = list(GLUE_TASKS)
     sub = parser.add_subparsers(dest="family", metavar="FAMILY", required=True)
@@ -158,6 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         if name in _WINDOWED:
             options.add_windows(p, length="--max-seq-length")
+        if name in _DISTILLED:
+            g = p.add_argument_group("distillation")
+            # by hand: FinetuneJob's other fields have flags of their own (allow_pickle ...)
+            teacher_help = options.field_docs(FinetuneJob)["teacher"]
+            g.add_argument("--teacher", metavar="FOLDER", default=None, help=teacher_help)
+            options.add_fields(g, FinetuneConfig, _DISTILL_FIELDS)
         if name == "squad":
             stride_help = (
                 "Context tokens shared by neighbouring windows of a long context. "
@@ -202,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         allow_pickle=args.allow_pickle,
         split_special_tokens=args.split_special_tokens,
         device=args.device,
+        teacher=getattr(args, "teacher", None),
     )
     run_finetune(job)
     return 0

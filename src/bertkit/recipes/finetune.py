@@ -29,6 +29,7 @@ from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
+from bertkit.training.distill import check_distillable, teacher_logits
 from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulation
 from bertkit.training.model_dir import METRICS_FILE
 from bertkit.training.selection import finetune
@@ -66,6 +67,10 @@ class FinetuneJob:
     tokenizer_config.json says, else no)."""
     device: str = "auto"
     """auto, cpu, cuda or cuda:N (see :func:`bertkit.hardware.resolve_device`)."""
+    teacher: str | Path | None = None
+    """A fine-tuned sequence classifier to distil (a `bertkit finetune` glue/classify folder or
+    a Hugging Face one, with the student's labels in any order): its logits of the training
+    examples, read with its own tokenizer, are soft targets beside the gold labels."""
     head_init: dict[str, torch.Tensor] | None = None
     """State of the head's ``classifier`` to start every run from instead of the seed's draw
     (classification heads; the benchmarks pair runs with a reference implementation's)."""
@@ -90,6 +95,8 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     if isinstance(job.task, TaskSettings):
         # before the data are read
         check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
+        if job.teacher is not None:
+            check_distillable(FAMILIES[job.task.family][0])
         adapter, train, dev = build_task(job.task)
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
@@ -108,6 +115,20 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         f"{info.world_size} process(es) on {device}, precision "
         f"{P.resolve(config.precision, device)} (--precision {config.precision})"
     )
+    teacher = None
+    if job.teacher is not None:  # once, before any run: every run and epoch reads the same
+        teacher = teacher_logits(
+            job.teacher,
+            adapter,
+            train,
+            device=device,
+            precision=config.precision,
+            batch_size=config.eval_batch_size,
+            allow_pickle=job.allow_pickle,
+            split_special_tokens=bool(split),
+            show_progress=config.show_progress,
+            log=say,
+        )
     train_features = adapter.encode(tokenizer, train, training=True)
     dev_sets = {
         name: (ex, adapter.encode(tokenizer, ex, training=False)) for name, ex in dev.items()
@@ -131,7 +152,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     result = finetune(
         build_model,
         adapter,
-        TaskData(train_features, dev_sets),
+        TaskData(train_features, dev_sets, teacher),
         tokenizer,
         output,
         config,
@@ -145,6 +166,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     metrics = {
         "task": {"family": adapter.family, "name": adapter.name},
         "model": str(job.model),
+        **({"teacher": str(job.teacher)} if job.teacher is not None else {}),
         "train_examples": len(train),
         "windows": {
             "train": adapter.window_counts(train, train_features).to_dict(),

@@ -228,16 +228,24 @@ class ClassificationAdapter(TaskAdapter):
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
         return list(out.logits.float().cpu().numpy())
 
-    def score(
-        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
-    ) -> Scored:
-        logits = aggregate(
+    def example_logits(
+        self, features: Sequence[Any], rows: Sequence[Any], inputs: int
+    ) -> np.ndarray:
+        """(inputs, K) float32: each input's window logits (``rows``, one per feature) combined
+        by :attr:`WindowConfig.window_pooling`, the one row prediction and scoring read (and a
+        distillation teacher's targets, :mod:`bertkit.training.distill`)."""
+        return aggregate(
             np.stack(rows),
             [f.example_index for f in features],
             [len(f.input_ids) for f in features],
-            len(examples),
+            inputs,
             self.windows.window_pooling,
         )
+
+    def score(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
+    ) -> Scored:
+        logits = self.example_logits(features, rows, len(examples))
         if self.regression:
             values = logits[:, 0]
             preds = [{"guid": e.guid, "score": float(v)} for e, v in zip(examples, values)]

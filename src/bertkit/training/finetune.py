@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from bertkit import precision as P
@@ -29,6 +30,8 @@ from bertkit.inference.runner import predict_rows, to_torch
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tasks.features import widen
 from bertkit.training import distributed as D
+from bertkit.training.deadline import save_seconds
+from bertkit.training.distill import TEACHER_KEY, DistillLoss, check_distill_settings
 from bertkit.training.epochs import EpochBatches
 from bertkit.training.loop import Trainer
 from bertkit.training.objectives import TaskLoss
@@ -86,6 +89,12 @@ class FinetuneConfig:
     share the time left equally, and a run whose updates would not fit ends its learning-rate
     decay sooner (the deadline of pre-training), still scoring dev at its last update.
     None: every run trains its epochs in full."""
+    distill_alpha: float = 0.5
+    """With a teacher: the weight of its soft targets in the loss, the gold labels' 1 - alpha
+    (0: ordinary fine-tuning, 1: the teacher alone)."""
+    distill_temperature: float = 2.0
+    """With a teacher: the softmax temperature T of both sides' logits, the soft term times
+    T^2 (regression matches the teacher's score by MSE, without T)."""
 
     def __post_init__(self) -> None:
         if not self.learning_rates or any(not lr > 0 for lr in self.learning_rates):
@@ -113,6 +122,7 @@ class FinetuneConfig:
         check_layerwise_lr_decay(self.layerwise_lr_decay)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise ConfigError(f"warmup proportion must be in [0, 1], got {self.warmup_proportion}")
+        check_distill_settings(self.distill_alpha, self.distill_temperature)
 
 
 @dataclass
@@ -137,6 +147,9 @@ class TaskData:
     train: list[Any]
     dev: dict[str, tuple[list[Any], list[Any]]]
     """dev split name -> (examples, features)."""
+    teacher: np.ndarray | None = None
+    """(training examples, K): a teacher's logits of each (:mod:`bertkit.training.distill`),
+    looked up by the features' ``example_index``; None: the gold labels alone."""
 
 
 def evaluate_sets(
@@ -216,7 +229,7 @@ def train_one(
         batches = EpochBatches(
             data.train,
             [adapter.length(f) for f in data.train],
-            training_collate(adapter, pad_id),
+            training_collate(adapter, pad_id, data.teacher),
             batch_size=config.batch_size,
             epochs=config.epochs,
             bucket_batches=config.bucket_batches,
@@ -244,12 +257,12 @@ def train_one(
                 spike_factor=math.inf,  # one batch's loss is noisy: no spike warnings
                 end_by=end_by,
                 reserve_updates=_scoring_updates(data, config),
-                reserve_seconds=_save_seconds(core),
+                reserve_seconds=save_seconds(core),
             ),
             run_dir=None,
             info=info,
             log=log,
-            objective=TaskLoss(),
+            objective=TaskLoss() if data.teacher is None else DistillLoss.of(config),
             batches=batches,
             on_update=epoch_end,
             name=name,
@@ -261,16 +274,19 @@ def train_one(
 
 
 def training_collate(
-    adapter: TaskAdapter, pad_id: int
+    adapter: TaskAdapter, pad_id: int, teacher: np.ndarray | None = None
 ) -> Callable[[list[Any], int | None], dict[str, torch.Tensor]]:
     """``collate(features, length)`` of :class:`EpochBatches`: the adapter's training batch,
     padded on to ``length`` (the update's longest feature) when its loss normalises over
-    padding, so that every micro-batch and rank share of an update sees the whole batch's."""
+    padding, so that every micro-batch and rank share of an update sees the whole batch's;
+    with ``teacher`` (:attr:`TaskData.teacher`), each feature's example's logits too."""
 
     def collate(features: list[Any], length: int | None) -> dict[str, torch.Tensor]:
         batch = adapter.collate(features, pad_id, training=True)
         if adapter.loss_over_padding and length is not None:
             batch = widen(batch, length, pad_id)
+        if teacher is not None:
+            batch[TEACHER_KEY] = teacher[[f.example_index for f in features]]
         return to_torch(batch, "cpu")
 
     return collate
@@ -295,12 +311,6 @@ def check_accumulation(
 
 LOG_EVERY = 10
 """Updates per progress-bar loss (fine-tuning writes no metrics file: its record is per epoch)."""
-SAVE_BYTES_PER_S = 50e6
-"""The write rate a deadline assumes for saving the model after the last scoring: a third of
-the slowest measured here (BERT-Base's 438 MB of fp32 weights saved in 2.3-4.0 s, fsync
-included, on the 2-core KVM Xeon, 2026-12-05)."""
-SAVE_FLOOR_S = 1.0
-"""Seconds kept back for a save besides its bytes (tokenizer files, renames, fsyncs)."""
 
 
 def _scoring_updates(data: TaskData, config: FinetuneConfig) -> float:
@@ -309,14 +319,6 @@ def _scoring_updates(data: TaskData, config: FinetuneConfig) -> float:
     same examples, counted here as half for the padding of unbucketed dev batches."""
     dev = sum(len(feats) for _, feats in data.dev.values())
     return dev / (2 * config.batch_size)
-
-
-def _save_seconds(model: torch.nn.Module) -> float:
-    """Seconds to keep back before a deadline for the last save: by bytes, not by updates (an
-    update's time says nothing about a disk; 40 updates, as was kept, are 2.5 minutes of
-    BERT-Base updates on 2 CPU cores, and 4 s on a GPU)."""
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    return SAVE_FLOOR_S + weights / SAVE_BYTES_PER_S
 
 
 class _EpochEnd:

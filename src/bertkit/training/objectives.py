@@ -7,6 +7,9 @@ The update step (:mod:`bertkit.training.update`) is generic; an objective tells 
   step's totals (Python floats alone, a device tensor under DDP), so every rank normalises by
   the global batch;
 - ``term(out, own, totals)``: this micro-batch's share of the step loss (``own``: its counts);
+- ``target_keys`` (optional): entries of the collated batch that are the objective's targets,
+  not the model's inputs (a distillation teacher's logits): held back from the model and passed
+  to ``term`` as keywords;
 - ``accumulate(stats, out, own)``: summed statistics for the log (keys in ``stat_keys``), kept
   as device tensors: nothing is read back here;
 - pre-training objectives also say which model they train (``model_class``), how a collated
@@ -15,7 +18,8 @@ The update step (:mod:`bertkit.training.update`) is generic; an objective tells 
 
 :class:`MlmNsp` is BERT's pre-training objective, :class:`MlmOnly` and :class:`NextToken` the
 paper's "No NSP" and "LTR & No NSP" ablations (:data:`OBJECTIVES`); :class:`TaskLoss` is any
-fine-tuning head's loss (the head computes it; the objective weights micro-batches by examples).
+fine-tuning head's loss (the head computes it; the objective weights micro-batches by examples),
+:class:`bertkit.training.distill.DistillLoss` that loss with a teacher's soft targets.
 """
 
 from __future__ import annotations
@@ -276,9 +280,14 @@ class TaskLoss:
         return [_examples(batch)]
 
     def term(self, out: Any, own: list[float], totals: list[float]) -> torch.Tensor:
+        return self.weighted(out.loss, own, totals)
+
+    @staticmethod
+    def weighted(loss: torch.Tensor, own: list[float], totals: list[float]) -> torch.Tensor:
+        """A micro-batch's mean ``loss`` weighted by its share of the update's count."""
         if own[0] == 0:  # nothing to average (a loss of NaN): a term of 0 that keeps the graph
-            return out.loss.nan_to_num(0.0) * 0.0
-        return out.loss * _share(own[0], totals[0])
+            return loss.nan_to_num(0.0) * 0.0
+        return loss * _share(own[0], totals[0])
 
     def accumulate(self, stats: dict[str, float], out: Any, own: list[float]) -> None:
         pass

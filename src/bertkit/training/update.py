@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -74,14 +74,18 @@ class MicroBatch:
     tokens: float
     """Real (non-pad) tokens."""
     flops: float = 0.0
+    targets: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The objective's own entries of the batch (``target_keys``), passed to its ``term``."""
 
     def to(self, device: str | torch.device, non_blocking: bool = False) -> MicroBatch:
         moved = {k: v.to(device, non_blocking=non_blocking) for k, v in self.inputs.items()}
-        return MicroBatch(moved, self.counts, self.tokens, self.flops)
+        targets = {k: v.to(device, non_blocking=non_blocking) for k, v in self.targets.items()}
+        return MicroBatch(moved, self.counts, self.tokens, self.flops, targets)
 
     def pin_memory(self) -> MicroBatch:
         pinned = {k: v.pin_memory() for k, v in self.inputs.items()}
-        return MicroBatch(pinned, self.counts, self.tokens, self.flops)
+        targets = {k: v.pin_memory() for k, v in self.targets.items()}
+        return MicroBatch(pinned, self.counts, self.tokens, self.flops, targets)
 
 
 @dataclass
@@ -143,9 +147,10 @@ class UpdateStep:
         laid = layout(full.reshape(-1, full.shape[-1]), labels if per_token else None)
         flops = float(self.flops_fn(laid)) if self.flops_fn is not None else 0.0
         inputs: dict[str, Any] = dict(batch)
+        targets = {k: inputs.pop(k) for k in getattr(self.objective, "target_keys", ())}
         if mask is not None:
             inputs["layout"] = laid
-        return MicroBatch(inputs, counts, float(laid.tokens), flops)
+        return MicroBatch(inputs, counts, float(laid.tokens), flops, targets)
 
     def __call__(
         self,
@@ -178,7 +183,7 @@ class UpdateStep:
                 P.autocast(self.precision, self.device),
             ):
                 out = model(**m.inputs)
-                term = obj.term(out, own[j], totals)
+                term = obj.term(out, own[j], totals, **m.targets)
                 if poison:
                     term = term * float("nan")
             # DDP averages gradients over ranks; the step's loss is their sum, so scale back up.

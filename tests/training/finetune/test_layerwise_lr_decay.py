@@ -22,6 +22,7 @@ from ..test_layerwise_lr import expected_exponent
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PAIRS = str(FIXTURES / "retrieval_pairs.jsonl")
+LABELLED = str(FIXTURES / "rerank_pairs.jsonl")  # each query's positive (1) and another's (0)
 CONLL, SQUAD, SWAG = (
     str(FIXTURES / n) for n in ("task_conll.txt", "task_squad_v1.json", "task_swag.csv")
 )
@@ -41,7 +42,7 @@ FAMILIES = {
     ],
     "swag": ["--train", SWAG, "--dev", SWAG],
     "embeddings": ["--train", PAIRS, "--dev", PAIRS, "--max-seq-length", "16"],
-    "rerank": ["--train", PAIRS, "--dev", PAIRS, "--max-seq-length", "16"],
+    "rerank": ["--train", LABELLED, "--dev", LABELLED, "--max-seq-length", "16"],
 }
 """The families besides glue and their data; every head class and the bi-encoder."""
 

@@ -1,0 +1,193 @@
+"""Task-specific knowledge distillation (Hinton et al. 2015; DistilBERT's task recipe): a
+student fine-tuned on a task learns the gold labels and a fine-tuned teacher's outputs at once.
+
+The loss of a training example (sequence classification, ``glue`` and ``classify``)::
+
+    (1 - alpha) * task_loss(student, gold)
+      + alpha * T**2 * KL(softmax(teacher / T) || softmax(student / T))
+
+the task loss being the head's own (cross-entropy; MSE for regression), the KL divergence summed
+over the labels and averaged over the batch's rows (``batchmean``), and ``T**2`` keeping the
+soft term's gradients the size of the hard term's as T grows (Hinton et al., section 2). For
+regression the soft term is ``MSE(student score, teacher score)``, and T is not used. alpha 0 is
+ordinary fine-tuning (the update is the same bit for bit), alpha 1 learns the teacher alone.
+
+The teacher's targets are computed once, before training (:func:`teacher_logits`): the teacher
+folder (``bertkit finetune``'s, or a Hugging Face sequence classifier's) reads every training
+example with its own tokenizer, windows and window pooling, giving one row of logits per
+example, its columns put in the student's label order. Each training window of the student
+is then taught its example's row, as it is taught its example's gold label
+(:func:`bertkit.training.finetune.training_collate` looks the row up by ``example_index``). So
+the teacher costs one forward pass over the training set, not one per epoch or per run of the
+learning-rate x seed sweep, and gradient accumulation and DDP shares need nothing of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertkit.errors import ConfigError
+from bertkit.inference.runner import predict_rows
+from bertkit.inference.task_model import TaskModel
+from bertkit.tasks.base import TaskAdapter
+from bertkit.tasks.classification import ClassificationAdapter
+from bertkit.training.objectives import TaskLoss
+
+TEACHER_KEY = "teacher_logits"
+"""The training batch's entry holding each row's teacher logits (B, K): the objective's, never
+the model's input (:attr:`DistillLoss.target_keys`)."""
+
+
+def check_distill_settings(alpha: float, temperature: float) -> None:
+    """ConfigError unless 0 <= ``alpha`` <= 1 and ``temperature`` > 0 (finite)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ConfigError(f"distill alpha must be in [0, 1], got {alpha}")
+    if not 0 < temperature < float("inf"):
+        raise ConfigError(f"distill temperature must be positive, got {temperature}")
+
+
+def check_distillable(adapter_class: type[TaskAdapter]) -> None:
+    """Refuse a teacher for a family other than sequence classification and regression
+    (tagging would need the teacher's word pieces aligned with the student's)."""
+    if not issubclass(adapter_class, ClassificationAdapter):
+        raise ConfigError(
+            "a teacher (--teacher) distils sequence classification and regression "
+            "(finetune glue, classify); this family is not supported"
+        )
+
+
+def distill_loss(
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    task_loss: torch.Tensor,
+    alpha: float,
+    temperature: float,
+) -> torch.Tensor:
+    """The loss of the module docstring on a batch: ``student`` and ``teacher`` logits (B, K)
+    (K = 1: regression scores), ``task_loss`` the head's mean loss on the gold labels; the soft
+    term is computed in fp32 whatever the autocast."""
+    s, t = student.float(), teacher.float()
+    if s.shape != t.shape:
+        raise ValueError(f"student logits {tuple(s.shape)} and teacher's {tuple(t.shape)} differ")
+    if s.shape[-1] == 1:  # regression: match the teacher's score
+        soft = F.mse_loss(s, t)
+    else:
+        soft = F.kl_div(
+            F.log_softmax(s / temperature, dim=-1),
+            F.log_softmax(t / temperature, dim=-1),
+            reduction="batchmean",
+            log_target=True,
+        ) * (temperature * temperature)
+    return (1.0 - alpha) * task_loss + alpha * soft
+
+
+class DistillLoss(TaskLoss):
+    """:class:`TaskLoss` (the head's loss, micro-batches weighted by their examples) with the
+    teacher's soft targets mixed in (:func:`distill_loss`): the soft term is a mean over the
+    same examples, so the weighting keeps the whole batch's update under any split into
+    micro-batches and ranks."""
+
+    target_keys = (TEACHER_KEY,)
+
+    def __init__(self, alpha: float, temperature: float) -> None:
+        self.alpha, self.temperature = alpha, temperature
+
+    @classmethod
+    def of(cls, config: Any) -> DistillLoss:
+        """The loss of a :class:`~bertkit.training.finetune.FinetuneConfig`'s ``distill_*``."""
+        return cls(config.distill_alpha, config.distill_temperature)
+
+    def term(
+        self,
+        out: Any,
+        own: list[float],
+        totals: list[float],
+        teacher_logits: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if teacher_logits is None:
+            raise ValueError(f"a distillation batch carries {TEACHER_KEY}")
+        loss = distill_loss(out.logits, teacher_logits, out.loss, self.alpha, self.temperature)
+        return self.weighted(loss, own, totals)
+
+
+def align_labels(
+    teacher: ClassificationAdapter, student: ClassificationAdapter, where: str | Path
+) -> list[int]:
+    """The teacher's output column of each of the student's labels (by name, so that a
+    teacher with the same labels in another order serves); ConfigError naming both label
+    lists when they differ, or when one regresses and the other classifies."""
+    if teacher.regression or student.regression:
+        if teacher.regression and student.regression:
+            return [0]
+        kinds = {True: "regression", False: "classification"}
+        raise ConfigError(
+            f"teacher {where} is a {kinds[teacher.regression]} model; the student's task is "
+            f"{kinds[student.regression]}"
+        )
+    if sorted(teacher.labels) != sorted(student.labels):
+        raise ConfigError(
+            f"teacher {where} has labels {teacher.labels}; the student's task has "
+            f"{student.labels} (the same names are needed, in any order)"
+        )
+    return [teacher.labels.index(name) for name in student.labels]
+
+
+def teacher_logits(
+    teacher: str | Path,
+    student: TaskAdapter,
+    examples: Sequence[Any],
+    *,
+    device: str | torch.device,
+    precision: str,
+    batch_size: int,
+    allow_pickle: bool = False,
+    split_special_tokens: bool = False,
+    show_progress: bool | None = None,
+    log: Callable[[str], None] = print,
+) -> np.ndarray:
+    """(len(examples), K) float32: the ``teacher`` folder's logits of every example, read with
+    the teacher's own tokenizer, windows and window pooling, columns in ``student``'s label
+    order (:func:`align_labels`). Logs how often the teacher agrees with the gold labels."""
+    check_distillable(type(student))
+    assert isinstance(student, ClassificationAdapter)
+    model = TaskModel.load(
+        teacher,
+        device=str(device),
+        precision=precision,
+        batch_size=batch_size,
+        allow_pickle=allow_pickle,
+        split_special_tokens=split_special_tokens,
+    )
+    taught = model.adapter
+    if not isinstance(taught, ClassificationAdapter):
+        raise ConfigError(
+            f"teacher {teacher} is a {taught.family} model; a sequence classifier "
+            "(finetune glue or classify) is needed"
+        )
+    columns = align_labels(taught, student, teacher)
+    prepared = model.prepare(examples)
+    rows = predict_rows(
+        model.model,
+        taught,
+        prepared.features,
+        pad_id=model.tokenizer.pad_token_id or 0,
+        batch_size=batch_size,
+        precision=model.precision,
+        show_progress=show_progress,
+        desc="teacher",
+    )
+    logits = taught.example_logits(prepared.features, rows, len(examples))[:, columns]
+    gold = [e.label for e in examples]
+    if not student.regression and all(g is not None for g in gold):
+        agree = float(np.mean(logits.argmax(-1) == np.asarray(gold)))
+        log(
+            f"teacher {teacher}: logits of {len(examples)} training examples; its argmax is the "
+            f"gold label on {agree:.4f} of them"
+        )
+    return np.ascontiguousarray(logits, dtype=np.float32)
