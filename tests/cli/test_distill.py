@@ -18,13 +18,14 @@ from bertkit.errors import InputError
 from support.cli_runs import evaluate, finetune
 
 PAIRS = Path(__file__).parents[1] / "fixtures" / "retrieval_pairs.jsonl"
+LABELLED = Path(__file__).parents[1] / "fixtures" / "rerank_pairs.jsonl"  # 1 and 0 per query
 
 
 @pytest.fixture(scope="module")
 def reranker(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cross-encoder fine-tuned 2 steps from the tiny model (``finetune rerank``)."""
     out = tmp_path_factory.mktemp("distill") / "rerank"
-    finetune("rerank", tiny_model, out, "--train", str(PAIRS), "--dev", str(PAIRS))
+    finetune("rerank", tiny_model, out, "--train", str(LABELLED), "--dev", str(LABELLED))
     return out
 
 
