@@ -134,10 +134,14 @@ class TaskModel:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def prepare(self, examples: Sequence[Any]) -> Prepared:
+    def prepare(self, examples: Sequence[Any], **caps: int | None) -> Prepared:
         """``examples`` encoded into the windows the model runs (each text tokenized once),
-        with each input's whole length: check limits on it, then :meth:`run` it."""
-        features = self.adapter.encode(self.tokenizer, examples, training=False)
+        with each input's whole length: check limits on it, then :meth:`run` it. ``caps``: the
+        adapter's own bounds on what is read of an input, for the families that have them
+        (classification's ``text_pair_max_tokens`` and ``max_windows``,
+        :func:`~bertkit.tasks.features.encode_classification`; the lengths are then those of the
+        inputs as read)."""
+        features = self.adapter.encode(self.tokenizer, examples, training=False, **caps)
         return Prepared(list(examples), features, input_lengths(features, len(examples)))
 
     def run(self, examples: Sequence[Any] | Prepared) -> Scored:
@@ -238,26 +242,6 @@ class Classifier(TaskModel):
     def outputs(scored: Scored) -> list[dict]:
         """Per input: ``label``, ``probabilities`` and ``logits`` (regression: ``score``)."""
         return [{k: v for k, v in p.items() if k != "guid"} for p in scored.predictions]
-
-    def prepare(
-        self,
-        examples: Sequence[Any],
-        *,
-        text_pair_max_tokens: int | None = None,
-        max_windows: int | None = None,
-    ) -> Prepared:
-        """:meth:`TaskModel.prepare`, optionally capped: a pair's second text cut to its first
-        ``text_pair_max_tokens`` word pieces, each input read in its first ``max_windows``
-        windows (:func:`~bertkit.tasks.features.encode_classification`; the lengths are those of
-        the inputs as read)."""
-        features = self.adapter.encode(
-            self.tokenizer,
-            examples,
-            training=False,
-            text_pair_max_tokens=text_pair_max_tokens,  # type: ignore[call-arg]
-            max_windows=max_windows,
-        )
-        return Prepared(list(examples), features, input_lengths(features, len(examples)))
 
     # The steps of a call, apart, for callers that batch many calls' windows together (the
     # server's /rerank merges concurrent requests): prepare, run the rows, combine.
