@@ -126,3 +126,17 @@ def test_exact_search_blocks_keep_ties_by_position() -> None:
     docs = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8], [1.0, 0.0]], np.float32)
     ids, _ = exact_search(np.array([[1.0, 0.0]], np.float32), docs, 3, doc_chunk=2)
     assert ids.tolist() == [[0, 2, 4]]
+
+
+def test_exact_search_ties_at_the_kth_place_go_to_the_lowest_index_within_a_block() -> None:
+    """Many documents share the k-th score inside one block: the lowest-indexed of them are
+    kept (``argpartition`` alone keeps an arbitrary subset of the tied ones)."""
+    rng = np.random.default_rng(3)
+    docs = np.repeat(np.array([[1.0, 0.0]], np.float32), 400, axis=0)
+    docs[rng.choice(400, 150, replace=False)] = [0.0, 1.0]
+    docs[[17, 305]] = [2.0, 0.0]  # two strictly better documents, late and early
+    queries = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    ids, _ = exact_search(queries, docs, 10)
+    full = np.argsort(-(queries @ docs.T), axis=1, kind="stable")[:, :10]
+    assert ids.tolist() == full.tolist()
+    assert ids[0, :2].tolist() == [17, 305]

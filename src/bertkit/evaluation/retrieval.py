@@ -86,8 +86,19 @@ def exact_search(
 
 
 def _top_k(s: np.ndarray, k: int) -> np.ndarray:
-    """Column indices of each row's ``k`` largest values (in no order)."""
-    return np.argpartition(-s, k - 1, axis=1)[:, :k]
+    """Column indices of each row's ``k`` largest values (in no order); where the k-th value is
+    tied, the lowest columns among the tied ones.
+
+    ``argpartition`` alone keeps an arbitrary subset of the values equal to the k-th, so a
+    document could lose its place to a higher-indexed one of the same score; the rows where that
+    can happen (more than ``k`` values at or above the k-th) are ranked again by a stable sort.
+    """
+    top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+    kth = np.take_along_axis(s, top, axis=1).min(axis=1, keepdims=True)
+    tied = np.flatnonzero((s >= kth).sum(axis=1) > k)
+    if tied.size:
+        top[tied] = np.argsort(-s[tied], axis=1, kind="stable")[:, :k]
+    return top
 
 
 def unit_rows(v: np.ndarray) -> np.ndarray:
