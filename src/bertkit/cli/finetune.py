@@ -65,6 +65,8 @@ _FAMILY_FIELDS = {
         "student_temperature",
         "teacher_temperature",
         "pair_kind",
+        "query_prompt",
+        "document_prompt",
         "format",
     ),
     "rerank": ("format",),

@@ -152,6 +152,7 @@ def save_sentence_transformers_files(
     *,
     dimension: int | None = None,
     similarity: str = "cosine",
+    prompts: dict[str, str] | None = None,
 ) -> None:
     """Write the sentence-transformers files of a model folder (each atomically), so that
     ``SentenceTransformer(folder)`` pools as bertkit's ``Embedder`` does.
@@ -165,6 +166,7 @@ def save_sentence_transformers_files(
         dimension: the vector size; None: ``hidden_size`` from ``folder/config.json``.
         similarity: ``similarity_fn_name``, what the vectors are compared by (``cosine``, or
             ``dot`` for a model trained on dot products).
+        prompts: named prompts (``{"query": "query: ", "document": "passage: "}``), none default.
 
     Raises ConfigError for another pooling, or when a value must come from a missing config.json.
     """
@@ -189,7 +191,7 @@ def save_sentence_transformers_files(
         # no "sentence_transformers" version: that key makes older releases warn that the
         # folder comes from a newer one
         "__version__": {"bertkit": __version__},
-        "prompts": {},
+        "prompts": dict(prompts or {}),
         "default_prompt_name": None,
         "similarity_fn_name": similarity,
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import torch
 from bertkit import hardware
 from bertkit import precision as P
 from bertkit.interop import check_length_fits, load_pretrained
+from bertkit.interop.sentence_folder import task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
@@ -97,7 +98,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
         if job.teacher is not None:
             check_distillable(FAMILIES[job.task.family][0])
-        adapter, train, dev = build_task(job.task)
+        adapter, train, dev = build_task(_with_folder_prompts(job.task, job.model))
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
     check_length_fits(job.model, adapter.max_seq_length)
@@ -186,6 +187,23 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         f"{time.time() - started:.1f}s in all)"
     )
     return metrics
+
+
+def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:
+    """An embeddings task's unset prompts (None) filled in from the model folder's saved "query"
+    and "document" prompts: fine-tuning an e5-style model keeps the prefixes it was trained
+    with, in training, in the dev search and in the folder it saves."""
+    if task.family != "embeddings":
+        return task
+    return replace(
+        task,
+        query_prompt=task_prompt(model, "query")
+        if task.query_prompt is None
+        else task.query_prompt,
+        document_prompt=(
+            task_prompt(model, "document") if task.document_prompt is None else task.document_prompt
+        ),
+    )
 
 
 def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch.nn.Module]:

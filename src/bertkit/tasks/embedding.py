@@ -177,6 +177,11 @@ class EmbeddingAdapter(TaskAdapter):
     pair_kind: str = "auto"
     """What a labelled-pairs dev set is scored as (:data:`PAIR_KINDS`; auto: from the task or
     the labels)."""
+    query_prompt: str = ""
+    """Put before every query (training and dev search) and saved as the folder's "query"
+    prompt, which ``encode_query`` and bertkit's evaluate put there too."""
+    document_prompt: str = ""
+    """Put before every positive, negative and dev document; the folder's "document" prompt."""
     _dev_kind: str = field(default="retrieval", init=False, repr=False)
     """What the dev set read last is scored as: retrieval, sts or pair_classification (not
     saved: state() leaves out the private fields)."""
@@ -285,17 +290,29 @@ class EmbeddingAdapter(TaskAdapter):
         return encode_classification(tokenizer, examples, self.max_seq_length, _CUT)
 
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
+        q, d = self.query_prompt, self.document_prompt
         if not training:
-            return self._encode(tokenizer, [e.text for e in examples])
+            # labelled pairs: no prompt (the saved folder declares no default prompt)
+            return self._encode(tokenizer, [self._dev_prompt(e) + e.text for e in examples])
         out = []
         for i, e in enumerate(examples):
             assert isinstance(e, TrainingPair)
-            rows = tuple(
-                replace(f, example_index=i)
-                for f in self._encode(tokenizer, [e.query, e.positive, *e.negatives])
-            )
+            texts = [q + e.query, d + e.positive, *(d + n for n in e.negatives)]
+            rows = tuple(replace(f, example_index=i) for f in self._encode(tokenizer, texts))
             out.append(GroupFeature(rows, i, any(r.truncated for r in rows), e.scores))
         return out
+
+    def _dev_prompt(self, e: Any) -> str:
+        """A dev text's prompt: a retrieval query's or document's; none for labelled pairs."""
+        if isinstance(e, RetrievalText):
+            return self.query_prompt if e.relevant is not None else self.document_prompt
+        return ""
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The prompts the saved folder declares (sentence-transformers' ``prompts``)."""
+        named = {"query": self.query_prompt, "document": self.document_prompt}
+        return {k: v for k, v in named.items() if v}
 
     def length(self, feature: Any) -> int:
         if isinstance(feature, GroupFeature):

@@ -148,6 +148,13 @@ class TaskSettings:
     teacher_temperature: float | None = None
     """embeddings: distill-kl's temperature of the teacher's scores (DistillKLDivLoss'
     teacher_temperature; None: --temperature)."""
+    query_prompt: str | None = None
+    """embeddings: text put before every query, in training, in the dev search and as the saved
+    folder's "query" prompt (sentence-transformers' prompts: "query: " for e5); None: the model
+    folder's own "query" prompt (config_sentence_transformers.json), else none."""
+    document_prompt: str | None = None
+    """embeddings: text put before every positive, negative and dev document, saved as the
+    folder's "document" prompt; None: the model folder's own "document" prompt, else none."""
     pair_kind: str = "auto"
     """Labelled sentence pairs (finetune embeddings --dev, evaluate --data) scored as sts (gold
     scores; main metric Spearman) or pair_classification (0/1 labels; main metric average
@@ -229,6 +236,8 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             student_temperature=s.student_temperature,
             teacher_temperature=s.teacher_temperature,
             pair_kind=s.pair_kind,
+            query_prompt=s.query_prompt or "",
+            document_prompt=s.document_prompt or "",
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":

@@ -55,7 +55,12 @@ def save_model_dir(
             with model.whole_encoder() as encoder:
                 write_model_files(encoder, tmp, tokenizer)
             save_sentence_transformers_files(
-                tmp, a.pooling, a.normalize, a.max_seq_length, similarity=a.similarity
+                tmp,
+                a.pooling,
+                a.normalize,
+                a.max_seq_length,
+                similarity=a.similarity,
+                prompts=a.prompts,
             )
             save_embedding_info(tmp, a.matryoshka_dims)
         else:
