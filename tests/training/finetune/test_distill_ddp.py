@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -19,8 +20,6 @@ from bertkit.training import distributed as D
 from support.tiny_glue import write_sentiment, write_teacher
 
 from ..helpers import free_port
-
-N_TRAIN = 13  # odd: the ranks' shares differ in size (7 and 6)
 
 
 def _student() -> ClassificationAdapter:
@@ -74,21 +73,26 @@ def _worker(rank: int, world: int, port: int, teacher: str, data: str, out: str)
     D.exit_process(0)  # as the bertkit program's ranks do: no interpreter finalization
 
 
-def test_each_rank_reads_its_share_and_holds_every_row(tiny_model: Path, tmp_path: Path) -> None:
-    data = write_sentiment(tmp_path / "glue", n_train=N_TRAIN, n_dev=4)
+@pytest.mark.parametrize("n_train", [13, 1])  # shares of 7 and 6; of 1 and none (rank 1 idle)
+def test_each_rank_reads_its_share_and_holds_every_row(
+    tiny_model: Path, tmp_path: Path, n_train: int
+) -> None:
+    data = write_sentiment(tmp_path / "glue", n_train=n_train, n_dev=4)
     vocab = (tiny_model / "vocab.txt").read_text(encoding="utf-8").split("\n")
     teacher = write_teacher(tmp_path / "teacher", _student(), [w for w in vocab if w])
     alone: list[int] = []
     want = _rows(str(teacher), str(data), None, alone)
-    assert want.shape == (N_TRAIN, 2) and alone == [N_TRAIN]  # one window per example
-    assert np.abs(want[:, 0] - want[:, 1]).std() > 1e-2  # rows differ: misplacing one shows
+    assert want.shape == (n_train, 2) and alone == [n_train]  # one window per example
+    if n_train > 1:
+        assert np.abs(want[:, 0] - want[:, 1]).std() > 1e-2  # rows differ: misplacing one shows
 
     out = tmp_path / "ranks"
     out.mkdir()
     args = (2, free_port(), str(teacher), str(data), str(out))
     mp.spawn(_worker, args=args, nprocs=2, join=True)
-    # each rank's teacher read every second example (7 and 6), not the whole set
-    assert [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)] == [[7], [6]]
+    # each rank's teacher read every second example, not the whole set (an empty share: nothing)
+    shares = [[n] if n else [] for n in ((n_train + 1) // 2, n_train // 2)]
+    assert [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)] == shares
     for r in range(2):
         got = np.load(out / f"rank{r}.npy")
         assert got.dtype == np.float32 and got.shape == want.shape
