@@ -49,6 +49,30 @@ def build_tiny_model(d: Path) -> Path:
     return d
 
 
+def write_teacher(out: Path, adapter, words: list[str]) -> Path:
+    """A distillation teacher folder for ``adapter``'s task (a random head on a random 2-layer
+    encoder) whose vocabulary holds ``words`` in this order: a tokenizer of its own."""
+    from bertkit.model import BertForSequenceClassification
+    from bertkit.training.model_dir import save_model_dir
+
+    out.mkdir(parents=True)
+    (out / "vocab_src.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    tok = BertTokenizer(out / "vocab_src.txt")
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        initializer_range=0.5,  # logits that differ with the input, not all near 0
+        **adapter.config_overrides(),
+    )
+    torch.manual_seed(11)
+    save_model_dir(BertForSequenceClassification(config), adapter, tok, out)
+    return out
+
+
 def write_sentiment(directory: Path, n_train: int = 48, n_dev: int = 16, seed: int = 0) -> Path:
     """A synthetic SST-2-layout task: the label is whether the sentence holds a positive word."""
     g = torch.Generator().manual_seed(seed)

@@ -129,6 +129,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
             split_special_tokens=bool(split),
             show_progress=config.show_progress,
             log=say,
+            info=info,  # under torchrun each rank reads 1/world of the examples
         )
     train_features = adapter.encode(tokenizer, train, training=True)
     dev_sets = {

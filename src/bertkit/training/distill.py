@@ -20,6 +20,15 @@ is then taught its example's row, as it is taught its example's gold label
 (:func:`bertkit.training.finetune.training_collate` looks the row up by ``example_index``). So
 the teacher costs one forward pass over the training set, not one per epoch or per run of the
 learning-rate x seed sweep, and gradient accumulation and DDP shares need nothing of it.
+
+Under torchrun that pass is split, not repeated: rank r reads examples r, r + world,
+r + 2 world ... and the ranks' rows are gathered (:func:`bertkit.training.distributed.all_gather_rows`:
+examples x labels floats, small beside the model), so every rank holds every row. Strided rather
+than contiguous shares: data files are often ordered (by source, label or length), and a
+contiguous slice could give one rank all the long, many-window inputs while the others wait at
+the gather; every ``world``-th example spreads any such order evenly, and puts the rows back
+with one strided assignment. A rank's teacher batches are not the single process's, so the rows
+equal the single process's up to float rounding (batch padding), not bit for bit.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from bertkit.inference.runner import predict_rows
 from bertkit.inference.task_model import TaskModel
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
+from bertkit.training.distributed import DistInfo, all_gather_rows
 from bertkit.training.objectives import TaskLoss
 
 TEACHER_KEY = "teacher_logits"
@@ -150,10 +160,15 @@ def teacher_logits(
     split_special_tokens: bool = False,
     show_progress: bool | None = None,
     log: Callable[[str], None] = print,
+    info: DistInfo | None = None,
 ) -> np.ndarray:
     """(len(examples), K) float32: the ``teacher`` folder's logits of every example, read with
     the teacher's own tokenizer, windows and window pooling, columns in ``student``'s label
-    order (:func:`align_labels`). Logs how often the teacher agrees with the gold labels."""
+    order (:func:`align_labels`). Logs how often the teacher agrees with the gold labels.
+
+    Under a process group (``info``, collective: every rank calls it with the same examples)
+    each rank reads every ``world``-th example and every rank returns all the rows; progress
+    is shown on rank 0 only, and ``log`` is called on every rank."""
     check_distillable(type(student))
     assert isinstance(student, ClassificationAdapter)
     model = TaskModel.load(
@@ -171,18 +186,27 @@ def teacher_logits(
             "(finetune glue or classify) is needed"
         )
     columns = align_labels(taught, student, teacher)
-    prepared = model.prepare(examples)
-    rows = predict_rows(
-        model.model,
-        taught,
-        prepared.features,
-        pad_id=model.tokenizer.pad_token_id or 0,
-        batch_size=batch_size,
-        precision=model.precision,
-        show_progress=show_progress,
-        desc="teacher",
-    )
-    logits = taught.example_logits(prepared.features, rows, len(examples))[:, columns]
+    info = info or DistInfo()  # alone: one share, all the examples
+    world = info.world_size
+    share = list(examples[info.rank :: world])  # strided: see the module docstring
+    own = np.zeros((0, len(columns)), dtype=np.float32)
+    if share:
+        prepared = model.prepare(share)
+        rows = predict_rows(
+            model.model,
+            taught,
+            prepared.features,
+            pad_id=model.tokenizer.pad_token_id or 0,
+            batch_size=batch_size,
+            precision=model.precision,
+            show_progress=show_progress if info.is_main else False,
+            desc="teacher",
+        )
+        own = taught.example_logits(prepared.features, rows, len(share))[:, columns]
+    parts = all_gather_rows(torch.from_numpy(np.asarray(own, dtype=np.float32)), info)
+    logits = np.empty((len(examples), len(columns)), dtype=np.float32)
+    for rank, part in enumerate(parts):  # rank r read examples r, r + world, r + 2 world ...
+        logits[rank::world] = part.numpy()
     gold = [e.label for e in examples]
     if not student.regression and all(g is not None for g in gold):
         agree = float(np.mean(logits.argmax(-1) == np.asarray(gold)))

@@ -359,6 +359,24 @@ def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:
     return [json.loads(p[:n].cpu().numpy().tobytes()) for p, n in zip(parts, lengths, strict=True)]
 
 
+def all_gather_rows(rows: torch.Tensor, info: DistInfo) -> list[torch.Tensor]:
+    """Every rank's ``rows`` (R_r, ...) on the CPU, in rank order; ``[rows]`` when alone. The
+    ranks' R_r may differ (padded to the largest for the collective); the other dims and the
+    dtype must be the same on every rank (collective: all ranks must call it)."""
+    if not info.distributed:
+        return [rows]
+    _enter("all_gather")
+    dev, world = info.device, info.world_size
+    sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([rows.shape[0]], dtype=torch.int64, device=dev))
+    counts = [int(n) for n in sizes]
+    padded = rows.new_zeros((max(counts), *rows.shape[1:]), device=dev)
+    padded[: rows.shape[0]] = rows.to(dev)
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    return [p[:n].cpu() for p, n in zip(parts, counts, strict=True)]
+
+
 def broadcast_float(value: float, info: DistInfo) -> float:
     """Rank 0's ``value`` on every rank (identity when alone)."""
     if not info.distributed:

@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit.config import BertConfig
 from bertkit.data.tasks.glue import read_glue_split
 from bertkit.errors import ConfigError
 from bertkit.inference.runner import predict_rows
@@ -28,9 +27,8 @@ from bertkit.training.distill import (
     teacher_logits,
 )
 from bertkit.training.finetune import FinetuneConfig, TaskData, train_one
-from bertkit.training.model_dir import save_model_dir
 from bertkit.training.update import UpdateStep
-from support.tiny_glue import write_sentiment
+from support.tiny_glue import write_sentiment, write_teacher
 
 from ..helpers import VOCAB, tiny_config
 
@@ -175,27 +173,6 @@ def test_labels_are_matched_by_name_or_refused_naming_both_lists() -> None:
         align_labels(_adapter([], "pearson_spearman"), student, "t")
 
 
-def _teacher_folder(out: Path, adapter: ClassificationAdapter, words: list[str]):
-    """A teacher folder (a random head on a random 2-layer encoder) whose vocabulary holds
-    ``words`` in this order after the specials: a tokenizer of its own."""
-    out.mkdir(parents=True)
-    (out / "vocab_src.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-    tok = BertTokenizer(out / "vocab_src.txt")
-    config = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        initializer_range=0.5,  # logits that differ with the input, not all near 0
-        **adapter.config_overrides(),
-    )
-    torch.manual_seed(11)
-    save_model_dir(BertForSequenceClassification(config), adapter, tok, out)
-    return out
-
-
 def test_teacher_logits_come_from_the_teachers_own_tokenizer(
     tiny_model: Path, tmp_path: Path
 ) -> None:
@@ -203,9 +180,7 @@ def test_teacher_logits_come_from_the_teachers_own_tokenizer(
     examples = read_glue_split(data, "SST-2", "train")
     vocab = (Path(tiny_model) / "vocab.txt").read_text(encoding="utf-8").split("\n")
     specials, words = vocab[:5], [w for w in vocab[5:] if w]
-    teacher_dir = _teacher_folder(
-        tmp_path / "teacher", _adapter(["1", "0"]), specials + words[::-1]
-    )
+    teacher_dir = write_teacher(tmp_path / "teacher", _adapter(["1", "0"]), specials + words[::-1])
     student = _adapter()
     got = teacher_logits(
         teacher_dir,
@@ -235,7 +210,7 @@ def test_a_teacher_for_another_label_set_is_refused(tiny_model: Path, tmp_path: 
     data = write_sentiment(tmp_path / "glue", n_train=4, n_dev=4)
     examples = read_glue_split(data, "SST-2", "train")
     vocab = (Path(tiny_model) / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    teacher_dir = _teacher_folder(
+    teacher_dir = write_teacher(
         tmp_path / "teacher", _adapter(["a", "b", "c"]), [w for w in vocab if w]
     )
     with pytest.raises(ConfigError, match=r"labels \['a', 'b', 'c'\]; the student's .*'0', '1'"):

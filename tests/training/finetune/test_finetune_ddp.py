@@ -1,7 +1,8 @@
 """Fine-tuning under torchrun: 2 gloo processes (the launcher pre-training uses) reach the dev
 metric of 1 process, every training example is used exactly once per epoch, rank 0 alone selects
 and saves; with --grad-accum 2 as well (each rank's share in 2 micro-batches: the same updates),
-and with layer-wise learning-rate decay on top (the groups' rates are the same on every rank)."""
+and with layer-wise learning-rate decay on top (the groups' rates are the same on every rank);
+and distilling a teacher (each rank's teacher reads half the examples, the rows gathered)."""
 
 from __future__ import annotations
 
@@ -43,15 +44,14 @@ def _check_exactly_once(metrics: dict) -> None:
         assert seen["index_squares"] == sum(i * i for i in range(N_TRAIN))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("accum, layer_decay", [(1, "1.0"), (2, "1.0"), (2, "0.8")])
-def test_two_gloo_processes_match_one(
-    tiny_model: Path, tmp_path: Path, accum: int, layer_decay: str
-) -> None:
+def _one_and_two(
+    tiny_model: Path, tmp_path: Path, accum: int, extra: list[str]
+) -> tuple[dict, dict, str]:
+    """metrics.json of the job alone and under torchrun with 2 gloo processes, and the
+    torchrun job's stderr."""
     data = write_sentiment(tmp_path / "data", n_train=N_TRAIN, n_dev=N_DEV)
     common = ["finetune", "glue", "--model", str(tiny_model), "--data-dir", str(data), *ARGS]
-    common += ["--layerwise-lr-decay", layer_decay]
-    common += ["--precision", "fp32"]  # auto is bf16 where faster; the in-process run's is fp32
+    common += [*extra, "--precision", "fp32"]  # auto is bf16 where faster; in-process is fp32
     one = tmp_path / "one"
     assert main([*common, "--output", str(one)]) == 0
     two = tmp_path / "two"
@@ -84,13 +84,18 @@ def test_two_gloo_processes_match_one(
         timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    assert (two / "config.json").is_file() and (two / "model.safetensors").is_file()
     m1 = json.loads((one / "metrics.json").read_text())
     m2 = json.loads((two / "metrics.json").read_text())
-    assert "2 process(es) on cpu" in run.stderr and run.stderr.count("wrote the selected") == 1
+    return m1, m2, run.stderr
+
+
+def _check_same_training(m1: dict, m2: dict, stderr: str) -> None:
+    """The same global batches, gradients averaged over ranks: the one-process run's updates,
+    up to float summation order."""
+    assert "2 process(es) on cpu" in stderr and stderr.count("wrote the selected") == 1
     for m in (m1, m2):
         _check_exactly_once(m)
-    # the same global batches, gradients averaged over ranks: the one-process run's updates, up
-    # to float summation order
     acc1, acc2 = (m["selected"]["dev"]["dev"]["accuracy"] for m in (m1, m2))
     assert abs(acc1 - acc2) <= 1 / N_DEV, (acc1, acc2)
     losses1 = [e["train_loss"] for e in m1["runs"][0]["epochs"]]
@@ -99,4 +104,29 @@ def test_two_gloo_processes_match_one(
     assert losses1[-1] < 0.5 * losses1[0] and acc1 > 0.9  # it learnt: not two no-ops compared
     dev1, dev2 = ([e["dev"]["dev"]["accuracy"] for e in m["runs"][0]["epochs"]] for m in (m1, m2))
     assert all(abs(a - b) <= 1 / N_DEV for a, b in zip(dev1, dev2, strict=True)), (dev1, dev2)
-    assert (two / "config.json").is_file() and (two / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("accum, layer_decay", [(1, "1.0"), (2, "1.0"), (2, "0.8")])
+def test_two_gloo_processes_match_one(
+    tiny_model: Path, tmp_path: Path, accum: int, layer_decay: str
+) -> None:
+    extra = ["--layerwise-lr-decay", layer_decay]
+    _check_same_training(*_one_and_two(tiny_model, tmp_path, accum, extra))
+
+
+@pytest.mark.slow
+def test_distillation_under_two_gloo_processes_matches_one(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """Each rank's teacher reads half the training set and the rows are gathered
+    (test_distill_ddp.py checks the rows): the student trains as it does alone."""
+    teacher = tmp_path / "teacher"  # fine-tuned on the same data alone: a teacher that knows
+    data = write_sentiment(tmp_path / "teacher-data", n_train=N_TRAIN, n_dev=N_DEV)
+    plain = ["finetune", "glue", "--model", str(tiny_model), "--data-dir", str(data), *ARGS]
+    assert main([*plain, "--precision", "fp32", "--output", str(teacher)]) == 0
+    extra = ["--teacher", str(teacher), "--distill-alpha", "0.5", "--distill-temperature", "2"]
+    m1, m2, stderr = _one_and_two(tiny_model, tmp_path, 1, extra)
+    _check_same_training(m1, m2, stderr)
+    assert m1["teacher"] == m2["teacher"] == str(teacher)
+    assert stderr.count(f"teacher {teacher}: logits of {N_TRAIN} training examples") == 1
