@@ -61,7 +61,6 @@ def test_pooling_splade_on_a_masked_lm_folder(tmp_path: Path) -> None:
     ("extra", "output", "message"),
     [
         (["--pooling", "splade"], "v.npy", "not with .npy"),
-        (["--pooling", "splade"], "vectors/", "not with a folder output"),
         (["--pooling", "splade", "--normalize"], "v.jsonl", "not with --normalize"),
         (["--pooling", "splade", "--layers", "-1", "-2"], "v.jsonl", "not with --layers"),
         (["--max-active-dims", "3"], "v.jsonl", "--max-active-dims: SPLADE settings"),

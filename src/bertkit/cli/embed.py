@@ -8,7 +8,9 @@ Lines longer than the model's limit are read in windows (``--truncate`` cuts the
 ``--pooling splade`` (the default for a sentence-transformers ``SparseEncoder`` folder) writes
 SPLADE vectors from the masked-LM head (:mod:`bertkit.inference.sparse`) as JSON lines
 ``{"line": 1, "indices": [...], "values": [...]}``, the non-zero entries only: a dense ``.npy``
-would hold a vocabulary's worth (30522 floats) per line, nearly all zero.
+would hold a vocabulary's worth (30522 floats) per line, nearly all zero. A folder output gets
+CSR ``.npz`` shards plus the manifest, streamed and resumable as the dense folder
+(:mod:`bertkit.inference.sparse_corpus`).
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--output",
         required=True,
         help="vectors: .npy (float32 N x H) or .jsonl; a folder (DIR/, an existing folder "
-        "or a name without suffix): .npy shards + manifest.json, streamed, resumable",
+        "or a name without suffix): .npy shards (SPLADE: CSR .npz shards) + manifest.json, "
+        "streamed, resumable",
     )
     pooling_options.add_pooling(
         p,
         "token vectors -> one vector; splade: a sparse vector from the masked-LM head, "
-        "written as .jsonl of indices and values (default: the folder's sentence-transformers "
-        "pooling, splade for a SparseEncoder folder, else mean)",
+        "written as .jsonl of indices and values or a folder of CSR shards (default: the "
+        "folder's sentence-transformers pooling, splade for a SparseEncoder folder, else mean)",
     )
     p.add_argument(
         "--normalize",
@@ -79,16 +82,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_sparse(args: argparse.Namespace) -> int:
-    """SPLADE vectors as JSON lines (see the module doc)."""
+    """SPLADE vectors as JSON lines, or CSR shards in a folder (see the module doc)."""
     from bertkit.errors import InputError
-    from bertkit.inference.sparse import SparseEmbedder
     from bertkit.io import atomic_write
-    from bertkit.tasks.windows import WindowConfig
 
+    folder = options.is_folder_output(args.output)
     refused = {
-        "a folder output": options.is_folder_output(args.output),
-        ".npy (dense vectors of the vocabulary's size)": Path(args.output).suffix.lower()
-        != ".jsonl",
+        ".npy (dense vectors of the vocabulary's size)": not folder
+        and Path(args.output).suffix.lower() != ".jsonl",
         "--per-token": args.per_token,
         "--normalize": args.normalize is not None,
         "--layers": bool(args.layers),
@@ -98,15 +99,12 @@ def _run_sparse(args: argparse.Namespace) -> int:
         raise InputError(
             args.output,
             None,
-            f"--pooling splade writes one .jsonl file of sparse vectors; not with {bad[0]}",
+            f"--pooling splade writes sparse vectors to a .jsonl file or a folder; not with {bad[0]}",
         )
-    model = SparseEmbedder.load(
-        args.model,
-        **pooling_options.splade_values(args),
-        max_length=args.max_length,
-        windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
-        **options.loading_values(args),
-    )
+    if folder:
+        args.output = Path(args.output)
+        return _run_folder(args, sparse=True)
+    model = _load_sparse(args)
     texts = _read_lines(args.input, args.encoding_errors)
     start = time.perf_counter()
     vectors, counts = model.embed(texts)
@@ -137,6 +135,19 @@ def _stream_lines(path: Path | None, errors: str):
     return (line for _, line in read_input_lines(path, errors=errors, replace_hint=True))
 
 
+def _load_sparse(args: argparse.Namespace):
+    from bertkit.inference.sparse import SparseEmbedder
+    from bertkit.tasks.windows import WindowConfig
+
+    return SparseEmbedder.load(
+        args.model,
+        **pooling_options.splade_values(args),
+        max_length=args.max_length,
+        windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
+        **options.loading_values(args),
+    )
+
+
 def _load(args: argparse.Namespace):
     from bertkit.inference import Embedder
     from bertkit.inference.embedder import LayerSpec
@@ -153,12 +164,15 @@ def _load(args: argparse.Namespace):
     )
 
 
-def _run_folder(args: argparse.Namespace) -> int:
-    """Shards + manifest in the folder ``args.output`` (:func:`bertkit.inference.corpus.embed_to`).
+def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
+    """Shards + manifest in the folder ``args.output``: :func:`bertkit.inference.corpus.embed_to`,
+    or with ``sparse`` :func:`bertkit.inference.sparse_corpus.embed_sparse_to` (SPLADE).
     Under torchrun every rank embeds its share of the windows (rank 0's kernel choices, one
     barrier after the clean-up and one before the final manifest); alone, the group is a no-op."""
     from bertkit.errors import InputError
+    from bertkit.inference.corpus import embed_to
     from bertkit.inference.sharded import file_size
+    from bertkit.inference.sparse_corpus import embed_sparse_to
     from bertkit.io import count_lines
     from bertkit.training import distributed as D
 
@@ -175,7 +189,9 @@ def _run_folder(args: argparse.Namespace) -> int:
     with D.reported(info):
         options.resume_precision(args)
         source = {"path": "-" if path is None else str(path), "size": file_size(path)}
-        summary = _load(args).embed_to(
+        write, load = (embed_sparse_to, _load_sparse) if sparse else (embed_to, _load)
+        summary = write(
+            load(args),
             _stream_lines(path, args.encoding_errors),
             args.output,
             config=options.streaming_values(args),

@@ -13,6 +13,9 @@ Two entry points, both on :class:`~bertkit.inference.Embedder` too:
   caller who writes vectors elsewhere (a Ray Data / Spark partition, a vector store).
 - :func:`embed_to`: the folder of :mod:`bertkit.inference.sharded` (``bertkit embed --output DIR/``).
 
+SPLADE vectors go through the same :func:`write_stream` into CSR ``.npz`` shards:
+:mod:`bertkit.inference.sparse_corpus` (``embed_sparse_to``, ``load_sparse_vectors``).
+
 :func:`predict_to` does the same for a fine-tuned model (``bertkit predict --output DIR/``): one
 JSON line per example, as ``bertkit predict`` writes to a ``.jsonl`` file, in shards.
 
@@ -38,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, InputError
 from bertkit.inference.sharded import (
     ShardedOutput,
     StreamConfig,
@@ -159,7 +162,7 @@ def embed_to(
         vectors, counts = quiet.embed(chunk)
         return (lambda a, b: npy_bytes(vectors[a:b])), counts
 
-    return _write_stream(
+    return write_stream(
         folder,
         lines,
         kind="vectors",
@@ -180,7 +183,7 @@ def embed_to(
     )
 
 
-def _write_stream(
+def write_stream(
     folder: str | Path,
     items: Iterable[Any],
     *,
@@ -307,7 +310,7 @@ def predict_to(
         counts = scored.windows or WindowCounts(len(chunk), 0, len(chunk), 0)
         return (lambda a, b: b"".join(rows[a:b])), counts
 
-    return _write_stream(
+    return write_stream(
         folder,
         examples,
         kind="predictions",
@@ -339,10 +342,23 @@ def load_predictions(folder: str | Path, verify: bool = True) -> list[dict[str, 
 
 def load_vectors(folder: str | Path, verify: bool = True) -> np.ndarray:
     """Every vector of a finished ``embed_to`` folder, shards joined in input order (N, D)."""
+    require_kind(folder, "vectors", "load_sparse_vectors")
     arrays = [np.load(path, allow_pickle=False) for _, path in shard_paths(folder, verify)]
     if arrays:
         return np.concatenate(arrays)
     return np.zeros((0, int(read_manifest(folder).get("dim", 0))), dtype=np.float32)
+
+
+def require_kind(folder: str | Path, kind: str, other: str) -> dict[str, Any]:
+    """The manifest of ``folder``; InputError when it holds another kind of output."""
+    manifest = read_manifest(folder)
+    if manifest.get("kind") != kind:
+        raise InputError(
+            folder,
+            None,
+            f"holds {manifest.get('kind')!r} output, not {kind!r} (read it with {other})",
+        )
+    return manifest
 
 
 def _device_type(model: Any) -> str:

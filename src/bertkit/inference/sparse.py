@@ -244,3 +244,14 @@ def as_rows(vectors: Sequence[SparseVector], size: int) -> SparseRows:
     indices = np.concatenate([v.indices for v in vectors]).astype(np.int64)
     values = np.concatenate([v.values for v in vectors]).astype(np.float32)
     return SparseRows(indptr, indices, values, size)
+
+
+def join_rows(parts: Sequence[SparseRows], size: int) -> SparseRows:
+    """The rows of ``parts`` one after the other (CSR shards joined in order)."""
+    if not parts:
+        return as_rows([], size)
+    starts = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]], dtype=np.int64)
+    indptr = np.concatenate([[0]] + [p.indptr[1:] + s for p, s in zip(parts, starts)])
+    indices = np.concatenate([p.indices for p in parts]).astype(np.int64)
+    values = np.concatenate([p.values for p in parts]).astype(np.float32)
+    return SparseRows(indptr.astype(np.int64), indices, values, size)
