@@ -153,3 +153,15 @@ def test_a_resume_with_other_settings_is_refused(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
     assert _files(out) == _files(full_run)  # nothing was written
+
+
+def test_window_pooling_which_splade_does_not_use_does_not_block_a_resume(
+    setup, full_run, tmp_path, capsys
+) -> None:
+    model, inp = setup
+    out = tmp_path / "sparse"
+    out.mkdir()
+    for name, data in _files(full_run).items():
+        (out / name).write_bytes(data)
+    assert _embed(model, inp, out, *FLAGS, "--window-pooling", "max") == 0
+    assert _files(out) == _files(full_run)

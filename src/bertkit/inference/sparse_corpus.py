@@ -72,10 +72,11 @@ def read_csr(path: str | Path, size: int) -> SparseRows:
 def sparse_settings(model: SparseEmbedder) -> dict[str, Any]:
     """Everything of ``model`` that changes its vectors' bytes, as JSON values for the manifest:
     the dense encoder's settings (:func:`~bertkit.inference.corpus.embedder_settings`, less its
-    pooling, normalisation and layers, which SPLADE does not use), the SPLADE spec (pooling
-    strategy, activation, max_active_dims), the batch size and the vocabulary size."""
+    pooling, normalisation, layers and window pooling, which SPLADE does not use: it joins a
+    text's windows by max), the SPLADE spec (pooling strategy, activation, max_active_dims), the
+    batch size and the vocabulary size."""
     dense = embedder_settings(model.embedder)
-    for unused in ("normalize", "layers", "layer_combine"):
+    for unused in ("normalize", "layers", "layer_combine", "window_pooling"):
         dense.pop(unused)
     return {
         **dense,
