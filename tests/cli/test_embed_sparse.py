@@ -67,6 +67,7 @@ def test_pooling_splade_on_a_masked_lm_folder(tmp_path: Path) -> None:
         (["--max-active-dims", "3"], "v.jsonl", "--max-active-dims: SPLADE settings"),
         (["--pooling", "mean", "--splade-pooling", "sum"], "v.jsonl", "--splade-pooling"),
         (["--pooling", "splade", "--max-active-dims", "0"], "v.jsonl", "positive integer"),
+        (["--task", "query"], "v.npy", "--task: for SPLADE vectors"),
     ],
 )
 def test_refusals_name_what_was_expected(tmp_path: Path, capsys, extra, output, message) -> None:
@@ -76,3 +77,17 @@ def test_refusals_name_what_was_expected(tmp_path: Path, capsys, extra, output, 
     assert main([*argv, *extra, "--output", str(tmp_path / output)]) != 0
     assert message in capsys.readouterr().err
     assert not (tmp_path / output).exists()
+
+
+@pytest.mark.parametrize("task", [None, "query", "document"])
+def test_router_folder_embeds_by_task(tmp_path: Path, task: str | None) -> None:
+    from support.tiny_splade import saved_router_encoder
+
+    folder, st = saved_router_encoder(tmp_path)
+    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "v.jsonl"
+    args = ["embed", "--model", str(folder), "--input", str(tmp_path / "in.txt")]
+    flags = ["--output", str(out), "--precision", "fp32", "--truncate"]
+    assert main([*args, *flags, *(["--task", task] if task else [])]) == 0
+    encode = {None: st.encode, "query": st.encode_query, "document": st.encode_document}[task]  # type: ignore[attr-defined]
+    _check(_rows(out), encode(LINES, convert_to_tensor=True).to_dense().numpy())
