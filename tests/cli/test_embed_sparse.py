@@ -66,6 +66,7 @@ def test_pooling_splade_on_a_masked_lm_folder(tmp_path: Path) -> None:
         (["--max-active-dims", "3"], "v.jsonl", "--max-active-dims: SPLADE settings"),
         (["--pooling", "mean", "--splade-pooling", "sum"], "v.jsonl", "--splade-pooling"),
         (["--pooling", "splade", "--max-active-dims", "0"], "v.jsonl", "positive integer"),
+        (["--task", "query"], "v.npy", "--task: for SPLADE vectors"),
     ],
 )
 def test_refusals_name_what_was_expected(tmp_path: Path, capsys, extra, output, message) -> None:
@@ -75,3 +76,30 @@ def test_refusals_name_what_was_expected(tmp_path: Path, capsys, extra, output, 
     assert main([*argv, *extra, "--output", str(tmp_path / output)]) != 0
     assert message in capsys.readouterr().err
     assert not (tmp_path / output).exists()
+
+
+@pytest.mark.parametrize("task", [None, "query", "document"])
+def test_router_folder_embeds_by_task(tmp_path: Path, task: str | None) -> None:
+    from support.tiny_splade import saved_router_encoder
+
+    folder, st = saved_router_encoder(tmp_path)
+    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "v.jsonl"
+    args = ["embed", "--model", str(folder), "--input", str(tmp_path / "in.txt")]
+    flags = ["--output", str(out), "--precision", "fp32", "--truncate"]
+    assert main([*args, *flags, *(["--task", task] if task else [])]) == 0
+    encode = {None: st.encode, "query": st.encode_query, "document": st.encode_document}[task]  # type: ignore[attr-defined]
+    theirs = encode(LINES, convert_to_tensor=True).to_dense().numpy()
+    _check(_rows(out), theirs)
+    # a folder output takes the same route and prompt
+    from bertkit.inference.sparse_corpus import load_sparse_vectors
+
+    folder_out = tmp_path / "vectors"
+    flags[1] = f"{folder_out}/"
+    assert main([*args, *flags, *(["--task", task] if task else [])]) == 0
+    rows = load_sparse_vectors(folder_out)
+    got = np.zeros((len(rows), rows.size), np.float32)
+    for r in range(len(rows)):
+        a, b = rows.indptr[r], rows.indptr[r + 1]
+        got[r, rows.indices[a:b]] = rows.values[a:b]
+    np.testing.assert_allclose(got, theirs, atol=1e-5)

@@ -138,6 +138,7 @@ def test_an_interrupted_run_resumes_embedding_only_the_missing_shards(
         (["--splade-pooling", "sum"], "pooling_strategy 'max', this run asks for 'sum'"),
         (["--splade-activation", "log1p_relu"], "activation_function 'relu', this run asks"),
         (["--pooling", "mean"], "'sparse' output, this run writes 'vectors'"),
+        (["--task", "query"], "task None, this run asks for 'query'"),
     ],
 )
 def test_a_resume_with_other_settings_is_refused(

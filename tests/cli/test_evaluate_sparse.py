@@ -16,7 +16,7 @@ from bertkit.inference.retrieval import evaluate_retrieval
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.tasks.windows import WindowConfig
 from support.cli_runs import evaluate
-from support.tiny_splade import hf_masked_lm, saved_sparse_encoder
+from support.tiny_splade import hf_masked_lm, saved_router_encoder, saved_sparse_encoder
 
 DATA = RetrievalSet(
     {
@@ -51,6 +51,17 @@ def test_sparse_encoder_folder_is_searched_sparse(tmp_path: Path, capsys) -> Non
     got = evaluate(folder, tmp_path / "beir", tmp_path, *FP32, "--max-active-dims", "2")
     assert got["sparsity"]["query_active_dims"] <= 2
     assert got["retrieval"] == pytest.approx(library(folder, max_active_dims=2)["retrieval"])
+
+
+def test_router_folder_searches_static_queries_and_splade_documents(tmp_path: Path) -> None:
+    folder, _ = saved_router_encoder(tmp_path)
+    write_beir(tmp_path / "beir", DATA)
+    got = evaluate(folder, tmp_path / "beir", tmp_path, *FP32)
+    want = library(folder)
+    assert got["retrieval"] == pytest.approx(want["retrieval"], abs=1e-12)
+    assert got["sparsity"] == pytest.approx(want["sparsity"], abs=1e-12)
+    # queries by the static weights: at most their two distinct tokens active
+    assert got["sparsity"]["query_active_dims"] <= 2 < got["sparsity"]["corpus_active_dims"]
 
 
 def test_pooling_splade_makes_a_masked_lm_folder_sparse(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 evaluate_retrieval) scores what sentence-transformers' SparseInformationRetrievalEvaluator scores
 with the same SparseEncoder folder: every shared metric and the sparsity figures within 1e-6,
 with the folder's max_active_dims, with query and document prompts, and with exact ties between
-documents whose ids sort differently from their positions."""
+documents whose ids sort differently from their positions; and for an inference-free Router folder
+(queries by static weights, documents by SPLADE)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from bertkit.data.tasks.retrieval import RetrievalSet
 from bertkit.inference.retrieval import evaluate_retrieval
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.tasks.windows import WindowConfig
-from support.tiny_splade import saved_sparse_encoder
+from support.tiny_splade import saved_router_encoder, saved_sparse_encoder
 
 DOCS = {
     "d0": "the cat sat on the mat",
@@ -131,3 +132,28 @@ def test_metrics_and_sparsity_equal_sentence_transformers(
     cap = max_active_dims or pooling.get("max_active_dims")
     if cap:
         assert ours["sparsity"]["corpus_active_dims"] <= cap
+
+
+@pytest.mark.parametrize("max_active_dims", [None, 4])
+def test_router_folder_metrics_equal_sentence_transformers(
+    tmp_path: Path, max_active_dims: int | None
+) -> None:
+    pytest.importorskip("sentence_transformers")
+    folder, _ = saved_router_encoder(tmp_path, max_active_dims=max_active_dims)
+    data = RetrievalSet(DOCS, QUERIES, QRELS)
+    model = SparseEmbedder.load(
+        folder, precision="fp32", device="cpu", windows=WindowConfig(truncate=True)
+    )
+    ours = evaluate_retrieval(model, data)
+    ref = reference(folder, data, None)
+    got = ours["retrieval"]
+    pairs = {"MRR@10": "t_dot_mrr@10", "NDCG@10": "t_dot_ndcg@10", "MAP@100": "t_dot_map@100"}
+    for k in KS:
+        pairs[f"Recall@{k}"] = f"t_dot_recall@{k}"
+    for ours_key, ref_key in pairs.items():
+        if ours_key in got:
+            assert got[ours_key] == pytest.approx(ref[ref_key], abs=1e-6), ours_key
+    for key, value in ours["sparsity"].items():
+        assert value == pytest.approx(ref[f"t_{key}"], rel=1e-6, abs=1e-6), key
+    # the queries took the static route: no more active entries than their distinct tokens
+    assert ours["sparsity"]["query_active_dims"] <= 3

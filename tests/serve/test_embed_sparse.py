@@ -1,7 +1,7 @@
 """/embed_sparse through the real app on a sentence-transformers SparseEncoder folder: the
 folder's SpladePooling (sum, max_active_dims) is what the route computes, as SparseEncoder.encode
-gives it; long inputs 413 unless truncate; a model without a masked-LM head 404 (in
-test_token_routes)."""
+gives it; long inputs 413 unless truncate; an inference-free Router folder answers by "task" (default:
+document); a model without a masked-LM head 404 (in test_token_routes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from support.tiny_splade import MAX_SEQ_LENGTH, saved_sparse_encoder
+from support.tiny_splade import MAX_SEQ_LENGTH, saved_router_encoder, saved_sparse_encoder
 
 from .conftest import serve
 
@@ -69,3 +69,31 @@ def test_a_sparse_encoder_folder_is_not_served_for_dense_embeddings(tmp_path: Pa
         assert len(default.json()) == len(sparse) == len(TEXTS)
         for a, b in zip(default.json(), sparse, strict=True):
             _assert_same(a, b)
+
+
+def test_router_folder_answers_by_task(tmp_path: Path) -> None:
+    folder, st = saved_router_encoder(tmp_path, max_active_dims=4)
+    want = {
+        "query": st.encode_query(TEXTS, convert_to_tensor=True).to_dense().numpy(),  # type: ignore[attr-defined]
+        "document": st.encode_document(TEXTS, convert_to_tensor=True).to_dense().numpy(),  # type: ignore[attr-defined]
+    }
+    with serve(models=[str(folder)]) as client:
+        caps = client.get("/info").json()["models"][0]["capabilities"]
+        assert "embed_sparse" in caps and "embed" not in caps
+        for task in ("query", "document", None):
+            body = {"inputs": TEXTS, **({"task": task} if task else {})}
+            got = client.post("/embed_sparse", json=body)
+            assert got.status_code == 200, got.text
+            for sparse, row in zip(got.json(), want[task or "document"], strict=True):
+                index = [e["index"] for e in sparse]
+                assert index == np.flatnonzero(row).tolist()
+                np.testing.assert_allclose([e["value"] for e in sparse], row[index], atol=1e-5)
+        # TEI's default route answers as /embed_sparse, with the document route
+        _assert_same(client.post("/", json={"inputs": TEXTS[:1]}).json()[0], got.json()[0])
+        long = " ".join(["the big dog ran on the road"] * 3)
+        r = client.post("/embed_sparse", json={"inputs": long, "task": "query"})
+        assert r.status_code == 413 and "truncate" in r.json()["error"]
+        r = client.post("/embed_sparse", json={"inputs": long, "task": "query", "truncate": True})
+        assert r.status_code == 200
+        r = client.post("/embed_sparse", json={"inputs": "dog", "task": "passage"})
+        assert r.status_code == 422 and "task" in r.text

@@ -69,3 +69,42 @@ def saved_sparse_encoder(root: Path, **pooling) -> tuple[Path, object]:
     hf_masked_lm(root / "hf")
     sparse_encoder(root / "hf", **pooling).save(str(root / "st"))
     return root / "st", SparseEncoder(str(root / "st"), device="cpu")
+
+
+def saved_router_encoder(
+    root: Path, query: str = "static", max_active_dims: int | None = None
+) -> tuple[Path, object]:
+    """An "inference-free" SparseEncoder folder saved by sentence-transformers (``root/st``):
+    a ``Router`` whose document route is MLMTransformer -> SpladePooling and whose query route
+    is (``query``) a ``SparseStaticEmbedding`` ("static": random weights, some 0 and some
+    negative), the document route's own modules ("shared"), a second SPLADE ("splade": what
+    bertkit refuses) or a dense Transformer -> Pooling ("dense": refused too). Returns the
+    folder and the encoder read back from it."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Router
+    from sentence_transformers.sparse_encoder.modules import SparseStaticEmbedding
+
+    hf_masked_lm(root / "hf")
+    doc = list(sparse_encoder(root / "hf").children())
+    if query == "static":
+        torch.manual_seed(1)
+        weight = torch.rand(len(doc[0].tokenizer.get_vocab())) * 2 - 1  # half < 0
+        weight[[5, 9, 12]] = 0.0  # "the", "on", "big": no weight
+        queries = [SparseStaticEmbedding(tokenizer=doc[0].tokenizer, weight=weight, frozen=True)]
+    elif query == "shared":
+        queries = doc
+    elif query == "splade":
+        queries = list(sparse_encoder(root / "hf").children())
+    else:
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+        queries = [Transformer(str(root / "hf")), Pooling(32)]
+        doc = [Transformer(str(root / "hf")), Pooling(32)]
+    router = Router.for_query_document(queries, doc)
+    model = SparseEncoder(
+        modules=[router], device="cpu", similarity_fn_name="dot", max_active_dims=max_active_dims
+    )
+    model.save(str(root / "st"))
+    if query in ("splade", "dense"):
+        return root / "st", None
+    return root / "st", SparseEncoder(str(root / "st"), device="cpu")

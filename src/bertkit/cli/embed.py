@@ -10,7 +10,10 @@ SPLADE vectors from the masked-LM head (:mod:`bertkit.inference.sparse`) as JSON
 ``{"line": 1, "indices": [...], "values": [...]}``, the non-zero entries only: a dense ``.npy``
 would hold a vocabulary's worth (30522 floats) per line, nearly all zero. A folder output gets
 CSR ``.npz`` shards plus the manifest, streamed and resumable as the dense folder
-(:mod:`bertkit.inference.sparse_corpus`).
+(:mod:`bertkit.inference.sparse_corpus`). ``--task query`` or ``--task document`` embeds as
+``encode_query`` / ``encode_document`` do (the folder's prompt of that task, and for an
+inference-free ``Router`` folder that task's route: static query weights, SPLADE documents);
+without it, as ``encode`` (no prompt, the Router's default route: document).
 """
 
 from __future__ import annotations
@@ -47,6 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "token vectors -> one vector; splade: a sparse vector from the masked-LM head, "
         "written as .jsonl of indices and values or a folder of CSR shards (default: the "
         "folder's sentence-transformers pooling, splade for a SparseEncoder folder, else mean)",
+    )
+    from bertkit.interop.sentence_router import TASKS
+
+    p.add_argument(
+        "--task",
+        choices=TASKS,
+        default=None,
+        help="SPLADE only: embed as encode_query / encode_document (the folder's prompt of that "
+        "task and, for a Router folder, its route; default: as encode, the document route)",
     )
     p.add_argument(
         "--normalize",
@@ -107,7 +119,7 @@ def _run_sparse(args: argparse.Namespace) -> int:
     model = _load_sparse(args)
     texts = _read_lines(args.input, args.encoding_errors)
     start = time.perf_counter()
-    vectors, counts = model.embed(texts)
+    vectors, counts = model.embed(texts, args.task)
     with atomic_write(Path(args.output), "w") as f:
         for n, vec in enumerate(vectors, start=1):
             row = {"line": n, "indices": vec.indices.tolist(), "values": vec.values.tolist()}
@@ -202,6 +214,7 @@ def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
             rank=info.rank,
             world=info.world_size,
             barrier=lambda: D.barrier(info),
+            **({"task": args.task} if sparse else {}),
         )
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
     print(
@@ -229,6 +242,10 @@ def run(args: argparse.Namespace) -> int:
         require_file(args.input, stream=True)
     if pooling_options.is_sparse(args):
         return _run_sparse(args)
+    if args.task is not None:
+        from bertkit.errors import ConfigError
+
+        raise ConfigError("--task: for SPLADE vectors (--pooling splade) only")
     folder = options.is_folder_output(args.output)
     args.output = Path(args.output)
     if folder and args.per_token:

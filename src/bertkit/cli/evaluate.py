@@ -16,7 +16,8 @@ query's top ``--rerank-top-k`` with a cross-encoder first::
 
 A sentence-transformers ``SparseEncoder`` folder (or ``--pooling splade``: any checkpoint with a
 masked-LM head) is searched as ``SparseInformationRetrievalEvaluator`` searches it: SPLADE
-vectors, behind the folder's query and document prompts, exact search by their dot product
+vectors, behind the folder's query and document prompts (an inference-free ``Router`` folder:
+queries by its static query route, the corpus by its SPLADE route), exact search by their dot product
 (:func:`bertkit.inference.retrieval.sparse_search`), the same metrics plus the vectors' sparsity
 (``query_active_dims``, ``corpus_active_dims``, ``avg_flops`` ...)::
 

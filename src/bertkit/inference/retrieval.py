@@ -86,16 +86,16 @@ def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> 
 
 def sparse_search(model: SparseEmbedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
     """The top ``k`` documents of each judged query by the SPLADE vectors' dot product (cosine
-    for a folder whose ``similarity_fn_name`` says so), each text behind its task's prompt
-    (:func:`task_prompt`); ties by the document id (sentence-transformers' order)."""
-    folder = model.embedder.source
-    prompt = {t: task_prompt(folder, t) if folder else "" for t in ("query", "document")}
+    for a folder whose ``similarity_fn_name`` says so), each text through its task
+    (:meth:`SparseEmbedder.encode`: the task's prompt, and a Router's query or document route);
+    ties by the document id (sentence-transformers' order)."""
+    folder = model.folder
     cosine = (similarity_of(folder) if folder else None) == "cosine"
     doc_ids, query_ids = list(data.corpus), data.judged()
     t0 = time.perf_counter()
-    docs = as_rows(model([prompt["document"] + data.corpus[d] for d in doc_ids]), model.vocab_size)
+    docs = as_rows(model.encode([data.corpus[d] for d in doc_ids], "document"), model.vocab_size)
     t1 = time.perf_counter()
-    queries = as_rows(model([prompt["query"] + data.queries[q] for q in query_ids]), docs.size)
+    queries = as_rows(model.encode([data.queries[q] for q in query_ids], "query"), docs.size)
     t2 = time.perf_counter()
     ties = np.empty(len(doc_ids), dtype=np.int64)
     ties[sorted(range(len(doc_ids)), key=doc_ids.__getitem__)] = np.arange(len(doc_ids))

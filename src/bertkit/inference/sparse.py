@@ -7,7 +7,10 @@ ascending. A sentence-transformers ``SparseEncoder`` folder (``MLMTransformer`` 
 ``SpladePooling``) says which (:func:`bertkit.interop.sentence_folder.splade_spec`), with its
 ``max_active_dims`` (only the largest that many entries kept) and its ``max_seq_length``; any
 folder with masked-LM head weights (a Hugging Face ``BertForMaskedLM``) works with the defaults.
-``SparseEmbedder.load(folder)`` gives what ``SparseEncoder(folder).encode`` gives.
+``SparseEmbedder.load(folder)`` gives what ``SparseEncoder(folder).encode`` gives, and
+:meth:`SparseEmbedder.encode` what its ``encode_query`` / ``encode_document`` give (the task's
+prompt, and for an "inference-free" ``Router`` folder the task's route:
+:mod:`bertkit.interop.sentence_router`, queries by :mod:`bertkit.inference.sparse_static`).
 
 Long texts: with max pooling they are read in windows as the dense :class:`Embedder` reads them
 (``doc_stride``), and a text's vector is the element-wise max of its windows' vectors: the max
@@ -28,59 +31,24 @@ import numpy as np
 import torch
 
 from bertkit import precision as P
-from bertkit.evaluation.retrieval import SparseRows
+from bertkit.errors import ConfigError
 from bertkit.inference.embedder import BATCH_SIZE, Embedder
 from bertkit.inference.fill_mask import FillMasker
+from bertkit.inference.sparse_static import StaticSparseEmbedder
+from bertkit.inference.sparse_vector import SparseVector, as_rows, keep_largest, max_per_index
 from bertkit.inference.token_ids import TokenIds
-from bertkit.interop.sentence_folder import splade_spec
+from bertkit.interop.sentence_folder import router_of, splade_spec, task_prompt
+from bertkit.interop.sentence_router import TASKS, SparseRouter
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import SpladeSpec, splade_pool
 from bertkit.progress import progress
 from bertkit.tasks.windows import WindowConfig, WindowCounts
 
+__all__ = ["SparseEmbedder", "SparseVector", "as_rows", "keep_largest"]
+
 CHUNK_TOKENS = 64
 """Token positions per pass through the MLM head: its (B, T, V) logits are the memory peak
 (32 x 512 x 30522 floats would be 2 GB), so they are made and pooled a slice of T at a time."""
-
-
-@dataclass(frozen=True)
-class SparseVector:
-    """The non-zero entries of one sparse vector: vocabulary ids ascending (int64) and their
-    weights (float32, all > 0)."""
-
-    indices: np.ndarray
-    values: np.ndarray
-
-    def tokens(self, tokenizer: Any) -> list[str]:
-        """The vocabulary entry of each index (what the weights say about the text)."""
-        return list(tokenizer.convert_ids_to_tokens([int(i) for i in self.indices]))
-
-    def dense(self, size: int) -> np.ndarray:
-        """The (size,) float32 vector, zeros outside :attr:`indices`."""
-        out = np.zeros(size, np.float32)
-        out[self.indices] = self.values
-        return out
-
-
-def _max_per_index(parts: Sequence[SparseVector]) -> SparseVector:
-    """The element-wise max of sparse vectors (a text's windows)."""
-    if len(parts) == 1:
-        return parts[0]
-    idx = np.concatenate([p.indices for p in parts])
-    val = np.concatenate([p.values for p in parts])
-    keys, where = np.unique(idx, return_inverse=True)
-    out = np.zeros(len(keys), np.float32)
-    np.maximum.at(out, where, val)
-    return SparseVector(keys, out)
-
-
-def keep_largest(vector: SparseVector, k: int | None) -> SparseVector:
-    """``vector`` with only its ``k`` largest values (None: as it is), ids still ascending:
-    sentence-transformers' ``max_active_dims``."""
-    if k is None or len(vector.values) <= k:
-        return vector
-    top = np.sort(np.argsort(-vector.values, kind="stable")[:k])
-    return SparseVector(vector.indices[top], vector.values[top])
 
 
 @dataclass
@@ -95,6 +63,12 @@ class SparseEmbedder:
     batch_size: int = BATCH_SIZE
     """Windows per forward pass, batched by length (each pass holds B x 64 x V logits)."""
     show_progress: bool | None = None
+    query_route: StaticSparseEmbedder | None = None
+    """A Router folder's SparseStaticEmbedding: what queries take instead of the MLM."""
+    root: Path | None = None
+    """A Router folder (the encoder's folder is inside it); None: the encoder's folder."""
+    default_task: str = "document"
+    """The route :meth:`embed` takes without a task (a Router's ``default_route``)."""
 
     @classmethod
     def load(
@@ -114,7 +88,12 @@ class SparseEmbedder:
     ) -> SparseEmbedder:
         """Read a folder with masked-LM head weights (CheckpointError without them). The
         SPLADE settings not given come from the folder's ``SpladePooling`` (else
-        :class:`SpladeSpec`'s defaults); ``max_length`` as for :meth:`Embedder.load`."""
+        :class:`SpladeSpec`'s defaults); ``max_length`` as for :meth:`Embedder.load`. A
+        SparseEncoder ``Router`` folder reads its document route's transformer and pooling, and
+        its query route's static weights (CheckpointError for a Router that is not SPLADE)."""
+        router = router_of(directory)  # its document route's transformer is the model
+        if router is not None:
+            directory, max_length = router.document, max_length or router.max_length
         masker = FillMasker.load(
             directory, device=device, precision=precision, allow_pickle=allow_pickle
         )
@@ -136,6 +115,8 @@ class SparseEmbedder:
             activation_function,
             max_active_dims,
             batch_size=batch_size,
+            router=router,
+            split_special_tokens=split_special_tokens,
         )
 
     @classmethod
@@ -148,17 +129,40 @@ class SparseEmbedder:
         max_active_dims: int | None = None,
         *,
         batch_size: int = BATCH_SIZE,
+        router: SparseRouter | None = None,
+        split_special_tokens: bool = False,
     ) -> SparseEmbedder:
         """From an already loaded masked-LM ``model`` and the ``embedder`` over its encoder (the
-        server's fill-mask model): the folder's SPLADE settings, overridden by those given."""
-        base = (splade_spec(embedder.source) if embedder.source else None) or SpladeSpec()
+        server's fill-mask model): the folder's SPLADE settings, overridden by those given.
+        ``router``: the Router folder ``model`` is the document route of (its settings, and its
+        query route's static weights, read with ``split_special_tokens``)."""
+        if router is not None:
+            base = router.spec
+        else:
+            base = (splade_spec(embedder.source) if embedder.source else None) or SpladeSpec()
         given = {
             "pooling_strategy": pooling_strategy,
             "activation_function": activation_function,
             "max_active_dims": max_active_dims,
         }
         spec = replace(base, **{k: v for k, v in given.items() if v is not None})
-        return cls(model, embedder, spec, batch_size)
+        if router is None:
+            return cls(model, embedder, spec, batch_size)
+        static = router.static_query
+        query = (
+            None
+            if static is None
+            else StaticSparseEmbedder.load(static, split_special_tokens=split_special_tokens)
+        )
+        return cls(
+            model,
+            embedder,
+            spec,
+            batch_size,
+            query_route=query,
+            root=router.root,
+            default_task=router.default_task,
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -169,8 +173,31 @@ class SparseEmbedder:
     def tokenizer(self) -> Any:
         return self.embedder.tokenizer
 
-    def embed(self, texts: Sequence[str | TokenIds]) -> tuple[list[SparseVector], WindowCounts]:
-        """One vector per text (or :class:`TokenIds`), in order, and how they were windowed."""
+    @property
+    def folder(self) -> Path | None:
+        """The SparseEncoder folder (its prompts and similarity): the Router's, else the
+        encoder's."""
+        return self.root or self.embedder.source
+
+    def encode(self, texts: Sequence[str], task: str | None = None) -> list[SparseVector]:
+        """sentence-transformers' ``encode_query`` (``task="query"``) or ``encode_document``
+        (:meth:`embed`'s vectors); None: ``encode``."""
+        return self.embed(texts, task)[0]
+
+    def embed(
+        self, texts: Sequence[str | TokenIds], task: str | None = None
+    ) -> tuple[list[SparseVector], WindowCounts]:
+        """One vector per text (or :class:`TokenIds`), in order, and how they were windowed.
+        ``task`` ("query", "document"): each text behind the folder's prompt of that task
+        (:func:`task_prompt`; token ids as they are), through a Router's route for it; None:
+        no prompt, :attr:`default_task`'s route (sentence-transformers' ``encode``)."""
+        route = self.route(task)
+        prompt = task_prompt(self.folder, task) if task and self.folder else ""
+        if prompt:
+            texts = [t if isinstance(t, TokenIds) else prompt + t for t in texts]
+        if route is not None:
+            found, counts = route.embed(texts)
+            return [keep_largest(v, self.spec.max_active_dims) for v in found], counts
         emb = self.embedder
         cut = True if self.spec.pooling_strategy == "sum" else None
         windowed = emb.window(emb.encode(texts), truncate=cut)
@@ -186,10 +213,17 @@ class SparseEmbedder:
         for owner, vec in zip(owners, vectors, strict=True):
             parts[owner].append(vec)
         k = self.spec.max_active_dims
-        return [keep_largest(_max_per_index(p), k) for p in parts]
+        return [keep_largest(max_per_index(p), k) for p in parts]
 
     def __call__(self, texts: Sequence[str | TokenIds]) -> list[SparseVector]:
         return self.embed(texts)[0]
+
+    def route(self, task: str | None) -> StaticSparseEmbedder | None:
+        """The static route ``task`` takes, or None where it takes the MLM; ConfigError for a
+        task other than "query" and "document"."""
+        if task is not None and task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+        return self.query_route if (task or self.default_task) == "query" else None
 
     @torch.inference_mode()
     def window_vectors(self, inputs: Sequence[Any]) -> list[SparseVector]:
@@ -233,25 +267,3 @@ class SparseEmbedder:
                     a, b = ends[r], ends[r + 1]
                     out[i] = SparseVector(cols[a:b].astype(np.int64), vals[a:b].astype(np.float32))
         return out
-
-
-def as_rows(vectors: Sequence[SparseVector], size: int) -> SparseRows:
-    """The vectors as the CSR rows that :mod:`bertkit.evaluation.retrieval` searches."""
-    lengths = [len(v.indices) for v in vectors]
-    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
-    if not vectors:
-        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0, np.float32), size)
-    indices = np.concatenate([v.indices for v in vectors]).astype(np.int64)
-    values = np.concatenate([v.values for v in vectors]).astype(np.float32)
-    return SparseRows(indptr, indices, values, size)
-
-
-def join_rows(parts: Sequence[SparseRows], size: int) -> SparseRows:
-    """The rows of ``parts`` one after the other (CSR shards joined in order)."""
-    if not parts:
-        return as_rows([], size)
-    starts = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]], dtype=np.int64)
-    indptr = np.concatenate([[0]] + [p.indptr[1:] + s for p, s in zip(parts, starts)])
-    indices = np.concatenate([p.indices for p in parts]).astype(np.int64)
-    values = np.concatenate([p.values for p in parts]).astype(np.float32)
-    return SparseRows(indptr.astype(np.int64), indices, values, size)

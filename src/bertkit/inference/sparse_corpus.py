@@ -31,7 +31,8 @@ from bertkit.inference.corpus import (
     write_stream,
 )
 from bertkit.inference.sharded import StreamConfig, lines_bytes, shard_paths
-from bertkit.inference.sparse import SparseEmbedder, as_rows, join_rows
+from bertkit.inference.sparse import SparseEmbedder
+from bertkit.inference.sparse_vector import as_rows, join_rows
 from bertkit.tasks.windows import WindowCounts
 
 SPARSE_KIND = "sparse"
@@ -95,16 +96,20 @@ def embed_sparse_to(
     config: StreamConfig | None = None,
     source: dict[str, Any] | None = None,
     settings: dict[str, Any] | None = None,
+    task: str | None = None,
     **run: Any,
 ) -> StreamSummary:
     """SPLADE vectors of ``lines`` into ``folder``: shards ``sparse-00000.npz`` ... of CSR rows
     (:func:`csr_bytes`), one per line, plus the manifest, resumable and split over processes
     exactly as :func:`bertkit.inference.corpus.embed_to` (``run``: its total, show_progress,
-    rank, world, barrier). The manifest's settings (:func:`sparse_settings`) must match on resume."""
+    rank, world, barrier). ``task``: as :meth:`SparseEmbedder.embed`'s (the prompt and, for a
+    Router folder, the route). The manifest's settings (:func:`sparse_settings` and the task)
+    must match on resume."""
+    model.route(task)  # an unknown task refused before the folder is touched
     quiet = dataclasses.replace(model, show_progress=False)  # one bar, over lines
 
     def compute(chunk: list[str]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
-        vectors, counts = quiet.embed(chunk)
+        vectors, counts = quiet.embed(chunk, task)
         return (lambda a, b: csr_bytes(as_rows(vectors[a:b], model.vocab_size))), counts
 
     return write_stream(
@@ -113,7 +118,7 @@ def embed_sparse_to(
         kind=SPARSE_KIND,
         suffix=".npz",
         model_dir=model.embedder.source,
-        settings={**sparse_settings(model), **(settings or {})},
+        settings={**sparse_settings(model), "task": task, **(settings or {})},
         extra={"dtype": "float32", "index_dtype": "int32"},
         compute=compute,
         item_bytes=lines_bytes,

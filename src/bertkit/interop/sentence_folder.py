@@ -17,7 +17,8 @@ A sentence-transformers ``SparseEncoder`` folder (SPLADE) has ``MLMTransformer``
 ``Transformer`` with ``"transformer_task": "fill-mask"``) -> ``SpladePooling`` instead, its
 ``config.json`` holding ``pooling_strategy`` and ``activation_function``, and may cap the
 active dimensions (``max_active_dims`` in ``config_sentence_transformers.json``):
-:func:`splade_spec` reads them.
+:func:`splade_spec` reads them. An "inference-free" one holds a single ``Router`` whose routes
+are read by :mod:`bertkit.interop.sentence_router` (:func:`router_of`).
 
 The written folder uses the classic module names (``sentence_transformers.models.Pooling``),
 which sentence-transformers 2 to 6 load (6 maps them to its new ones).
@@ -32,6 +33,7 @@ from typing import Any
 
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.interop.sentence_router import SparseRouter, sparse_router
 from bertkit.io import atomic_write_text
 from bertkit.model.pooling import POOLINGS, SpladeSpec
 from bertkit.tokenizer.conventions import LARGE_INTEGER, read_config
@@ -122,10 +124,14 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
 
 def splade_spec(directory: str | Path) -> SpladeSpec | None:
     """The SPLADE pooling a sentence-transformers ``SparseEncoder`` folder declares (its
-    ``SpladePooling`` module's config and the folder's ``max_active_dims``), or None for a
-    folder without that module. Raises CheckpointError for an unreadable or unknown config."""
+    ``SpladePooling`` module's config and the folder's ``max_active_dims``; a ``Router``'s
+    document route: :mod:`bertkit.interop.sentence_router`), or None for a folder without that
+    module. Raises CheckpointError for an unreadable or unknown config, or a Router that is not
+    SPLADE."""
     root = Path(directory)
     kinds = _module_kinds(root)
+    if kinds is not None and "Router" in kinds:
+        return router_of(root).spec  # type: ignore[union-attr]
     if kinds is None or "SpladePooling" not in kinds:
         return None
     try:
@@ -142,6 +148,21 @@ def splade_spec(directory: str | Path) -> SpladeSpec | None:
         raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
     except ConfigError as e:
         raise CheckpointError(f"{root}: {e}") from e
+
+
+def router_of(directory: str | Path) -> SparseRouter | None:
+    """The SPLADE Router of a local SparseEncoder folder (:mod:`~bertkit.interop.sentence_router`),
+    None for any other folder (a Hub id too); CheckpointError for a Router that is not SPLADE."""
+    root = Path(directory)
+    kinds = _module_kinds(root) if root.is_dir() else None
+    if kinds is None or "Router" not in kinds:
+        return None
+    versions = root / VERSIONS
+    try:
+        top = json.loads(versions.read_text(encoding="utf-8")) if versions.is_file() else {}
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{versions}: unreadable ({e})") from e
+    return sparse_router(root, kinds, top.get("max_active_dims"))
 
 
 def save_sentence_transformers_files(

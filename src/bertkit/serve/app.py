@@ -36,9 +36,9 @@ from bertkit.serve.schemas import (
     QARequest,
     RerankRequest,
     SimilarityRequest,
+    SparseVectorsRequest,
     TagRequest,
     TokenizeRequest,
-    TokenVectorsRequest,
     inputs_of,
     read_json,
     refuse_blank_qa,
@@ -270,7 +270,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if "embed" in caps:
             return await embed(_validated(EmbedRequest, body))
         if "embed_sparse" in caps:  # a SparseEncoder folder, as TEI serves a SPLADE model
-            return await embed_sparse(_validated(TokenVectorsRequest, body))
+            return await embed_sparse(_validated(SparseVectorsRequest, body))
         if "predict" in caps:  # the Inference API's shape: a list per input, one input too
             return _json(await classify(_validated(PredictRequest, body)))
         if "tag" in caps:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bertkit.inference.embedder import Windowed
+from bertkit.inference.sparse_vector import keep_largest
 from bertkit.inference.token_ids import TokenIds, TokenIdsError
 from bertkit.serve.errors import ServeError
 
@@ -161,15 +162,30 @@ class EmbeddingInputs:
         return self.embedder.token_vectors(self.fitting(inputs, truncate))
 
     def embed_sparse(
-        self, inputs: Sequence[str | TokenIds], truncate: bool
+        self, inputs: Sequence[str | TokenIds], truncate: bool, task: str | None = None
     ) -> list[list[dict[str, Any]]]:
         """TEI's ``/embed_sparse``: each input's SPLADE vector (one window, as the other
-        per-token routes read it) as ``[{"index", "value"}]``, indices ascending."""
-        assert self.sparse is not None
-        windows = self.fitting(inputs, truncate)
-        found = self.sparse.combine(
-            self.sparse.window_vectors(windows), range(len(windows)), len(windows)
-        )
+        per-token routes read it) as ``[{"index", "value"}]``, indices ascending. ``task``
+        ("query", "document"; None: the folder's default, document) picks an inference-free
+        Router's route: a query there is its tokens' static weights, no transformer pass."""
+        sparse = self.sparse
+        assert sparse is not None
+        route = sparse.route(task)
+        if route is None:
+            windows = self.fitting(inputs, truncate)
+            found = sparse.combine(
+                sparse.window_vectors(windows), range(len(windows)), len(windows)
+            )
+        else:
+            self._encoded(inputs)  # the checks every route's inputs get
+            found, counts = route.embed(inputs)
+            if counts.truncated and not truncate:
+                raise ServeError(
+                    413,
+                    f"Input validation error: `inputs` must have at most {route.max_length} "
+                    f"tokens for the query route{TRUNCATE_HINT}",
+                )
+            found = [keep_largest(v, sparse.spec.max_active_dims) for v in found]
         return [
             [{"index": int(i), "value": float(v)} for i, v in zip(x.indices, x.values, strict=True)]
             for x in found

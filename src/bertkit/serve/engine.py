@@ -5,7 +5,8 @@ blocking call the routes await through the worker.
 folder             capabilities
 =================  ============================================================================
 encoder            embed, embed_all, similarity, tokenize, decode (+ fill-mask and embed_sparse
-                   when it has masked-LM weights; a SparseEncoder folder: no embed, similarity)
+                   when it has masked-LM weights; a SparseEncoder folder, an inference-free
+                   Router one too: no embed, similarity)
 fine-tuned         its family's: predict (glue/classify), tag (ner/tag), qa (squad),
                    choose (swag); and tokenize
 one-output         predict and rerank: a sequence classifier with one output (a CrossEncoder
@@ -36,7 +37,7 @@ from bertkit.inference import (
 from bertkit.inference.fill_mask import MaskCutError
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.inference.token_ids import outside_vocabulary
-from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of, splade_spec
+from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of, router_of, splade_spec
 from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
@@ -90,19 +91,31 @@ class Engine(EmbeddingInputs):
             fixed = "int8" if exported.quantized == "int8" else "fp32"  # reported by /info
             opts = {**opts, "device": "cpu", "precision": fixed, "model": exported}
         if self.task == "feature-extraction":
+            # an inference-free SPLADE Router: its document route's transformer is the model
+            router = router_of(self.directory)
+            source = router.document if router is not None else self.directory
             try:  # fill-mask runs on the PyTorch backend only
-                self.masker = FillMasker.load(self.directory, **opts) if exported is None else None
+                self.masker = FillMasker.load(source, **opts) if exported is None else None
             except CheckpointError:
+                if router is not None:
+                    raise
                 self.masker = None
             # with masked-LM weights, the embedder shares the fill-mask model's encoder
             shared = self.masker.model.bert if self.masker is not None else opts.pop("model", None)
-            emb = Embedder.load(self.directory, pooling=s.pooling, model=shared, **opts, **split)
+            limit = router.max_length if router is not None else None
+            emb = Embedder.load(
+                source, pooling=s.pooling, max_length=limit, model=shared, **opts, **split
+            )
             # the worker batches by tokens; each request says whether to normalise
             emb.batch_size, emb.show_progress = s.max_batch_tokens, False
             self.embedder = emb
             if self.masker is not None:  # the folder's SpladePooling, if it has one
                 self.sparse = SparseEmbedder.of(
-                    self.masker.model, emb, batch_size=self.masker.batch_size
+                    self.masker.model,
+                    emb,
+                    batch_size=self.masker.batch_size,
+                    router=router,
+                    **split,
                 )
                 self.sparse_only = splade_spec(self.directory) is not None
             self.prompts, self.default_prompt = prompts_of(self.directory)

@@ -314,6 +314,17 @@ class TokenVectorsRequest(_Request):
     prompt_name: str | None = None
 
 
+class SparseVectorsRequest(TokenVectorsRequest):
+    """TEI's /embed_sparse, plus ``task``: an inference-free SPLADE Router's route."""
+
+    task: Literal["query", "document"] | None = Field(
+        None,
+        description="query or document: the route of an inference-free SPLADE (Router) model, "
+        "as sentence-transformers' encode_query / encode_document (prompts: prompt_name); "
+        "default: the model's default route (document), as encode",
+    )
+
+
 class DecodeRequest(_Request):
     """TEI's /decode: token ids (one list, or a list of lists) back to text."""
 

@@ -1,5 +1,6 @@
 """The per-token routes of text-embeddings-inference: ``/embed_all`` (a vector per token),
-``/embed_sparse`` (SPLADE vectors from a masked-LM head) and ``/decode`` (ids back to text).
+``/embed_sparse`` (SPLADE vectors from a masked-LM head; ``task`` picks an inference-free Router's
+query or document route) and ``/decode`` (ids back to text).
 
 Each input (a text, or token ids as TEI takes them: the model's input as it is) is read as one
 window of at most the model's length (no windows: a token's vector is the one its window gives);
@@ -15,12 +16,18 @@ from typing import Any
 from fastapi import FastAPI, Response
 
 from bertkit.inference.token_ids import TokenIds
-from bertkit.serve.schemas import DecodeRequest, TokenVectorsRequest, inputs_of, refuse_empty
+from bertkit.serve.schemas import (
+    DecodeRequest,
+    SparseVectorsRequest,
+    TokenVectorsRequest,
+    inputs_of,
+    refuse_empty,
+)
 
 
 def add_token_routes(
     app: FastAPI, server: Any, to_json: Callable[[Any], Response], cut_end_only: Callable[..., None]
-) -> Callable[[TokenVectorsRequest], Awaitable[Response]]:
+) -> Callable[[SparseVectorsRequest], Awaitable[Response]]:
     """Register the routes on ``app`` (``server``: the app's :class:`~bertkit.serve.server.Server`);
     returns the ``/embed_sparse`` handler, the default route's for a SPLADE folder."""
 
@@ -39,9 +46,11 @@ def add_token_routes(
     @app.post(
         "/embed_sparse", summary="SPLADE vectors from the masked-LM head: [{index, value}] (TEI)"
     )
-    async def embed_sparse(req: TokenVectorsRequest) -> Response:
+    async def embed_sparse(req: SparseVectorsRequest) -> Response:
         engine, inputs = await prepared(req, "embed_sparse")
-        return to_json(await server.run(engine, lambda: engine.embed_sparse(inputs, req.truncate)))
+        return to_json(
+            await server.run(engine, lambda: engine.embed_sparse(inputs, req.truncate, req.task))
+        )
 
     @app.post("/decode", summary="token ids back to text (TEI)")
     async def decode(req: DecodeRequest) -> Response:
