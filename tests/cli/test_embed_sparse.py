@@ -66,7 +66,6 @@ def test_pooling_splade_on_a_masked_lm_folder(tmp_path: Path) -> None:
         (["--max-active-dims", "3"], "v.jsonl", "--max-active-dims: SPLADE settings"),
         (["--pooling", "mean", "--splade-pooling", "sum"], "v.jsonl", "--splade-pooling"),
         (["--pooling", "splade", "--max-active-dims", "0"], "v.jsonl", "positive integer"),
-        (["--task", "query"], "v.npy", "--task: for SPLADE vectors"),
     ],
 )
 def test_refusals_name_what_was_expected(tmp_path: Path, capsys, extra, output, message) -> None:

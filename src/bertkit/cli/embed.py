@@ -10,10 +10,13 @@ SPLADE vectors from the masked-LM head (:mod:`bertkit.inference.sparse`) as JSON
 ``{"line": 1, "indices": [...], "values": [...]}``, the non-zero entries only: a dense ``.npy``
 would hold a vocabulary's worth (30522 floats) per line, nearly all zero. A folder output gets
 CSR ``.npz`` shards plus the manifest, streamed and resumable as the dense folder
-(:mod:`bertkit.inference.sparse_corpus`). ``--task query`` or ``--task document`` embeds as
-``encode_query`` / ``encode_document`` do (the folder's prompt of that task, and for an
-inference-free ``Router`` folder that task's route: static query weights, SPLADE documents);
-without it, as ``encode`` (no prompt, the Router's default route: document).
+(:mod:`bertkit.inference.sparse_corpus`).
+
+Prompts are sentence-transformers': ``--task query`` or ``--task document`` embeds as
+``encode_query`` / ``encode_document`` do (each line behind the folder's prompt of that name, and
+for an inference-free SPLADE ``Router`` folder through that task's route: static query weights,
+SPLADE documents); without it, as ``encode`` (dense: behind the folder's default prompt if it
+names one; SPLADE: no prompt, the Router's default route, document).
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--task",
         choices=TASKS,
         default=None,
-        help="SPLADE only: embed as encode_query / encode_document (the folder's prompt of that "
-        "task and, for a Router folder, its route; default: as encode, the document route)",
+        help="embed as sentence-transformers' encode_query / encode_document: each line behind "
+        "the folder's prompt of that name (and a SPLADE Router folder's route for it); default: "
+        "as encode, behind the folder's default prompt if it names one",
     )
     p.add_argument(
         "--normalize",
@@ -160,6 +164,15 @@ def _load_sparse(args: argparse.Namespace):
     )
 
 
+def _dense_prompt(args: argparse.Namespace) -> str:
+    """What sentence-transformers puts before each text: with ``--task`` the folder's prompt of
+    that name (``encode_query`` / ``encode_document``), else its default prompt (``encode``)."""
+    from bertkit.interop.sentence_folder import prompts_of
+
+    prompts, default = prompts_of(args.model)
+    return prompts.get(args.task, "") if args.task else prompts.get(default or "", "")
+
+
 def _load(args: argparse.Namespace):
     from bertkit.inference import Embedder
     from bertkit.inference.embedder import LayerSpec
@@ -202,13 +215,18 @@ def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
         options.resume_precision(args)
         source = {"path": "-" if path is None else str(path), "size": file_size(path)}
         write, load = (embed_sparse_to, _load_sparse) if sparse else (embed_to, _load)
+        prompt = "" if sparse else _dense_prompt(args)  # SPLADE: the embedder's own task prompt
+        lines = _stream_lines(path, args.encoding_errors)
         summary = write(
             load(args),
-            _stream_lines(path, args.encoding_errors),
+            (prompt + line for line in lines) if prompt else lines,
             args.output,
             config=options.streaming_values(args),
             source=source,
-            settings={"encoding_errors": args.encoding_errors},
+            settings={
+                "encoding_errors": args.encoding_errors,
+                **({"prompt": prompt} if prompt else {}),  # what changes the vectors
+            },
             total=None if path is None else count_lines(path),
             show_progress=None if info.is_main else False,
             rank=info.rank,
@@ -242,10 +260,6 @@ def run(args: argparse.Namespace) -> int:
         require_file(args.input, stream=True)
     if pooling_options.is_sparse(args):
         return _run_sparse(args)
-    if args.task is not None:
-        from bertkit.errors import ConfigError
-
-        raise ConfigError("--task: for SPLADE vectors (--pooling splade) only")
     folder = options.is_folder_output(args.output)
     args.output = Path(args.output)
     if folder and args.per_token:
@@ -260,7 +274,8 @@ def run(args: argparse.Namespace) -> int:
     if folder:
         return _run_folder(args)
     embedder = _load(args)
-    texts = _read_lines(args.input, args.encoding_errors)
+    prompt = _dense_prompt(args)
+    texts = [prompt + t for t in _read_lines(args.input, args.encoding_errors)]
     start = time.perf_counter()
     if args.per_token:
         feats, counts = embedder.token_features(texts)
