@@ -222,3 +222,21 @@ def test_check_distillable_takes_taggers_and_refuses_spans_choices_and_embedding
             "glue, classify) and token tagging (finetune ner, tag); "
             f"finetune {family} is not supported"
         )
+
+
+def test_a_document_context_student_finds_each_sentences_rows(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    examples = read_conll(CONLL)
+    folder, student = _teacher(tmp_path, examples)
+    joined = TaggingAdapter("ner", "conll", 64, labels=student.labels, document_context=True)
+    got = _rows(folder, joined, examples)
+    assert list(got.unit_starts) == [0, 11]  # documents of 6 + 5 words and of 6
+    feats = joined.encode(BertTokenizer.from_pretrained(tiny_model), examples, training=True)
+    assert [f.example_index for f in feats] == [0, 1]
+    targets = got.targets(feats, max(len(f.input_ids) for f in feats))
+    taught = [
+        targets[i, : len(f.labels)][[label != IGNORE_INDEX for label in f.labels]]
+        for i, f in enumerate(feats)
+    ]
+    np.testing.assert_array_equal(np.concatenate(taught), got.rows)  # every word, in order
