@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
+from bertkit.data.tasks.conll import read_conll
 from support.cli_runs import finetune, predict
 from support.tiny_glue import write_sentiment
 
@@ -108,11 +109,11 @@ def test_teacher_refusals(tiny_model: Path, tmp_path: Path, capsys) -> None:
         "['entailment', 'not_entailment'] (the same names are needed, in any order)"
     )
     assert not (tmp_path / "s" / "metrics.json").exists()
-    with pytest.raises(SystemExit):  # tagging has no --teacher
+    with pytest.raises(SystemExit):  # span QA has no --teacher
         main(
             [
                 "finetune",
-                "ner",
+                "squad",
                 "--train",
                 "a",
                 "--dev",
@@ -126,3 +127,93 @@ def test_teacher_refusals(tiny_model: Path, tmp_path: Path, capsys) -> None:
             ]
         )
     assert json.loads((teacher / "metrics.json").read_text())["task"]["name"] == "SST-2"
+
+
+# ---- finetune ner --teacher --------------------------------------------------------------------
+
+SWAP = {"PER": "LOC", "LOC": "PER"}
+
+
+def _char_model(out: Path) -> Path:
+    """A tiny random BERT whose vocabulary is single characters: it cuts every word of the
+    CoNLL fixture into letters, where the student's whole-word vocabulary keeps it whole."""
+    import string
+
+    import torch
+
+    from bertkit.config import BertConfig
+    from bertkit.interop import save_pretrained
+    from bertkit.model import BertModel
+    from bertkit.tokenizer import BertTokenizer
+    from support.tiny_glue import SPECIALS
+
+    chars = sorted(set(string.ascii_lowercase + string.digits + ".,-"))
+    out.mkdir(parents=True)
+    vocab = SPECIALS + chars + ["##" + c for c in chars]
+    (out / "vocab_src.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tok = BertTokenizer(out / "vocab_src.txt")
+    config = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    save_pretrained(BertModel(config), out, tok)
+    return out
+
+
+def _conll(out: Path, repeat: int, swap: bool) -> Path:
+    """The CoNLL fixture ``repeat`` times, PER and LOC swapped with ``swap``."""
+    from support.tiny_glue import FIXTURES
+
+    lines = (FIXTURES / "task_conll.txt").read_text(encoding="utf-8").splitlines()
+    if swap:
+        lines = [
+            " ".join([*c[:-1], c[-1][:2] + SWAP.get(c[-1][2:], c[-1][2:])]) if c else ""
+            for c in (line.split() for line in lines)
+        ]
+    out.write_text(("\n".join(lines) + "\n\n") * repeat, encoding="utf-8")
+    return out
+
+
+def test_a_distilled_tagger_follows_its_teacher_across_tokenizers(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """The ner twin of the test above: a teacher reading letters, a student reading whole
+    words, the student's PER and LOC swapped; alpha 1 must tag as the teacher, alpha 0 as the
+    swapped gold."""
+    conll = _conll(tmp_path / "conll.txt", 1, swap=False)
+    teacher = tmp_path / "teacher"
+    m = finetune(
+        "ner", _char_model(tmp_path / "chars"), teacher, "--train", str(conll),
+        "--dev", str(conll), "--max-steps", "80", "--epochs", "80", "--learning-rate", "3e-3",
+        "--dropout", "0",
+    )  # fmt: skip
+    assert m["selected"]["dev"]["dev"]["f1"] >= 0.9  # a teacher worth following
+    swapped = _conll(tmp_path / "swapped.txt", 60, swap=True)  # 3 sentences x 60: 45 updates
+    student = ["--train", str(swapped), "--dev", str(conll), "--teacher", str(teacher)]
+    student += [*STUDENT, "--distill-temperature", "1"]
+    soft = finetune("ner", tiny_model, tmp_path / "soft", *student, "--distill-alpha", "1")
+    finetune("ner", tiny_model, tmp_path / "hard", *student, "--distill-alpha", "0")
+    words = sum(len(s.tokens) for s in read_conll(conll))
+    assert soft["teacher_words"] == {
+        "words": 60 * words,
+        "labelled": 60 * words,
+        "distilled": 60 * words,
+        "student_truncated": 0,
+        "teacher_truncated": 0,
+    }
+    gold = [t for p in predict(teacher, conll, tmp_path / "t.jsonl") for t in p["tags"]]
+    moved = [i for i, t in enumerate(gold) if t[2:] in SWAP]  # where the two teachings differ
+    assert len(moved) >= 5
+    for name, want in (("soft", gold), ("hard", [t[:2] + SWAP.get(t[2:], "") for t in gold])):
+        said = [
+            t
+            for p in predict(tmp_path / name, conll, tmp_path / f"{name}.jsonl")
+            for t in p["tags"]
+        ]
+        agree = sum(said[i] == want[i] for i in moved) / len(moved)
+        assert agree >= 0.8, (name, agree)

@@ -50,9 +50,10 @@ def build_tiny_model(d: Path) -> Path:
 
 
 def write_teacher(out: Path, adapter, words: list[str]) -> Path:
-    """A distillation teacher folder for ``adapter``'s task (a random head on a random 2-layer
-    encoder) whose vocabulary holds ``words`` in this order: a tokenizer of its own."""
-    from bertkit.model import BertForSequenceClassification
+    """A distillation teacher folder for ``adapter``'s task (a random head of its
+    ``head_class`` on a random 2-layer encoder) whose vocabulary holds ``words`` in this order:
+    a tokenizer of its own."""
+    from bertkit import model as heads
     from bertkit.training.model_dir import save_model_dir
 
     out.mkdir(parents=True)
@@ -69,7 +70,7 @@ def write_teacher(out: Path, adapter, words: list[str]) -> Path:
         **adapter.config_overrides(),
     )
     torch.manual_seed(11)
-    save_model_dir(BertForSequenceClassification(config), adapter, tok, out)
+    save_model_dir(getattr(heads, adapter.head_class)(config), adapter, tok, out)
     return out
 
 

@@ -45,7 +45,7 @@ _RUN_FIELDS = (
 _WINDOWED = ("glue", "classify", "ner", "tag")
 """The families with the long-input flags; squad has its own --doc-stride, swag truncates (and
 counts the inputs it cuts)."""
-_DISTILLED = ("glue", "classify")
+_DISTILLED = ("glue", "classify", "ner", "tag")
 """The families that take a teacher (:mod:`bertkit.training.distill`)."""
 _DISTILL_FIELDS = ("distill_alpha", "distill_temperature")
 _FAMILY_FIELDS = {

@@ -7,7 +7,7 @@ encoder's unpadded path skips the rest), and rows come back in the input order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,11 @@ def predict_rows(
     precision: str = "fp32",
     show_progress: bool | None = None,
     desc: str = "eval",
+    outputs: Callable[[Any, dict[str, np.ndarray]], list[Any]] | None = None,
 ) -> list[Any]:
-    """Run ``model`` over ``features`` and return the adapter's per-feature outputs, in order."""
+    """Run ``model`` over ``features`` and return the adapter's per-feature outputs, in order
+    (``outputs(model_output, batch)``: other rows than the adapter's, e.g. a tagger's logits)."""
+    outputs = outputs or adapter.outputs
     model.eval()
     device = next(model.parameters()).device
     order = sorted(range(len(features)), key=lambda i: adapter.length(features[i]))
@@ -48,6 +51,6 @@ def predict_rows(
         batch = adapter.collate([features[i] for i in idx], pad_id, training=False)
         with P.autocast(precision, device):
             out = model(**to_torch(batch, device))
-        for i, row in zip(idx, adapter.outputs(out, batch)):
+        for i, row in zip(idx, outputs(out, batch)):
             rows[i] = row
     return rows

@@ -30,7 +30,7 @@ from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
-from bertkit.training.distill import check_distillable, teacher_logits
+from bertkit.training.distill import WordTeacher, check_distillable, teacher_logits
 from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulation
 from bertkit.training.model_dir import METRICS_FILE
 from bertkit.training.selection import finetune
@@ -69,9 +69,10 @@ class FinetuneJob:
     device: str = "auto"
     """auto, cpu, cuda or cuda:N (see :func:`bertkit.hardware.resolve_device`)."""
     teacher: str | Path | None = None
-    """A fine-tuned sequence classifier to distil (a `bertkit finetune` glue/classify folder or
-    a Hugging Face one, with the student's labels in any order): its logits of the training
-    examples, read with its own tokenizer, are soft targets beside the gold labels."""
+    """A fine-tuned model of the student's kind to distil: a sequence classifier (a `bertkit
+    finetune` glue/classify folder or a Hugging Face one) or a token tagger (ner/tag), with the
+    student's labels in any order: its logits of the training examples (a tagger's: of each
+    word), read with its own tokenizer, are soft targets beside the gold labels."""
     head_init: dict[str, torch.Tensor] | None = None
     """State of the head's ``classifier`` to start every run from instead of the seed's draw
     (classification heads; the benchmarks pair runs with a reference implementation's)."""
@@ -97,7 +98,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         # before the data are read
         check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
         if job.teacher is not None:
-            check_distillable(FAMILIES[job.task.family][0])
+            check_distillable(FAMILIES[job.task.family][0], job.task.family)
         adapter, train, dev = build_task(_with_folder_prompts(job.task, job.model))
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
@@ -149,6 +150,14 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         f"long inputs: train {adapter.window_counts(train, train_features).summary()}; "
         + "; ".join(f"{k} {adapter.window_counts(*v).summary()}" for k, v in dev_sets.items())
     )
+    coverage = teacher.coverage(train_features) if isinstance(teacher, WordTeacher) else None
+    if coverage is not None:
+        say(
+            f"teacher rows for {coverage['distilled']} of the {coverage['labelled']} labelled "
+            f"training words ({coverage['teacher_truncated']} cut by the teacher's truncation, "
+            f"{coverage['student_truncated']} of {coverage['words']} never labelled: the "
+            "student's truncation)"
+        )
     build_model = _model_builder(job, adapter)
     output = Path(job.output)
     result = finetune(
@@ -169,6 +178,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         "task": {"family": adapter.family, "name": adapter.name},
         "model": str(job.model),
         **({"teacher": str(job.teacher)} if job.teacher is not None else {}),
+        **({"teacher_words": coverage} if coverage is not None else {}),
         "train_examples": len(train),
         "windows": {
             "train": adapter.window_counts(train, train_features).to_dict(),

@@ -67,6 +67,25 @@ def tag_label_list(sentences: Sequence[TaggedSentence]) -> list[str]:
     return ["O", *sorted(tags, key=lambda t: (t.partition("-")[2], t))]
 
 
+def _per_sentence(examples: Sequence[Any], units: list[list[int]], per_unit: Sequence[Any]) -> list:
+    """Per-word values of each unit (sentence or document) cut back into its sentences."""
+    out = []
+    for unit, values in zip(units, per_unit):
+        start = 0
+        for i in unit:
+            n = len(examples[i].tokens)
+            out.append(values[start : start + n])
+            start += n
+    return out
+
+
+def token_logits(out: Any, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """(tokens, K) float32 logits of each row of a tagging batch, padding cut off (the
+    ``outputs`` of :func:`bertkit.inference.runner.predict_rows` for :meth:`word_logits`)."""
+    logits = out.logits.float().cpu().numpy()
+    return [row[:n] for row, n in zip(logits, batch["attention_mask"].sum(1))]
+
+
 @dataclass
 class TaggingAdapter(TaskAdapter):
     """Token tagging; ``columns`` holds the reader settings (ner: ``tag_column``, ``scheme``;
@@ -166,6 +185,24 @@ class TaggingAdapter(TaskAdapter):
         lengths = batch["attention_mask"].sum(1)
         return [row[:n] for row, n in zip(ids, lengths)]
 
+    def word_logits(
+        self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        """(words, K) float32 per sentence of ``examples``: each word's logits read where
+        :meth:`score` reads its prediction (its first piece, in the window where that piece has
+        the most context); NaN rows for the words no window holds (cut by truncation).
+        ``rows``: per-token logits of each feature (:func:`token_logits`), e.g. a distillation
+        teacher's (:mod:`bertkit.training.distill_tokens`)."""
+        units = self.units(examples)
+        k = len(self.labels)
+        per_unit = [
+            np.full((sum(len(examples[i].tokens) for i in u), k), np.nan, np.float32) for u in units
+        ]
+        for win, logits in zip(features, rows):
+            for pos, w in win.label_positions():  # the rule of F.word_predictions
+                per_unit[win.example_index][w] = logits[pos]
+        return _per_sentence(examples, units, per_unit)
+
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
@@ -175,14 +212,7 @@ class TaggingAdapter(TaskAdapter):
         per_unit = F.word_predictions(
             features, rows, lengths, fill=0 if self.windows.truncate else None
         )
-        word_ids: list[list[int]] = []
-        for unit, ids in zip(units, per_unit):
-            start = 0
-            for i in unit:
-                n = len(examples[i].tokens)
-                word_ids.append(ids[start : start + n])
-                start += n
-        tags = [[self.labels[i] for i in ws] for ws in word_ids]
+        tags = [[self.labels[i] for i in ws] for ws in _per_sentence(examples, units, per_unit)]
         preds = [{"tokens": list(s.tokens), "tags": t} for s, t in zip(examples, tags)]
         if not all(s.tags for s in examples):
             return unscored(preds)

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from bertkit import precision as P
@@ -29,9 +28,9 @@ from bertkit.errors import ConfigError
 from bertkit.inference.runner import predict_rows, to_torch
 from bertkit.tasks.base import Scored, TaskAdapter
 from bertkit.tasks.features import widen
+from bertkit.training import distill as KD
 from bertkit.training import distributed as D
 from bertkit.training.deadline import save_seconds
-from bertkit.training.distill import TEACHER_KEY, DistillLoss, check_distill_settings
 from bertkit.training.epochs import EpochBatches
 from bertkit.training.loop import Trainer
 from bertkit.training.objectives import TaskLoss
@@ -122,7 +121,7 @@ class FinetuneConfig:
         check_layerwise_lr_decay(self.layerwise_lr_decay)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise ConfigError(f"warmup proportion must be in [0, 1], got {self.warmup_proportion}")
-        check_distill_settings(self.distill_alpha, self.distill_temperature)
+        KD.check_distill_settings(self.distill_alpha, self.distill_temperature)
 
 
 @dataclass
@@ -147,9 +146,9 @@ class TaskData:
     train: list[Any]
     dev: dict[str, tuple[list[Any], list[Any]]]
     """dev split name -> (examples, features)."""
-    teacher: np.ndarray | None = None
+    teacher: KD.Teacher | None = None
     """(training examples, K): a teacher's logits of each (:mod:`bertkit.training.distill`),
-    looked up by the features' ``example_index``; None: the gold labels alone."""
+    looked up by the features' ``example_index`` (tagging: of each word); None: gold alone."""
 
 
 def evaluate_sets(
@@ -262,7 +261,7 @@ def train_one(
             run_dir=None,
             info=info,
             log=log,
-            objective=TaskLoss() if data.teacher is None else DistillLoss.of(config),
+            objective=TaskLoss() if data.teacher is None else KD.DistillLoss.of(config),
             batches=batches,
             on_update=epoch_end,
             name=name,
@@ -274,7 +273,7 @@ def train_one(
 
 
 def training_collate(
-    adapter: TaskAdapter, pad_id: int, teacher: np.ndarray | None = None
+    adapter: TaskAdapter, pad_id: int, teacher: KD.Teacher | None = None
 ) -> Callable[[list[Any], int | None], dict[str, torch.Tensor]]:
     """``collate(features, length)`` of :class:`EpochBatches`: the adapter's training batch,
     padded on to ``length`` (the update's longest feature) when its loss normalises over
@@ -286,7 +285,9 @@ def training_collate(
         if adapter.loss_over_padding and length is not None:
             batch = widen(batch, length, pad_id)
         if teacher is not None:
-            batch[TEACHER_KEY] = teacher[[f.example_index for f in features]]
+            batch[KD.TEACHER_KEY] = KD.teacher_targets(
+                teacher, features, batch["input_ids"].shape[1]
+            )
         return to_torch(batch, "cpu")
 
     return collate
