@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
-
-import torch
 
 N_EXAMPLES = 40
 
@@ -20,17 +17,16 @@ def coverage_worker(
     ``{"step": s, "uids": [...], "epochs": [...]}`` per micro-batch to ``seen-<tag>-rank<r>.jsonl``."""
     from bertkit.training import distributed as D
     from bertkit.training.loop import Phase
-    from training.helpers import Stop, collate, make_examples, make_trainer, stop_after
-
-    torch.set_num_threads(1)
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
+    from training.helpers import (
+        Stop,
+        collate,
+        join_gloo,
+        make_examples,
+        make_trainer,
+        stop_after,
     )
-    info = D.init_from_env("cpu")
+
+    info = join_gloo(rank, world, port)
     log = Path(run_dir) / f"seen-{tag}-rank{rank}.jsonl"
     try:
         trainer = make_trainer(Path(run_dir), steps=steps, info=info, dropout=0.0)

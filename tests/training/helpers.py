@@ -177,6 +177,27 @@ def stop_after(trainer: Trainer, last_step: int) -> None:
     trainer._train_step = step
 
 
+def join_gloo(rank: int, world: int, port: int, *, threads: int | None = 1, **env: str) -> DistInfo:
+    """This process as rank ``rank`` of a ``world``-process gloo group on 127.0.0.1:``port``
+    (``threads`` torch threads, None: left as they are; ``env``: more variables set first), as
+    torchrun would start it."""
+    import os
+
+    from bertkit.training import distributed as D
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    os.environ.update(
+        env,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
+    return D.init_from_env("cpu")
+
+
 def ddp_worker(
     rank: int, world: int, port: int, run_dir: str, steps: int, kw: dict, stop: int | None = None
 ) -> None:
@@ -184,19 +205,10 @@ def ddp_worker(
 
     With ``stop``, every rank stops after that step (no final save), as if the job was killed.
     """
-    import os
 
     from bertkit.training import distributed as D
 
-    torch.set_num_threads(1)
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    info = D.init_from_env("cpu")
+    info = join_gloo(rank, world, port)
     try:
         trainer = make_trainer(Path(run_dir), steps=steps, info=info, **kw)
         if stop is not None:
@@ -228,15 +240,7 @@ def decisions_worker(rank: int, world: int, port: int, out: str, env: list[dict]
 
     for name in (*hardware.ENV.values(), "BERTKIT_ONEDNN"):
         os.environ.pop(name, None)
-    os.environ.update(
-        env[rank],
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    info = D.init_from_env("cpu")
+    info = join_gloo(rank, world, port, threads=None, **env[rank])
     try:
         made = {n: [d.choice, d.source] for n, d in hardware.decisions().items()}
         (Path(out) / f"rank{rank}.json").write_text(json.dumps(made))
@@ -297,7 +301,6 @@ def grad_cache_worker(
     GradCache pass (None: one pass). Saves the gradients the optimizer saw to
     ``out/rank<r>.pt``. ``ddp_reduces`` hides the model's multi-pass backward from the update
     step (negative control: DDP's hooks reduce, as before the update step reduced itself)."""
-    import os
 
     from bertkit.model.contrastive import BiEncoder
     from bertkit.training import distributed as D
@@ -308,15 +311,7 @@ def grad_cache_worker(
     if ddp_reduces:
         U.multi_pass_backward = lambda model: False  # type: ignore[assignment]
 
-    torch.set_num_threads(1)
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    info = D.init_from_env("cpu")
+    info = join_gloo(rank, world, port)
     try:
         from support.tiny_encoder import tiny_encoder
 

@@ -5,12 +5,10 @@ example, not all of them, and every rank ends with all the rows, equal to one pr
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import torch.multiprocessing as mp
 
 from bertkit.data.tasks.glue import read_glue_split
@@ -19,7 +17,7 @@ from bertkit.training import distill
 from bertkit.training import distributed as D
 from support.tiny_glue import write_sentiment, write_teacher
 
-from ..helpers import free_port
+from ..helpers import free_port, join_gloo
 
 
 def _student() -> ClassificationAdapter:
@@ -54,15 +52,7 @@ def _rows(teacher: str, data: str, info: D.DistInfo | None, read: list[int]) -> 
 
 def _worker(rank: int, world: int, port: int, teacher: str, data: str, out: str) -> None:
     """One gloo rank: its rows and features read to ``out/rank<r>.*`` (mp.spawn's target)."""
-    torch.set_num_threads(1)
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    info = D.init_from_env("cpu")
+    info = join_gloo(rank, world, port)
     try:
         read: list[int] = []
         rows = _rows(teacher, data, info, read)

@@ -5,11 +5,9 @@ equal to one process's."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
-import torch
 import torch.multiprocessing as mp
 
 from bertkit.data.tasks.conll import read_conll
@@ -19,7 +17,7 @@ from bertkit.training import distributed as D
 from bertkit.training.distill_tokens import WordTeacher
 from support.tiny_glue import FIXTURES, write_teacher
 
-from ..helpers import free_port
+from ..helpers import free_port, join_gloo
 from .test_distill_tokens import _char_vocab
 
 CONLL = FIXTURES / "task_conll.txt"  # two documents: of 2 sentences and of 1
@@ -59,15 +57,7 @@ def _rows(teacher: str, info: D.DistInfo | None, read: list[int]) -> WordTeacher
 
 
 def _worker(rank: int, world: int, port: int, teacher: str, out: str) -> None:
-    torch.set_num_threads(1)
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    info = D.init_from_env("cpu")
+    info = join_gloo(rank, world, port)
     try:
         read: list[int] = []
         got = _rows(teacher, info, read)
