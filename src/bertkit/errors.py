@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+
+
+def first_few(items: Sequence[str], limit: int = 4, sep: str = ", ") -> str:
+    """``items`` joined by ``sep``, the first ``limit`` of them and how many more, so an error
+    that names keys or shapes stays a line a reader can take in (a config of another model
+    mismatches every tensor: a hundred names).
+
+    >>> first_few(["a", "b", "c", "d", "e", "f"])
+    'a, b, c, d and 2 more'
+    """
+    shown = sep.join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
 
 
 class BertkitError(Exception):
