@@ -154,10 +154,13 @@ def test_cli_shows_the_steps_and_ends_with_size_and_time(tiny_heads, tmp_path, c
         assert step in err  # the bar names the step under way
     assert "3/3" in err and "step/s" in err
     assert re.fullmatch(
-        rf"wrote {re.escape(str(out))} \(BertForSequenceClassification: logits; \d+\.\d MiB; "
-        r"fused .*\) in \d+\.\ds",
+        rf"wrote {re.escape(str(out))} \(BertForSequenceClassification: logits; \d+\.\d MiB, "
+        r"int8 weights; fused .*\) in \d+\.\ds",
         err.strip().splitlines()[-1],
     )
+    assert main(argv) == 0  # fp32 weights: no int8 named
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert " MiB; fused " in last and "int8" not in last
 
 
 def test_missing_onnxruntime_is_one_line_naming_the_extra(
