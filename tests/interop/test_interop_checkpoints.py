@@ -119,7 +119,12 @@ def test_no_weights_and_no_config_are_clear_errors(tmp_path) -> None:
     with pytest.raises(CheckpointError, match=r"no config\.json"):
         load_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(tiny().to_dict()))
-    with pytest.raises(CheckpointError, match="no weights found"):
+    with pytest.raises(CheckpointError, match="no weights found") as err:
+        load_pretrained(tmp_path)
+    assert "ONNX" not in str(err.value)
+    # an `export onnx` folder (config.json, model.onnx) passed where weights are read: say so
+    (tmp_path / "model.onnx").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"it holds model\.onnx, an ONNX export: `bertkit"):
         load_pretrained(tmp_path)
 
 
