@@ -75,6 +75,14 @@ def _tiny_mlm_dir(tmp_path):
     return tmp_path / "model"
 
 
+def test_fill_mask_top_k_below_one_is_a_flag_error(tmp_path, capsys) -> None:
+    """It read '<input>: --top-k must be >= 1', as if a file were wrong."""
+    directory = _tiny_mlm_dir(tmp_path)
+    assert main(["fill-mask", "--model", str(directory), "--top-k", "0", "a [MASK] ."]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "bertkit fill-mask: error: --top-k must be >= 1, got 0"
+
+
 def test_fill_mask_matches_transformers(tmp_path, capsys) -> None:
     transformers = pytest.importorskip("transformers")
     directory = _tiny_mlm_dir(tmp_path)

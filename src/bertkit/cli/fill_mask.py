@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "texts", nargs="*", help="texts containing [MASK] (default: lines of --input or stdin)"
     )
     p.add_argument("--input", type=Path, default=None, help="text file, one item per line")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=5, help="tokens shown per [MASK] (default 5)")
     options.add_batch_size(p, FillMasker)
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
     options.add_precision(p, inference=True)
@@ -31,13 +31,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.errors import InputError
+    from bertkit.errors import ConfigError, InputError
     from bertkit.inference import FillMasker
     from bertkit.inference.fill_mask import MaskCutError
     from bertkit.io import read_input_lines
 
     if args.top_k < 1:
-        raise InputError(None, None, "--top-k must be >= 1")
+        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")  # a flag: no "<input>:"
     masker = FillMasker.load(
         args.model,
         device=args.device,
