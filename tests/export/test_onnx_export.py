@@ -217,3 +217,27 @@ def test_a_failed_export_keeps_the_previous_one(tiny_heads, tmp_path: Path, monk
     with pytest.raises(ConfigError, match="do_lower_case"):
         export_onnx(tiny_heads["BertForSequenceClassification"], out, OnnxExportConfig())
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_another_models_folder_is_refused_and_kept(tiny_heads, tmp_path: Path, capsys):
+    """`export onnx --model qa --output ner/model.onnx` rewrote ner's config.json and task file
+    beside ner's weights: that model was lost. It is refused, the folder untouched; the model's
+    own folder stays a valid target (its files are the ones written)."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_heads["BertForTokenClassification"], other)
+    before = {p.name: p.read_bytes() for p in other.iterdir() if p.is_file()}
+    source = str(tiny_heads["BertForSequenceClassification"])
+    argv = ["export", "onnx", "--model", source, "--output", str(other / "model.onnx")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"bertkit export: error: {other} holds another model's weights (model.safetensors): the "
+        "export's config.json and tokenizer files would replace that model's; write the .onnx "
+        f"into a folder of its own, or into {source} itself"
+    )
+    assert {p.name: p.read_bytes() for p in other.iterdir() if p.is_file()} == before
+    own = tmp_path / "own"
+    shutil.copytree(tiny_heads["BertForSequenceClassification"], own)
+    assert main(["export", "onnx", "--model", str(own), "--output", str(own / "m.onnx")]) == 0

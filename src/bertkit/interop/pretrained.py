@@ -58,6 +58,10 @@ def pickle_only(directory: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+"""The files :func:`read_state_dict` takes a folder's weights from, in its order."""
+
+
 def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """The raw (Hugging Face named) tensors of a checkpoint directory, on CPU."""
     from safetensors import SafetensorError
