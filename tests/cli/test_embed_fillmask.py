@@ -132,6 +132,9 @@ def test_fill_mask_refuses_a_mask_the_cut_drops(tmp_path, capsys) -> None:
         f"bertkit fill-mask: error: {tmp_path / 'in.txt'}:2: its [MASK] lies beyond the model's "
         "maximum length (32 tokens, [CLS] and [SEP] included): put it earlier or shorten the text"
     )
+    assert main(["fill-mask", "--model", str(directory), "a [MASK] .", past]) == 1
+    err = capsys.readouterr().err.strip()  # it read "<input>:2", as if a file were wrong
+    assert err.startswith("bertkit fill-mask: error: text 2 of the arguments: its [MASK] lies")
     assert main(["fill-mask", "--model", str(directory), "--json", kept, "no mask"]) == 0
     out, err = capsys.readouterr()
     assert [len(json.loads(line)["masks"]) for line in out.splitlines()] == [1, 0]

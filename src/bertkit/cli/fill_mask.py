@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = masker(texts, args.top_k)
     except MaskCutError as e:  # the text's line (or its place among the arguments)
-        where = None if args.texts else args.input or "<stdin>"
-        raise InputError(where, e.line, e.message) from None
+        if args.texts:  # no file: "text 2 of the arguments", not "<input>:2"
+            raise ConfigError(f"text {e.line} of the arguments: {e.message}") from None
+        raise InputError(args.input or "<stdin>", e.line, e.message) from None
     seconds = time.perf_counter() - start
     missing = sum(1 for r in results if not r)
     for text, masks in zip(texts, results):
