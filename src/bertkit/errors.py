@@ -30,12 +30,17 @@ class InputError(BertkitError, ValueError):
 
     >>> str(InputError("train.tsv", 12, "expected 2 tab-separated columns, got 3"))
     'train.tsv:12: expected 2 tab-separated columns, got 3'
+    >>> str(InputError(None, None, "unknown GLUE task 'MRPCX'"))  # no "<input>: " before it
+    "unknown GLUE task 'MRPCX'"
     """
 
     def __init__(self, path: str | Path | None, line: int | None, message: str) -> None:
         self.path = None if path is None else str(path)
         self.line = line
         self.message = message
+        if self.path is None and line is None:  # no place to name (a flag's value): the message
+            super().__init__(message)
+            return
         where = self.path or "<input>"
         if line is not None:
             where = f"{where}:{line}"
