@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"filled masks in {len(texts) - missing} of {len(texts)} texts"
         + (f" ({missing} had no [MASK])" if missing else "")
+        + f", {masker.precision}"  # --precision auto can be bf16: scores differ from fp32's
         + f" {took(seconds, len(texts), 'texts')}",
         file=sys.stderr,
     )

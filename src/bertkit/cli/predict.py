@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     write_predictions(args.output, model.adapter.family, scored.predictions)
     n, seconds = len(scored.predictions), time.perf_counter() - start
     print(
-        f"wrote {n} predictions to {args.output} {took(seconds, n, 'examples')}",
+        f"wrote {n} predictions to {args.output} ({model.precision}) "
+        f"{took(seconds, n, 'examples')}",
         file=sys.stderr,
     )
     return 0
