@@ -142,6 +142,12 @@ def export_onnx(
     if output.suffix != ".onnx":
         raise ConfigError(f"--output must end in .onnx, got {output}")
     _refuse_another_models_folder(directory, output.parent)
+    newest = _newest_opset()
+    if newest is not None and config.opset > newest:  # torch printed its whole graph, then raised
+        raise ConfigError(
+            f"--opset {config.opset}: torch {torch.__version__}'s exporter writes opsets 14 to "
+            f"{newest}"
+        )
     name = head_class(directory, config.head)
     model, report = load_with_report(directory, name, allow_pickle=allow_pickle)
     if model.config.is_decoder:
@@ -179,6 +185,17 @@ def export_onnx(
                 _write_folder_files(directory, work)
     seconds = time.perf_counter() - start
     return ExportResult(output, name, outputs, output.stat().st_size, fused, seconds)
+
+
+def _newest_opset() -> int | None:
+    """The newest opset torch's TorchScript exporter writes (20 in torch 2.13), None where this
+    torch no longer names it (the exporter's own error then stands)."""
+    try:
+        from torch.onnx import _constants  # no public name for it
+    except ImportError:
+        return None
+    newest = getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", None)
+    return newest if isinstance(newest, int) else None
 
 
 def _refuse_another_models_folder(source: Path, target: Path) -> None:
