@@ -209,3 +209,13 @@ def test_truncation_that_cannot_be_done_is_one_line(monkeypatch, capsys, data, f
     )
     assert code == 1 and out == ""
     assert err.strip() == error
+
+
+def test_a_model_folder_as_vocab_names_the_vocab_txt_inside(tmp_path: Path, capsys) -> None:
+    """`tokenize --vocab MODEL_DIR` said only 'is a folder, expected a file'."""
+    (tmp_path / "vocab.txt").write_bytes(VOCAB.read_bytes())
+    assert main(["tokenize", "--vocab", str(tmp_path), "--input", str(VOCAB)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"bertkit tokenize: error: {tmp_path}: is a folder, expected a file "
+        f"(its vocabulary is {tmp_path / 'vocab.txt'})"
+    )
