@@ -25,3 +25,11 @@ def test_config_and_checkpoint_errors_are_value_and_os_errors(tmp_path: Path) ->
     assert issubclass(ConfigError, ValueError) and issubclass(CheckpointError, OSError)
     with pytest.raises(OSError, match="no such folder"):
         load_pretrained(tmp_path / "missing")
+
+
+def test_an_input_error_with_no_place_is_its_message_alone() -> None:
+    """`finetune glue --task MRPCX` said '<input>: unknown GLUE task ...': a place holder for a
+    file, where the fault is a flag's value. With a line but no file the holder stays."""
+    assert str(InputError(None, None, "unknown GLUE task 'MRPCX'")) == "unknown GLUE task 'MRPCX'"
+    assert str(InputError(None, 2, "bad")) == "<input>:2: bad"
+    assert str(InputError("a.tsv", None, "bad")) == "a.tsv: bad"

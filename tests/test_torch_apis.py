@@ -105,3 +105,10 @@ def test_apis_of_the_gpu_check_and_its_cuda_tests():
     assert {"dynamic"} <= _params(torch.compile)
     with torch.device("cpu"):  # models are built on the GPU directly this way
         assert torch.empty(1).device.type == "cpu"
+
+
+def test_the_onnx_exporters_newest_opset_is_named():
+    """export/onnx.py checks --opset against it (past it, torch printed its graph and raised)."""
+    from bertkit.export.onnx import _newest_opset
+
+    assert isinstance(_newest_opset(), int) and _newest_opset() >= 17  # 17: the default opset

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+
+
+def first_few(items: Sequence[str], limit: int = 4, sep: str = ", ") -> str:
+    """``items`` joined by ``sep``, the first ``limit`` of them and how many more, so an error
+    that names keys or shapes stays a line a reader can take in (a config of another model
+    mismatches every tensor: a hundred names).
+
+    >>> first_few(["a", "b", "c", "d", "e", "f"])
+    'a, b, c, d and 2 more'
+    """
+    shown = sep.join(items[:limit])
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit} more"
 
 
 class BertkitError(Exception):
@@ -17,12 +30,17 @@ class InputError(BertkitError, ValueError):
 
     >>> str(InputError("train.tsv", 12, "expected 2 tab-separated columns, got 3"))
     'train.tsv:12: expected 2 tab-separated columns, got 3'
+    >>> str(InputError(None, None, "unknown GLUE task 'MRPCX'"))  # no "<input>: " before it
+    "unknown GLUE task 'MRPCX'"
     """
 
     def __init__(self, path: str | Path | None, line: int | None, message: str) -> None:
         self.path = None if path is None else str(path)
         self.line = line
         self.message = message
+        if self.path is None and line is None:  # no place to name (a flag's value): the message
+            super().__init__(message)
+            return
         where = self.path or "<input>"
         if line is not None:
             where = f"{where}:{line}"

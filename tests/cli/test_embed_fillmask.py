@@ -75,6 +75,14 @@ def _tiny_mlm_dir(tmp_path):
     return tmp_path / "model"
 
 
+def test_fill_mask_top_k_below_one_is_a_flag_error(tmp_path, capsys) -> None:
+    """It read '<input>: --top-k must be >= 1', as if a file were wrong."""
+    directory = _tiny_mlm_dir(tmp_path)
+    assert main(["fill-mask", "--model", str(directory), "--top-k", "0", "a [MASK] ."]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "bertkit fill-mask: error: --top-k must be >= 1, got 0"
+
+
 def test_fill_mask_matches_transformers(tmp_path, capsys) -> None:
     transformers = pytest.importorskip("transformers")
     directory = _tiny_mlm_dir(tmp_path)
@@ -124,6 +132,9 @@ def test_fill_mask_refuses_a_mask_the_cut_drops(tmp_path, capsys) -> None:
         f"bertkit fill-mask: error: {tmp_path / 'in.txt'}:2: its [MASK] lies beyond the model's "
         "maximum length (32 tokens, [CLS] and [SEP] included): put it earlier or shorten the text"
     )
+    assert main(["fill-mask", "--model", str(directory), "a [MASK] .", past]) == 1
+    err = capsys.readouterr().err.strip()  # it read "<input>:2", as if a file were wrong
+    assert err.startswith("bertkit fill-mask: error: text 2 of the arguments: its [MASK] lies")
     assert main(["fill-mask", "--model", str(directory), "--json", kept, "no mask"]) == 0
     out, err = capsys.readouterr()
     assert [len(json.loads(line)["masks"]) for line in out.splitlines()] == [1, 0]

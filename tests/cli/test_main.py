@@ -4,9 +4,14 @@ subcommand is that subcommand's error, under its own usage, with exit status 2."
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import bertkit
 from bertkit.cli.main import build_parser, main
 
 
@@ -69,3 +74,26 @@ def test_an_unknown_flag_before_the_subcommand_stays_the_top_levels(capsys) -> N
     err = capsys.readouterr().err
     assert err.startswith("usage: bertkit [-h]")
     assert err.splitlines()[-1] == "bertkit: error: unrecognized arguments: --bogus"
+
+
+@pytest.mark.parametrize("command", ["tokenize", "env"])
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path, command) -> None:
+    """``bertkit tokenize ... | head``: the closed pipe is status 141 (SIGPIPE's), no traceback."""
+    vocab = Path(__file__).parents[1] / "fixtures" / "tok_vocab.txt"
+    lines = tmp_path / "lines.txt"
+    lines.write_text("UNwant\u00e9d running hi\n" * 20_000)  # far over a pipe's 64 KiB buffer
+    argv = {
+        "tokenize": ["tokenize", "--vocab", str(vocab), "--input", str(lines)],
+        "env": ["env", "--json"],
+    }[command]
+    env = {**os.environ, "PYTHONPATH": str(Path(bertkit.__file__).parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bertkit", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    proc.stdout.close()  # the reader goes away before the output is written, as head can
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -142,7 +142,8 @@ def test_a_bad_line_stops_the_run_after_the_shards_before_it(models, tmp_path, c
     assert _predict(models["ner"], bad, f"{tmp_path}/out/", *FLAGS) == 1
     err = capsys.readouterr().err.strip()
     assert err.endswith(
-        f"{bad}:{ends[-1]}: expected a tag O, B-TYPE or I-TYPE in column -1, got 'PER'"
+        f"{bad}:{ends[-1]}: expected a tag O, B-TYPE or I-TYPE in column 4 of 4, got 'PER'"
+        " (CoNLL columns: one token per line)"
     )
     manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
     full = json.loads((tmp_path / "full" / MANIFEST).read_text())

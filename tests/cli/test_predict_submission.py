@@ -69,6 +69,11 @@ def test_other_suffixes_keep_their_formats(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "a.jsonl").read_text()) == preds[0]
     write_predictions(tmp_path / "predictions.json", "squad", preds)
     assert json.loads((tmp_path / "predictions.json").read_text()) == {"q1": "Paris"}
+    # a squad model asked for .jsonl writes JSON lines, not predictions.json's one object
+    two = [preds[0], {**preds[0], "id": "q2", "answer": "Rome"}]
+    write_predictions(tmp_path / "qa.jsonl", "squad", two)
+    lines = (tmp_path / "qa.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == two
 
 
 def test_the_diagnostic_set_reads_as_mnli_test_rows(tmp_path: Path) -> None:

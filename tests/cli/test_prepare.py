@@ -71,7 +71,7 @@ def test_output_does_not_depend_on_worker_count(tmp_path: Path) -> None:
     )
 
 
-def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path) -> None:
+def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path, capsys) -> None:
     rc = _prepare(
         tmp_path,
         "out",
@@ -88,6 +88,7 @@ def test_formats_holdout_dynamic_and_whole_word(tmp_path: Path) -> None:
     assert [i["format"] for i in m["inputs"]] == ["jsonl", "paragraphs"]
     tr, ev = m["splits"]["train"], m["splits"]["eval"]
     assert tr["documents"] + ev["documents"] == 12 and ev["documents"] > 0
+    assert "note:" not in capsys.readouterr().err  # documents were held out: nothing to say
     assert tr["masked"] == 0 and m["settings"]["dynamic_masking"]
     ds = PretrainingDataset(tmp_path / "out", "eval")
     assert len(ds) == ev["instances"] > 0
@@ -245,6 +246,10 @@ def test_pretrain_without_held_out_documents_trains_and_says_why(tmp_path: Path,
     """A small corpus with the README's --holdout-fraction 0.01 can hold out no document: the
     empty 'eval' split means no held-out evaluation (--eval-data's "if any"), not an error."""
     assert _prepare(tmp_path, "data", "--num-workers", "1", "--holdout-fraction", "0.001") == 0
+    assert capsys.readouterr().err.endswith(  # said at once, not first at pretraining
+        "note: --holdout-fraction 0.001 held out none of the 12 documents: pretrain will run no "
+        "held-out evaluation (raise the fraction, or give pretrain --eval-data)\n"
+    )
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     assert manifest["splits"]["eval"]["instances"] == 0  # the split is there, and empty
     argv = ["pretrain", "--data", str(tmp_path / "data"), "--output", str(tmp_path / "run")]

@@ -64,10 +64,14 @@ def test_predict_to_a_file_ends_with_count_time_and_rate(classifier, tmp_path, c
         main(["predict", "--model", str(classifier), "--input", str(inp), "--output", str(out)])
         == 0
     )
-    assert re.fullmatch(
-        rf"wrote 2 predictions to {re.escape(str(out))} in {SECONDS} \({RATE} examples/s\)",
+    assert re.fullmatch(  # the precision --precision auto chose (it can be bf16 on a CPU)
+        rf"wrote 2 predictions to {re.escape(str(out))} \((fp32|bf16)\) in {SECONDS} "
+        rf"\({RATE} examples/s\)",
         _last_line(capsys),
     )
+    argv = ["predict", "--model", str(classifier), "--input", str(inp), "--output", str(out)]
+    assert main([*argv, "--precision", "fp32"]) == 0  # fp32 in every forced kernel path
+    assert f"predictions to {out} (fp32) in " in _last_line(capsys)
 
 
 def test_fill_mask_and_per_token_embed_end_with_time_and_rate(tmp_path, capsys, monkeypatch):
@@ -78,9 +82,13 @@ def test_fill_mask_and_per_token_embed_end_with_time_and_rate(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert "fill-mask: 100%" in err and "batch/s" in err  # a total: rate and ETA
     assert re.fullmatch(
-        rf"filled masks in 1 of 2 texts \(1 had no \[MASK\]\) in {SECONDS} \({RATE} texts/s\)",
+        rf"filled masks in 1 of 2 texts \(1 had no \[MASK\]\), (fp32|bf16) in {SECONDS} "
+        rf"\({RATE} texts/s\)",
         err.strip().splitlines()[-1],
     )
+    argv = ["fill-mask", "--model", str(model), "--input", str(tmp_path / "in.txt")]
+    assert main([*argv, "--precision", "fp32"]) == 0
+    assert "(1 had no [MASK]), fp32 in " in capsys.readouterr().err
     out = tmp_path / "t.npy"
     argv = ["embed", "--model", str(model), "--input", str(tmp_path / "in.txt")]
     assert main([*argv, "--output", str(out), "--per-token"]) == 0

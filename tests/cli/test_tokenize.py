@@ -176,3 +176,46 @@ def test_tokenize_and_train_vocab_stream_a_fifo_like_a_file(tmp_path: Path, caps
             assert main([*argv, str(fifo), "--output", str(tmp_path / f"{out}-fifo.txt")]) == 0
         want = (tmp_path / f"{out}-file.txt").read_bytes()
         assert (tmp_path / f"{out}-fifo.txt").read_bytes() == want and want
+
+
+@pytest.mark.parametrize(
+    ("data", "flags", "error"),
+    [
+        (
+            b"hello world\n",
+            ["--max-length", "3", "--truncation", "only_second"],
+            "bertkit tokenize: error: --truncation only_second cuts each line's second text: "
+            "it needs --pair",
+        ),
+        (
+            b"hello world\n",
+            ["--max-length", "1"],
+            "bertkit tokenize: error: --max-length 1 is less than the 2 special tokens "
+            "([CLS]/[SEP]) of each line; pass a larger one (or --no-special-tokens)",
+        ),
+        (
+            b"hello world\tone\nhi\tone two three four\n",
+            ["--pair", "--max-length", "6", "--truncation", "only_first"],
+            "bertkit tokenize: error: <stdin>:2: the first sequence has 1 tokens, too few to "
+            "remove the 2 needed to respect max_length (--truncation only_first)",
+        ),
+    ],
+)
+def test_truncation_that_cannot_be_done_is_one_line(monkeypatch, capsys, data, flags, error):
+    """These raised the tokenizer's ValueError as a traceback; the flags are checked before any
+    line is read, a line too short to cut is named."""
+    code, out, err = run_stdin(
+        monkeypatch, capsys, data, ["tokenize", "--vocab", str(VOCAB), *flags]
+    )
+    assert code == 1 and out == ""
+    assert err.strip() == error
+
+
+def test_a_model_folder_as_vocab_names_the_vocab_txt_inside(tmp_path: Path, capsys) -> None:
+    """`tokenize --vocab MODEL_DIR` said only 'is a folder, expected a file'."""
+    (tmp_path / "vocab.txt").write_bytes(VOCAB.read_bytes())
+    assert main(["tokenize", "--vocab", str(tmp_path), "--input", str(VOCAB)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"bertkit tokenize: error: {tmp_path}: is a folder, expected a file "
+        f"(its vocabulary is {tmp_path / 'vocab.txt'})"
+    )

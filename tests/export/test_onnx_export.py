@@ -154,10 +154,13 @@ def test_cli_shows_the_steps_and_ends_with_size_and_time(tiny_heads, tmp_path, c
         assert step in err  # the bar names the step under way
     assert "3/3" in err and "step/s" in err
     assert re.fullmatch(
-        rf"wrote {re.escape(str(out))} \(BertForSequenceClassification: logits; \d+\.\d MiB; "
-        r"fused .*\) in \d+\.\ds",
+        rf"wrote {re.escape(str(out))} \(BertForSequenceClassification: logits; \d+\.\d MiB, "
+        r"int8 weights; fused .*\) in \d+\.\ds",
         err.strip().splitlines()[-1],
     )
+    assert main(argv) == 0  # fp32 weights: no int8 named
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert " MiB; fused " in last and "int8" not in last
 
 
 def test_missing_onnxruntime_is_one_line_naming_the_extra(
@@ -189,6 +192,10 @@ def test_bad_requests_are_one_line_errors(tiny_heads, tmp_path: Path, capsys):
             ["--output", str(tmp_path / "m.onnx"), "--head", "masked-lm"],
             "no masked-LM head weights",
         ),
+        (  # past the exporter's newest: torch printed its whole graph and a traceback
+            ["--output", str(tmp_path / "m.onnx"), "--opset", "99"],
+            f"--opset 99: torch {torch.__version__}'s exporter writes opsets 14 to ",
+        ),
     ):
         assert main(["export", "onnx", "--model", folder, *extra]) == 1
         err = capsys.readouterr().err.strip()
@@ -214,3 +221,27 @@ def test_a_failed_export_keeps_the_previous_one(tiny_heads, tmp_path: Path, monk
     with pytest.raises(ConfigError, match="do_lower_case"):
         export_onnx(tiny_heads["BertForSequenceClassification"], out, OnnxExportConfig())
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_another_models_folder_is_refused_and_kept(tiny_heads, tmp_path: Path, capsys):
+    """`export onnx --model qa --output ner/model.onnx` rewrote ner's config.json and task file
+    beside ner's weights: that model was lost. It is refused, the folder untouched; the model's
+    own folder stays a valid target (its files are the ones written)."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_heads["BertForTokenClassification"], other)
+    before = {p.name: p.read_bytes() for p in other.iterdir() if p.is_file()}
+    source = str(tiny_heads["BertForSequenceClassification"])
+    argv = ["export", "onnx", "--model", source, "--output", str(other / "model.onnx")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"bertkit export: error: {other} holds another model's weights (model.safetensors): the "
+        "export's config.json and tokenizer files would replace that model's; write the .onnx "
+        f"into a folder of its own, or into {source} itself"
+    )
+    assert {p.name: p.read_bytes() for p in other.iterdir() if p.is_file()} == before
+    own = tmp_path / "own"
+    shutil.copytree(tiny_heads["BertForSequenceClassification"], own)
+    assert main(["export", "onnx", "--model", str(own), "--output", str(own / "m.onnx")]) == 0

@@ -99,11 +99,32 @@ def test_config_weight_shape_mismatch_is_a_clear_error(tmp_path) -> None:
     assert "(24, 16)" in message and "(32, 16)" in message
 
 
+def test_another_models_config_is_a_short_error_naming_the_first_mismatches(tmp_path) -> None:
+    """A config.json of another size (convert --config, a copied folder) mismatches every tensor
+    and lacks layers: the line names the first few and counts the rest (it listed them all, some
+    10,000 characters for MiniLM's config on a 2-layer checkpoint)."""
+    write_dir(tmp_path, ours_to_hf(BertModel(tiny())), tiny(hidden_size=32, num_hidden_layers=6))
+    with pytest.raises(CheckpointError) as err:
+        load_pretrained(tmp_path)
+    message = str(err.value)
+    shapes, missing = message.split(" | ")
+    assert shapes.startswith(f"{tmp_path}: shape mismatch (does config.json match the weights?): ")
+    assert shapes.count("checkpoint shape") == 4 and shapes.endswith(" more")
+    assert missing.startswith("missing encoder weights: encoder.layers.2.")
+    assert missing.count("encoder.layers.") == 4 and missing.endswith(" more")
+    assert len(message) < 1200, len(message)
+
+
 def test_no_weights_and_no_config_are_clear_errors(tmp_path) -> None:
     with pytest.raises(CheckpointError, match=r"no config\.json"):
         load_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(tiny().to_dict()))
-    with pytest.raises(CheckpointError, match="no weights found"):
+    with pytest.raises(CheckpointError, match="no weights found") as err:
+        load_pretrained(tmp_path)
+    assert "ONNX" not in str(err.value)
+    # an `export onnx` folder (config.json, model.onnx) passed where weights are read: say so
+    (tmp_path / "model.onnx").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"it holds model\.onnx, an ONNX export: `bertkit"):
         load_pretrained(tmp_path)
 
 

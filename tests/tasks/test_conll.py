@@ -110,7 +110,8 @@ def test_write_then_read(tmp_path):
             3,
             "expected 3 whitespace-separated columns, got 4",
         ),
-        ("EU NNP ORG\n", 1, "expected a tag O, B-TYPE or I-TYPE in column -1, got 'ORG'"),
+        ("EU NNP ORG\n", 1, "expected a tag O, B-TYPE or I-TYPE in column 3 of 3, got 'ORG'"),
+        ("John lives in London\n", 1, "column 4 of 4, got 'London' (CoNLL columns: one token per"),
         ("EU NNP B-\n", 1, "got 'B-'"),
     ],
 )

@@ -79,7 +79,12 @@ def test_token_file_stream_equals_the_whole_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "line", "expected"),
     [
-        (b"a O\n\nb X\n", 3, "expected a tag O, B-TYPE or I-TYPE in column -1, got 'X'"),
+        (
+            b"a O\n\nb X\n",
+            3,
+            "expected a tag O, B-TYPE or I-TYPE in column 2 of 2, got 'X'"
+            " (CoNLL columns: one token per line)",
+        ),
         (b"a NN O\n\nb O\n", 3, "expected 3 whitespace-separated columns, got 2"),
     ],
 )

@@ -41,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     config = options.values(args, OnnxExportConfig)
     result = export_onnx(args.model, args.output, config, allow_pickle=args.allow_pickle)
     fused = ", ".join(f"{k} {v}" for k, v in result.fused.items())
+    weights = ", int8 weights" if config.quantize == "int8" else ""  # the size's reason
     print(
         f"wrote {result.path} ({result.head}: {', '.join(result.outputs)}; "
-        f"{result.bytes / 2**20:.1f} MiB{'; fused ' + fused if fused else ''}) "
+        f"{result.bytes / 2**20:.1f} MiB{weights}{'; fused ' + fused if fused else ''}) "
         f"in {result.seconds:.1f}s",
         file=sys.stderr,
     )

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "texts", nargs="*", help="texts containing [MASK] (default: lines of --input or stdin)"
     )
     p.add_argument("--input", type=Path, default=None, help="text file, one item per line")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=5, help="tokens shown per [MASK] (default 5)")
     options.add_batch_size(p, FillMasker)
     p.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
     options.add_precision(p, inference=True)
@@ -31,13 +31,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.errors import InputError
+    from bertkit.errors import ConfigError, InputError
     from bertkit.inference import FillMasker
     from bertkit.inference.fill_mask import MaskCutError
     from bertkit.io import read_input_lines
 
     if args.top_k < 1:
-        raise InputError(None, None, "--top-k must be >= 1")
+        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")  # a flag: no "<input>:"
     masker = FillMasker.load(
         args.model,
         device=args.device,
@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = masker(texts, args.top_k)
     except MaskCutError as e:  # the text's line (or its place among the arguments)
-        where = None if args.texts else args.input or "<stdin>"
-        raise InputError(where, e.line, e.message) from None
+        if args.texts:  # no file: "text 2 of the arguments", not "<input>:2"
+            raise ConfigError(f"text {e.line} of the arguments: {e.message}") from None
+        raise InputError(args.input or "<stdin>", e.line, e.message) from None
     seconds = time.perf_counter() - start
     missing = sum(1 for r in results if not r)
     for text, masks in zip(texts, results):
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"filled masks in {len(texts) - missing} of {len(texts)} texts"
         + (f" ({missing} had no [MASK])" if missing else "")
+        + f", {masker.precision}"  # --precision auto can be bf16: scores differ from fp32's
         + f" {took(seconds, len(texts), 'texts')}",
         file=sys.stderr,
     )

@@ -3,6 +3,8 @@
 Each command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules import heavy libraries (torch) inside ``run`` so ``bertkit --help`` stays fast.
 Errors derived from BertkitError print as one line (no traceback) unless ``--debug`` is given.
+A reader of stdout that stops early (``bertkit tokenize ... | head``) ends the command quietly
+with status 141, as a Unix tool killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import select
 import sys
 
 # subcommand -> module under bertkit.cli
@@ -93,6 +97,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"bertkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if not _stdout_closed():  # another pipe broke (a worker's): a real error
+            raise
+        return 141  # 128 + SIGPIPE, what a shell reports for `yes | head`
+
+
+def _stdout_closed() -> bool:
+    """After a BrokenPipeError: whether it was stdout's reader that went away (the pipe's write
+    end then polls as an error). If so, stdout is pointed at /dev/null, so the interpreter's final
+    flush of what is still buffered does not raise (and print a traceback) a second time."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):  # no real stdout, or no poll() here
+        return False
+    poller.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poller.poll(0)):
+        return False
+    os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return True
 
 
 def entry() -> None:

@@ -41,9 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
         required=True,
-        help="JSONL file (SQuAD: predictions.json; .tsv: a GLUE submission file of a "
-        "classifier or regressor: index, prediction; .csv: the same with commas); a folder (DIR/, an existing folder "
-        "or a name without suffix): JSONL shards + manifest.json, resumable",
+        help="JSONL file (SQuAD: predictions.json, or JSON lines with spans for .jsonl; .tsv: "
+        "a GLUE submission file of a classifier or regressor: index, prediction; .csv: the same "
+        "with commas); a folder (DIR/, an existing folder or a name without suffix): JSONL "
+        "shards + manifest.json, resumable",
     )
     parser.add_argument(
         "--split", default="test", help="GLUE folder split when --input is a folder"
@@ -117,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     write_predictions(args.output, model.adapter.family, scored.predictions)
     n, seconds = len(scored.predictions), time.perf_counter() - start
     print(
-        f"wrote {n} predictions to {args.output} {took(seconds, n, 'examples')}",
+        f"wrote {n} predictions to {args.output} ({model.precision}) "
+        f"{took(seconds, n, 'examples')}",
         file=sys.stderr,
     )
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from bertkit.cli import options
 
@@ -117,6 +118,16 @@ def run(args: argparse.Namespace) -> int:
             f"  {name}: {c.documents} docs, {c.sentences} sentences, {c.tokens} tokens -> "
             f"{c.instances} instances in {len(c.shards)} shard(s), random-next {rnd:.3f}, "
             f"{c.masked / max(c.instances, 1):.2f} masked/instance"
+        )
+    held = summary.splits.get("eval")
+    if settings.holdout_fraction > 0 and (held is None or held.documents == 0):
+        # each document is held out with that probability: a small corpus can draw none
+        docs = sum(c.documents for c in summary.splits.values())
+        print(
+            f"note: --holdout-fraction {settings.holdout_fraction:g} held out none of the "
+            f"{docs} documents: pretrain will run no held-out evaluation (raise the fraction, "
+            "or give pretrain --eval-data)",
+            file=sys.stderr,
         )
     peak = max(
         resource.getrusage(who).ru_maxrss

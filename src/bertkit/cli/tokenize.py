@@ -45,16 +45,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _encode_lines(
-    tok: Tokenizer, job: tuple[list[tuple[str, str | None]], dict[str, Any]]
+    tok: Tokenizer, job: tuple[str, list[tuple[int, str, str | None]], dict[str, Any]]
 ) -> tuple[str, int, int]:
-    """JSON lines for a chunk of (text, pair) items, with the chunk's line and token counts
-    (runs in worker processes)."""
-    items, kw = job
+    """JSON lines for a chunk of (line number, text, pair) items of the input ``where``, with the
+    chunk's line and token counts (runs in worker processes)."""
+    from bertkit.errors import InputError
+
+    where, items, kw = job
     out = []
     tokens = 0
     itos = tok.vocab.id_to_token
-    for text, pair in items:
-        e = tok.encode(text, pair, **kw)
+    for n, text, pair in items:
+        try:
+            e = tok.encode(text, pair, **kw)
+        except ValueError as err:  # only_first / only_second: that text is too short to cut
+            raise InputError(where, n, f"{err} (--truncation {kw['truncation']})") from err
         tokens += len(e.input_ids)
         obj = {
             "input_ids": e.input_ids,
@@ -80,25 +85,42 @@ def _raw_lines(args: argparse.Namespace) -> Iterator[tuple[int, str]]:
     return read_input_lines(args.input, errors=args.encoding_errors, replace_hint=True)
 
 
-def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple[list, dict]]:
+def _chunks(args: argparse.Namespace, kw: dict[str, Any], bar) -> Iterator[tuple[str, list, dict]]:
     from bertkit.errors import InputError
 
     where = str(args.input) if args.input is not None else "<stdin>"
-    items: list[tuple[str, str | None]] = []
+    items: list[tuple[int, str, str | None]] = []
     for n, line in _raw_lines(args):
         bar.update(1)
         if args.pair:
             parts = line.split("\t")
             if len(parts) != 2:
                 raise InputError(where, n, f"expected 2 tab-separated texts, got {len(parts)}")
-            items.append((parts[0], parts[1]))
+            items.append((n, parts[0], parts[1]))
         else:
-            items.append((line, None))
+            items.append((n, line, None))
         if len(items) >= _CHUNK:
-            yield items, kw
+            yield where, items, kw
             items = []
     if items:
-        yield items, kw
+        yield where, items, kw
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Flag combinations no line can satisfy: one error before reading (each line raised a
+    ValueError traceback from the tokenizer)."""
+    from bertkit.errors import ConfigError
+
+    if args.max_length is None:
+        return
+    if args.truncation == "only_second" and not args.pair:
+        raise ConfigError("--truncation only_second cuts each line's second text: it needs --pair")
+    specials = 0 if args.no_special_tokens else 3 if args.pair else 2
+    if args.max_length < specials:
+        raise ConfigError(
+            f"--max-length {args.max_length} is less than the {specials} special tokens "
+            "([CLS]/[SEP]) of each line; pass a larger one (or --no-special-tokens)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks
 
+    _check_flags(args)
     # a FIFO or a device is streamed once, as stdin is: no UTF-8 check or line count first
     regular = args.input is not None and require_file(args.input, stream=True).is_file()
     if regular and args.encoding_errors == "strict":

@@ -37,7 +37,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.export.graph import ExportGraph
 from bertkit.export.heads import HEADS, INPUTS
 from bertkit.interop import load_with_report
-from bertkit.interop.pretrained import load_config
+from bertkit.interop.pretrained import WEIGHT_FILES, load_config
 from bertkit.interop.sentence_folder import MODULES, SENTENCE_FILES
 from bertkit.io import make_folder
 from bertkit.progress import progress
@@ -141,6 +141,13 @@ def export_onnx(
     directory, output = hub.resolve(directory, allow_pickle=allow_pickle), Path(output)
     if output.suffix != ".onnx":
         raise ConfigError(f"--output must end in .onnx, got {output}")
+    _refuse_another_models_folder(directory, output.parent)
+    newest = _newest_opset()
+    if newest is not None and config.opset > newest:  # torch printed its whole graph, then raised
+        raise ConfigError(
+            f"--opset {config.opset}: torch {torch.__version__}'s exporter writes opsets 14 to "
+            f"{newest}"
+        )
     name = head_class(directory, config.head)
     model, report = load_with_report(directory, name, allow_pickle=allow_pickle)
     if model.config.is_decoder:
@@ -178,6 +185,32 @@ def export_onnx(
                 _write_folder_files(directory, work)
     seconds = time.perf_counter() - start
     return ExportResult(output, name, outputs, output.stat().st_size, fused, seconds)
+
+
+def _newest_opset() -> int | None:
+    """The newest opset torch's TorchScript exporter writes (20 in torch 2.13), None where this
+    torch no longer names it (the exporter's own error then stands)."""
+    try:
+        from torch.onnx import _constants  # no public name for it
+    except ImportError:
+        return None
+    newest = getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", None)
+    return newest if isinstance(newest, int) else None
+
+
+def _refuse_another_models_folder(source: Path, target: Path) -> None:
+    """The files written beside the graph (config.json, tokenizer, task file) would replace those
+    of a model whose weights are in ``target``, leaving its weights with the exported model's
+    config (a NER folder read as SQuAD): refuse, unless ``target`` is ``source`` itself."""
+    if not target.is_dir() or target.resolve() == source.resolve():
+        return
+    held = [name for name in WEIGHT_FILES if (target / name).is_file()]
+    if held:
+        raise ConfigError(
+            f"{target} holds another model's weights ({held[0]}): the export's config.json and "
+            f"tokenizer files would replace that model's; write the .onnx into a folder of its "
+            f"own, or into {source} itself"
+        )
 
 
 def _trace(

@@ -11,7 +11,9 @@
   the MNLI model).
 - ``.csv`` (the same families): the same two columns, comma-separated (Python's ``csv``
   quoting, for labels holding a comma or a quote).
-- SQuAD: the official ``predictions.json`` (``{"question id": "answer text"}``).
+- SQuAD: the official ``predictions.json`` (``{"question id": "answer text"}``), unless the
+  path ends in ``.jsonl``: then JSON lines as below (id, answer, its character span,
+  probability, null_score_diff), as a user naming that suffix expects (it was one JSON object).
 - Anything else: JSON lines, one prediction object per example.
 
 Each is written whole and atomically (:func:`bertkit.io.atomic_write`).
@@ -71,7 +73,7 @@ def write_predictions(path: str | Path, family: str, predictions: Sequence[dict[
         elif rows is not None:
             f.write("index\tprediction\n")
             f.writelines(f"{i}\t{v}\n" for i, v in rows)
-        elif family == "squad":
+        elif family == "squad" and Path(path).suffix.lower() != ".jsonl":
             json.dump({p["id"]: p["answer"] for p in predictions}, f, indent=2, ensure_ascii=False)
             f.write("\n")
         else:

@@ -158,7 +158,7 @@ def hf_to_ours(model: nn.Module, state: dict[str, torch.Tensor]) -> tuple[dict, 
     Returns (our state dict, report). Raises CheckpointError for keys that are not BERT weights,
     for missing encoder weights, and for any shape that differs from the model's.
     """
-    from bertkit.errors import CheckpointError
+    from bertkit.errors import CheckpointError, first_few
 
     state = dict(state)
     if "cls.predictions.bias" not in state and DECODER_BIAS_ALIAS[1] in state:
@@ -193,12 +193,13 @@ def hf_to_ours(model: nn.Module, state: dict[str, torch.Tensor]) -> tuple[dict, 
     problems = []
     if shape_errors:
         problems.append(
-            "shape mismatch (does config.json match the weights?): " + "; ".join(shape_errors)
+            "shape mismatch (does config.json match the weights?): "
+            + first_few(shape_errors, sep="; ")
         )
     if required_missing:
-        problems.append(f"missing encoder weights: {', '.join(required_missing)}")
+        problems.append(f"missing encoder weights: {first_few(required_missing)}")
     if unknown:
-        problems.append(f"unexpected keys that are not BERT weights: {', '.join(unknown)}")
+        problems.append(f"unexpected keys that are not BERT weights: {first_few(unknown)}")
     if problems:
         raise CheckpointError(" | ".join(problems))
     return ours_state, report

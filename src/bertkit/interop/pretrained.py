@@ -58,6 +58,10 @@ def pickle_only(directory: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+"""The files :func:`read_state_dict` takes a folder's weights from, in its order."""
+
+
 def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """The raw (Hugging Face named) tensors of a checkpoint directory, on CPU."""
     from safetensors import SafetensorError
@@ -91,9 +95,16 @@ def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, to
         if not isinstance(state, dict):
             raise CheckpointError(f"{pickle_path}: expected a dict of tensors")
         return state
+    onnx = sorted(p.name for p in directory.glob("*.onnx"))
     raise CheckpointError(
         f"{directory}: no weights found (expected model.safetensors, "
         "model.safetensors.index.json, or pytorch_model.bin with allow_pickle)"
+        + (
+            f"; it holds {onnx[0]}, an ONNX export: `bertkit serve --backend onnx` runs it, "
+            "other commands take the folder it was exported from"
+            if onnx
+            else ""
+        )
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.errors import InputError
+from bertkit.input_files import FOLDER_NOT_FILE
 from bertkit.io import atomic_write, read_text_lines
 
 SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -38,6 +39,9 @@ class Vocab:
 
         Raises InputError naming the file and line on invalid UTF-8, or when the file is empty.
         """
+        inside = Path(path) / "vocab.txt"
+        if inside.is_file():  # a model folder given as --vocab: name the file it holds
+            raise InputError(path, None, f"{FOLDER_NOT_FILE} (its vocabulary is {inside})")
         tokens = [line.rstrip() for _, line in read_text_lines(path)]
         if not tokens:
             raise InputError(path, None, "empty vocabulary (expected one token per line)")

@@ -198,7 +198,10 @@ def _iter_conll(
             raise InputError(
                 path,
                 lineno,
-                f"expected a tag O, B-TYPE or I-TYPE in column {tag_column}, got {tag!r}",
+                # 1-based and counted, not the index: "column -1" read as a typo, and a line of
+                # plain text ("John lives in London") needs the layout said
+                f"expected a tag O, B-TYPE or I-TYPE in column {tag_column % width + 1} of "
+                f"{width}, got {tag!r} (CoNLL columns: one token per line)",
             )
         return cols[token_column], tag
 
