@@ -107,6 +107,11 @@ def test_sigkill_and_rerun_is_bit_identical(data, reference, tmp_path):
     p = _run(_cmd(data, out))
     assert f"skipping checkpoint {newest.name}" in p.stderr and "truncated" in p.stderr
     assert "resumed from" in p.stderr
+    resumed = int(p.stderr.split("resumed from ")[1].split("(step ")[1].split(")")[0])
+    assert (
+        f"done: {STEPS} steps (0 skipped, {STEPS - resumed} this run from step {resumed})"
+        in p.stdout
+    )
     assert _train_log(out) == _train_log(reference)
     assert [s for s, _, _ in _train_log(out)] == list(range(1, STEPS + 1))
     assert _same(_final(out), _final(reference))
@@ -115,8 +120,9 @@ def test_sigkill_and_rerun_is_bit_identical(data, reference, tmp_path):
         assert _same(load_file(str(out / last / name)), load_file(str(reference / last / name)))
     state = json.loads((out / last / "state.json").read_text())
     assert state == json.loads((reference / last / "state.json").read_text())
-    # rerunning a finished run trains nothing and leaves the result as it is
-    _run(_cmd(data, out))
+    # rerunning a finished run trains nothing, says so, and leaves the result as it is
+    again = _run(_cmd(data, out))
+    assert f"done: nothing to train: the run had finished its {STEPS} steps" in again.stdout
     assert _train_log(out) == _train_log(reference)
 
 

@@ -137,8 +137,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if result.final_eval:
         print(f"held-out {OBJECTIVES[args.objective]().describe(result.final_eval)}")
-    print(
-        f"done: {result.step} steps ({result.skipped} skipped) in {result.seconds:.1f}s; "
-        f"model in {args.output / 'model'}"
-    )
+    print(f"done: {result.summary}; model in {args.output / 'model'}")
     return 0

@@ -23,6 +23,7 @@ What a checkpoint holds of the run and how it is resumed is :mod:`bertkit.traini
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -242,6 +243,7 @@ class Trainer:
         t_start = time.perf_counter()
         if self.run_dir is not None:
             R.start(self)
+        start_step = self.step  # a resume's checkpoint
         model: nn.Module = self.core
         if info.distributed:
             from torch.nn.parallel import DistributedDataParallel as DDP
@@ -269,7 +271,7 @@ class Trainer:
             self._prefetch.close()
             self._prefetch = None
         bar.close()
-        return self._finish(t_start)
+        return dataclasses.replace(self._finish(t_start), start_step=start_step)
 
     def _depth(self) -> int:
         """Updates collated ahead (``cfg.prefetch``, else by device: see TrainConfig)."""

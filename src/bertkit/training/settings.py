@@ -146,6 +146,18 @@ class TrainConfig:
 @dataclass
 class TrainResult:
     step: int
+    """The update count reached (the run's total, earlier runs' updates included)."""
     skipped: int
     final_eval: dict[str, float] | None
     seconds: float
+    start_step: int = 0
+    """The update count this run started from (a resume's checkpoint; 0 for a fresh run)."""
+
+    @property
+    def summary(self) -> str:
+        """One line: the updates made by this run and by the whole job."""
+        ran = self.step - self.start_step
+        if self.start_step and not ran:
+            return f"nothing to train: the run had finished its {self.step} steps"
+        resumed = f", {ran} this run from step {self.start_step}" if self.start_step else ""
+        return f"{self.step} steps ({self.skipped} skipped{resumed}) in {self.seconds:.1f}s"
