@@ -75,6 +75,11 @@ class SquadAdapter(TaskAdapter):
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         return read_squad(path, version_2=self.version_2)
 
+    def missing_label(self, example: Any) -> str | None:
+        """A question read without answers (a JSON-lines file's, to predict) is neither trained
+        on nor scored; an unanswerable one (SQuAD v2.0) is labelled."""
+        return "answers" if not example.answers and not example.is_impossible else None
+
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         return convert_squad_examples(
             tokenizer, examples, self.max_seq_length, self.windows, is_training=training

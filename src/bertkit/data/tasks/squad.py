@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import InputError
-from bertkit.io import read_bytes
+from bertkit.io import format_suffix, read_bytes
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,14 @@ def read_squad(path: str | Path, *, version_2: bool | None = None) -> list[Squad
     to answer from), an answerable question with an empty answer text, or a question id used
     twice (predictions and scores are keyed by id: one would hide the other).
     A leading byte-order mark is dropped; a ``.gz``, ``.xz`` or ``.bz2`` file is decompressed.
+    A ``.jsonl`` file is one question a line (:mod:`bertkit.data.tasks.squad_lines`: the layout
+    Hugging Face ``datasets`` writes).
     """
     path = Path(path)
+    if format_suffix(path) == ".jsonl":
+        from bertkit.data.tasks.squad_lines import read_squad_lines
+
+        return read_squad_lines(path, version_2=version_2)
     data = read_bytes(path)
     try:
         raw = data.decode("utf-8")
