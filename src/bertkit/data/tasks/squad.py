@@ -2,8 +2,10 @@
 
 The file layout is ``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id",
 "question", "answers": [{"text", "answer_start"}], "is_impossible"?, "plausible_answers"?}]}]}]}``.
-Feature conversion (sliding windows) is in :mod:`bertkit.tasks.squad_features`, span
-search and the v2.0 null threshold in :mod:`bertkit.tasks.squad_post`.
+Or JSON lines, one question a line, as Hugging Face ``datasets`` writes ``squad`` and
+``squad_v2`` (:func:`read_squad_lines`). Feature conversion (sliding windows) is in
+:mod:`bertkit.tasks.squad_features`, span search and the v2.0 null threshold in
+:mod:`bertkit.tasks.squad_post`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertkit.data.tasks._rows import jsonl_rows
 from bertkit.errors import InputError
 from bertkit.io import format_suffix, read_bytes
 
@@ -64,13 +67,11 @@ def read_squad(path: str | Path, *, version_2: bool | None = None) -> list[Squad
     to answer from), an answerable question with an empty answer text, or a question id used
     twice (predictions and scores are keyed by id: one would hide the other).
     A leading byte-order mark is dropped; a ``.gz``, ``.xz`` or ``.bz2`` file is decompressed.
-    A ``.jsonl`` file is one question a line (:mod:`bertkit.data.tasks.squad_lines`: the layout
-    Hugging Face ``datasets`` writes).
+    A ``.jsonl`` file is one question a line (:func:`read_squad_lines`: the layout Hugging Face
+    ``datasets`` writes).
     """
     path = Path(path)
     if format_suffix(path) == ".jsonl":
-        from bertkit.data.tasks.squad_lines import read_squad_lines
-
         return read_squad_lines(path, version_2=version_2)
     data = read_bytes(path)
     try:
@@ -234,6 +235,101 @@ class _Reader:
         return SquadExample(
             qas_id, question, context, () if impossible else answers, impossible, plausible, title
         )
+
+
+_LAYOUT = (
+    'expected {"question", "context"[, "id", "answers": {"text": [...], "answer_start": [...]}]}'
+)
+
+
+class _LineReader(_Reader):
+    """:class:`_Reader`'s checks, each error on this record's line."""
+
+    def __init__(self, path: Path, line: int) -> None:
+        super().__init__(path, "")
+        self.line = line
+
+    def fail(self, where: str, message: str, hint: str | None) -> InputError:
+        return InputError(self.path, self.line, (f"{where}: " if where else "") + message)
+
+
+def read_squad_lines(path: str | Path, *, version_2: bool | None = None) -> list[SquadExample]:
+    """The questions of a SQuAD JSON-lines file: one a line, the layout Hugging Face ``datasets``
+    writes for ``squad`` and ``squad_v2`` (``dataset.to_json``):
+    ``{"id", "title", "context", "question", "answers": {"text": [...], "answer_start": [...]}}``.
+
+    ``answers`` may also be SQuAD's own list (``[{"text", "answer_start"}]``). Empty answers mark
+    an unanswerable question (SQuAD v2.0, as ``datasets`` writes one; ``"is_impossible": true``
+    says the same); a line without ``answers`` is a question to predict only, refused for
+    training and scoring (:meth:`~bertkit.tasks.span_qa.SquadAdapter.missing_label`). ``id``
+    defaults to the line number, ``title`` to "". Each question is checked as :func:`read_squad`
+    checks one, an error naming the file and the line; ``version_2`` as there."""
+    path = Path(path)
+    out: list[SquadExample] = []
+    seen: dict[str, int] = {}
+    for line, record in jsonl_rows(path):
+        reader = _LineReader(path, line)
+        qa = _native(reader, record, line)
+        context = reader.field(record, "context", str, "", None)
+        title = record.get("title") if isinstance(record.get("title"), str) else ""
+        if "answers" in qa or qa.get("is_impossible"):
+            ex = reader.example(qa, context, title, "")
+        else:  # a question to answer, not to learn from: its texts checked as example() does
+            ex = _unlabelled(reader, qa, context, title)
+        if ex.qas_id in seen:
+            raise reader.fail(
+                "", f"duplicate question id {ex.qas_id!r}, first on line {seen[ex.qas_id]}", None
+            )
+        seen[ex.qas_id] = line
+        if ex.is_impossible and version_2 is False:
+            raise reader.fail(
+                "",
+                f"question {ex.qas_id!r} has no answer, which a SQuAD v1.1 task cannot give "
+                "(expected answers; for SQuAD v2.0 finetune with --version-2-with-negative)",
+                None,
+            )
+        out.append(ex)
+    return out
+
+
+def _native(reader: _LineReader, record: dict[str, Any], line: int) -> dict[str, Any]:
+    """The record as one of SQuAD's own ``qas`` entries (answers as a list of objects; empty
+    ``datasets`` answers as ``is_impossible``)."""
+    qid = record.get("id", str(line))
+    if isinstance(qid, int) and not isinstance(qid, bool):
+        qid = str(qid)
+    qa: dict[str, Any] = {"id": qid, "question": record.get("question")}
+    if "question" not in record:
+        raise reader.fail("", f"missing field 'question' ({_LAYOUT})", None)
+    if "is_impossible" in record:
+        qa["is_impossible"] = record["is_impossible"]
+    if "answers" not in record:
+        return qa
+    answers = record["answers"]
+    if isinstance(answers, dict):  # datasets: parallel lists
+        texts, starts = answers.get("text"), answers.get("answer_start")
+        if not isinstance(texts, list) or not isinstance(starts, list) or len(texts) != len(starts):
+            raise reader.fail(
+                "",
+                "expected 'answers' to hold two lists of the same length, 'text' and "
+                f"'answer_start', got {answers!r}"[:300],
+                None,
+            )
+        answers = [{"text": t, "answer_start": s} for t, s in zip(texts, starts, strict=True)]
+    if isinstance(answers, list) and not answers and "is_impossible" not in qa:
+        qa["is_impossible"] = True  # datasets' squad_v2: no answer
+    qa["answers"] = answers
+    return qa
+
+
+def _unlabelled(reader: _LineReader, qa: dict[str, Any], context: str, title: str) -> SquadExample:
+    qas_id = reader.field(qa, "id", str, "", None)
+    question = reader.field(qa, "question", str, "", None)
+    if not question.strip():
+        raise reader.fail("", f"question {qas_id!r} has an empty question text", None)
+    if not context.strip():
+        raise reader.fail("", f"question {qas_id!r} is asked on an empty context", None)
+    return SquadExample(qas_id, question, context, (), False, (), title)
 
 
 def is_whitespace(c: str) -> bool:
