@@ -69,7 +69,7 @@ _FAMILY_FIELDS = {
         "document_prompt",
         "format",
     ),
-    "rerank": ("format",),
+    "rerank": ("loss", "format"),
 }
 
 _TRAIN_HELP = {
@@ -77,7 +77,10 @@ _TRAIN_HELP = {
         "pairs/triples (JSONL, CSV or TSV: query, positive[, negative ...]) "
         "or a BEIR folder (qrels/train.tsv)"
     ),
-    "rerank": "labelled pairs (query, passage, label in [0, 1]) or triples (JSONL, CSV or TSV)",
+    "rerank": (
+        "labelled pairs (query, passage, label in [0, 1]) or triples / n-tuples (query, "
+        "positive, negative ...) (JSONL, CSV or TSV); --loss ranking / listnet: n-tuples only"
+    ),
 }
 _DEV_HELP = {
     "embeddings": (
@@ -122,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.data.tasks.glue import GLUE_TASKS
     from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
     from bertkit.recipes.finetune import FinetuneJob
-    from bertkit.tasks import FAMILIES, TaskSettings
+    from bertkit.tasks import FAMILIES, TaskSettings, rerank
     from bertkit.tasks.embedding import LOSSES, POOLINGS
     from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
     from bertkit.tasks.squad_post import SquadPostConfig
@@ -161,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             choices={
                 "format": FORMATS,
                 "pooling": POOLINGS,
-                "loss": LOSSES,
+                "loss": rerank.LOSSES if name == "rerank" else LOSSES,
                 "pair_kind": PAIR_KINDS,
             },
         )

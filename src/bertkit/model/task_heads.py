@@ -15,6 +15,7 @@ from bertkit.config import BertConfig
 from bertkit.model.batching import Layout
 from bertkit.model.bert import BertModel, init_bert_weights
 from bertkit.model.dropout import Dropout
+from bertkit.model.group_losses import group_loss
 from bertkit.model.kernels import Linear
 from bertkit.model.losses import IGNORE
 from bertkit.model.outputs import (
@@ -41,7 +42,13 @@ class BertForSequenceClassification(nn.Module):
 
     With num_labels > 1, integer labels give cross-entropy and float labels (B, num_labels)
     multi-label binary cross-entropy, unless config.problem_type says otherwise.
+
+    ``group_loss`` (set by whoever trains it, not saved: a rerank loss of
+    :mod:`bertkit.model.group_losses`) makes the loss a listwise one over groups of rows, with
+    ``labels`` (B, G) for the B * G rows, group after group.
     """
+
+    group_loss: str | None = None
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -76,7 +83,9 @@ class BertForSequenceClassification(nn.Module):
         )
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = None
-        if labels is not None:
+        if labels is not None and self.group_loss is not None:
+            loss = group_loss(self.group_loss, logits, labels)
+        elif labels is not None:
             kind = self.config.problem_type
             if kind is None:
                 if self.num_labels == 1:

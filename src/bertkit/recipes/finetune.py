@@ -250,6 +250,8 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
         )
         if job.head_init is not None:
             model.classifier.load_state_dict(job.head_init)
+        if getattr(adapter, "group_loss", None):  # rerank's listwise losses (not saved)
+            model.group_loss = adapter.group_loss
         return model
 
     return build_model

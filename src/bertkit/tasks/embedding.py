@@ -96,13 +96,20 @@ class RetrievalText:
 
 @dataclass(frozen=True)
 class GroupFeature:
-    """One training example's rows: query, positive, then the hard negatives."""
+    """One training example's rows, kept together in a batch: query, positive, then the hard
+    negatives (a bi-encoder's texts; a cross-encoder's (query, passage) pairs,
+    :class:`bertkit.tasks.rerank.RerankAdapter`)."""
 
     rows: tuple[EncodedInput, ...]
     example_index: int
     truncated: bool
     scores: tuple[float, ...] = ()
     """The teacher's scores of the positive and each negative (:data:`TEACHER_LOSSES`)."""
+
+    @property
+    def length(self) -> int:
+        """Tokens of the longest row (for length bucketing)."""
+        return max(len(r.input_ids) for r in self.rows)
 
 
 @dataclass(frozen=True)
@@ -316,7 +323,7 @@ class EmbeddingAdapter(TaskAdapter):
 
     def length(self, feature: Any) -> int:
         if isinstance(feature, GroupFeature):
-            return max(len(r.input_ids) for r in feature.rows)
+            return feature.length
         return len(feature.input_ids)
 
     def collate(

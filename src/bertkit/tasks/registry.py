@@ -56,7 +56,8 @@ FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
     ),
     "rerank": (
         RerankAdapter,
-        "a cross-encoder reranker, binary cross-entropy on labelled (query, passage) pairs",
+        "a cross-encoder reranker: binary cross-entropy on labelled (query, passage) pairs, "
+        "or a listwise loss on (query, positive, negatives) groups",
     ),
 }
 
@@ -132,8 +133,12 @@ class TaskSettings:
     sentence-transformers' CachedMultipleNegativesRankingLoss mini_batch_size, also texts per
     pass): the batch's loss in the activation memory of this many rows, for a third more
     compute. None: all rows in one pass."""
-    loss: str = "ranking"
-    """embeddings: ranking (in-batch and hard negatives, MultipleNegativesRankingLoss),
+    loss: str | None = None
+    """The family's training loss (None: its default). rerank: bce (default; labelled pairs or
+    triples, BinaryCrossEntropyLoss), ranking (each query's positive against its own hard
+    negatives, sentence-transformers' CrossEncoder MultipleNegativesRankingLoss without in-batch
+    negatives) or listnet (ListNetLoss, labels 1, 0, ..., 0), both on a triples / n-tuple file.
+    embeddings: ranking (default; in-batch and hard negatives, MultipleNegativesRankingLoss),
     margin-mse (MarginMSELoss) or distill-kl (DistillKLDivLoss): distil the teacher scores of
     rows from `bertkit mine --cross-encoder --output-scores`, pairwise margins (margin-mse) or
     the softmax over all of a row's candidates (distill-kl); the student scores by dot product,
@@ -172,6 +177,11 @@ class TaskSettings:
             raise ConfigError(f"{self.family} needs a training file and a dev file")
         if self.family == "classify" and not self.text_column:
             raise ConfigError("classify needs the name of the text column (--text-column)")
+
+
+def _given_loss(s: TaskSettings) -> dict[str, str]:
+    """The loss named in ``s``, as the adapter's keyword (none: the adapter's default)."""
+    return {} if s.loss is None else {"loss": s.loss}
 
 
 def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[Any]]]:
@@ -231,7 +241,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             matryoshka_dims=list(s.matryoshka_dims),
             mini_batch_size=s.mini_batch_size,
             file_format=s.format,
-            loss=s.loss,
+            **_given_loss(s),
             temperature=s.temperature,
             student_temperature=s.student_temperature,
             teacher_temperature=s.teacher_temperature,
@@ -241,7 +251,9 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":
-        adapter = RerankAdapter("rerank", format_stem(s.train), msl, file_format=s.format)
+        adapter = RerankAdapter(
+            "rerank", format_stem(s.train), msl, file_format=s.format, **_given_loss(s)
+        )
         train = adapter.read(s.train, "train")
     elif s.family == "swag":
         adapter = MultipleChoiceAdapter("swag", "swag", msl)

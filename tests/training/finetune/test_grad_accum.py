@@ -1,6 +1,7 @@
 """Gradient accumulation in fine-tuning: an update over ``grad_accum`` micro-batches is the
 update over the whole batch, for every head's loss (classification, tagging, which averages over
-labelled word pieces that differ from example to example, span QA, multiple choice), including an
+labelled word pieces that differ from example to example, span QA, multiple choice, a reranker's
+group loss over each query's candidates), including an
 epoch's last, short batch whose micro-batches may be empty; the contrastive family refuses it."""
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ HEADS = {
     "tag": BertForTokenClassification,
     "squad": BertForQuestionAnswering,
     "choice": BertForMultipleChoice,
+    "rerank": BertForSequenceClassification,  # --loss ranking: groups of CHOICES rows
 }
 CHOICES = 3
 
@@ -48,7 +50,7 @@ def _features(task: str, n: int) -> list[dict]:
     g = torch.Generator().manual_seed(11)
     out = []
     for _ in range(n):
-        rows = CHOICES if task == "choice" else 1
+        rows = CHOICES if task in ("choice", "rerank") else 1
         t = int(torch.randint(4, 16, (1,), generator=g))
         ids = torch.randint(5, VOCAB, (rows, t), generator=g)
         f: dict = {"ids": ids}
@@ -78,10 +80,14 @@ def _collate(task: str, feats: list[dict], length: int | None) -> dict[str, torc
     for i, f in enumerate(feats):
         ids[i, :, : f["ids"].shape[1]] = f["ids"]
     mask = (ids != 0).long()
-    if task != "choice":
+    if task == "rerank":  # each group's rows one after the other, labels (B, G)
+        ids, mask = ids.reshape(-1, t), mask.reshape(-1, t)
+    elif task != "choice":
         ids, mask = ids[:, 0], mask[:, 0]
     batch = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
-    if task == "tag":
+    if task == "rerank":
+        batch["labels"] = torch.tensor([[1.0] + [0.0] * (CHOICES - 1)] * len(feats))
+    elif task == "tag":
         batch["labels"] = torch.full((len(feats), t), -100, dtype=torch.long)
         for i, f in enumerate(feats):
             batch["labels"][i, : len(f["labels"])] = f["labels"]
@@ -119,8 +125,10 @@ def _train(
     feats = _features(task, n)
     torch.manual_seed(0)
     config = tiny_config(dropout=0.0)
-    config.num_labels = 3 if task == "tag" else 2
+    config.num_labels = {"tag": 3, "rerank": 1}.get(task, 2)
     model = HEADS[task](config)
+    if task == "rerank":
+        model.group_loss = "ranking"
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     epochs = 2
     total = math.ceil(n / batch) * epochs

@@ -197,6 +197,22 @@ def test_rerank_learns_saves_a_cross_encoder_and_reranks(tiny_model: Path, tmp_p
     np.testing.assert_allclose(ours, theirs, atol=1e-6)
 
 
+@pytest.mark.parametrize("loss", ["ranking", "listnet"])
+def test_rerank_group_losses_learn(tiny_model: Path, tmp_path: Path, loss: str) -> None:
+    """--loss ranking / listnet on the triples (groups of a positive and its negative), dev as
+    for bce: each learns, and the folder stays a sigmoid CrossEncoder folder."""
+    train, dev = _rerank_data(tmp_path)
+    out = tmp_path / "ce"
+    argv = ["finetune", "rerank", "--model", str(tiny_model), "--loss", loss]
+    argv += ["--train", str(train), "--dev", str(dev), "--output", str(out), *RUN]
+    argv += ["--batch-size", "8"]  # as many updates as bce: a group is two of its pairs
+    assert main(argv) == 0
+    runs = json.loads((out / "metrics.json").read_text())["runs"][0]
+    assert runs["score"] > 0.9, runs["epochs"]  # chance: about 0.41 (one relevant among six)
+    config = json.loads((out / "config.json").read_text())
+    assert config["sentence_transformers"]["activation_fn"].endswith("Sigmoid")
+
+
 def test_evaluate_reranks_the_head_of_each_ranking(tiny_model: Path, tmp_path: Path) -> None:
     from bertkit.data.tasks.retrieval import read_beir
     from bertkit.inference import Classifier, Embedder
