@@ -77,10 +77,11 @@ def exact_search_blocks(
     blocks joined, and only one block is read at a time.
 
     The score matrix is computed in pieces of ``chunk`` queries x ``doc_chunk`` documents, so
-    memory holds one (chunk, doc_chunk) piece (256 MiB at the defaults) plus the running top k
-    of every query (Q x k) whatever D: each piece's top k is merged into the running top k of
-    its queries, which gives the top k of the whole row (the merge keeps every document that
-    any piece ranks within k).
+    memory holds one (chunk, doc_chunk) piece (256 MiB at the defaults) and its top-k
+    selection's temporaries (negated copy, int64 partition: measured about 5x the piece in all)
+    plus the running top k of every query (Q x k), whatever D: each piece's top k is merged
+    into the running top k of its queries, which gives the top k of the whole row (the merge
+    keeps every document that any piece ranks within k).
     """
     if queries.ndim != 2:
         raise ValueError(f"queries must be (Q, H), got shape {queries.shape}")
@@ -109,6 +110,7 @@ def exact_search_blocks(
                 order = np.lexsort((cand_ids, -cand), axis=1)[:, :k]  # best first, ties: lower
                 ids[rows] = np.take_along_axis(cand_ids, order, axis=1)
                 scores[rows] = np.take_along_axis(cand, order, axis=1)
+                del s, top  # before the next piece's scores: one piece's temporaries at a time
             best_ids, best = ids, scores
         first += block.shape[0]
     return best_ids, best
@@ -122,7 +124,8 @@ def _top_k(s: np.ndarray, k: int) -> np.ndarray:
     document could lose its place to a higher-indexed one of the same score; the rows where that
     can happen (more than ``k`` values at or above the k-th) are ranked again by a stable sort.
     """
-    top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+    # a copy: a view would keep the whole (rows, columns) int64 partition alive
+    top = np.argpartition(-s, k - 1, axis=1)[:, :k].copy()
     kth = np.take_along_axis(s, top, axis=1).min(axis=1, keepdims=True)
     tied = np.flatnonzero((s >= kth).sum(axis=1) > k)
     if tied.size:
