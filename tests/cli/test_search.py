@@ -78,7 +78,7 @@ def test_dense_hits_equal_sentence_transformers_semantic_search(dense, tmp_path)
     assert all(h["text"] == lines[h["line"] - 1] for r in hits for h in r["hits"])
 
 
-def test_hits_leave_out_text_once_the_embedded_file_changed(dense, tmp_path) -> None:
+def test_hits_leave_out_text_once_the_embedded_file_changed(dense, tmp_path, capsys) -> None:
     index, corpus, queries = dense
     moved = tmp_path / "corpus.txt"
     moved.write_text(corpus.read_text() + "one more line\n")
@@ -92,6 +92,9 @@ def test_hits_leave_out_text_once_the_embedded_file_changed(dense, tmp_path) -> 
     hits = _search(copy, queries, tmp_path / "hits.jsonl", "--top-k", "3")
     assert all("text" not in h for r in hits for h in r["hits"])
     assert all(len(r["hits"]) == 3 for r in hits)
+    argv = ["search", "--index", str(copy), "--queries", str(queries), "--output", str(tmp_path)]
+    assert main([*argv, "--reranker", str(tmp_path / "no-such-model")]) == 1  # before loading
+    assert "--reranker reads the hits' text" in capsys.readouterr().err
 
 
 def test_the_folders_query_prompt_is_put_before_each_query(tmp_path) -> None:

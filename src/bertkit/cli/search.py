@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import sys
 import time
@@ -84,6 +85,14 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     require_file(args.queries)
     index = EmbeddedIndex.open(args.index)  # an unfinished folder is refused before any loading
+    if args.reranker and index.source() is None:  # refused before any model loads
+        where = (index.manifest.get("inputs") or [{}])[0].get("path")
+        raise InputError(
+            where or index.folder,
+            None,
+            "--reranker reads the hits' text from the file the index was embedded from, "
+            "which is gone or no longer has the size the manifest recorded",
+        )
     queries = read_queries(args.queries)
     common = {"device": args.device, "allow_pickle": args.allow_pickle}
     encoder = query_encoder(index, args.model, batch_size=args.batch_size, **common)
@@ -92,14 +101,7 @@ def run(args: argparse.Namespace) -> int:
     lines, scores = search_index(index, encoder, [t for _, t in queries], args.top_k)
     texts = line_texts(index, set(lines.ravel().tolist()))
     order, reranked = None, None
-    if reranker is not None:
-        if texts is None:
-            raise InputError(
-                index.manifest["inputs"][0].get("path"),
-                None,
-                "--reranker reads the hits' text from the file the index was embedded from, "
-                "which is gone or changed size",
-            )
+    if reranker is not None and texts is not None:
         order, reranked = rerank_hits(
             reranker, [t for _, t in queries], lines, texts, args.rerank_top_k
         )
@@ -110,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             for c in order[r] if order is not None else range(lines.shape[1]):
                 n = int(lines[r, c])
                 hit = {"line": n, "score": float(scores[r, c])}
-                if reranked is not None and not _nan(reranked[r, len(hits)]):
+                if reranked is not None and not math.isnan(reranked[r, len(hits)]):
                     hit["rerank_score"] = float(reranked[r, len(hits)])
                 if texts is not None:
                     hit["text"] = texts[n]
@@ -125,7 +127,3 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-def _nan(x: float) -> bool:
-    return x != x

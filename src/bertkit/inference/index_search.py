@@ -100,6 +100,15 @@ class EmbeddedIndex:
         """The model folder the vectors were made with, as the manifest names it."""
         return self.manifest.get("model", {}).get("path")
 
+    def source(self) -> Path | None:
+        """The file the lines were embedded from, while it still has the size the manifest
+        recorded; None once it is gone or changed, or for stdin."""
+        inputs = self.manifest.get("inputs") or [{}]
+        path, size = inputs[0].get("path"), inputs[0].get("size")
+        if path in (None, "-") or size is None or file_size(path) != size:
+            return None
+        return Path(path)
+
     @property
     def width(self) -> int:
         """The vectors' size: the hidden size (dense) or the vocabulary's (SPLADE)."""
@@ -244,9 +253,8 @@ def line_texts(
     once and keeping only those lines; None when that file is gone, is stdin, or no longer has
     the size the manifest recorded (its lines may have moved). ``errors``: how undecodable
     bytes are read (default: as the index was embedded)."""
-    inputs = index.manifest.get("inputs") or [{}]
-    path, size = inputs[0].get("path"), inputs[0].get("size")
-    if path in (None, "-") or size is None or file_size(path) != size:
+    path = index.source()
+    if path is None:
         return None
     wanted = set(lines)
     errors = errors or index.settings.get("encoding_errors", "strict")
