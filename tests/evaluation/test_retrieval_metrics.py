@@ -3,6 +3,7 @@ InformationRetrievalEvaluator computes from the same ranked lists."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from bertkit.evaluation.retrieval import (
     exact_search,
+    exact_search_blocks,
     rank_by_scores,
     rerank_order,
     retrieval_metrics,
@@ -140,3 +142,59 @@ def test_exact_search_ties_at_the_kth_place_go_to_the_lowest_index_within_a_bloc
     full = np.argsort(-(queries @ docs.T), axis=1, kind="stable")[:, :10]
     assert ids.tolist() == full.tolist()
     assert ids[0, :2].tolist() == [17, 305]
+
+
+@pytest.mark.parametrize("sizes", [(300,), (1, 299), (24, 1, 100, 175), (7,) * 42 + (6,)])
+def test_exact_search_over_uneven_blocks_equals_the_whole_matrix(sizes, tmp_path) -> None:
+    """Shards of any sizes (smaller than k, one row, uneven), memory-mapped as ``bertkit
+    search`` reads them, give the whole matrix's top k: the same indices, positions running
+    on across blocks, and the same scores."""
+    rng = np.random.default_rng(4)
+    q, d = (
+        rng.normal(size=(9, 16)).astype(np.float32),
+        rng.normal(size=(300, 16)).astype(np.float32),
+    )
+    d[[40, 41, 250]] = d[3]  # ties across blocks: the lower position first
+    cuts = np.cumsum((0, *sizes))
+    paths = []
+    for n, (a, b) in enumerate(itertools.pairwise(cuts)):
+        paths.append(tmp_path / f"b{n}.npy")
+        np.save(paths[-1], d[a:b])
+    blocks = (np.load(p, mmap_mode="r") for p in paths)
+    ids, scores = exact_search_blocks(q, blocks, 25, chunk=4, doc_chunk=64)
+    whole_ids, whole = exact_search(q, d, 25, doc_chunk=10_000)
+    assert ids.tolist() == whole_ids.tolist()
+    np.testing.assert_allclose(scores, whole, rtol=1e-5, atol=1e-6)
+    full = np.argsort(-(q @ d.T), axis=1, kind="stable")[:, :25]
+    assert ids.tolist() == full.tolist()
+
+
+def test_exact_search_blocks_caps_k_at_the_documents_and_checks_widths() -> None:
+    q = np.eye(2, dtype=np.float32)
+    ids, scores = exact_search_blocks(q, iter([np.eye(2), np.ones((1, 2))]), 10)
+    assert ids.tolist() == [[0, 2, 1], [1, 2, 0]]
+    assert scores.shape == (2, 3)
+    assert exact_search_blocks(q, iter([]), 10)[0].shape == (2, 0)
+    with pytest.raises(ValueError, match="do not match"):
+        exact_search_blocks(q, iter([np.ones((3, 5))]), 2)
+
+
+def test_exact_search_blocks_holds_one_pieces_temporaries_whatever_the_blocks() -> None:
+    """Peak memory (numpy's allocations, traced) over eight blocks stays that of one: a piece's
+    scores and partition are freed before the next piece is scored."""
+    import tracemalloc
+
+    rng = np.random.default_rng(5)
+    q = rng.normal(size=(400, 8)).astype(np.float32)
+    block = rng.normal(size=(2000, 8)).astype(np.float32)
+
+    def peak(blocks: int) -> int:
+        tracemalloc.start()
+        exact_search_blocks(q, (block for _ in range(blocks)), 10)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top
+
+    one = peak(1)
+    assert one > 400 * 2000 * 4  # at least the piece's scores were traced
+    assert peak(8) < 1.15 * one

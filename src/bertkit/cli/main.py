@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "predict": "bertkit.cli.predict",
     "embed": "bertkit.cli.embed",
     "mine": "bertkit.cli.mine",
+    "search": "bertkit.cli.search",
     "fill-mask": "bertkit.cli.fill_mask",
     "serve": "bertkit.cli.serve",
     "export": "bertkit.cli.export",

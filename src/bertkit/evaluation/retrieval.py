@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,34 +55,65 @@ def exact_search(
     """Top-``k`` documents of each query by dot product (cosine for unit vectors).
 
     queries (Q, H), documents (D, H) -> (indices (Q, k'), scores (Q, k')), k' = min(k, D), each
-    row best first, ties by the lower document index. The score matrix is computed in blocks of
-    ``chunk`` queries x ``doc_chunk`` documents, so memory holds one (chunk, doc_chunk) block
-    (256 MiB at the defaults) whatever Q and D: each block's top k is merged into the running
-    top k of its queries, which gives the top k of the whole row (the merge keeps every
-    document that any block ranks within k).
+    row best first, ties by the lower document index: :func:`exact_search_blocks` over the
+    documents cut into blocks of ``doc_chunk`` rows.
     """
     if queries.ndim != 2 or documents.ndim != 2 or queries.shape[1] != documents.shape[1]:
         raise ValueError(f"shapes {queries.shape} and {documents.shape} do not match")
-    k = min(k, documents.shape[0])
-    ids = np.zeros((queries.shape[0], k), dtype=np.int64)
-    scores = np.zeros((queries.shape[0], k), dtype=np.float32)
-    d = documents.astype(np.float32, copy=False)
-    for start in range(0, queries.shape[0], chunk):
-        q = queries[start : start + chunk].astype(np.float32, copy=False)
-        best_ids = np.zeros((q.shape[0], 0), dtype=np.int64)
-        best = np.zeros((q.shape[0], 0), dtype=np.float32)
-        for first in range(0, d.shape[0], doc_chunk):
-            s = q @ d[first : first + doc_chunk].T  # (C, Db)
-            top = (
-                _top_k(s, k) if k < s.shape[1] else np.broadcast_to(np.arange(s.shape[1]), s.shape)
-            )
-            best_ids = np.concatenate([best_ids, top + first], axis=1)
-            best = np.concatenate([best, np.take_along_axis(s, top, axis=1)], axis=1)
-            order = np.lexsort((best_ids, -best), axis=1)[:, :k]  # best first, ties: lower index
-            best_ids = np.take_along_axis(best_ids, order, axis=1)
-            best = np.take_along_axis(best, order, axis=1)
-        ids[start : start + chunk], scores[start : start + chunk] = best_ids, best
-    return ids, scores
+    blocks = (documents[i : i + doc_chunk] for i in range(0, documents.shape[0], doc_chunk))
+    return exact_search_blocks(queries, blocks, k, chunk=chunk, doc_chunk=doc_chunk)
+
+
+def exact_search_blocks(
+    queries: np.ndarray,
+    blocks: Iterable[np.ndarray],
+    k: int,
+    *,
+    chunk: int = 1024,
+    doc_chunk: int = 65536,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`exact_search` over documents that come as consecutive blocks (D_i, H), e.g. the
+    memory-mapped shards of an embedded corpus: a document's index is its position in the
+    blocks joined, and only one block is read at a time.
+
+    The score matrix is computed in pieces of ``chunk`` queries x ``doc_chunk`` documents, so
+    memory holds one (chunk, doc_chunk) piece (256 MiB at the defaults) and its top-k
+    selection's temporaries (negated copy, int64 partition: measured about 5x the piece in all)
+    plus the running top k of every query (Q x k), whatever D: each piece's top k is merged
+    into the running top k of its queries, which gives the top k of the whole row (the merge
+    keeps every document that any piece ranks within k).
+    """
+    if queries.ndim != 2:
+        raise ValueError(f"queries must be (Q, H), got shape {queries.shape}")
+    q = queries.astype(np.float32, copy=False)
+    best_ids = np.zeros((q.shape[0], 0), dtype=np.int64)
+    best = np.zeros((q.shape[0], 0), dtype=np.float32)
+    first = 0
+    for block in blocks:
+        if block.ndim != 2 or block.shape[1] != q.shape[1]:
+            raise ValueError(f"shapes {queries.shape} and {block.shape} do not match")
+        for lo in range(0, block.shape[0], doc_chunk):
+            d = np.asarray(block[lo : lo + doc_chunk], dtype=np.float32)  # (Db, H), read here
+            width = min(k, best.shape[1] + d.shape[0])
+            ids = np.zeros((q.shape[0], width), dtype=np.int64)
+            scores = np.zeros((q.shape[0], width), dtype=np.float32)
+            for start in range(0, q.shape[0], chunk):
+                rows = slice(start, start + chunk)
+                s = q[rows] @ d.T  # (C, Db)
+                top = (
+                    _top_k(s, k)
+                    if k < s.shape[1]
+                    else np.broadcast_to(np.arange(s.shape[1]), s.shape)
+                )
+                cand_ids = np.concatenate([best_ids[rows], top + first + lo], axis=1)
+                cand = np.concatenate([best[rows], np.take_along_axis(s, top, axis=1)], axis=1)
+                order = np.lexsort((cand_ids, -cand), axis=1)[:, :k]  # best first, ties: lower
+                ids[rows] = np.take_along_axis(cand_ids, order, axis=1)
+                scores[rows] = np.take_along_axis(cand, order, axis=1)
+                del s, top  # before the next piece's scores: one piece's temporaries at a time
+            best_ids, best = ids, scores
+        first += block.shape[0]
+    return best_ids, best
 
 
 def _top_k(s: np.ndarray, k: int) -> np.ndarray:
@@ -93,7 +124,8 @@ def _top_k(s: np.ndarray, k: int) -> np.ndarray:
     document could lose its place to a higher-indexed one of the same score; the rows where that
     can happen (more than ``k`` values at or above the k-th) are ranked again by a stable sort.
     """
-    top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+    # a copy: a view would keep the whole (rows, columns) int64 partition alive
+    top = np.argpartition(-s, k - 1, axis=1)[:, :k].copy()
     kth = np.take_along_axis(s, top, axis=1).min(axis=1, keepdims=True)
     tied = np.flatnonzero((s >= kth).sum(axis=1) > k)
     if tied.size:

@@ -14,6 +14,8 @@
 - Their writers (``bertkit mine``'s output): :mod:`bertkit.data.tasks.pairs_writer`.
 - :func:`read_texts`: a corpus of texts, one per line, or JSONL records with ``text`` (and
   ``title``, as in a BEIR corpus).
+- :func:`read_queries`: queries to search with, one per line (ids: line numbers) or JSONL
+  records with ``_id`` (or ``id``) and ``text``, as a BEIR ``queries.jsonl``.
 - :func:`squad_retrieval`: SQuAD as question -> paragraph retrieval, split by article.
 """
 
@@ -212,6 +214,28 @@ def read_texts(path: str | Path) -> list[str]:
         ] or _no_texts(path)
     out = [line.strip() for _, line in read_text_lines(path, drop_bom=True) if line.strip()]
     return out or _no_texts(path)
+
+
+def read_queries(path: str | Path) -> list[tuple[str, str]]:
+    """``(id, text)`` of each query: JSONL records (``.jsonl``, ``.json``) with ``_id`` or
+    ``id`` and a non-empty ``text`` (a BEIR ``queries.jsonl``), else one query per non-empty
+    line, its id the 1-based line number. InputError with the file and line for a record that
+    lacks either, or when the file holds no query."""
+    if format_suffix(path).lstrip(".") in ("json", "jsonl", "ndjson"):
+        out = []
+        for line, rec in jsonl_rows(path):
+            ids = [rec[k] for k in ("_id", "id") if rec.get(k) is not None]
+            if not ids:
+                raise InputError(path, line, "expected an '_id' or 'id' field (the query's id)")
+            out.append((str(ids[0]), _pick(path, line, rec, ("text",))))
+    else:
+        lines = read_text_lines(path, drop_bom=True)
+        out = [(str(n), line.strip()) for n, line in lines if line.strip()]
+    return out or _no_queries(path)
+
+
+def _no_queries(path: str | Path) -> list[tuple[str, str]]:
+    raise InputError(path, None, "no queries (expected one per line, or JSONL with _id and text)")
 
 
 def _no_texts(path: str | Path) -> list[str]:
