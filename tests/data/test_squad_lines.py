@@ -156,3 +156,11 @@ def test_predict_and_finetune_take_the_jsonl_file(tiny_model: Path, tmp_path: Pa
         )
         outs[name] = json.loads(out.read_text())
     assert outs["lines"] == outs["json"] and len(outs["json"]) == len(_flat(source))
+
+
+def test_the_progress_total_counts_questions_not_json_lines(tmp_path: Path) -> None:
+    adapter = SquadAdapter("squad", "squad1", 384)
+    source = FIXTURES / "task_squad_v1.json"
+    lines = _write(tmp_path / "q.jsonl", *_flat(source))
+    assert adapter.count_examples(lines) == len(_flat(source))
+    assert adapter.count_examples(source) is None  # its lines are JSON text, not questions

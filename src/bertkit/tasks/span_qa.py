@@ -18,6 +18,7 @@ import numpy as np
 
 from bertkit.data.tasks.squad import load_gold, read_squad
 from bertkit.evaluation.squad import squad_scores
+from bertkit.io import format_suffix
 from bertkit.tasks import features as F
 from bertkit.tasks.base import Scored, TaskAdapter, unscored
 from bertkit.tasks.squad_features import (
@@ -74,6 +75,11 @@ class SquadAdapter(TaskAdapter):
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         return read_squad(path, version_2=self.version_2)
+
+    def count_examples(self, path: str | Path) -> int | None:
+        """Questions in a JSON-lines file (one a line); None for SQuAD's JSON, whose lines are
+        not questions (a bar without a total, not a wrong one)."""
+        return super().count_examples(path) if format_suffix(path) == ".jsonl" else None
 
     def missing_label(self, example: Any) -> str | None:
         """A question read without answers (a JSON-lines file's, to predict) is neither trained
