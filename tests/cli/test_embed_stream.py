@@ -463,3 +463,16 @@ def test_two_torchrun_processes_write_the_one_process_folder(setup, full_run, tm
         for rank, share in enumerate(shares):  # both did work: not one rank doing it all
             assert f"rank {rank}/2: embedded {share} lines" in run.stderr, run.stderr[-3000:]
         assert _files(out) == _files(full_run)
+
+
+def test_the_manifest_names_the_input_and_model_by_absolute_paths(
+    setup, tmp_path, monkeypatch
+) -> None:
+    """Given relative paths, the manifest still names the files (``bertkit search`` reads the
+    model and the hit texts from there, run from any folder)."""
+    model, inp = setup
+    monkeypatch.chdir(inp.parent)
+    rel_model = os.path.relpath(model, inp.parent)
+    assert _embed(Path(rel_model), Path(inp.name), tmp_path / "out/", *FLAGS) == 0
+    m = json.loads((tmp_path / "out" / MANIFEST).read_text())
+    assert m["inputs"][0]["path"] == str(inp) and m["model"]["path"] == str(model)

@@ -213,7 +213,7 @@ def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
     info = D.init_from_env(args.device)
     with D.reported(info):
         options.resume_precision(args)
-        source = {"path": "-" if path is None else str(path), "size": file_size(path)}
+        source = {"path": "-" if path is None else str(path.absolute()), "size": file_size(path)}
         write, load = (embed_sparse_to, _load_sparse) if sparse else (embed_to, _load)
         prompt = "" if sparse else _dense_prompt(args)  # SPLADE: the embedder's own task prompt
         lines = _stream_lines(path, args.encoding_errors)

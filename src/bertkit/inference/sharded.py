@@ -152,7 +152,7 @@ def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
     for p in files:
         rel = p.relative_to(root).as_posix()
         h.update(f"{rel}\0{p.stat().st_size}\0{sha256_file(p)}\n".encode())
-    return {"path": str(directory), "sha256": h.hexdigest(), "files": len(files)}
+    return {"path": str(root.absolute()), "sha256": h.hexdigest(), "files": len(files)}
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
