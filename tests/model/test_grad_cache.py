@@ -138,3 +138,35 @@ def test_a_loss_scale_reaches_the_parameters():
     ids, mask = _rows()
     (model(ids, mask, labels=torch.arange(B)).loss * 1024.0).backward()
     _assert_same({n: g * 1024.0 for n, g in plain.items()}, _grads(model))
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_splade_mini_batches_give_the_one_pass_gradients(size):
+    """The SPLADE encoder's vectors (checkpointed MLM slices) and its regularised loss through
+    GradCache: the one-pass loss and gradients."""
+    from bertkit.config import BertConfig
+    from bertkit.model import BertForMaskedLM
+    from bertkit.model.pooling import SpladeSpec
+    from bertkit.model.splade import SpladeEncoder
+
+    def model(mini: int | None) -> SpladeEncoder:
+        torch.manual_seed(0)
+        config = BertConfig(
+            vocab_size=50,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+        mlm = BertForMaskedLM(config)
+        with torch.no_grad():
+            mlm.mlm.bias.normal_()
+        weights = {"query_regularizer_weight": 0.1, "document_regularizer_weight": 0.05}
+        return SpladeEncoder(mlm, SpladeSpec(), mini_batch_size=mini, **weights)
+
+    loss, whole = _gradients(model(None))
+    cached_loss, grads = _gradients(model(size))
+    assert cached_loss == pytest.approx(loss, abs=1e-6)
+    _assert_same(whole, grads)

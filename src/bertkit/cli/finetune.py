@@ -1,4 +1,4 @@
-"""``bertkit finetune {glue,ner,squad,swag,classify,tag}``: fine-tune a checkpoint on a task.
+"""``bertkit finetune {glue,ner,squad,swag,classify,tag,embeddings,rerank,sparse}``: fine-tune a checkpoint on a task.
 
 Examples::
 
@@ -7,6 +7,8 @@ Examples::
         --learning-rate 5e-5 4e-5 3e-5 2e-5 --restarts 3
     bertkit finetune squad --train train-v2.0.json --dev dev-v2.0.json --version-2-with-negative ...
     bertkit finetune classify --train a.csv --dev b.csv --text-column review --label-column stars ...
+    bertkit finetune sparse --model MLM_FOLDER --train triples.jsonl --dev beir_folder \\
+        --output out/splade --query-regularizer-weight 5e-5 --document-regularizer-weight 3e-5
     bertkit finetune glue --task SST-2 --data-dir glue_data --model SMALL --output student \\
         --teacher out/sst2-base --distill-alpha 0.5 --distill-temperature 2
 
@@ -70,6 +72,16 @@ _FAMILY_FIELDS = {
         "format",
     ),
     "rerank": ("loss", "format"),
+    "sparse": (
+        "pooling_strategy",
+        "activation_function",
+        "query_regularizer_weight",
+        "document_regularizer_weight",
+        "mini_batch_size",
+        "query_prompt",
+        "document_prompt",
+        "format",
+    ),
 }
 
 _TRAIN_HELP = {
@@ -82,6 +94,7 @@ _TRAIN_HELP = {
         "positive, negative ...) (JSONL, CSV or TSV); --loss ranking / listnet: n-tuples only"
     ),
 }
+_TRAIN_HELP["sparse"] = _TRAIN_HELP["embeddings"]
 _DEV_HELP = {
     "embeddings": (
         "BEIR folder (qrels/dev.tsv, else test.tsv) or a (query, positive) pairs file: searched "
@@ -90,6 +103,10 @@ _DEV_HELP = {
         "(0/1 labels) selects"
     ),
     "rerank": "labelled pairs or triples: each query's pairs ranked each epoch, MRR@10 selects",
+    "sparse": (
+        "BEIR folder (qrels/dev.tsv, else test.tsv) or a (query, positive) pairs file: searched "
+        "by sparse dot product each epoch, MRR@10 selects"
+    ),
 }
 
 
@@ -121,12 +138,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from bertkit.cli.pooling_options import SPLADE_FLAGS
     from bertkit.data.tasks.custom import FORMATS
     from bertkit.data.tasks.glue import GLUE_TASKS
     from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
     from bertkit.recipes.finetune import FinetuneJob
     from bertkit.tasks import FAMILIES, TaskSettings, rerank
     from bertkit.tasks.embedding import LOSSES, POOLINGS
+    from bertkit.tasks.sparse import SPLADE_ACTIVATIONS, SPLADE_STRATEGIES
     from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
     from bertkit.tasks.squad_post import SquadPostConfig
     from bertkit.tasks.windows import WindowConfig
@@ -161,11 +180,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p,
             TaskSettings,
             fields,
+            flags={k: v for k, v in SPLADE_FLAGS.items() if k in fields},
             choices={
                 "format": FORMATS,
                 "pooling": POOLINGS,
                 "loss": rerank.LOSSES if name == "rerank" else LOSSES,
                 "pair_kind": PAIR_KINDS,
+                "pooling_strategy": SPLADE_STRATEGIES,
+                "activation_function": SPLADE_ACTIVATIONS,
             },
         )
         if name in _WINDOWED:

@@ -191,6 +191,14 @@ def rank_by_scores(
     }
 
 
+def id_ties(doc_ids: Sequence[str]) -> np.ndarray:
+    """(D,) each document's rank by id: :func:`exact_sparse_search`'s ``ties`` that break equal
+    scores by the document id, as sentence-transformers orders them."""
+    ties = np.empty(len(doc_ids), dtype=np.int64)
+    ties[sorted(range(len(doc_ids)), key=doc_ids.__getitem__)] = np.arange(len(doc_ids))
+    return ties
+
+
 def rerank_order(scores: Sequence[float]) -> list[int]:
     """Positions of ``scores`` best first, ties by the earlier position (the first-stage order)."""
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
@@ -205,6 +213,18 @@ class SparseRows:
     indices: np.ndarray
     values: np.ndarray
     size: int
+
+    @classmethod
+    def of(
+        cls, indices: Sequence[np.ndarray], values: Sequence[np.ndarray], size: int
+    ) -> SparseRows:
+        """Row r holds ``indices[r]`` with ``values[r]`` (one array pair per row)."""
+        lengths = [len(i) for i in indices]
+        indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+        if not lengths:
+            return cls(indptr, np.zeros(0, np.int64), np.zeros(0, np.float32), size)
+        joined = np.concatenate(list(indices)).astype(np.int64)
+        return cls(indptr, joined, np.concatenate(list(values)).astype(np.float32), size)
 
     def __len__(self) -> int:
         return len(self.indptr) - 1

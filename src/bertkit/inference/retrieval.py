@@ -36,6 +36,7 @@ from bertkit.evaluation.retrieval import (
     RERANK_TOP_K,
     exact_search,
     exact_sparse_search,
+    id_ties,
     rank_by_scores,
     rerank_order,
     retrieval_metrics,
@@ -97,8 +98,7 @@ def sparse_search(model: SparseEmbedder, data: RetrievalSet, k: int = max(DEFAUL
     t1 = time.perf_counter()
     queries = as_rows(model.encode([data.queries[q] for q in query_ids], "query"), docs.size)
     t2 = time.perf_counter()
-    ties = np.empty(len(doc_ids), dtype=np.int64)
-    ties[sorted(range(len(doc_ids)), key=doc_ids.__getitem__)] = np.arange(len(doc_ids))
+    ties = id_ties(doc_ids)
     unit = (lambda r: r.unit()) if cosine else (lambda r: r)
     found, _ = exact_sparse_search(unit(queries), unit(docs), k, ties=ties)
     t3 = time.perf_counter()

@@ -40,15 +40,12 @@ from bertkit.inference.token_ids import TokenIds
 from bertkit.interop.sentence_folder import router_of, splade_spec, task_prompt
 from bertkit.interop.sentence_router import TASKS, SparseRouter
 from bertkit.model.batching import collate, length_batches
-from bertkit.model.pooling import SpladeSpec, splade_pool
+from bertkit.model.pooling import SpladeSpec
+from bertkit.model.splade import CHUNK_TOKENS, splade_vectors
 from bertkit.progress import progress
 from bertkit.tasks.windows import WindowConfig, WindowCounts
 
-__all__ = ["SparseEmbedder", "SparseVector", "as_rows", "keep_largest"]
-
-CHUNK_TOKENS = 64
-"""Token positions per pass through the MLM head: its (B, T, V) logits are the memory peak
-(32 x 512 x 30522 floats would be 2 GB), so they are made and pooled a slice of T at a time."""
+__all__ = ["CHUNK_TOKENS", "SparseEmbedder", "SparseVector", "as_rows", "keep_largest"]
 
 
 @dataclass
@@ -243,22 +240,7 @@ class SparseEmbedder:
                 batch = {key: v.to(device) for key, v in batch.items()}
                 hidden = model.bert(**batch).last_hidden_state  # (B, T, H)
                 mask = batch["attention_mask"]
-                pooled = None
-                for s in range(0, hidden.shape[1], CHUNK_TOKENS):
-                    logits = model.mlm(hidden[:, s : s + CHUNK_TOKENS], word).float()  # (B, C, V)
-                    part = splade_pool(
-                        logits,
-                        mask[:, s : s + CHUNK_TOKENS],
-                        spec.pooling_strategy,
-                        spec.activation_function,
-                    )  # (B, V)
-                    if pooled is None:
-                        pooled = part
-                    elif spec.pooling_strategy == "max":
-                        pooled = torch.maximum(pooled, part)
-                    else:
-                        pooled = pooled + part
-                assert pooled is not None
+                pooled = splade_vectors(model.mlm, word, hidden, mask, spec)  # (B, V)
                 rows, cols = pooled.nonzero(as_tuple=True)
                 vals = pooled[rows, cols].cpu().numpy()
                 rows, cols = rows.cpu().numpy(), cols.cpu().numpy()

@@ -55,13 +55,7 @@ def keep_largest(vector: SparseVector, k: int | None) -> SparseVector:
 
 def as_rows(vectors: Sequence[SparseVector], size: int) -> SparseRows:
     """The vectors as the CSR rows that :mod:`bertkit.evaluation.retrieval` searches."""
-    lengths = [len(v.indices) for v in vectors]
-    indptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
-    if not vectors:
-        return SparseRows(indptr, np.zeros(0, np.int64), np.zeros(0, np.float32), size)
-    indices = np.concatenate([v.indices for v in vectors]).astype(np.int64)
-    values = np.concatenate([v.values for v in vectors]).astype(np.float32)
-    return SparseRows(indptr, indices, values, size)
+    return SparseRows.of([v.indices for v in vectors], [v.values for v in vectors], size)
 
 
 def join_rows(parts: Sequence[SparseRows], size: int) -> SparseRows:

@@ -41,12 +41,18 @@ from bertkit.tokenizer.conventions import LARGE_INTEGER, read_config
 MODULES = "modules.json"
 POOLING_DIR = "1_Pooling"
 NORMALIZE_DIR = "2_Normalize"
+SPLADE_DIR = "1_SpladePooling"
 SENTENCE_CONFIG = "sentence_bert_config.json"
 VERSIONS = "config_sentence_transformers.json"
 EMBEDDING_INFO = "bertkit_embedding.json"
 SENTENCE_FILES = (MODULES, SENTENCE_CONFIG, VERSIONS)
 """The top-level files (besides the module folders that ``modules.json`` names)."""
-SENTENCE_LAYOUT = (*SENTENCE_FILES, EMBEDDING_INFO, f"{POOLING_DIR}/config.json")
+SENTENCE_LAYOUT = (
+    *SENTENCE_FILES,
+    EMBEDDING_INFO,
+    f"{POOLING_DIR}/config.json",
+    f"{SPLADE_DIR}/config.json",
+)
 """Every file a sentence-transformers folder written by bertkit has beyond a model folder's: what
 a fine-tuned task's folder saved over it drops (``modules.json`` would make it an embedder)."""
 # sentence-transformers' pooling flag for each bertkit pooling
@@ -220,6 +226,42 @@ def save_sentence_transformers_files(
     _write(root / SENTENCE_CONFIG, {"max_seq_length": max_seq_length, "do_lower_case": False})
     _write(root / VERSIONS, versions)
     _write(root / MODULES, chain)  # last: a folder with modules.json has all its files
+
+
+def save_sparse_encoder_files(
+    folder: str | Path,
+    spec: SpladeSpec,
+    max_seq_length: int,
+    *,
+    prompts: dict[str, str] | None = None,
+) -> None:
+    """Write the files that make a masked-LM model folder a sentence-transformers
+    ``SparseEncoder`` (each atomically, ``modules.json`` last): ``MLMTransformer`` (the folder
+    itself) -> ``SpladePooling`` (``spec``'s strategy and activation), similarity dot, its
+    ``max_active_dims`` and named ``prompts``; what :func:`splade_spec` reads back."""
+    root = Path(folder)
+    st = "sentence_transformers.sparse_encoder.modules"
+    chain = [
+        {"idx": 0, "name": "0", "path": "", "type": f"{st}.mlm_transformer.MLMTransformer"},
+        {"idx": 1, "name": "1", "path": SPLADE_DIR, "type": f"{st}.splade_pooling.SpladePooling"},
+    ]
+    pooling = {
+        "pooling_strategy": spec.pooling_strategy,
+        "activation_function": spec.activation_function,
+        "embedding_dimension": None,
+    }
+    versions = {
+        "__version__": {"bertkit": __version__},
+        "model_type": "SparseEncoder",
+        "prompts": dict(prompts or {}),
+        "default_prompt_name": None,
+        "similarity_fn_name": "dot",
+        "max_active_dims": spec.max_active_dims,
+    }
+    _write(root / SPLADE_DIR / "config.json", pooling)
+    _write(root / SENTENCE_CONFIG, {"max_seq_length": max_seq_length, "do_lower_case": False})
+    _write(root / VERSIONS, versions)
+    _write(root / MODULES, chain)
 
 
 def save_embedding_info(folder: str | Path, matryoshka_dims: list[int] | tuple[int, ...]) -> None:

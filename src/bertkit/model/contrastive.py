@@ -45,12 +45,19 @@ from bertkit.model.pooling import pool
 
 
 def ranking_loss(
-    queries: torch.Tensor, candidates: torch.Tensor, scale: float = 20.0, symmetric: bool = False
+    queries: torch.Tensor,
+    candidates: torch.Tensor,
+    scale: float = 20.0,
+    symmetric: bool = False,
+    cosine: bool = True,
 ) -> torch.Tensor:
     """queries (B, H), candidates (C, H) with C >= B and candidate i the positive of query i ->
-    the mean cross-entropy of each query's positive among all candidates (fp32)."""
-    q = F.normalize(queries.float(), dim=-1)
-    c = F.normalize(candidates.float(), dim=-1)
+    the mean cross-entropy of each query's positive among all candidates (fp32), scored by
+    ``scale`` times their cosine, or their dot product (``cosine=False``: SPLADE's
+    ``SparseMultipleNegativesRankingLoss``, scale 1)."""
+    q, c = queries.float(), candidates.float()
+    if cosine:
+        q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
     scores = scale * q @ c.T  # (B, C)
     target = torch.arange(q.shape[0], device=q.device)
     loss = F.cross_entropy(scores, target)
@@ -167,18 +174,20 @@ class BiEncoder(nn.Module):
             vectors = cached_vectors(lambda c: self.vectors(**c), chunks, input_ids.device)
         else:
             vectors = self.vectors(input_ids, attention_mask, token_type_ids, layout)
-        loss = None
-        if labels is not None:
-            b = labels.shape[0]
-            q, c = vectors[:b], vectors[b:]
-            dims = self.matryoshka_dims or (vectors.shape[1],)
-            if self.loss == "ranking":
-                loss = sum(
-                    ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims
-                )
-            else:
-                loss = sum(self._distil(q[:, :d], c[:, :d], teacher_scores) for d in dims)
+        loss = None if labels is None else self.objective(vectors, labels, teacher_scores)
         return EmbeddingOutput(embeddings=vectors, loss=loss)
+
+    def objective(
+        self, vectors: torch.Tensor, labels: torch.Tensor, teacher_scores: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The loss of a training batch's vectors (R, H): the B query rows first, then their
+        candidates (B = ``labels.shape[0]``)."""
+        b = labels.shape[0]
+        q, c = vectors[:b], vectors[b:]
+        dims = self.matryoshka_dims or (vectors.shape[1],)
+        if self.loss == "ranking":
+            return sum(ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims)
+        return sum(self._distil(q[:, :d], c[:, :d], teacher_scores) for d in dims)
 
     def _distil(
         self, q: torch.Tensor, c: torch.Tensor, teacher: torch.Tensor | None

@@ -204,7 +204,7 @@ def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:
     """An embeddings task's unset prompts (None) filled in from the model folder's saved "query"
     and "document" prompts: fine-tuning an e5-style model keeps the prefixes it was trained
     with, in training, in the dev search and in the folder it saves."""
-    if task.family != "embeddings":
+    if task.family not in ("embeddings", "sparse"):
         return task
     return replace(
         task,
@@ -245,6 +245,8 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
                 temperature=adapter.temperatures[0],
                 teacher_temperature=adapter.temperatures[1],
             )
+        if adapter.family == "sparse":
+            return sparse_encoder(job.model, adapter, job.allow_pickle, overrides)
         model = load_pretrained(
             job.model, adapter.head_class, allow_pickle=job.allow_pickle, **overrides
         )
@@ -255,3 +257,34 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
         return model
 
     return build_model
+
+
+def sparse_encoder(
+    folder: str | Path, adapter: Any, allow_pickle: bool, overrides: dict[str, Any]
+) -> torch.nn.Module:
+    """A :class:`~bertkit.model.splade.SpladeEncoder` over the masked-LM model in ``folder``
+    (``adapter``: a :class:`~bertkit.tasks.sparse.SparseAdapter`); CheckpointError for a folder
+    without masked-LM head weights (a new random head would make meaningless vectors)."""
+    from bertkit.errors import CheckpointError
+    from bertkit.interop.pretrained import load_with_report
+    from bertkit.model.pooling import SpladeSpec
+    from bertkit.model.splade import SpladeEncoder
+
+    masked_lm, report = load_with_report(
+        folder, "BertForMaskedLM", allow_pickle=allow_pickle, **overrides
+    )
+    missing = [k for k in report.missing if k.startswith("mlm.")]
+    if missing:
+        raise CheckpointError(
+            f"{folder}: the checkpoint has no masked-LM head weights (cls.predictions.*, missing "
+            f"{', '.join(missing[:3])}); finetune sparse starts from a masked-LM model "
+            "(BertForMaskedLM weights, or a SparseEncoder folder)"
+        )
+    spec = SpladeSpec(adapter.pooling_strategy, adapter.activation_function)
+    return SpladeEncoder(
+        masked_lm,
+        spec,
+        query_regularizer_weight=adapter.query_regularizer_weight,
+        document_regularizer_weight=adapter.document_regularizer_weight,
+        mini_batch_size=adapter.mini_batch_size,
+    )

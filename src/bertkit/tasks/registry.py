@@ -10,10 +10,13 @@ swag             BertForMultipleChoice            accuracy
 embeddings       BiEncoder (BertModel + pooling)  MRR@10 of exact search over the dev corpus;
                                                   labelled pairs: spearman_cosine / cosine_ap
 rerank           BertForSequenceClassification    MRR@10 of each dev query's pairs
+sparse           SpladeEncoder (BertForMaskedLM   MRR@10 of exact sparse search over the dev
+                 + SPLADE pooling)                corpus
 ===============  ===============================  ======================================
 
-embeddings and rerank models are saved as sentence-transformers folders (a ``SentenceTransformer``
-and a ``CrossEncoder``), without ``bertkit_task.json``: every tool that reads those loads them.
+embeddings, rerank and sparse models are saved as sentence-transformers folders (a
+``SentenceTransformer``, a ``CrossEncoder`` and a ``SparseEncoder``), without
+``bertkit_task.json``: every tool that reads those loads them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from bertkit.tasks.embedding import EmbeddingAdapter
 from bertkit.tasks.multiple_choice import MultipleChoiceAdapter
 from bertkit.tasks.rerank import RerankAdapter
 from bertkit.tasks.span_qa import SquadAdapter
+from bertkit.tasks.sparse import SparseAdapter
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.squad_post import SquadPostConfig
 from bertkit.tasks.tagging import TaggingAdapter
@@ -58,6 +62,10 @@ FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
         RerankAdapter,
         "a cross-encoder reranker: binary cross-entropy on labelled (query, passage) pairs, "
         "or a listwise loss on (query, positive, negatives) groups",
+    ),
+    "sparse": (
+        SparseAdapter,
+        "a SPLADE sparse encoder from a masked-LM model, ranking loss + FLOPS regularisers",
     ),
 }
 
@@ -106,7 +114,7 @@ class TaskSettings:
     regression: bool = False
     """classify: float labels, MSE loss, Pearson/Spearman."""
     format: str | None = None
-    """classify, tag, embeddings, rerank: csv, tsv or jsonl (None: from the extension)."""
+    """classify, tag, embeddings, rerank, sparse: csv, tsv or jsonl (None: from the extension)."""
     document_context: bool = False
     """ner: join the sentences of each -DOCSTART- document, window them, label and score per sentence."""
     version_2_with_negative: bool = False
@@ -128,7 +136,7 @@ class TaskSettings:
     matryoshka_dims: tuple[int, ...] = ()
     """embeddings: also train the first d values of each vector as an embedding, for each d."""
     mini_batch_size: int | None = None
-    """embeddings: encode a batch's texts (rows: each example's query, positive and negatives
+    """embeddings, sparse: encode a batch's texts (rows: each example's query, positive and negatives
     count one each) this many per pass, twice, keeping every in-batch negative (GradCache;
     sentence-transformers' CachedMultipleNegativesRankingLoss mini_batch_size, also texts per
     pass): the batch's loss in the activation memory of this many rows, for a third more
@@ -154,12 +162,22 @@ class TaskSettings:
     """embeddings: distill-kl's temperature of the teacher's scores (DistillKLDivLoss'
     teacher_temperature; None: --temperature)."""
     query_prompt: str | None = None
-    """embeddings: text put before every query, in training, in the dev search and as the saved
+    """embeddings, sparse: text put before every query, in training, in the dev search and as the saved
     folder's "query" prompt (sentence-transformers' prompts: "query: " for e5); None: the model
     folder's own "query" prompt (config_sentence_transformers.json), else none."""
     document_prompt: str | None = None
-    """embeddings: text put before every positive, negative and dev document, saved as the
+    """embeddings, sparse: text put before every positive, negative and dev document, saved as the
     folder's "document" prompt; None: the model folder's own "document" prompt, else none."""
+    pooling_strategy: str = "max"
+    """sparse: SPLADE pooling of the token weights, max (SPLADE v2 and later) or sum."""
+    activation_function: str = "relu"
+    """sparse: SPLADE token weight, log(1 + relu(logit)) (relu) or log1p of that (log1p_relu)."""
+    query_regularizer_weight: float = 5e-5
+    """sparse: FLOPS regulariser weight of the query vectors (SpladeLoss'
+    query_regularizer_weight; 0: none)."""
+    document_regularizer_weight: float = 3e-5
+    """sparse: FLOPS regulariser weight of the positive and negative vectors (SpladeLoss'
+    document_regularizer_weight)."""
     pair_kind: str = "auto"
     """Labelled sentence pairs (finetune embeddings --dev, evaluate --data) scored as sts (gold
     scores; main metric Spearman) or pair_classification (0/1 labels; main metric average
@@ -248,6 +266,21 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             pair_kind=s.pair_kind,
             query_prompt=s.query_prompt or "",
             document_prompt=s.document_prompt or "",
+        )
+        train = adapter.read(s.train, "train")
+    elif s.family == "sparse":
+        adapter = SparseAdapter(
+            "sparse",
+            format_stem(s.train),
+            msl,
+            file_format=s.format,
+            mini_batch_size=s.mini_batch_size,
+            query_prompt=s.query_prompt or "",
+            document_prompt=s.document_prompt or "",
+            pooling_strategy=s.pooling_strategy,
+            activation_function=s.activation_function,
+            query_regularizer_weight=s.query_regularizer_weight,
+            document_regularizer_weight=s.document_regularizer_weight,
         )
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":

@@ -25,7 +25,8 @@ def save_model_dir(
 
     A bi-encoder is written as a sentence-transformers folder instead (the encoder with its
     pooler, the pooling and normalisation files, and ``bertkit_embedding.json`` naming the
-    Matryoshka sizes it was trained for), with no ``bertkit_task.json``.
+    Matryoshka sizes it was trained for), with no ``bertkit_task.json``; a SPLADE encoder as a
+    ``SparseEncoder`` folder (the masked-LM model, ``MLMTransformer`` -> ``SpladePooling``).
 
     Everything is first written to a hidden work folder, then each file is renamed into
     ``output``, config.json last; the old config.json is removed before the first rename, so a
@@ -38,19 +39,35 @@ def save_model_dir(
     """
     from bertkit.interop.pretrained import write_model_files
     from bertkit.interop.sentence_folder import (
+        EMBEDDING_INFO,
+        POOLING_DIR,
         SENTENCE_LAYOUT,
+        SPLADE_DIR,
         save_embedding_info,
         save_sentence_transformers_files,
+        save_sparse_encoder_files,
     )
     from bertkit.model.contrastive import BiEncoder
+    from bertkit.model.pooling import SpladeSpec
+    from bertkit.model.splade import SpladeEncoder
 
-    bi_encoder = isinstance(model, BiEncoder)
     # a sentence-transformers folder has no task file, and a task's folder no sentence-
     # transformers files: what the other layout saved here before goes with the old config,
-    # and so does the old job's metrics.json
-    drop = [*([TASK_FILE] if bi_encoder else SENTENCE_LAYOUT), METRICS_FILE]
-    with staged_folder(output, last="config.json", drop=drop) as tmp:
-        if isinstance(model, BiEncoder):
+    # and so does the old job's metrics.json (a dense folder's pooling files, a sparse one's)
+    if isinstance(model, SpladeEncoder):
+        drop = [TASK_FILE, EMBEDDING_INFO, f"{POOLING_DIR}/config.json"]
+    elif isinstance(model, BiEncoder):
+        drop = [TASK_FILE, f"{SPLADE_DIR}/config.json"]
+    else:
+        drop = list(SENTENCE_LAYOUT)
+    with staged_folder(output, last="config.json", drop=[*drop, METRICS_FILE]) as tmp:
+        if isinstance(model, SpladeEncoder):
+            s: Any = adapter  # a SparseAdapter
+            with model.whole_encoder() as masked_lm:
+                write_model_files(masked_lm, tmp, tokenizer)
+            spec = SpladeSpec(s.pooling_strategy, s.activation_function)
+            save_sparse_encoder_files(tmp, spec, s.max_seq_length, prompts=s.prompts)
+        elif isinstance(model, BiEncoder):
             a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)
             with model.whole_encoder() as encoder:
                 write_model_files(encoder, tmp, tokenizer)
