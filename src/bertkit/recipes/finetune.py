@@ -24,7 +24,7 @@ import torch
 from bertkit import hardware
 from bertkit import precision as P
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.interop.sentence_folder import task_prompt
+from bertkit.interop.sentence_folder import splade_spec, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
@@ -201,11 +201,21 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
 
 
 def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:
-    """An embeddings task's unset prompts (None) filled in from the model folder's saved "query"
-    and "document" prompts: fine-tuning an e5-style model keeps the prefixes it was trained
-    with, in training, in the dev search and in the folder it saves."""
+    """An embeddings or sparse task's unset prompts (None) filled in from the model folder's
+    saved "query" and "document" prompts: fine-tuning an e5-style model keeps the prefixes it was
+    trained with, in training, in the dev search and in the folder it saves. A sparse task's
+    unset SPLADE pooling and activation likewise come from a SparseEncoder folder's."""
     if task.family not in ("embeddings", "sparse"):
         return task
+    if task.family == "sparse":  # a SparseEncoder folder keeps its SPLADE pooling unless told
+        spec = splade_spec(model) if Path(model).is_dir() else None
+        task = replace(
+            task,
+            pooling_strategy=task.pooling_strategy or (spec.pooling_strategy if spec else "max"),
+            activation_function=(
+                task.activation_function or (spec.activation_function if spec else "relu")
+            ),
+        )
     return replace(
         task,
         query_prompt=task_prompt(model, "query")

@@ -168,10 +168,12 @@ class TaskSettings:
     document_prompt: str | None = None
     """embeddings, sparse: text put before every positive, negative and dev document, saved as the
     folder's "document" prompt; None: the model folder's own "document" prompt, else none."""
-    pooling_strategy: str = "max"
-    """sparse: SPLADE pooling of the token weights, max (SPLADE v2 and later) or sum."""
-    activation_function: str = "relu"
-    """sparse: SPLADE token weight, log(1 + relu(logit)) (relu) or log1p of that (log1p_relu)."""
+    pooling_strategy: str | None = None
+    """sparse: SPLADE pooling of the token weights, max (SPLADE v2 and later) or sum; None: the
+    starting SparseEncoder folder's (its SpladePooling), else max."""
+    activation_function: str | None = None
+    """sparse: SPLADE token weight, log(1 + relu(logit)) (relu) or log1p of that (log1p_relu);
+    None: the starting SparseEncoder folder's, else relu."""
     query_regularizer_weight: float = 5e-5
     """sparse: FLOPS regulariser weight of the query vectors (SpladeLoss'
     query_regularizer_weight; 0: none)."""
@@ -277,8 +279,8 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             mini_batch_size=s.mini_batch_size,
             query_prompt=s.query_prompt or "",
             document_prompt=s.document_prompt or "",
-            pooling_strategy=s.pooling_strategy,
-            activation_function=s.activation_function,
+            pooling_strategy=s.pooling_strategy or "max",
+            activation_function=s.activation_function or "relu",
             query_regularizer_weight=s.query_regularizer_weight,
             document_regularizer_weight=s.document_regularizer_weight,
         )

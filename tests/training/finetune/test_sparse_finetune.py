@@ -169,6 +169,11 @@ def test_sum_pooling_and_log1p_relu_are_saved(tiny_mlm_model: Path, tmp_path: Pa
 
     spec = splade_spec(out)
     assert (spec.pooling_strategy, spec.activation_function) == ("sum", "log1p_relu")
+    # fine-tuned again without the flags, the SparseEncoder folder keeps its own SPLADE pooling
+    again = tmp_path / "again"
+    assert _finetune(out, train, beir, again, "--epochs", "1") == 0
+    spec = splade_spec(again)
+    assert (spec.pooling_strategy, spec.activation_function) == ("sum", "log1p_relu")
 
 
 def test_a_folder_without_mlm_head_weights_is_refused(
@@ -202,7 +207,8 @@ def test_the_torch_free_splade_settings_match_the_model_s() -> None:
     adapter = task.SparseAdapter("sparse", "t", 16)
     settings = {f.name: f.default for f in fields(TaskSettings)}
     for name in ("pooling_strategy", "activation_function"):
-        assert getattr(adapter, name) == settings[name] == getattr(spec, name)
+        assert getattr(adapter, name) == getattr(spec, name)
+        assert settings[name] is None  # the starting folder's, else the model's default
     for name in ("query_regularizer_weight", "document_regularizer_weight"):
         assert getattr(adapter, name) == settings[name]
     with pytest.raises(Exception, match="query_regularizer_weight must be zero or positive"):
