@@ -376,5 +376,5 @@ def bf16_speedup() -> float:
     """How much faster a bf16 linear (autocast, as training and inference run it) is than fp32
     on this CPU at the current thread count (fp32 time / bf16 time). Native bf16 is not always
     faster: without AMX, AVX512-BF16 CPUs were measured at half the fp32 rate. 0.0 when bf16
-    is not native here."""
-    return 1.0 / probes.bf16_time_ratio() if bf16_mode() == "native" else 0.0
+    is not native here. Cached on disk as the other probes (:func:`bertkit.probes.bf16_speedup`)."""
+    return probes.bf16_speedup() if bf16_mode() == "native" else 0.0

@@ -3,8 +3,9 @@
 against fp32, torch's fused bf16 attention kernel against two batched matmuls).
 
 Each probe runs as plain fp32 code whatever the caller's context (autocast, grad), on its own RNG
-(a model's initialisation must not move). The fp32 timing is cached on disk (:mod:`bertkit.probe_cache`,
-keyed by CPU, flags, torch and threads) unless other work shared the cores while it ran. The
+(a model's initialisation must not move). The fp32, bf16-speed and attention timings are cached
+on disk (:mod:`bertkit.probe_cache`, keyed by CPU, flags, torch and threads) unless other work
+shared the cores while they ran. The
 probes only measure; :mod:`bertkit.hardware` turns what they find into decisions.
 """
 
@@ -123,6 +124,24 @@ def bf16_time_ratio() -> float:
 
     with torch.no_grad(), torch.autocast("cpu", enabled=False):
         return _best_time(bf16, 3) / _best_time(lambda: F.linear(x, w), 5)
+
+
+def bf16_speedup() -> float:
+    """fp32 time / bf16 time of :func:`bf16_time_ratio`'s linear, read from the disk cache where
+    this machine measured it before on idle cores, so that every process here (the two arms of a
+    comparison, each rank, a resumed run) makes the same ``--precision auto`` choice; a
+    measurement taken while other work shared the cores serves this process only."""
+    key = _cache_key() + "|bf16_speedup"
+    with probe_cache.locked() as cache_file:
+        cached = probe_cache.read(cache_file).get(key)
+        if cached and isinstance(cached.get("speedup"), (int, float)):
+            return float(cached["speedup"])
+        ratio, others = cpu.others_busy_cores(bf16_time_ratio)
+        if others <= PROBE_MAX_OTHERS and cache_file is not None:
+            entries = probe_cache.read(cache_file)
+            entries[key] = {"speedup": 1.0 / ratio, "at": time.time()}
+            probe_cache.write(cache_file, entries)
+        return 1.0 / ratio
 
 
 def _best_time(fn, repeats: int) -> float:

@@ -331,3 +331,18 @@ def test_first_use_of_the_attention_decision_inside_inference_mode(unforced, mon
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert attend(q, q, q, None, 0.0).shape == (2, 2, 8, 8)
     assert hardware.decision("bf16_attention").source == "probe"
+
+
+def test_the_bf16_speed_behind_auto_precision_is_cached(unforced, monkeypatch):
+    """Every process here makes the same ``--precision auto`` choice: the bf16 speed-up measured
+    on idle cores is read back from the disk cache (not timed again, where load could flip the
+    choice); one measured on shared cores serves its own process only."""
+    ratios = iter([0.5, 2.0, 0.25])
+    monkeypatch.setattr(probes, "bf16_time_ratio", lambda: next(ratios))
+    _others_busy(monkeypatch, 1.5)
+    assert probes.bf16_speedup() == 2.0  # shared cores: not kept
+    _others_busy(monkeypatch, 0.0)
+    assert probes.bf16_speedup() == 0.5  # idle cores: kept
+    assert probes.bf16_speedup() == 0.5  # read back, not 4.0
+    stored = json.loads((unforced / "kernels.json").read_text())
+    assert [e["speedup"] for k, e in stored.items() if k.endswith("|bf16_speedup")] == [0.5]
