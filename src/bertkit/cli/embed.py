@@ -75,6 +75,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # long inputs and the feature-based approach (issue 16)
     options.add_windows(p, length="--max-length")
     options.add_streaming(p)  # folder output only
+    from bertkit.inference.quantize import PRECISIONS
+
+    p.add_argument(
+        "--quantize",
+        choices=PRECISIONS,
+        default=None,
+        help="folder output only: store the vectors quantized as sentence-transformers' "
+        "quantize_embeddings (int8/uint8 ranges calibrated on the first --sort-window lines; "
+        "binary/ubinary: packed sign bits); `bertkit search` rescores with the float query",
+    )
     options.add_fields(
         p, LayerSpec, ("layers", "layer_combine"), choices={"layer_combine": LAYER_COMBINES}
     )
@@ -109,6 +119,7 @@ def _run_sparse(args: argparse.Namespace) -> int:
         "--per-token": args.per_token,
         "--normalize": args.normalize is not None,
         "--layers": bool(args.layers),
+        "--quantize (dense vectors only)": args.quantize is not None,
     }
     bad = [what for what, hit in refused.items() if hit]
     if bad:
@@ -232,7 +243,7 @@ def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
             rank=info.rank,
             world=info.world_size,
             barrier=lambda: D.barrier(info),
-            **({"task": args.task} if sparse else {}),
+            **({"task": args.task} if sparse else {"quantize": args.quantize}),
         )
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
     print(
@@ -264,6 +275,10 @@ def run(args: argparse.Namespace) -> int:
     args.output = Path(args.output)
     if folder and args.per_token:
         raise InputError(args.output, None, "--per-token writes one .npy file, not a folder")
+    if args.quantize and not folder:
+        raise InputError(
+            args.output, None, "--quantize writes a folder (DIR/) of shards and their ranges"
+        )
     suffix = args.output.suffix.lower()
     if not folder and suffix not in (".npy", ".jsonl"):
         raise InputError(args.output, None, "output must end in .npy or .jsonl")

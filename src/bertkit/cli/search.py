@@ -31,6 +31,7 @@ HELP = "search a folder of vectors written by `bertkit embed --output DIR/` with
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.evaluation.retrieval import RERANK_TOP_K
     from bertkit.inference.index_search import TOP_K
+    from bertkit.inference.quantize import RESCORE_MULTIPLIER
 
     p.add_argument(
         "--index", type=Path, required=True, help="folder written by `bertkit embed --output DIR/`"
@@ -54,6 +55,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=RERANK_TOP_K,
         help=f"hits per query the reranker reorders (default {RERANK_TOP_K})",
+    )
+    p.add_argument(
+        "--rescore-multiplier",
+        type=int,
+        default=RESCORE_MULTIPLIER,
+        help="a quantized index (`bertkit embed --quantize`): candidates per hit found with the "
+        f"quantized query and rescored with the float one (default {RESCORE_MULTIPLIER})",
     )
     p.add_argument(
         "--batch-size",
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.io import atomic_write
     from bertkit.progress import took
 
-    for flag in ("top_k", "rerank_top_k"):
+    for flag in ("top_k", "rerank_top_k", "rescore_multiplier"):
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     require_file(args.queries)
@@ -98,7 +106,13 @@ def run(args: argparse.Namespace) -> int:
     encoder = query_encoder(index, args.model, batch_size=args.batch_size, **common)
     reranker = Classifier.load(args.reranker, **common) if args.reranker else None
     start = time.perf_counter()
-    lines, scores = search_index(index, encoder, [t for _, t in queries], args.top_k)
+    lines, scores = search_index(
+        index,
+        encoder,
+        [t for _, t in queries],
+        args.top_k,
+        rescore_multiplier=args.rescore_multiplier,
+    )
     texts = line_texts(index, set(lines.ravel().tolist()))
     order, reranked = None, None
     if reranker is not None and texts is not None:
@@ -121,9 +135,14 @@ def run(args: argparse.Namespace) -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(
         f"searched {len(queries)} queries over {index.lines} lines ({index.folder}, "
-        f"{'SPLADE' if index.sparse else 'dense'}) -> {args.output} "
+        f"{'SPLADE' if index.sparse else _dense_kind(index)}) -> {args.output} "
         f"{took(seconds, len(queries), 'queries')}; peak RSS {peak:.0f} MiB"
         + ("" if texts is not None else "; no text: the embedded file is gone or changed"),
         file=sys.stderr,
     )
     return 0
+
+
+def _dense_kind(index) -> str:
+    quant = index.quantization
+    return "dense" if quant is None else f"dense {quant.precision}, rescored"

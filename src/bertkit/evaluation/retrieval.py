@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +71,7 @@ def exact_search_blocks(
     *,
     chunk: int = 1024,
     doc_chunk: int = 65536,
+    score: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`exact_search` over documents that come as consecutive blocks (D_i, H), e.g. the
     memory-mapped shards of an embedded corpus: a document's index is its position in the
@@ -82,10 +83,14 @@ def exact_search_blocks(
     plus the running top k of every query (Q x k), whatever D: each piece's top k is merged
     into the running top k of its queries, which gives the top k of the whole row (the merge
     keeps every document that any piece ranks within k).
+
+    ``score``: another similarity, larger is nearer, of queries (C, H) and documents (Db, H) as
+    given (not cast to float32) -> (C, Db) float32, e.g. a negative Hamming distance of packed
+    bits (:mod:`bertkit.inference.quantize`); default the float32 dot product.
     """
     if queries.ndim != 2:
         raise ValueError(f"queries must be (Q, H), got shape {queries.shape}")
-    q = queries.astype(np.float32, copy=False)
+    q = queries.astype(np.float32, copy=False) if score is None else queries
     best_ids = np.zeros((q.shape[0], 0), dtype=np.int64)
     best = np.zeros((q.shape[0], 0), dtype=np.float32)
     first = 0
@@ -93,13 +98,14 @@ def exact_search_blocks(
         if block.ndim != 2 or block.shape[1] != q.shape[1]:
             raise ValueError(f"shapes {queries.shape} and {block.shape} do not match")
         for lo in range(0, block.shape[0], doc_chunk):
-            d = np.asarray(block[lo : lo + doc_chunk], dtype=np.float32)  # (Db, H), read here
+            d = np.asarray(block[lo : lo + doc_chunk])  # (Db, H), read here
+            d = d.astype(np.float32, copy=False) if score is None else d
             width = min(k, best.shape[1] + d.shape[0])
             ids = np.zeros((q.shape[0], width), dtype=np.int64)
             scores = np.zeros((q.shape[0], width), dtype=np.float32)
             for start in range(0, q.shape[0], chunk):
                 rows = slice(start, start + chunk)
-                s = q[rows] @ d.T  # (C, Db)
+                s = q[rows] @ d.T if score is None else score(q[rows], d)  # (C, Db)
                 top = (
                     _top_k(s, k)
                     if k < s.shape[1]

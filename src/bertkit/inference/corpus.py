@@ -42,7 +42,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bertkit.errors import ConfigError, InputError
+from bertkit.inference.quantize import calibrate_stream
 from bertkit.inference.sharded import (
+    MANIFEST,
     ShardedOutput,
     StreamConfig,
     lines_bytes,
@@ -120,10 +122,10 @@ def embedder_settings(embedder: Embedder) -> dict[str, Any]:
     }
 
 
-def npy_bytes(vectors: np.ndarray) -> bytes:
-    """The ``.npy`` file of ``vectors`` as float32 (the same bytes ``np.save`` writes)."""
+def npy_bytes(vectors: np.ndarray, dtype: Any = np.float32) -> bytes:
+    """The ``.npy`` file of ``vectors`` as ``dtype`` (None: their own; the bytes ``np.save`` writes)."""
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(vectors, dtype=np.float32))
+    np.save(buf, np.ascontiguousarray(vectors, dtype=dtype))
     return buf.getvalue()
 
 
@@ -140,6 +142,7 @@ def embed_to(
     rank: int = 0,
     world: int = 1,
     barrier: Callable[[], None] | None = None,
+    quantize: str | None = None,
 ) -> StreamSummary:
     """Embed ``lines`` into ``folder`` as shards plus a manifest (:mod:`bertkit.inference.sharded`),
     continuing a folder an earlier run of the same input, model and settings left unfinished.
@@ -155,13 +158,34 @@ def embed_to(
     ``sort_window == shard_size``, shard k goes to rank k % world); rank 0 writes the manifest.
     Same windows and kernels (torchrun ranks adopt rank 0's), so the folder equals a one-process
     run's.
+
+    ``quantize`` (one of :data:`bertkit.inference.quantize.PRECISIONS`): the shards hold the
+    vectors quantized as sentence-transformers' ``quantize_embeddings`` does (int8/uint8 codes or
+    packed bits), the manifest the precision (a setting: a resume with another one is refused)
+    and the int8/uint8 ranges, calibrated on the first window
+    (:func:`~bertkit.inference.quantize.calibrate_stream`).
     """
     quiet = dataclasses.replace(embedder, show_progress=False)  # one bar, over lines
+    quant, first, config = None, None, config or StreamConfig()
+    if quantize is not None:
+        started = read_manifest(folder) if (Path(folder) / MANIFEST).is_file() else None
+        quant, lines, first = calibrate_stream(quantize, lines, config.window, started, quiet.embed)
 
     def compute(chunk: list[str]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
-        vectors, counts = quiet.embed(chunk)
+        nonlocal first
+        if first is not None and chunk == first[0]:  # the calibration window, embedded already
+            (vectors, counts), first = first[1], None
+        else:
+            vectors, counts = quiet.embed(chunk)
+        if quant is not None:
+            codes = quant.apply(vectors)
+            return (lambda a, b: npy_bytes(codes[a:b], None)), counts
         return (lambda a, b: npy_bytes(vectors[a:b])), counts
 
+    stored = {"dtype": "float32"}
+    if quant is not None:
+        settings = {**(settings or {}), "quantize": quant.precision}
+        stored = {"dtype": quant.dtype, "quantization": quant.to_manifest()}
     return write_stream(
         folder,
         lines,
@@ -169,7 +193,7 @@ def embed_to(
         suffix=".npy",
         model_dir=getattr(embedder, "source", None),
         settings={**embedder_settings(embedder), **(settings or {})},
-        extra={"dim": embedder.dim, "dtype": "float32"},
+        extra={"dim": embedder.dim, **stored},
         compute=compute,
         item_bytes=lines_bytes,
         desc="embed",

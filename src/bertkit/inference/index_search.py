@@ -11,6 +11,9 @@ searches exactly:
 
 - dense (``vectors-*.npy``): :func:`~bertkit.evaluation.retrieval.exact_search_blocks` over the
   shards, each memory-mapped, so the index is read shard by shard and never held whole;
+- quantized dense (``bertkit embed --quantize``: int8/uint8 codes or packed bits): candidates by
+  the quantized query, rescored with the float one, as sentence-transformers'
+  ``semantic_search_usearch`` (:mod:`bertkit.inference.quantize`); shards memory-mapped too;
 - sparse (``sparse-*.npz``): :func:`~bertkit.evaluation.retrieval.exact_sparse_search` over the
   joined CSR rows (compact: about 8 bytes per non-zero entry).
 
@@ -38,6 +41,7 @@ from bertkit.evaluation.retrieval import (
     unit_rows,
 )
 from bertkit.inference.embedder import Embedder, LayerSpec
+from bertkit.inference.quantize import RESCORE_MULTIPLIER, Quantization, search_quantized
 from bertkit.inference.retrieval import relevance
 from bertkit.inference.sharded import MANIFEST, file_size, read_manifest, shard_paths
 from bertkit.inference.sparse import SparseEmbedder, as_rows
@@ -108,6 +112,12 @@ class EmbeddedIndex:
         if path in (None, "-") or size is None or file_size(path) != size:
             return None
         return Path(path)
+
+    @property
+    def quantization(self) -> Quantization | None:
+        """How a dense folder's vectors are stored when ``bertkit embed --quantize`` wrote it."""
+        recorded = self.manifest.get("quantization")
+        return Quantization.from_manifest(recorded) if recorded else None
 
     @property
     def width(self) -> int:
@@ -194,10 +204,14 @@ def search_index(
     *,
     verify: bool = True,
     show_progress: bool | None = None,
+    rescore_multiplier: int = RESCORE_MULTIPLIER,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The top ``k`` lines of ``index`` for each query text: (lines (Q, k'), scores (Q, k')),
     k' = min(k, lines), lines 1-based, best first, ties by the lower line. ``verify``: each
-    shard's sha256 against the manifest's first (InputError naming a modified shard)."""
+    shard's sha256 against the manifest's first (InputError naming a modified shard).
+    A quantized folder (``bertkit embed --quantize``): ``k * rescore_multiplier`` candidates
+    by the quantized query, rescored with the float one
+    (:func:`~bertkit.inference.quantize.search_quantized`)."""
     if k < 1:
         raise ConfigError(f"top k must be at least 1, got {k}")
     folder = _folder(encoder)
@@ -211,6 +225,10 @@ def search_index(
         return ids + 1, scores
     prompt = task_prompt(folder, "query") if folder else ""
     vectors = encoder.embed([prompt + q for q in queries])[0]
+    if index.quantization is not None:  # the float query as embedded, as sentence-transformers
+        shards = list(_dense_blocks(index, verify, False, show_progress))
+        ids, scores = search_quantized(vectors, shards, index.quantization, k, rescore_multiplier)
+        return ids + 1, scores
     unit = similarity != "dot"
     blocks = _dense_blocks(index, verify, unit, show_progress)
     ids, scores = exact_search_blocks(unit_rows(vectors) if unit else vectors, blocks, k)
