@@ -139,30 +139,10 @@ def _char_model(out: Path) -> Path:
     CoNLL fixture into letters, where the student's whole-word vocabulary keeps it whole."""
     import string
 
-    import torch
-
-    from bertkit.config import BertConfig
-    from bertkit.interop import save_pretrained
-    from bertkit.model import BertModel
-    from bertkit.tokenizer import BertTokenizer
-    from support.tiny_glue import SPECIALS
+    from support.tiny_glue import build_tiny_model
 
     chars = sorted(set(string.ascii_lowercase + string.digits + ".,-"))
-    out.mkdir(parents=True)
-    vocab = SPECIALS + chars + ["##" + c for c in chars]
-    (out / "vocab_src.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tok = BertTokenizer(out / "vocab_src.txt")
-    config = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    save_pretrained(BertModel(config), out, tok)
-    return out
+    return build_tiny_model(out, chars + ["##" + c for c in chars])
 
 
 def _conll(out: Path, repeat: int, swap: bool) -> Path:

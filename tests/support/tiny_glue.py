@@ -31,10 +31,16 @@ def _fixture_words() -> set[str]:
     return words
 
 
-def build_tiny_model(d: Path) -> Path:
-    """A 2-layer, hidden-32 BertModel (no heads) + vocab.txt, saved with save_pretrained in ``d``."""
-    words = sorted(_fixture_words() | set(POSITIVE + NEGATIVE + FILLER) - set(SPECIALS))
-    (d / "vocab_src.txt").write_text("\n".join(SPECIALS + words) + "\n", encoding="utf-8")
+def build_tiny_model(
+    d: Path, pieces: list[str] | None = None, model_class: type = BertModel
+) -> Path:
+    """A 2-layer, hidden-32 ``model_class`` (default BertModel, no heads) + vocab.txt, saved with
+    save_pretrained in ``d``; ``pieces``: the vocabulary after the specials (default: every word
+    of the fixtures)."""
+    if pieces is None:
+        pieces = sorted(_fixture_words() | set(POSITIVE + NEGATIVE + FILLER) - set(SPECIALS))
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "vocab_src.txt").write_text("\n".join(SPECIALS + pieces) + "\n", encoding="utf-8")
     tok = BertTokenizer(d / "vocab_src.txt")
     config = BertConfig(
         vocab_size=len(tok),
@@ -45,7 +51,7 @@ def build_tiny_model(d: Path) -> Path:
         max_position_embeddings=128,
     )
     torch.manual_seed(0)
-    save_pretrained(BertModel(config), d, tok)
+    save_pretrained(model_class(config), d, tok)
     return d
 
 

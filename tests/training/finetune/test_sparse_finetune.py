@@ -15,33 +15,16 @@ import torch
 
 from bertkit.cli.main import main
 from bertkit.errors import CheckpointError
-from support.tiny_glue import FILLER, NEGATIVE, POSITIVE, SPECIALS, _fixture_words
 from training.finetune.test_search_finetune import RUN, _data, _evaluate
 
 
 @pytest.fixture(scope="module")
 def tiny_mlm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tiny_model's vocabulary and sizes, with a masked-LM head (bertkit's BertForMaskedLM)."""
-    from bertkit.config import BertConfig
-    from bertkit.interop import save_pretrained
     from bertkit.model import BertForMaskedLM
-    from bertkit.tokenizer import BertTokenizer
+    from support.tiny_glue import build_tiny_model
 
-    d = tmp_path_factory.mktemp("tiny_mlm")
-    words = sorted(_fixture_words() | set(POSITIVE + NEGATIVE + FILLER) - set(SPECIALS))
-    (d / "vocab_src.txt").write_text("\n".join(SPECIALS + words) + "\n", encoding="utf-8")
-    tok = BertTokenizer(d / "vocab_src.txt")
-    config = BertConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    save_pretrained(BertForMaskedLM(config), d, tok)
-    return d
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_mlm"), model_class=BertForMaskedLM)
 
 
 def _finetune(model: Path, train: Path, dev: Path, out: Path, *extra: str) -> int:
