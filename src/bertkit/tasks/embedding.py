@@ -362,16 +362,7 @@ class EmbeddingAdapter(TaskAdapter):
         rankings = rank_by_scores(doc_ids, found, query_ids)
         qrels = {examples[i].id: examples[i].relevant for i in queries}
         metrics = retrieval_metrics(rankings, qrels)  # type: ignore[arg-type]
-        preds = [
-            {
-                "query": q,
-                "hits": [
-                    {"id": d, "score": round(float(s), 6)}
-                    for d, s in zip(rankings[q][:10], row[:10], strict=True)
-                ],
-            }
-            for q, row in zip(query_ids, scores.tolist(), strict=True)
-        ]
+        preds = top_hits(query_ids, rankings, scores)
         return Scored(metrics, float(metrics[self.main_metric]), preds)
 
     def _score_pairs(self, pairs: SentencePairs, vectors: np.ndarray) -> Scored:
@@ -387,3 +378,19 @@ class EmbeddingAdapter(TaskAdapter):
             for y, s in zip(pairs.labels, similarity, strict=True)
         ]
         return Scored(metrics, float(metrics[self.main_metric]), preds)
+
+
+def top_hits(
+    query_ids: Sequence[str], rankings: dict[str, list[str]], scores: np.ndarray, k: int = 10
+) -> list[dict[str, Any]]:
+    """A dev search's predictions: each query's first ``k`` documents with their scores."""
+    return [
+        {
+            "query": q,
+            "hits": [
+                {"id": d, "score": round(float(s), 6)}
+                for d, s in zip(rankings[q][:k], row[:k], strict=True)
+            ],
+        }
+        for q, row in zip(query_ids, scores.tolist(), strict=True)
+    ]

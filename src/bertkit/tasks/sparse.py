@@ -33,7 +33,7 @@ from bertkit.evaluation.retrieval import (
     retrieval_metrics,
 )
 from bertkit.tasks.base import Scored
-from bertkit.tasks.embedding import EmbeddingAdapter, dev_layout
+from bertkit.tasks.embedding import EmbeddingAdapter, dev_layout, top_hits
 
 SPLADE_STRATEGIES = ("max", "sum")
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")
@@ -125,16 +125,7 @@ class SparseAdapter(EmbeddingAdapter):
         active = [len(rows[i][0]) for i in queries], [len(rows[i][0]) for i in docs]
         metrics["query_active_dims"] = float(np.mean(active[0])) if queries else 0.0
         metrics["document_active_dims"] = float(np.mean(active[1])) if docs else 0.0
-        preds = [
-            {
-                "query": q,
-                "hits": [
-                    {"id": d, "score": round(float(s), 6)}
-                    for d, s in zip(rankings[q][:10], row[:10], strict=True)
-                ],
-            }
-            for q, row in zip(query_ids, scores.tolist(), strict=True)
-        ]
+        preds = top_hits(query_ids, rankings, scores)
         return Scored(metrics, float(metrics[self.main_metric]), preds)
 
 
