@@ -49,7 +49,6 @@ import time
 from pathlib import Path
 
 from bertkit.cli import options, pooling_options
-from bertkit.evaluation.retrieval import RERANK_TOP_K
 from bertkit.progress import took
 
 HELP = (
@@ -83,10 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="GLUE folder split (dev, dev_mismatched, train ...); BEIR qrels split (dev, else test)",
     )
     g = parser.add_argument_group("retrieval (--data a BEIR folder)")
-    g.add_argument("--reranker", default=None, help="cross-encoder folder to rerank the hits with")
-    g.add_argument(
-        "--rerank-top-k", type=int, default=RERANK_TOP_K, help="hits per query to rerank"
-    )
+    options.add_reranker(g)
     g = parser.add_argument_group("embedding model (sentence pairs or a BEIR folder)")
     pooling_options.add_pooling(
         g,

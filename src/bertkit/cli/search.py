@@ -29,7 +29,6 @@ HELP = "search a folder of vectors written by `bertkit embed --output DIR/` with
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.evaluation.retrieval import RERANK_TOP_K
     from bertkit.inference.index_search import TOP_K
     from bertkit.inference.quantize import RESCORE_MULTIPLIER
 
@@ -49,13 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="query encoder folder (default: the model the index was embedded with)",
     )
     p.add_argument("--top-k", type=int, default=TOP_K, help=f"hits per query (default {TOP_K})")
-    p.add_argument("--reranker", default=None, help="cross-encoder folder to rerank the hits with")
-    p.add_argument(
-        "--rerank-top-k",
-        type=int,
-        default=RERANK_TOP_K,
-        help=f"hits per query the reranker reorders (default {RERANK_TOP_K})",
-    )
+    options.add_reranker(p)
     p.add_argument(
         "--rescore-multiplier",
         type=int,
