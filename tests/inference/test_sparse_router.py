@@ -41,7 +41,9 @@ def dense(vectors: object) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    ("query", "cap"), [("static", None), ("static", 3), ("shared", None)], ids=str
+    ("query", "cap"),
+    [("static", None), ("static", 3), ("shared", None), ("copy", None)],
+    ids=str,
 )
 def test_tasks_equal_sentence_transformers(tmp_path: Path, query: str, cap: int | None) -> None:
     pytest.importorskip("sentence_transformers")

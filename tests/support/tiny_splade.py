@@ -77,9 +77,11 @@ def saved_router_encoder(
     """An "inference-free" SparseEncoder folder saved by sentence-transformers (``root/st``):
     a ``Router`` whose document route is MLMTransformer -> SpladePooling and whose query route
     is (``query``) a ``SparseStaticEmbedding`` ("static": random weights, some 0 and some
-    negative), the document route's own modules ("shared"), a second SPLADE ("splade": what
-    bertkit refuses) or a dense Transformer -> Pooling ("dense": refused too). Returns the
-    folder and the encoder read back from it."""
+    negative), the document route's own modules ("shared"), a second SPLADE loaded from the same
+    weights ("copy": saved as a copy of each module, as sentence-transformers 6.0 saves shared
+    ones), a second SPLADE of other weights ("splade": what bertkit refuses) or a dense
+    Transformer -> Pooling ("dense": refused too). Returns the folder and the encoder read back
+    from it."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Router
     from sentence_transformers.sparse_encoder.modules import SparseStaticEmbedding
@@ -93,8 +95,11 @@ def saved_router_encoder(
         queries = [SparseStaticEmbedding(tokenizer=doc[0].tokenizer, weight=weight, frozen=True)]
     elif query == "shared":
         queries = doc
-    elif query == "splade":
+    elif query in ("splade", "copy"):
         queries = list(sparse_encoder(root / "hf").children())
+        if query == "splade":  # another query encoder: one weight moved
+            with torch.no_grad():
+                next(queries[0].parameters()).add_(0.01)
     else:
         from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 

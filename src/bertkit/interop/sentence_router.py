@@ -13,7 +13,8 @@ folder's root, and a ``router_config.json`` naming its routes::
 
 Each module lives in the sub-folder of its id. The "document" route is SPLADE (a masked-LM
 transformer, then ``SpladePooling``); the "query" route is either a ``SparseStaticEmbedding``
-(one learned weight per vocabulary id: no transformer pass) or the document route's own modules.
+(one learned weight per vocabulary id: no transformer pass) or the document route's own modules
+(or byte-for-byte copies of them, as sentence-transformers 6.0 saves shared modules).
 ``encode`` without a task takes ``default_route`` (else the first route), as the Router does.
 Any other layout (a dense Router, other module types) is a CheckpointError naming the folder and
 the module: bertkit would otherwise compute something else than the model does.
@@ -22,6 +23,7 @@ the module: bertkit would otherwise compute something else than the model does.
 from __future__ import annotations
 
 import ast
+import filecmp
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +137,7 @@ def sparse_router(
         )
     query = modules("query")
     static = None
-    if query != doc:
+    if query != doc and not _copies(root, query, doc, kind):
         if len(query) != 1 or kind[query[0]] != _STATIC:
             raise CheckpointError(
                 f"{root}: the Router's query route is "
@@ -155,6 +157,22 @@ def sparse_router(
         static,
         default,
     )
+
+
+def _copies(root: Path, a: list[str], b: list[str], kind: dict[str, str]) -> bool:
+    """Whether two routes' modules are copies of one another: the same kinds and the same files,
+    byte for byte (sentence-transformers 6.0 saves a module that two routes share once per
+    route, where 6.3 saves it once)."""
+    if [kind[m] for m in a] != [kind[m] for m in b]:
+        return False
+    for x, y in zip(a, b, strict=True):
+        files = sorted(p.relative_to(root / x) for p in (root / x).rglob("*") if p.is_file())
+        theirs = sorted(p.relative_to(root / y) for p in (root / y).rglob("*") if p.is_file())
+        if files != theirs:
+            return False
+        if not all(filecmp.cmp(root / x / f, root / y / f, shallow=False) for f in files):
+            return False
+    return True
 
 
 def _splade_spec(pooling: Path, max_active_dims: int | None) -> SpladeSpec:
