@@ -178,10 +178,9 @@ def _load_sparse(args: argparse.Namespace):
 def _dense_prompt(args: argparse.Namespace) -> str:
     """What sentence-transformers puts before each text: with ``--task`` the folder's prompt of
     that name (``encode_query`` / ``encode_document``), else its default prompt (``encode``)."""
-    from bertkit.interop.sentence_folder import prompts_of
+    from bertkit.interop.sentence_folder import task_prompt
 
-    prompts, default = prompts_of(args.model)
-    return prompts.get(args.task, "") if args.task else prompts.get(default or "", "")
+    return task_prompt(args.model, args.task)
 
 
 def _load(args: argparse.Namespace):

@@ -61,6 +61,10 @@ if TYPE_CHECKING:
     from bertkit.inference.task_model import TaskModel
 
 
+DENSE_KIND = "vectors"
+"""The manifest's ``kind`` of a folder of dense vectors (:func:`embed_to`)."""
+
+
 @dataclass
 class StreamSummary:
     """What a corpus run did: ``lines`` read, ``embedded`` (run through the model this time),
@@ -189,7 +193,7 @@ def embed_to(
     return write_stream(
         folder,
         lines,
-        kind="vectors",
+        kind=DENSE_KIND,
         suffix=".npy",
         model_dir=getattr(embedder, "source", None),
         settings={**embedder_settings(embedder), **(settings or {})},
@@ -366,7 +370,7 @@ def load_predictions(folder: str | Path, verify: bool = True) -> list[dict[str, 
 
 def load_vectors(folder: str | Path, verify: bool = True) -> np.ndarray:
     """Every vector of a finished ``embed_to`` folder, shards joined in input order (N, D)."""
-    require_kind(folder, "vectors", "load_sparse_vectors")
+    require_kind(folder, DENSE_KIND, "load_sparse_vectors")
     arrays = [np.load(path, allow_pickle=False) for _, path in shard_paths(folder, verify)]
     if arrays:
         return np.concatenate(arrays)

@@ -40,6 +40,7 @@ from bertkit.evaluation.retrieval import (
     rerank_order,
     unit_rows,
 )
+from bertkit.inference.corpus import DENSE_KIND
 from bertkit.inference.embedder import Embedder, LayerSpec
 from bertkit.inference.quantize import RESCORE_MULTIPLIER, Quantization, search_quantized
 from bertkit.inference.retrieval import relevance
@@ -54,9 +55,6 @@ from bertkit.tasks.windows import WindowConfig
 
 TOP_K = 10
 """Hits per query ``bertkit search`` writes by default."""
-
-DENSE_KIND = "vectors"
-"""The manifest's ``kind`` of a dense folder (:func:`bertkit.inference.corpus.embed_to`)."""
 
 
 @dataclass(frozen=True)
@@ -149,13 +147,9 @@ def query_encoder(
         "batch_size": batch_size or s.get("batch_size") or 32,
         "allow_pickle": allow_pickle,
         "split_special_tokens": bool(s.get("split_special_tokens", False)),
-        "windows": WindowConfig(
-            **{
-                k: s[k]
-                for k in ("doc_stride", "truncate", "window_pooling", "stride_mode")
-                if k in s
-            }
-        ),
+        # embedder_settings recorded the windows field by field (a SPLADE folder less its
+        # window pooling): read back every field that is there
+        "windows": WindowConfig(**{k: s[k] for k in WindowConfig.__dataclass_fields__ if k in s}),
     }
     layers = LayerSpec(tuple(s.get("layers") or ()), s.get("layer_combine", "concat"))
     _check_width(index, model, _declared_width(model, index.sparse, layers))  # before loading

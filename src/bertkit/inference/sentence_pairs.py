@@ -16,7 +16,7 @@ from typing import Any
 from bertkit.data.tasks.sentence_pairs import SentencePairs
 from bertkit.evaluation.pairs import SIMILARITIES, main_metric, pair_metrics
 from bertkit.inference.embedder import Embedder
-from bertkit.interop.sentence_folder import prompts_of, similarity_of
+from bertkit.interop.sentence_folder import similarity_of, task_prompt
 
 
 def evaluate_pairs(embedder: Embedder, pairs: SentencePairs) -> dict[str, Any]:
@@ -24,8 +24,7 @@ def evaluate_pairs(embedder: Embedder, pairs: SentencePairs) -> dict[str, Any]:
     "metrics", "seconds"}``: ``metrics`` holds every similarity's scores (module docstring)."""
     prompt, similarity = "", "cosine"
     if embedder.source is not None:
-        prompts, default = prompts_of(embedder.source)
-        prompt = prompts[default] if default else ""
+        prompt = task_prompt(embedder.source, None)  # encode's: the default prompt
         named = similarity_of(embedder.source)
         similarity = named if named in SIMILARITIES else "cosine"
     texts = pairs.texts()

@@ -302,12 +302,14 @@ def prompts_of(folder: str | Path) -> tuple[dict[str, str], str | None]:
     return prompts, default
 
 
-def task_prompt(folder: str | Path, task: str) -> str:
+def task_prompt(folder: str | Path, task: str | None) -> str:
     """The text put before a ``task`` ("query" or "document") input, as sentence-transformers 6
     ``encode_query`` / ``encode_document`` put it: the folder's prompt of that name, else none
     (""). Its models always hold a "query" and a "document" prompt (empty unless saved), so
-    neither a "passage" or "corpus" prompt nor the default prompt reaches those calls."""
-    return prompts_of(folder)[0].get(task, "")
+    neither a "passage" or "corpus" prompt nor the default prompt reaches those calls. ``task``
+    None: what ``encode`` puts there, the folder's default prompt (none unless it names one)."""
+    prompts, default = prompts_of(folder)
+    return prompts.get(task, "") if task is not None else prompts.get(default or "", "")
 
 
 def similarity_of(folder: str | Path) -> str | None:
