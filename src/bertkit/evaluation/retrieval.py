@@ -128,12 +128,16 @@ def _top_k(s: np.ndarray, k: int) -> np.ndarray:
 
     ``argpartition`` alone keeps an arbitrary subset of the values equal to the k-th, so a
     document could lose its place to a higher-indexed one of the same score; the rows where that
-    can happen (more than ``k`` values at or above the k-th) are ranked again by a stable sort.
+    can happen (the (k+1)-th value, which the partition puts at column ``k``, equals the k-th)
+    are ranked again by a stable sort. Needs ``k`` below the row length.
     """
+    part = np.argpartition(-s, k, axis=1)
     # a copy: a view would keep the whole (rows, columns) int64 partition alive
-    top = np.argpartition(-s, k - 1, axis=1)[:, :k].copy()
-    kth = np.take_along_axis(s, top, axis=1).min(axis=1, keepdims=True)
-    tied = np.flatnonzero((s >= kth).sum(axis=1) > k)
+    top = part[:, :k].copy()
+    kth = np.take_along_axis(s, top, axis=1).min(axis=1)
+    after = np.take_along_axis(s, part[:, k : k + 1], axis=1)[:, 0]
+    del part
+    tied = np.flatnonzero(after >= kth)
     if tied.size:
         top[tied] = np.argsort(-s[tied], axis=1, kind="stable")[:, :k]
     return top
