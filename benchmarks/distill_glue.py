@@ -73,6 +73,7 @@ def finetune_command(args: argparse.Namespace, seed: int, out: Path, teacher: bo
     """The ``bertkit finetune glue`` command line of one run."""
     cmd = [sys.executable, "-m", "bertkit", "finetune", "glue", "--task", args.task]
     cmd += ["--data-dir", args.data_dir, "--model", args.student, "--output", str(out)]
+    cmd += ["--overwrite"]  # without --reuse, a run replaces the last one's folder
     cmd += ["--seed", str(seed), "--epochs", str(args.epochs)]
     cmd += ["--batch-size", str(args.batch_size), "--learning-rate", str(args.learning_rate)]
     cmd += ["--max-seq-length", str(args.max_seq_length), "--precision", args.precision]

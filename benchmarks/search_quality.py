@@ -241,6 +241,7 @@ def main() -> None:
                 str(out / "dev"),
                 "--output",
                 str(folder),
+                "--overwrite",  # a rerun of the stage replaces the last one's model
                 "--seed",
                 str(seed),
                 "--epochs",
@@ -283,6 +284,7 @@ def main() -> None:
             str(out / "dev-triples.jsonl"),
             "--output",
             str(ce),
+            "--overwrite",
             "--epochs",
             "1",
             "--batch-size",

@@ -70,6 +70,7 @@ def main() -> int:
                 str(work / "enc"),
                 "--output",
                 str(OUT / "model-sst2"),
+                "--overwrite",  # the committed fixture, regenerated
                 "--max-steps",
                 "4",
                 "--batch-size",

@@ -13,6 +13,8 @@ root=$(pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/bertkit-wheel.XXXXXX")
 trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 torch_spec=${TORCH_SPEC:-$(grep -m1 '^torch==' constraints.txt)}
+# pip quiet when it succeeds; when it fails, its output and this script's non-zero exit
+source scripts/pip_quiet.sh
 
 echo "== wheel: build"
 .venv/bin/python -m pip wheel --quiet --no-deps --no-build-isolation -w "$work/dist" . >/dev/null
@@ -22,10 +24,10 @@ echo "   $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 echo "== wheel: clean venv with the user's torch ($torch_spec), then the wheel with [serve]"
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install --quiet --upgrade pip >/dev/null 2>&1
-"$py" -m pip install --quiet "$torch_spec" 2>&1 | grep -v "^WARNING: Location" || true
+pip_install "$py" --upgrade pip
+pip_install "$py" "$torch_spec"
 before=$("$py" -c 'import torch; print(torch.__version__)')
-"$py" -m pip install --quiet "$wheel[serve]" 2>&1 | grep -v "^WARNING: Location" || true
+pip_install "$py" "$wheel[serve]"
 after=$("$py" -c 'import torch; print(torch.__version__)')
 echo "   torch before $before, after $after"
 if [ "$before" != "$after" ]; then

@@ -73,6 +73,7 @@ def finetune(ctx, task: str, model: Path, epochs: int, timeout: float) -> dict[s
         str(model),
         "--output",
         str(out),
+        "--overwrite",  # a rerun of the check replaces its last model
         "--epochs",
         str(epochs),
         "--batch-size",

@@ -97,6 +97,8 @@ def test_router_folder_embeds_by_task(tmp_path: Path, task: str | None) -> None:
     flags[1] = f"{folder_out}/"
     assert main([*args, *flags, *(["--task", task] if task else [])]) == 0
     rows = load_sparse_vectors(folder_out)
+    manifest = json.loads((folder_out / "manifest.json").read_text())
+    assert manifest["model"]["path"] == str(folder.absolute())  # the Router: search's query route
     got = np.zeros((len(rows), rows.size), np.float32)
     for r in range(len(rows)):
         a, b = rows.indptr[r], rows.indptr[r + 1]

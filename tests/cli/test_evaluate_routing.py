@@ -86,3 +86,27 @@ def test_a_cross_encoder_on_a_beir_folder_is_refused_not_searched_with(
     assert "a fine-tuned task model" in err and "--reranker" in err and "Traceback" not in err
     searched = evaluate(tiny_model, beir, tmp_path, "--precision", "fp32")
     assert searched["retrieval"]["queries"] == 1  # an encoder still searches
+
+
+def test_an_encoder_without_a_task_on_a_tasks_data_names_the_model_as_the_likely_mistake(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    """A pre-training checkpoint (or any encoder) given where a fine-tuned folder was meant is
+    read as an embedding model: the SST-2 folder, not a pair task's, used to be refused as if
+    the data were wrong ("expected a GLUE task folder (STS-B, MRPC, QQP) ..."), never naming the
+    model. The reader's line stays, and the model's missing bertkit_task.json is named."""
+    from bertkit.cli.main import main
+    from support.tiny_glue import write_sentiment
+
+    glue = write_sentiment(tmp_path / "glue")
+    for data in (glue / "SST-2", glue / "SST-2" / "dev.tsv"):
+        assert main(["evaluate", "--model", str(tiny_model), "--data", str(data)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"bertkit evaluate: error: {data}"), err
+        assert f"({tiny_model} has no bertkit_task.json" in err and "`bertkit finetune`" in err
+    # a file laid out as sentence pairs is the embedding user's own: its error, no hint
+    bad = tmp_path / "pairs.csv"
+    bad.write_text("sentence1,sentence2,score\na cat,a dog,high\n")
+    assert main(["evaluate", "--model", str(tiny_model), "--data", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:2: " in err and "bertkit_task.json" not in err

@@ -397,6 +397,7 @@ def test_a_reused_folder_never_holds_the_last_jobs_metrics_beside_a_new_model(
     data = ["--task", "SST-2", "--data-dir", str(write_sentiment(tmp_path / "glue"))]
     finetune("glue", tiny_model, out, *data, "--seed", "1")
     old = {p.name: p.read_bytes() for p in out.iterdir()}
+    data.append("--overwrite")  # each job below replaces the one before
 
     def full(path, text) -> None:
         raise BertkitError(f"{path}: write failed (No space left on device)")

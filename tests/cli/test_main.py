@@ -97,3 +97,34 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path, command) -
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_an_interrupted_pretrain_names_the_checkpoint_a_rerun_resumes_from(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Ctrl-C in ``bertkit pretrain`` ends with what the run folder keeps (it used to print
+    ``interrupted`` alone): its newest checkpoint, or none yet."""
+    import bertkit.cli.pretrain as pretrain_cli
+
+    out = tmp_path / "run"
+    saved: list[str] = []
+
+    def interrupted(args) -> int:
+        out.mkdir(exist_ok=True)
+        for name in saved:
+            (out / "checkpoints" / name).mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrain_cli, "run", interrupted)
+    argv = ["pretrain", "--data", str(tmp_path / "data"), "--output", str(out)]
+    assert main(argv) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"bertkit pretrain: interrupted: {out} keeps no checkpoint yet; the same command starts "
+        "the run over"
+    )
+    saved[:] = ["step-000000005", "step-000000010"]
+    assert main(argv) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"bertkit pretrain: interrupted: {out} keeps checkpoint step-000000010; the same command "
+        "resumes from it"
+    )

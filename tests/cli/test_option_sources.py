@@ -70,7 +70,8 @@ def test_max_seq_length_help_and_squad_windows_from_their_homes(parser):
     assert _option(glue, "--max-seq-length").help == "tokens per input (default 128; 384 for squad)"
     assert "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI" in _option(glue, "--task").help
     squad = _sub(parser, "finetune", "squad")
-    assert _option(squad, "--doc-stride").help.endswith("(default 128)")
+    stride_help = _option(squad, "--doc-stride").help
+    assert "(default 128 at --max-seq-length 384 and up; for shorter windows a third" in stride_help
     base = ["finetune", "squad", "--train", "t.json", "--dev", "d.json", "--model", "m"]
     args = parser.parse_args([*base, "--output", "o"])
     assert settings_from_args(args).windows == SquadFeatureConfig()
@@ -97,6 +98,17 @@ def test_a_flag_shared_by_commands_reads_alike_in_each(parser, flag, commands):
     actions = [_option(_sub(parser, command), flag) for command in commands]
     assert all(a.help for a in actions)
     assert len({(a.default, a.help, str(a.choices), a.metavar, a.type) for a in actions}) == 1
+
+
+def test_overwrite_reads_alike_in_every_command_that_writes_a_folder(parser):
+    """convert's came from a dataclass field (--overwrite/--no-overwrite), prepare-pretraining's
+    was its own; finetune had none (a finished model was replaced unasked)."""
+    commands = [("convert",), ("prepare-pretraining",), ("finetune", "glue"), ("finetune", "squad")]
+    actions = [_option(_sub(parser, *command), "--overwrite") for command in commands]
+    assert all(
+        a.help and a.default is False and a.option_strings == ["--overwrite"] for a in actions
+    )
+    assert len({(a.help, type(a)) for a in actions}) == 1
 
 
 def test_batch_size_defaults_are_the_inference_classes(parser):

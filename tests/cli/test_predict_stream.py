@@ -213,7 +213,7 @@ def test_examples_are_parsed_as_windows_are_pulled(setup, full_run, tmp_path, ca
     model, inp = setup
     lines = inp.read_text(encoding="utf-8").splitlines()
     bad = tmp_path / "dev.tsv"
-    bad.write_text("\n".join([*lines[:-1], lines[-1].rsplit("\t", 1)[0] + "\t7"]) + "\n")
+    bad.write_text("\n".join([*lines[:-1], lines[-1].rsplit("\t", 1)[0] + "\tseven"]) + "\n")
     it = TaskModel.load(model).iter_read(bad, "test")
     assert [e.guid for e in (next(it), next(it))] != []  # parsed lazily: no error yet
     with pytest.raises(InputError, match=f"{bad}:{N + 1}"):
@@ -226,6 +226,16 @@ def test_examples_are_parsed_as_windows_are_pulled(setup, full_run, tmp_path, ca
     assert manifest["complete"] is False and len(manifest["shards"]) == 9  # windows 0-2 done
     full = json.loads((full_run / MANIFEST).read_text())
     assert manifest["shards"] == full["shards"][:9]
+    bad.write_text(inp.read_text(encoding="utf-8"), encoding="utf-8")  # fixed: another size
+    assert _predict(model, bad, f"{out}/", *FLAGS) == 0
+    assert "predicted 2 examples" in capsys.readouterr().err  # 45 were on disk
+    resumed = _files(out)
+    manifest = json.loads(resumed.pop(MANIFEST))
+    assert manifest["inputs"][0]["path"] == str(bad) and manifest["complete"] is True
+    assert resumed == {k: v for k, v in _files(full_run).items() if k != MANIFEST}
+    for m in (manifest, full):
+        m["inputs"][0].pop("path")
+    assert manifest == full
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
@@ -257,3 +267,17 @@ def test_the_progress_bar_counts_examples_not_the_header(setup, tmp_path, monkey
     monkeypatch.setattr(streaming, "progress", spy)
     assert _predict(model, inp, f"{tmp_path}/out/", *FLAGS) == 0
     assert totals == [N]
+
+
+def test_the_manifest_names_the_input_by_its_absolute_path(setup, tmp_path, monkeypatch) -> None:
+    """``--input dev.tsv`` given relative is recorded absolute (as ``bertkit embed`` records
+    it), so the manifest still finds the file from another working directory."""
+    model, inp = setup
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "dev.tsv").write_bytes(inp.read_bytes())
+    monkeypatch.chdir(work)
+    assert _predict(model, Path("dev.tsv"), "out/", *FLAGS) == 0
+    monkeypatch.chdir(tmp_path)  # elsewhere: the recorded path still names the file
+    recorded = json.loads((work / "out" / MANIFEST).read_text())["inputs"][0]["path"]
+    assert recorded == str(work / "dev.tsv") and Path(recorded).is_file()

@@ -16,6 +16,7 @@ from bertkit.data.tasks.retrieval import read_queries
 from bertkit.errors import InputError
 from bertkit.evaluation.retrieval import exact_sparse_search
 from bertkit.inference import SparseEmbedder
+from bertkit.inference.index_search import EmbeddedIndex
 from bertkit.inference.sharded import MANIFEST
 from bertkit.inference.sparse import as_rows
 from support.tiny_splade import WORDS, hf_masked_lm, saved_sparse_encoder
@@ -49,29 +50,37 @@ def dense(tmp_path_factory) -> tuple[Path, Path, Path]:
     return root / "index", corpus, queries
 
 
-def _semantic_search(model: str, k: int, prompt_name: str | None = None) -> list[list[dict]]:
+def _semantic_search(
+    model: str, k: int, prompt_name: str | None = None, dot: bool = False
+) -> list[list[dict]]:
     from sentence_transformers import SentenceTransformer, util
 
     st = SentenceTransformer(model, device="cpu")
     docs = st.encode(CORPUS, convert_to_tensor=True)
     q = st.encode(QUERIES, convert_to_tensor=True, prompt_name=prompt_name)
-    return util.semantic_search(q, docs, top_k=k)
+    return util.semantic_search(
+        q, docs, top_k=k, score_function=util.dot_score if dot else util.cos_sim
+    )
 
 
-def _assert_same_hits(ours: list[dict], ref: list[list[dict]]) -> None:
+def _assert_same_hits(ours: list[dict], ref: list[list[dict]], rtol: float = 0.0) -> None:
     assert [[h["line"] - 1 for h in r["hits"]] for r in ours] == [
         [h["corpus_id"] for h in row] for row in ref
     ]
     for r, row in zip(ours, ref):
         np.testing.assert_allclose(
-            [h["score"] for h in r["hits"]], [h["score"] for h in row], atol=1e-5
+            [h["score"] for h in r["hits"]], [h["score"] for h in row], atol=1e-5, rtol=rtol
         )
 
 
-def test_dense_hits_equal_sentence_transformers_semantic_search(dense, tmp_path) -> None:
+def test_dense_hits_equal_sentence_transformers_semantic_search(dense, tmp_path, capsys) -> None:
     index, corpus, queries = dense
     assert len(json.loads((index / MANIFEST).read_text())["shards"]) == 7  # merged over shards
+    assert EmbeddedIndex.open(index).lines == len(CORPUS)  # 6 shards of 8 lines and one of 2
     hits = _search(index, queries, tmp_path / "hits.jsonl", "--top-k", "12")
+    assert "searched 4 queries over 50 lines" in capsys.readouterr().err
+    first = _search(index, queries, tmp_path / "first.jsonl", "--top-k", "1")  # the least k
+    assert [r["hits"] for r in first] == [r["hits"][:1] for r in hits]
     assert [r["query"] for r in hits] == ["1", "2", "3", "4"]  # ids: line numbers
     _assert_same_hits(hits, _semantic_search(minilm.get_model_path(), 12))
     lines = corpus.read_text().splitlines()
@@ -117,6 +126,30 @@ def test_the_folders_query_prompt_is_put_before_each_query(tmp_path) -> None:
     assert [h["score"] for h in hits[0]["hits"]] != pytest.approx(
         [h["score"] for h in plain[0]], abs=1e-3
     )  # the prompt moved the scores
+
+
+@pytest.mark.parametrize("similarity", [None, "dot"])
+def test_unnormalised_vectors_are_ranked_by_the_folders_similarity(tmp_path, similarity) -> None:
+    """MiniLM without its Normalize module: the vectors' lengths differ, so the default
+    (cosine) and "dot" give other scores and orders, each semantic_search's with that score."""
+    model = tmp_path / "plain"
+    model.mkdir()
+    for f in Path(minilm.get_model_path()).iterdir():
+        if f.name not in ("modules.json", "config_sentence_transformers.json"):
+            (model / f.name).symlink_to(f)
+    modules = json.loads((Path(minilm.get_model_path()) / "modules.json").read_text())
+    (model / "modules.json").write_text(json.dumps(modules[:2]))  # Transformer, Pooling
+    st_config = {"similarity_fn_name": similarity} if similarity else {}
+    (model / "config_sentence_transformers.json").write_text(json.dumps(st_config))
+    corpus, queries = tmp_path / "corpus.txt", tmp_path / "queries.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n")
+    queries.write_text("\n".join(QUERIES) + "\n")
+    _embed(model, corpus, tmp_path / "index")
+    hits = _search(tmp_path / "index", queries, tmp_path / "hits.jsonl", "--top-k", "5")
+    ref = _semantic_search(str(model), 5, dot=similarity == "dot")
+    _assert_same_hits(hits, ref, rtol=1e-6)  # dot products near 26: float32 rounding
+    scores = [h["score"] for r in hits for h in r["hits"]]
+    assert (max(scores) > 1.5) == (similarity == "dot")  # dot products of unnormalised vectors
 
 
 def test_an_unfinished_index_and_a_model_of_another_size_are_refused(
@@ -203,3 +236,64 @@ def test_a_reranker_reorders_the_first_hits_by_cross_encoder_predict(dense, tmp_
             [h["rerank_score"] for h in after["hits"][:4]], expected[order], atol=1e-5
         )
         assert after["hits"][4:] == before["hits"][4:]
+
+
+def test_a_model_folder_changed_since_the_index_was_embedded_is_refused(tmp_path, capsys) -> None:
+    """The folder the manifest names, retrained or edited in place, would embed the queries
+    unlike the lines: refused by its fingerprint unless --model asks for it as it is now."""
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in Path(minilm.get_model_path()).iterdir():
+        (model / f.name).symlink_to(f)
+    corpus, queries = tmp_path / "corpus.txt", tmp_path / "queries.txt"
+    corpus.write_text("\n".join(CORPUS[:10]) + "\n")
+    queries.write_text("\n".join(QUERIES) + "\n")
+    _embed(model, corpus, tmp_path / "index")
+    assert _search(tmp_path / "index", queries, tmp_path / "before.jsonl")  # unchanged: searched
+    config = model / "config_sentence_transformers.json"
+    saved = json.loads(config.read_text())
+    config.unlink()
+    config.write_text(json.dumps({**saved, "prompts": {"query": "cooking recipes: "}}))
+    out = tmp_path / "hits.jsonl"
+    argv = ["search", "--index", str(tmp_path / "index"), "--queries", str(queries)]
+    capsys.readouterr()
+    assert main([*argv, "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "the model's files changed since" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+    assert _search(tmp_path / "index", queries, out, "--model", str(model))
+
+
+def test_flags_that_would_change_nothing_are_refused(dense, tmp_path, capsys) -> None:
+    """--rescore-multiplier on a float index and --rerank-top-k without --reranker were read and
+    ignored (their defaults could not be told from a value given): refused in one line."""
+    index, _, queries = dense
+    argv = ["search", "--index", str(index), "--queries", str(queries)]
+    out = tmp_path / "hits.jsonl"
+    for extra, reason in (
+        (["--rescore-multiplier", "2"], "--rescore-multiplier applies to a quantized index"),
+        (["--rerank-top-k", "5"], "--rerank-top-k sets how many hits --reranker reorders"),
+    ):
+        capsys.readouterr()
+        assert main([*argv, "--output", str(out), *extra]) == 1
+        err = capsys.readouterr().err
+        assert reason in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "corpus.jsonl").write_text('{"_id": "d", "text": "a note"}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q", "text": "a note"}\n')
+    evaluate = ["evaluate", "--model", str(minilm.get_model_path()), "--data", str(beir)]
+    capsys.readouterr()
+    assert main([*evaluate, "--rerank-top-k", "5"]) == 1  # evaluate shares the flag
+    assert "--rerank-top-k sets how many hits --reranker reorders" in capsys.readouterr().err
+    pairs = tmp_path / "pairs.tsv"  # labelled pairs: no hits for a reranker to reorder
+    pairs.write_text("sentence1\tsentence2\tlabel\na cat\ta dog\t1\n", encoding="utf-8")
+    capsys.readouterr()
+    reranker = ["--reranker", str(minilm.get_model_path())]
+    assert (
+        main(["evaluate", "--model", str(minilm.get_model_path()), "--data", str(pairs), *reranker])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "--reranker reorders the hits of retrieval on a BEIR folder" in err, err

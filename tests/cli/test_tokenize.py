@@ -72,7 +72,7 @@ def test_tokenize_shows_progress_and_ends_with_a_summary(tmp_path: Path, capsys,
     monkeypatch.setenv("BERTKIT_PROGRESS", "0")
     code, rows, err = run_stdin(monkeypatch, capsys, b"hi\n", ["tokenize", "--vocab", str(VOCAB)])
     assert code == 0 and len(rows.splitlines()) == 1  # the summary is not in the output
-    assert err.startswith("tokenized 1 lines (3 tokens) -> stdout in ")
+    assert err.startswith("tokenized 1 line (3 tokens) -> stdout in ")  # not "1 lines"
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path: Path, capsys) -> None:

@@ -81,6 +81,7 @@ def test_fill_mask_gives_five_candidates_by_default(folders: dict[str, Path]) ->
 
 def test_the_cli_reranks_the_documented_depth_by_default() -> None:
     from bertkit.cli.main import build_parser
+    from bertkit.cli.rerank_options import rerank_top_k
 
     args = build_parser().parse_args(["evaluate", "--model", "m", "--data", "d"])
-    assert args.rerank_top_k == 50  # docs/search.md: "--rerank-top-k 50"
+    assert rerank_top_k(args) == 50  # docs/search.md: "--rerank-top-k 50"

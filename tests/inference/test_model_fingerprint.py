@@ -30,3 +30,30 @@ def test_a_save_left_unfinished_does_not_change_the_fingerprint(tmp_path: Path) 
     (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true}')
     changed = model_fingerprint(folder)
     assert changed["sha256"] != before["sha256"] and changed["files"] == before["files"] == 3
+
+
+def test_a_module_or_route_folder_s_weights_are_covered(tmp_path: Path) -> None:
+    """A sentence-transformers Dense layer (modules.json) or a Router route (router_config.json)
+    keeps its own weights one level down: retraining it must change the fingerprint; weights in
+    a folder no module names (e.g. a trainer's checkpoint-500/) are left out."""
+    folder = _folder(tmp_path / "m")
+    (folder / "2_Dense").mkdir()
+    (folder / "2_Dense" / "model.safetensors").write_bytes(b"dense")
+    (folder / "query_0_Transformer").mkdir()
+    (folder / "query_0_Transformer" / "model.safetensors").write_bytes(b"query")
+    (folder / "checkpoint-500").mkdir()
+    (folder / "checkpoint-500" / "model.safetensors").write_bytes(b"old")
+    (folder / "modules.json").write_text(
+        '[{"idx": 0, "name": "0", "path": "", "type": "x.Transformer"},'
+        ' {"idx": 1, "name": "1", "path": "2_Dense", "type": "x.Dense"}]'
+    )
+    (folder / "router_config.json").write_text('{"types": {"query_0_Transformer": "x"}}')
+    before = model_fingerprint(folder)
+    assert before["files"] == 7  # 4 top-level, 1_Pooling/config.json, the 2 modules' weights
+    (folder / "checkpoint-500" / "model.safetensors").write_bytes(b"new")
+    assert model_fingerprint(folder) == before
+    for weights in ("2_Dense", "query_0_Transformer"):
+        (folder / weights / "model.safetensors").write_bytes(b"retrained")
+        after = model_fingerprint(folder)
+        assert after["sha256"] != before["sha256"] and after["files"] == before["files"]
+        before = after

@@ -123,7 +123,47 @@ def test_a_started_folder_keeps_its_ranges_and_a_new_one_calibrates_on_the_first
         raise AssertionError("a started folder's ranges are read, not recomputed")
 
     again, stream, first = calibrate_stream("int8", lines, 4, recorded, refuse)
-    np.testing.assert_array_equal(again.ranges, vectors[:2]) and first is None
+    np.testing.assert_array_equal(again.ranges, vectors[:2])
+    assert first is None
     assert (
         Quantization.from_manifest(quant.to_manifest()).ranges.tobytes() == quant.ranges.tobytes()
     )
+
+
+def test_two_calibration_vectors_are_enough_as_for_the_reference() -> None:
+    vectors = RNG.standard_normal((2, 8)).astype(np.float32)
+    for precision in ("int8", "uint8"):
+        ref = st.quantize_embeddings(vectors, precision)  # the reference refuses only one
+        assert quantize(vectors, precision).tobytes() == ref.tobytes()
+
+
+def test_k_and_the_rescore_multiplier_are_each_checked() -> None:
+    quant = Quantization("ubinary")
+    docs, queries = quant.apply(np.ones((4, 8), np.float32)), np.ones((1, 8), np.float32)
+    for k, multiplier in ((0, 4), (3, 0)):
+        with pytest.raises(ConfigError, match="must be >= 1, got"):
+            search_quantized(queries, [docs], quant, k, multiplier)
+
+
+def test_hamming_pieces_cover_every_query_and_bound_the_xor(monkeypatch) -> None:
+    """512 bits (8 words) against a 65,536-document piece: the XOR is made 8 queries at a time
+    (8 x 65,536 x 8 = 2**22 words), so 20 queries take three pieces; the answer is the one
+    small blocks give, where the 20 fit in one piece."""
+    quant = Quantization("binary")
+    docs = quant.apply(RNG.standard_normal((70_000, 512)).astype(np.float32))
+    queries = RNG.standard_normal((20, 512)).astype(np.float32)
+    xor, sizes = np.bitwise_xor, []
+
+    def recorded(a, b):
+        out = xor(a, b)
+        sizes.append(out.size)
+        return out
+
+    monkeypatch.setattr(np, "bitwise_xor", recorded)
+    ids, scores = search_quantized(queries, [docs], quant, 5, 4)
+    monkeypatch.setattr(np, "bitwise_xor", xor)
+    small = [docs[lo : lo + 4096] for lo in range(0, len(docs), 4096)]
+    small_ids, small_scores = search_quantized(queries, small, quant, 5, 4)
+    assert ids.tolist() == small_ids.tolist()
+    np.testing.assert_array_equal(scores, small_scores)
+    assert max(sizes) <= 1 << 22 and sizes.count(1 << 22) >= 2

@@ -18,6 +18,7 @@ from bertkit.evaluation.retrieval import SparseRows
 from bertkit.inference import Embedder, SparseEmbedder
 from bertkit.inference.corpus import load_vectors
 from bertkit.inference.sharded import MANIFEST, StreamConfig
+from bertkit.inference.sparse import as_rows
 from bertkit.inference.sparse_corpus import (
     csr_bytes,
     embed_sparse_to,
@@ -58,6 +59,34 @@ def test_csr_bytes_round_trip_and_depend_on_the_rows_only(tmp_path) -> None:
     for name in ("indptr", "indices", "values"):
         np.testing.assert_array_equal(getattr(back, name), getattr(rows, name))
     assert back.indices.dtype == np.int64 and back.size == 9
+
+
+@pytest.mark.parametrize(
+    "indptr, indices, values",
+    [
+        ([1, 2, 3], [1, 7, 4], [0.5, 2.0, 1.25]),  # the first row does not start at 0
+        ([0, 2, 2], [1, 7, 4], [0.5, 2.0, 1.25]),  # the last row ends before the entries do
+        ([0, 2, 3], [1, 7, 4], [0.5, 2.0]),  # a value short
+    ],
+)
+def test_a_shard_whose_arrays_disagree_in_one_way_is_refused(
+    tmp_path, indptr, indices, values
+) -> None:
+    np.savez(tmp_path / "s.npz", indptr=indptr, indices=indices, values=values)
+    with pytest.raises(InputError, match="do not fit together"):
+        read_csr(tmp_path / "s.npz", 9)
+
+
+def test_a_window_of_several_shards_keeps_each_line_in_its_shard(model, tmp_path) -> None:
+    """Windows of 6 lines cut into shards of 2: each shard holds its own lines' rows, in input
+    order, as the vectors embedded in memory."""
+    embedder = SparseEmbedder.load(model)
+    embed_sparse_to(embedder, LINES, tmp_path / "s", config=StreamConfig(2, 6))
+    got = load_sparse_vectors(tmp_path / "s")
+    want = as_rows(embedder.embed(LINES)[0], embedder.vocab_size)
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-5)
 
 
 def test_a_corrupted_shard_is_detected_on_load(folder) -> None:

@@ -54,16 +54,6 @@ GROUPS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cross_encoder_folder(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny encoder under a seeded one-output head, saved by sentence-transformers."""
-    st = pytest.importorskip("sentence_transformers")
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("ce")
-    st.CrossEncoder(str(tiny_model), num_labels=1, device="cpu").save(str(folder))
-    return folder
-
-
 def _ours(folder: Path, loss: str, groups: list) -> torch.Tensor:
     """Our head's loss on ``groups`` through the rerank adapter's encode and collate."""
     adapter = RerankAdapter("rerank", "t", loss=loss)

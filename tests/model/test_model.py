@@ -249,6 +249,29 @@ def test_bf16_autocast_stays_close_to_fp32(bf16_path, fp32_path) -> None:
     assert cos.min() > 0.999
 
 
+def test_a_regressors_score_is_fp32_under_bf16_autocast(bf16_path) -> None:
+    """A one-output head's score is computed in fp32 from the bf16 encoder's pooled output:
+    rounded to bf16, scores of 0.75 came out in steps of 1/256 (100 STS-like dev predictions
+    took 35 values), which changed Pearson/Spearman and so the selection. The score equals the
+    fp32 classifier over the same pooled output; a classifier's logits stay autocast's."""
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny(num_labels=1)).eval()
+    x = batch(torch.Generator().manual_seed(7), lengths=(10, 7, 3, 9, 8, 5, 10, 6))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        score = model(**x).logits
+        pooled = model.bert(**x).pooler_output
+    assert score.dtype == torch.float32
+    want = torch.nn.functional.linear(
+        pooled.float(), model.classifier.weight, model.classifier.bias
+    )
+    # fp32 within the fp32 kernel paths' rounding (oneDNN's linear and F.linear differ by 1e-9);
+    # bf16 would be ~4e-3 off (8 significant bits)
+    torch.testing.assert_close(score, want, rtol=1e-5, atol=1e-7)
+    assert not torch.equal(score, score.bfloat16().float())
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert BertForSequenceClassification(tiny()).eval()(**x).logits.dtype == torch.bfloat16
+
+
 @pytest.mark.slow
 def test_torch_compile_matches_eager(fp32_path) -> None:
     """On both fp32 paths: inductor could not lower oneDNN's linear on a parameter weight (an

@@ -210,6 +210,22 @@ def wait_ready(client: TestClient, seconds: float = 60.0) -> None:
     raise AssertionError(f"not healthy after {seconds} s: {client.get('/health').json()}")
 
 
+def wait_http_ready(base: str, seconds: float, log: Path | None = None) -> None:
+    """Poll ``base``/health over HTTP until it answers 200 (a server starting in a thread or a
+    process); after ``seconds`` fail with the server's ``log`` when there is one."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(log.read_text() if log else f"{base} not healthy after {seconds} s")
+
+
 @contextmanager
 def serve(**settings) -> Iterator[TestClient]:
     """An app in-process (lifespan run), ready; ``settings`` are ServeSettings fields."""
@@ -234,7 +250,6 @@ def serve_http(**settings) -> Iterator[str]:
     its base URL (for clients that speak HTTP themselves, e.g. huggingface_hub's)."""
     import threading
 
-    import httpx
     import uvicorn
 
     from training.helpers import free_port
@@ -254,16 +269,7 @@ def serve_http(**settings) -> Iterator[str]:
     thread.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{base} not healthy after 60 s")
-            time.sleep(0.05)
+        wait_http_ready(base, 60)
         yield base
     finally:
         server.should_exit = True

@@ -56,6 +56,24 @@ def test_declared_length_of_exactly_the_limit_is_served_one_more_is_413(client, 
     assert _refused(over) == f"request body of {LIMIT + 1} bytes is over the {LIMIT}-byte limit"
 
 
+def test_a_compressed_body_is_a_415_naming_the_coding(client, expected):
+    """A gzip body is refused as such (it read as "the body is not JSON: invalid UTF-8 at byte
+    1", a 400 that hides the cause); ``identity`` is the body as it is."""
+    import gzip
+
+    for route in ("/embed", "/v1/embeddings"):
+        body = COMPACT if route == "/embed" else b'{"input": "the cat"}'
+        r = client.post(
+            route, content=gzip.compress(body), headers={**JSON, "content-encoding": "gzip"}
+        )
+        reason = r.json()["error"]
+        reason = reason["message"] if isinstance(reason, dict) else reason
+        assert r.status_code == 415, r.text
+        assert reason == "Content-Encoding 'gzip' is not supported: send the body uncompressed"
+    r = client.post("/embed", content=COMPACT, headers={**JSON, "content-encoding": "identity"})
+    assert r.status_code == 200 and r.json() == expected
+
+
 def test_chunked_body_is_counted_as_read(client, expected):
     """No Content-Length: the bytes read decide (exactly the limit passes, one more is a 413)."""
     r = client.post("/embed", content=_chunks(_body(LIMIT)), headers=JSON)

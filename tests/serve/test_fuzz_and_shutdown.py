@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import serve
+from .conftest import serve, wait_http_ready
 
 ROUTES = [
     "/embed",
@@ -156,16 +156,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(minilm: Path, tmp_path:
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            pytest.fail((tmp_path / "serve.log").read_text())
+        wait_http_ready(base, 60, tmp_path / "serve.log")
         # hold the worker so the request is still in flight when SIGTERM arrives
         # MiniLM at one thread: 4 x 32 inputs of ~120 tokens take about a second, so the
         # requests are still being computed when SIGTERM arrives

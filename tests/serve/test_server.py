@@ -246,7 +246,7 @@ def test_several_models_in_one_server(tiny_mlm: Path, tiny_classifier: Path):
             "fill-mask",
             "embed_sparse",
         ]
-        assert names["sst"]["capabilities"] == ["predict", "tokenize"] and names["sst"][
+        assert names["sst"]["capabilities"] == ["predict", "tokenize", "decode"] and names["sst"][
             "labels"
         ] == ["0", "1"]
         offline = Classifier.load(tiny_classifier, device="cpu", precision="fp32")

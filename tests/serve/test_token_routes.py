@@ -71,6 +71,15 @@ def test_decode_reads_ids_back(tiny_mlm: Path) -> None:
         assert r.status_code == 422 and "outside the vocabulary" in r.json()["error"]
 
 
+def test_decode_on_a_task_model(tiny_classifier: Path) -> None:
+    """A fine-tuned model decodes what it tokenizes (TEI's /decode answers for its classifiers
+    and rerankers too; it was a 404, no served model could decode)."""
+    with serve(models=[f"sst={tiny_classifier}"]) as client:
+        ids = [p["id"] for p in client.post("/tokenize", json={"inputs": "the cat sat"}).json()[0]]
+        r = client.post("/decode", json={"ids": ids, "model": "sst"})
+        assert r.status_code == 200 and r.json() == ["the cat sat"], r.text
+
+
 def test_base_url_with_several_models_needs_the_model_field(
     tiny_mlm: Path, tiny_classifier: Path
 ) -> None:

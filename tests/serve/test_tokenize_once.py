@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import torch
 
 from bertkit.tokenizer import BertTokenizer
 
@@ -162,3 +163,52 @@ def test_raw_scores_are_the_logits(tiny_classifier: Path) -> None:
     assert {x["label"]: x["score"] for x in probs} == pytest.approx(
         dict(zip(("0", "1"), soft)), abs=1e-5
     )
+
+
+def test_the_413_of_ner_and_qa_offers_no_truncate(task_models: dict[str, Path]) -> None:
+    """/ner and /qa have no ``truncate`` field (sending one is a 422), so their 413 over
+    --max-input-tokens must not tell the client to send it, as /predict's does."""
+    models = [f"ner={task_models['ner']}", f"qa={task_models['qa']}"]
+    long = " ".join(["the"] * 20)
+    with serve(models=models, max_input_tokens=12) as client:
+        for route, body in (
+            ("/ner", {"inputs": long}),
+            ("/qa", {"inputs": {"question": "the cat", "context": long}}),
+        ):
+            over = client.post(route, json=body)
+            reason = over.json()["error"]
+            assert over.status_code == 413 and "--max-input-tokens" in reason, (route, reason)
+            assert "truncate" not in reason, (route, reason)
+            refused = client.post(route, json={**body, "truncate": True})
+            assert refused.status_code == 422 and "truncate" in refused.json()["error"]
+
+
+def test_one_output_classifier_predict_is_teis(cross_encoder, task_models) -> None:
+    """/predict on a one-output classifier that is no regression model (a CrossEncoder folder,
+    a ``finetune rerank`` one) answers as TEI and transformers' pipeline: its ``id2label`` name
+    and the sigmoid of the logit, the logit itself with ``raw_scores``; the same score /rerank
+    gives. (It answered the logit, labelled "score", and ignored ``raw_scores``.)"""
+    import numpy as np
+
+    folder, ce = cross_encoder
+    pairs = [["the movie was good", "a great film"], ["the movie was good", "the cat sat"]]
+    logits = ce.predict([tuple(p) for p in pairs], activation_fn=torch.nn.Identity())
+    with serve(models=[f"ce={folder}", f"rr={task_models['rerank']}"]) as client:
+        probs = client.post("/predict", json={"inputs": pairs, "model": "ce"}).json()
+        raw = client.post(
+            "/predict", json={"inputs": pairs, "model": "ce", "raw_scores": True}
+        ).json()
+        rr = client.post("/rerank", json={"query": pairs[0][0], "texts": ["a great film"]})
+        rr_predict = client.post("/predict", json={"inputs": [pairs[0]], "model": "rr"}).json()
+        rr_rerank = client.post(
+            "/rerank", json={"model": "rr", "query": pairs[0][0], "texts": [pairs[0][1]]}
+        ).json()
+    assert [[x["label"] for x in p] for p in probs] == [["LABEL_0"], ["LABEL_0"]]
+    got_raw = np.array([p[0]["score"] for p in raw])
+    assert got_raw == pytest.approx(np.asarray(logits), abs=1e-4)  # as test_tei_compat
+    got = np.array([p[0]["score"] for p in probs])
+    assert got == pytest.approx(1 / (1 + np.exp(-got_raw)), abs=1e-9)
+    # /rerank ran one pair, /predict two: batches of other shapes round differently (7e-6 on the
+    # forced AVX2 path)
+    assert got[0] == pytest.approx(rr.json()[0]["score"], abs=1e-4)
+    assert rr_predict[0][0]["score"] == pytest.approx(rr_rerank[0]["score"], abs=1e-9)

@@ -16,6 +16,8 @@ WORDS = [
 ]
 MAX_SEQ_LENGTH = 12
 """The SparseEncoder's ``max_seq_length``: longer texts are cut there by sentence-transformers."""
+QUERY_MAX_SEQ_LENGTH = 8
+"""A two-encoder Router's query transformer's ``max_seq_length``."""
 
 
 def hf_masked_lm(root: Path, seed: int = 0) -> Path:
@@ -79,9 +81,9 @@ def saved_router_encoder(
     is (``query``) a ``SparseStaticEmbedding`` ("static": random weights, some 0 and some
     negative), the document route's own modules ("shared"), a second SPLADE loaded from the same
     weights ("copy": saved as a copy of each module, as sentence-transformers 6.0 saves shared
-    ones), a second SPLADE of other weights ("splade": what bertkit refuses) or a dense
-    Transformer -> Pooling ("dense": refused too). Returns the folder and the encoder read back
-    from it."""
+    ones), a second SPLADE of other weights, cut at :data:`QUERY_MAX_SEQ_LENGTH` and pooled by
+    sum ("splade": a two-encoder SPLADE) or a dense Transformer -> Pooling ("dense": what
+    bertkit refuses). Returns the folder and the encoder read back from it (None for "dense")."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Router
     from sentence_transformers.sparse_encoder.modules import SparseStaticEmbedding
@@ -95,11 +97,14 @@ def saved_router_encoder(
         queries = [SparseStaticEmbedding(tokenizer=doc[0].tokenizer, weight=weight, frozen=True)]
     elif query == "shared":
         queries = doc
-    elif query in ("splade", "copy"):
+    elif query == "copy":
         queries = list(sparse_encoder(root / "hf").children())
-        if query == "splade":  # another query encoder: one weight moved
-            with torch.no_grad():
-                next(queries[0].parameters()).add_(0.01)
+    elif query == "splade":  # another query encoder: its own weights, length and pooling
+        from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+
+        hf_masked_lm(root / "hf-query", seed=1)
+        mlm = MLMTransformer(str(root / "hf-query"), max_seq_length=QUERY_MAX_SEQ_LENGTH)
+        queries = [mlm, SpladePooling(pooling_strategy="sum")]
     else:
         from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -110,6 +115,6 @@ def saved_router_encoder(
         modules=[router], device="cpu", similarity_fn_name="dot", max_active_dims=max_active_dims
     )
     model.save(str(root / "st"))
-    if query in ("splade", "dense"):
+    if query == "dense":
         return root / "st", None
     return root / "st", SparseEncoder(str(root / "st"), device="cpu")

@@ -227,3 +227,41 @@ def test_the_finetune_defaults_of_the_loss_options_are_the_adapters() -> None:
 def test_distill_kl_temperatures_must_be_positive_and_finite(option, value) -> None:
     with pytest.raises(ConfigError, match=f"{option} must be positive and finite"):
         EmbeddingAdapter("embeddings", "x", loss="distill-kl", **{option: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "got"),
+    [
+        ("dev.csv", "text,lbl\ngood film,1\n", "text, lbl"),
+        ("dev.jsonl", '{"text": "good film"}\n', "text"),
+        ("dev.tsv", "index\tsentence\n0\tgood film\n", "index, sentence"),  # GLUE's test.tsv
+    ],
+)
+def test_a_dev_file_without_a_label_column_is_named_by_its_header(
+    name, text, got, tmp_path
+) -> None:
+    """A dev file with no label column used to be refused at its first example (``dev.csv:2:
+    expected labelled dev data, got an example without a label``), where the training file's
+    reader names the header: the header line and the columns looked for are named."""
+    from bertkit.data.tasks.custom import read_classification
+    from bertkit.errors import InputError
+
+    path = tmp_path / name
+    path.write_text(text)
+    adapter = ClassificationAdapter(
+        "classify", "custom", columns={"text": "text"}, labels=["0", "1"]
+    )
+    if name == "dev.tsv":
+        adapter = ClassificationAdapter.for_glue("SST-2")
+    examples = adapter.read(path, "dev")
+    assert examples[0].label is None
+    with pytest.raises(InputError) as info:
+        adapter.require_labelled(path, "dev", examples)
+    assert str(info.value) == (
+        f"{path}:1: expected labelled dev data, with a label column (label or score); got {got}"
+    )
+    # a labelled file passes
+    labelled = tmp_path / "ok.csv"
+    labelled.write_text("text,label\ngood film,1\n")
+    rows = read_classification(labelled, text="text", labels=["0", "1"]).examples
+    assert adapter.require_labelled(labelled, "dev", rows) == rows

@@ -122,6 +122,11 @@ def test_missing_split_file_names_the_official_layout(tmp_path):
         read_glue_split(tmp_path, "RTE", "train")
     with pytest.raises(InputError, match="has no split 'validation'"):
         glue_file(tmp_path, "RTE", "validation")
+    # --data-dir naming a split's file: the file is named, not DIR/RTE/train.tsv under it
+    dev = GLUE_DIR / "RTE" / "dev.tsv"
+    with pytest.raises(InputError) as info:
+        read_glue_split(dev, "RTE", "train")
+    assert str(info.value) == f"{dev}: is a file, expected the GLUE folder (holding RTE/) or RTE/"
 
 
 def _write(tmp_path: Path, text: str, name: str = "bad.tsv") -> Path:

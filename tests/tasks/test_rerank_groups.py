@@ -10,7 +10,11 @@ import pytest
 
 from bertkit.errors import ConfigError, InputError
 from bertkit.tasks import TaskSettings, build_task
-from bertkit.tasks.embedding import GroupFeature
+from bertkit.tasks.base import GroupedAdapter, GroupFeature
+from bertkit.tasks.embedding import EmbeddingAdapter
+from bertkit.tasks.features import EncodedInput
+from bertkit.tasks.rerank import RerankAdapter, RerankGroup
+from bertkit.tasks.sparse import SparseAdapter
 from bertkit.tokenizer import BertTokenizer
 
 
@@ -41,7 +45,7 @@ def test_groups_stay_whole_in_a_batch(tmp_path: Path, tiny_model: Path) -> None:
     adapter, examples, dev = _task(tmp_path, train, "ranking")
     tokenizer = BertTokenizer.from_pretrained(tiny_model)
     features = adapter.encode(tokenizer, examples, training=True)
-    assert [type(f) for f in features] == [GroupFeature, GroupFeature]
+    assert [type(f) for f in features] == [RerankGroup, RerankGroup]
     batch = adapter.collate(features[::-1], 0, training=True)
     # the rows of the second group first, then the first's: (query, passage) pairs in order
     assert batch["input_ids"].shape[0] == 6
@@ -76,3 +80,22 @@ def test_pairs_without_negatives_are_refused(tmp_path: Path) -> None:
 def test_an_unknown_loss_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="bce, ranking, listnet"):
         _task(tmp_path, [{"query": "q", "positive": "p", "negative": "n"}], "lambda")
+
+
+@pytest.mark.parametrize(
+    "adapter",
+    [
+        RerankAdapter("rerank", "r", 16),
+        EmbeddingAdapter("embeddings", "e", 16),
+        SparseAdapter("sparse", "s", 16),
+    ],
+)
+def test_a_group_is_bucketed_by_its_longest_row(adapter) -> None:
+    """Length bucketing of the grouped families: one definition (GroupedAdapter.length)."""
+
+    def row(n: int) -> EncodedInput:
+        return EncodedInput([1] * n, [0] * n, [1] * n)
+
+    assert type(adapter).length is GroupedAdapter.length
+    assert adapter.length(GroupFeature((row(3), row(7), row(5)), 0, False)) == 7
+    assert adapter.length(row(4)) == 4  # a dev feature: one row

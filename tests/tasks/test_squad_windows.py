@@ -25,7 +25,11 @@ from bertkit.tasks.registry import (
     default_max_seq_length,
 )
 from bertkit.tasks.span_qa import SquadAdapter
-from bertkit.tasks.squad_features import SquadFeatureConfig, convert_squad_examples
+from bertkit.tasks.squad_features import (
+    SquadFeatureConfig,
+    convert_squad_examples,
+    squad_doc_stride,
+)
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowConfig
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -227,10 +231,27 @@ def test_an_empty_context_is_one_window_without_context_tokens(bk_tok):
     assert f.token_is_max_context == [False] * 5 and f.offsets == [None] * 5
 
 
-def test_default_stride_is_squads_128_at_any_length():
-    assert SquadFeatureConfig().window.doc_stride == 128
-    assert SquadFeatureConfig(WindowConfig(doc_stride=None)).window.doc_stride == 128
-    assert SquadAdapter("squad", "squad1", 256).windows.window.doc_stride == 128
+@pytest.mark.parametrize(
+    ("max_len", "query", "stride"),
+    [
+        (512, 64, 128),  # the references' 128 at the paper's 384 and longer windows
+        (384, 64, 128),
+        (256, 64, 85),  # a third of the window
+        (128, 32, 42),
+        (128, 64, 30),  # half the 61 context tokens a 64-token question leaves
+        (96, 64, 14),
+        (69, 64, 1),  # room 2: the only stride that slides
+    ],
+)
+def test_default_stride_is_128_at_384_and_slides_in_shorter_windows(max_len, query, stride):
+    assert squad_doc_stride(max_len, query) == stride
+    config = SquadFeatureConfig(max_query_length=query)
+    assert config.window.doc_stride is None and config.stride(max_len) == stride
+    config.check_stride(max_len)  # the default is never refused
+    adapter = SquadAdapter("squad", "squad1", max_len, windows=config)
+    assert adapter.windows.window.doc_stride == stride  # what bertkit_task.json records
+    room = max_len - query - 3
+    assert 1 <= stride < room and (stride <= room // 2 or room < 2)
 
 
 OLD_STATE = {  # SquadAdapter(...).state() of 14c2d65
@@ -302,22 +323,25 @@ def test_max_seq_length_defaults_come_from_the_adapters():
 @pytest.mark.parametrize(
     ("max_len", "stride", "query", "refused"),
     [
-        (128, None, 64, True),  # SQuAD's default 128 at 128 tokens: slices of 61
+        (128, 128, 64, True),  # the references' 128 at 128 tokens: slices of 61
         (128, 61, 64, True),
         (128, 60, 64, False),
-        (128, None, 16, True),  # 109 context tokens: still below 128
-        (192, None, 64, True),  # 125
-        (256, None, 64, False),  # 189
+        (128, 128, 16, True),  # 109 context tokens: still below 128
+        (192, 128, 64, True),  # 125
+        (256, 128, 64, False),  # 189
         (384, None, 64, False),  # the paper's setting
+        (128, None, 64, False),  # the default adapts (30 at 128, see above)
+        (192, None, 64, False),
     ],
 )
 def test_a_stride_no_window_can_slide_by_is_refused_before_fine_tuning(
     max_len, stride, query, refused
 ):
-    """`bertkit finetune squad --max-seq-length 128` kept the default stride 128, which every
-    window lowered to its slice length - 1: 1,057 questions became 130,272 windows, each one token
-    after the last. Fine-tuning now stops first with one line (transformers' tokenizer refuses
-    such a stride too); the library's lowering (the test above) is unchanged."""
+    """`bertkit finetune squad --max-seq-length 128 --doc-stride 128`: every window would be
+    lowered to its slice length - 1 (1,057 questions became 130,272 windows, each one token after
+    the last). Fine-tuning stops first with one line (transformers' tokenizer refuses such a
+    stride too); the library's lowering (the test above) is unchanged. The default stride adapts
+    to the window instead (the test above), so only an explicit stride is refused."""
     config = SquadFeatureConfig(WindowConfig(doc_stride=stride), max_query_length=query)
     if not refused:
         config.check_stride(max_len)
@@ -326,7 +350,7 @@ def test_a_stride_no_window_can_slide_by_is_refused_before_fine_tuning(
         config.check_stride(max_len)
     slice_len = max_len - query - 3
     assert str(e.value).startswith(
-        f"--doc-stride {stride or 128} leaves no room to slide at --max-seq-length {max_len}: "
+        f"--doc-stride {stride} leaves no room to slide at --max-seq-length {max_len}: "
         f"a question of --max-query-length {query} tokens leaves {slice_len} context tokens"
     )
 
@@ -337,8 +361,13 @@ def test_step_mode_is_not_refused():
 
 
 def test_fine_tuning_checks_the_stride_before_reading_the_files(tmp_path):
+    """The hint is the default stride at that length (30 at 128 with 64-token questions)."""
     settings = TaskSettings(
-        "squad", train=tmp_path / "missing.json", dev=tmp_path / "missing.json", max_seq_length=128
+        "squad",
+        train=tmp_path / "missing.json",
+        dev=tmp_path / "missing.json",
+        max_seq_length=128,
+        windows=SquadFeatureConfig(WindowConfig(doc_stride=128)),
     )
-    with pytest.raises(ConfigError, match=r"pass --doc-stride 42 or a smaller --max-query-length"):
+    with pytest.raises(ConfigError, match=r"pass --doc-stride 30 or a smaller --max-query-length"):
         build_task(settings)

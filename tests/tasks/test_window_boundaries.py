@@ -141,8 +141,13 @@ def test_window_counts_summary_and_sum():
     assert counts.summary() == "872 inputs: 35 windowed into 69 windows (906 in all), 0 truncated"
     both = counts + WindowCounts(3, 1, 4, 2)
     assert both == WindowCounts(875, 36, 910, 2)
-    assert both.summary("lines") == (
+    assert both.summary("line") == (
         "875 lines: 36 windowed into 71 windows (910 in all), 2 truncated"
+    )
+    one = WindowCounts(1, 1, 2, 0)  # one line cut into one extra window: no "1 lines", "1 windows"
+    assert one.summary("line") == "1 line: 1 windowed into 2 windows (2 in all), 0 truncated"
+    assert WindowCounts(2, 1, 2, 0).summary() == (
+        "2 inputs: 1 windowed into 1 window (2 in all), 0 truncated"
     )
     assert WindowCounts.of([0, 1, 1, 1, 2], cut=[2, 2], inputs=4) == WindowCounts(4, 1, 5, 1)
 

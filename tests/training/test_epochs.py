@@ -23,7 +23,7 @@ def _source(n: int, batch: int, epochs: int, info: DistInfo | None = None, seed:
     return EpochBatches(
         feats,
         [1 + i % 5 for i in feats],
-        lambda items, length: {"input_ids": torch.tensor([[1 + i] for i in items])},
+        lambda items, length, _draws: {"input_ids": torch.tensor([[1 + i] for i in items])},
         batch_size=batch,
         epochs=epochs,
         bucket_batches=1,
@@ -135,7 +135,7 @@ def test_a_trainer_on_epochs_ends_when_its_batches_are_used_up(tmp_path, monkeyp
     src = EpochBatches(
         data,
         [len(x["input_ids"]) for x in data],
-        lambda items, length: collate(items, [0] * len(items)),
+        lambda items, length, _draws: collate(items, [0] * len(items)),
         batch_size=4,
         epochs=2,
         bucket_batches=1,
@@ -169,3 +169,35 @@ def test_a_trainer_on_epochs_ends_when_its_batches_are_used_up(tmp_path, monkeyp
         (5, False, True),
     ]
     assert trainer.metrics is None and list(tmp_path.iterdir()) == []
+
+
+def _drawing_source(seed: int, grad_accum: int = 1, rank: int = 0) -> EpochBatches:
+    """A source whose collate returns one number drawn from the generator it is given."""
+    return EpochBatches(
+        list(range(8)),
+        [1] * 8,
+        lambda items, length, draws: {"input_ids": torch.randint(1 << 30, (1, 1), generator=draws)},
+        batch_size=4,
+        epochs=2,
+        bucket_batches=1,
+        generator=torch.Generator().manual_seed(seed),
+        info=DistInfo(rank=rank, world_size=2),
+        grad_accum=grad_accum,
+    )
+
+
+def _drawn(src: EpochBatches, key: tuple[int, int]) -> list[int]:
+    return [int(m.inputs["input_ids"]) for m in src.make(key, _prepare)]
+
+
+def test_each_micro_batch_draws_from_a_generator_of_its_own_place():
+    """rerank's in-batch negatives: the draws depend on the seed and the micro-batch's place
+    alone, not on what was made before (prefetching, a resumed run making a later key first)."""
+    src = _drawing_source(3, grad_accum=2)
+    later = _drawn(src, (1, 1))  # made first, as a resumed run would
+    first = _drawn(src, (0, 0))
+    again = _drawing_source(3, grad_accum=2)
+    assert _drawn(again, (0, 0)) == first and _drawn(again, (1, 1)) == later
+    assert len({*first, *later}) == 4  # each micro-batch and batch its own stream
+    assert _drawn(_drawing_source(4, grad_accum=2), (0, 0)) != first  # the seed counts
+    assert _drawn(_drawing_source(3, grad_accum=2, rank=1), (0, 0)) != first  # and the rank

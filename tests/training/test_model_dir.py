@@ -69,7 +69,12 @@ CLASSIFIER_FILES = [
 
 
 def files(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    """The model's files (the job's unfinished mark aside: its own test below)."""
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != model_dir.UNFINISHED_FILE
+    )
 
 
 def test_a_classifier_is_renamed_into_place_config_last(base, renames, tmp_path) -> None:
@@ -80,6 +85,7 @@ def test_a_classifier_is_renamed_into_place_config_last(base, renames, tmp_path)
     model_dir.save_model_dir(model, adapter, tok, out)
     written = CLASSIFIER_FILES
     assert files(out) == written  # the hidden work folder is gone
+    assert (out / model_dir.UNFINISHED_FILE).is_file()  # until the job's metrics.json
     # each file is renamed from the work folder to the same name in the output; config.json last,
     # so that a folder whose config.json is new has every other new file too
     assert [str(dst.relative_to(out)) for _, dst in renames] == [
@@ -103,7 +109,7 @@ def test_a_bi_encoder_is_a_sentence_transformers_folder(base, renames, tmp_path)
     assert TASK_FILE not in listed
     assert "1_Pooling/config.json" in listed
     assert {"config.json", "model.safetensors", "modules.json", "vocab.txt"} <= set(listed)
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [model_dir.UNFINISHED_FILE]
     moved = [(src, str(dst.relative_to(out))) for src, dst in renames]
     assert moved[-1] == ("config.json", "config.json")
     assert ("config.json", "1_Pooling/config.json") in moved  # a module folder's file, in place
@@ -160,4 +166,29 @@ def test_a_crash_between_the_renames_never_leaves_a_folder_that_loads(
     monkeypatch.undo()
     with pytest.raises(CheckpointError, match=r"no config\.json"):
         load_pretrained(out, adapter.head_class)
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [model_dir.UNFINISHED_FILE]
+
+
+def test_check_output_free(tmp_path: Path) -> None:
+    """Free: absent, empty, an unfinished job's folder, or anything with overwrite; refused: a
+    finished model, any other model, any other non-empty folder (each named, with the flag)."""
+    out = tmp_path / "out"
+    model_dir.check_output_free(out)
+    out.mkdir()
+    model_dir.check_output_free(out)
+    (out / "config.json").write_text("{}")
+    with pytest.raises(BertkitError, match=r"out: already holds a model \(pass --overwrite"):
+        model_dir.check_output_free(out)
+    (out / model_dir.METRICS_FILE).write_text("{}")
+    with pytest.raises(BertkitError, match="out: already holds a fine-tuned model"):
+        model_dir.check_output_free(out)
+    model_dir.check_output_free(out, overwrite=True)
+    (out / model_dir.UNFINISHED_FILE).write_text("")
+    model_dir.check_output_free(out)  # an interrupted job's: its rerun replaces it
+    model_dir.mark_finished(out)
+    assert not (out / model_dir.UNFINISHED_FILE).exists()
+    (out / "config.json").unlink()
+    (out / model_dir.METRICS_FILE).unlink()
+    (out / "x.txt").write_text("")
+    with pytest.raises(BertkitError, match="out: exists and is not empty"):
+        model_dir.check_output_free(out)

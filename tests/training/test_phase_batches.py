@@ -69,7 +69,7 @@ def test_the_trainer_takes_phases_or_a_source_and_checkpoints_only_phases(tmp_pa
     epochs = EpochBatches(
         examples,
         [len(x["input_ids"]) for x in examples],
-        lambda items, length: collate(items, [0] * len(items)),
+        lambda items, length, _draws: collate(items, [0] * len(items)),
         batch_size=4,
         epochs=1,
         bucket_batches=1,

@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "bert_model.ckpt.index",
     )
     p.add_argument("--output", type=Path, required=True, help="the model folder to write")
-    options.add_fields(p, TfConvertSettings, ("config", "vocab", "hidden_act", "overwrite"))
+    options.add_fields(p, TfConvertSettings, ("config", "vocab", "hidden_act"))
+    options.add_overwrite(p)  # read back into TfConvertSettings.overwrite
     case = p.add_mutually_exclusive_group()
     text = options.field_docs(TfConvertSettings)["do_lower_case"]
     case.add_argument(

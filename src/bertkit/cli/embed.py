@@ -14,9 +14,10 @@ CSR ``.npz`` shards plus the manifest, streamed and resumable as the dense folde
 
 Prompts are sentence-transformers': ``--task query`` or ``--task document`` embeds as
 ``encode_query`` / ``encode_document`` do (each line behind the folder's prompt of that name, and
-for an inference-free SPLADE ``Router`` folder through that task's route: static query weights,
-SPLADE documents); without it, as ``encode`` (dense: behind the folder's default prompt if it
-names one; SPLADE: no prompt, the Router's default route, document).
+for a ``Router`` folder through that task's route: an inference-free SPLADE's static query
+weights, a two-encoder SPLADE's or a dense bi-encoder's query encoder); without it, as ``encode``
+(dense: behind the folder's default prompt if it names one; SPLADE: no prompt; a Router: its
+default route, usually document).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bertkit.cli import options, pooling_options
+from bertkit.progress import counted
 
 HELP = "embed lines (stdin or --input) into vectors (.npy or .jsonl) with a BERT checkpoint"
 
@@ -61,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=TASKS,
         default=None,
         help="embed as sentence-transformers' encode_query / encode_document: each line behind "
-        "the folder's prompt of that name (and a SPLADE Router folder's route for it); default: "
+        "the folder's prompt of that name (and a Router folder's route for it); default: "
         "as encode, behind the folder's default prompt if it names one",
     )
     p.add_argument(
@@ -142,10 +145,10 @@ def _run_sparse(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     spec, active = model.spec, sum(len(v.indices) for v in vectors) / max(len(vectors), 1)
     print(
-        f"embedded {len(texts)} lines -> {args.output} (SPLADE {spec.pooling_strategy} pooling, "
+        f"embedded {counted(len(texts), 'line')} -> {args.output} (SPLADE {spec.pooling_strategy} pooling, "
         f"{active:.1f} of {model.vocab_size} entries non-zero on average, "
         f"{model.embedder.precision}; {len(texts) / max(seconds, 1e-9):.1f} lines/s); "
-        f"long inputs: {counts.summary('lines')}",
+        f"long inputs: {counts.summary('line')}",
         file=sys.stderr,
     )
     return 0
@@ -183,6 +186,14 @@ def _dense_prompt(args: argparse.Namespace) -> str:
     return task_prompt(args.model, args.task)
 
 
+def _routed(model: str) -> bool:
+    """Whether ``model`` is a dense Router folder (its vectors depend on ``--task``'s route)."""
+    from bertkit.interop.sentence_folder import router_of
+    from bertkit.interop.sentence_router import DenseRouter
+
+    return isinstance(router_of(model), DenseRouter)
+
+
 def _load(args: argparse.Namespace):
     from bertkit.inference import Embedder
     from bertkit.inference.embedder import LayerSpec
@@ -196,7 +207,22 @@ def _load(args: argparse.Namespace):
         windows=options.values(args, WindowConfig, options.WINDOW_FIELDS),
         layers=options.values(args, LayerSpec),
         **options.loading_values(args),
-    )
+    ).for_task(args.task)  # a dense Router folder: that task's route
+
+
+def _quantize_values(args: argparse.Namespace, info: Any, dim: int) -> dict[str, Any]:
+    """embed_to's quantization: ``--quantize``; under torchrun rank 0 calibrates int8/uint8
+    ranges and every rank quantizes with them (gathered: the others send no rows)."""
+    import numpy as np
+    import torch
+
+    from bertkit.training import distributed as D
+
+    def share(ranges: np.ndarray | None) -> np.ndarray:
+        mine = np.zeros((0, dim), np.float32) if ranges is None else ranges
+        return D.all_gather_rows(torch.from_numpy(mine), info)[0].numpy()
+
+    return {"quantize": args.quantize, "share": share if info.distributed else None}
 
 
 def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
@@ -223,12 +249,13 @@ def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
     info = D.init_from_env(args.device)
     with D.reported(info):
         options.resume_precision(args)
-        source = {"path": "-" if path is None else str(path.absolute()), "size": file_size(path)}
+        source = {"path": "-" if path is None else str(path), "size": file_size(path)}
         write, load = (embed_sparse_to, _load_sparse) if sparse else (embed_to, _load)
         prompt = "" if sparse else _dense_prompt(args)  # SPLADE: the embedder's own task prompt
         lines = _stream_lines(path, args.encoding_errors)
+        model = load(args)
         summary = write(
-            load(args),
+            model,
             (prompt + line for line in lines) if prompt else lines,
             args.output,
             config=options.streaming_values(args),
@@ -236,17 +263,18 @@ def _run_folder(args: argparse.Namespace, sparse: bool = False) -> int:
             settings={
                 "encoding_errors": args.encoding_errors,
                 **({"prompt": prompt} if prompt else {}),  # what changes the vectors
+                **({"task": args.task} if not sparse and _routed(args.model) else {}),
             },
             total=None if path is None else count_lines(path),
             show_progress=None if info.is_main else False,
             rank=info.rank,
             world=info.world_size,
             barrier=lambda: D.barrier(info),
-            **({"task": args.task} if sparse else {"quantize": args.quantize}),
+            **({"task": args.task} if sparse else _quantize_values(args, info, model.dim)),
         )
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
     print(
-        f"{who}{summary.line(args.output)}; long inputs: {summary.counts.summary('lines')}",
+        f"{who}{summary.line(args.output)}; long inputs: {summary.counts.summary('line')}",
         file=sys.stderr,
     )
     if summary.mismatched:
@@ -296,9 +324,9 @@ def run(args: argparse.Namespace) -> int:
         index = save_token_features(args.output, feats)
         seconds = time.perf_counter() - start
         print(
-            f"embedded {len(texts)} lines -> {args.output} ({sum(len(f.tokens) for f in feats)} pieces x "
+            f"embedded {counted(len(texts), 'line')} -> {args.output} ({sum(len(f.tokens) for f in feats)} pieces x "
             f"{embedder.dim}) and {index} ({len(texts) / max(seconds, 1e-9):.1f} lines/s, "
-            f"{seconds:.1f}s); long inputs: {counts.summary('lines')}",
+            f"{seconds:.1f}s); long inputs: {counts.summary('line')}",
             file=sys.stderr,
         )
         return 0
@@ -312,9 +340,10 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     spec = embedder.spec
     print(
-        f"embedded {len(texts)} lines -> {args.output} ({len(texts)} x {embedder.dim}, {spec.pooling} pooling"
+        f"embedded {counted(len(texts), 'line')} -> {args.output} ({len(texts)} x {embedder.dim}, "
+        f"{spec.pooling} pooling"
         f"{', normalised' if spec.normalize else ''}, {embedder.precision}; "
-        f"{len(texts) / max(seconds, 1e-9):.1f} lines/s); long inputs: {counts.summary('lines')}",
+        f"{len(texts) / max(seconds, 1e-9):.1f} lines/s); long inputs: {counts.summary('line')}",
         file=sys.stderr,
     )
     return 0

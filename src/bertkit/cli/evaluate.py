@@ -48,8 +48,8 @@ import sys
 import time
 from pathlib import Path
 
-from bertkit.cli import options, pooling_options
-from bertkit.progress import took
+from bertkit.cli import options, pooling_options, rerank_options
+from bertkit.progress import counted, took
 
 HELP = (
     "score a fine-tuned model on a labelled file with the task's official metric, an "
@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="GLUE folder split (dev, dev_mismatched, train ...); BEIR qrels split (dev, else test)",
     )
     g = parser.add_argument_group("retrieval (--data a BEIR folder)")
-    options.add_reranker(g)
+    rerank_options.add_reranker(g)
     g = parser.add_argument_group("embedding model (sentence pairs or a BEIR folder)")
     pooling_options.add_pooling(
         g,
@@ -122,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     # a fine-tuned folder (bertkit_task.json, or a Hugging Face sequence classifier such as a
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
     # (args.model is a folder by now: options.resolve_model)
+    rerank_options.rerank_top_k(args)  # given without --reranker: refused, whatever the data
     if is_beir(args.data):
         route, what = _retrieval, "retrieval on a BEIR folder"
     elif is_prepared(args.data):
@@ -130,6 +131,11 @@ def run(args: argparse.Namespace) -> int:
         route, what = _pairs, ""
     else:
         route, what = _task, "a fine-tuned model on its task's data"
+    if route is not _retrieval and args.reranker:
+        raise ConfigError(
+            f"--reranker reorders the hits of retrieval on a BEIR folder; {args.data} is not "
+            "one (corpus.jsonl, queries.jsonl, qrels/)"
+        )
     if route is not _pairs and args.pair_kind != "auto":
         raise ConfigError(
             f"--pair-kind {args.pair_kind} applies to an embedding model scored on labelled "
@@ -169,7 +175,7 @@ def _task(args: argparse.Namespace) -> int:
             "expected labelled data to score (use `bertkit predict` for unlabelled data)",
         )
     n = len(scored.predictions)
-    done = f"scored {n} examples of {args.data} {took(seconds, n, 'examples')}"
+    done = f"scored {counted(n, 'example')} of {args.data} {took(seconds, n, 'examples')}"
     return _report(scored.metrics, args.output, done)
 
 
@@ -195,8 +201,7 @@ def _retrieval(args: argparse.Namespace) -> int:
     from bertkit.tasks.registry import has_task
     from bertkit.tasks.windows import WindowConfig
 
-    if args.rerank_top_k < 1:
-        raise ConfigError(f"--rerank-top-k must be at least 1, got {args.rerank_top_k}")
+    top_k = rerank_options.rerank_top_k(args)
     if has_task(args.model):  # its pooled encoder is no retrieval model: refuse, not score it
         raise ConfigError(
             f"{args.model}: a fine-tuned task model (a cross-encoder scores pairs, it does not "
@@ -216,16 +221,18 @@ def _retrieval(args: argparse.Namespace) -> int:
         embedder = Embedder.load(args.model, pooling=args.pooling, windows=cut, **common)
     reranker = Classifier.load(args.reranker, **common) if args.reranker else None
     print(
-        f"{len(data.judged())} judged queries ({split}), {len(data.corpus)} documents",
+        f"{counted(len(data.judged()), 'judged query')} ({split}), "
+        f"{counted(len(data.corpus), 'document')}",
         file=sys.stderr,
     )
     start = time.perf_counter()
-    metrics = evaluate_retrieval(embedder, data, reranker=reranker, top_k=args.rerank_top_k)
+    metrics = evaluate_retrieval(embedder, data, reranker=reranker, top_k=top_k)
     seconds = time.perf_counter() - start
     if "sparsity" in metrics:
         print(sparsity_line(metrics["sparsity"], embedder.vocab_size), file=sys.stderr)
     done = (
-        f"scored {len(data.judged())} queries against {len(data.corpus)} documents of "
+        f"scored {counted(len(data.judged()), 'query')} against "
+        f"{counted(len(data.corpus), 'document')} of "
         f"{args.data} {took(seconds, len(data.corpus), 'documents')}"
     )
     return _report(metrics, args.output, done)
@@ -265,7 +272,7 @@ def _pretraining(args: argparse.Namespace) -> int:
 
 def _pairs(args: argparse.Namespace) -> int:
     from bertkit.data.tasks.sentence_pairs import read_sentence_pairs
-    from bertkit.errors import ConfigError
+    from bertkit.errors import ConfigError, InputError
     from bertkit.inference import Embedder
     from bertkit.inference.sentence_pairs import evaluate_pairs
     from bertkit.tasks.windows import WindowConfig
@@ -275,24 +282,51 @@ def _pairs(args: argparse.Namespace) -> int:
             f"{args.model}: SPLADE vectors are evaluated on a BEIR folder (retrieval), not on "
             "sentence pairs; pass --pooling mean|cls|max for dense vectors"
         )
-    pairs = read_sentence_pairs(args.data, args.split, args.pair_kind)
+    try:
+        pairs = read_sentence_pairs(args.data, args.split, args.pair_kind)
+    except InputError as e:
+        if _reads_as_pairs(args.data):  # the embedding user's own pairs file: its error alone
+            raise
+        # most often the wrong --model: a pre-training checkpoint or a plain encoder given
+        # where the folder `bertkit finetune` wrote for this data was meant
+        raise InputError(
+            e.path,
+            e.line,
+            f"{e.message} ({args.model} has no bertkit_task.json, so it is scored as an "
+            "embedding model on labelled sentence pairs; to score a task's data pass the "
+            "folder `bertkit finetune` wrote, and a pre-training checkpoint scores prepared "
+            "pre-training data)",
+        ) from None
     given = {k: v for k, v in options.window_values(args).items() if v is not None}
     # over-long texts are cut unless --no-truncate, as sentence-transformers reads them
     windows = WindowConfig(**{"truncate": True, **given})
     embedder = Embedder.load(
         args.model, pooling=args.pooling, windows=windows, **options.loading_values(args)
     )
-    print(f"{len(pairs.labels)} pairs: {pairs.describe()}", file=sys.stderr)
+    print(f"{counted(len(pairs.labels), 'pair')}: {pairs.describe()}", file=sys.stderr)
     start = time.perf_counter()
     result = evaluate_pairs(embedder, pairs)
     seconds = time.perf_counter() - start
     print(pair_table(result["kind"], result["metrics"]), file=sys.stderr)
     done = (
-        f"scored {result['pairs']} pairs ({result['texts']} distinct texts) of {args.data} as "
+        f"scored {counted(result['pairs'], 'pair')} ({counted(result['texts'], 'distinct text')}) "
+        f"of {args.data} as "
         f"{result['kind']}, {result['main_metric']} {result[result['main_metric']]:.4f} "
         f"{took(seconds, result['pairs'], 'pairs')}"
     )
     return _report(result, args.output, done)
+
+
+def _reads_as_pairs(data: str) -> bool:
+    """Whether ``data`` is laid out as labelled sentence pairs (a GLUE pair task, or a file
+    whose header names a text pair and a label), so a reading error is about that file alone."""
+    from bertkit.data.tasks.sentence_pairs import is_sentence_pairs
+    from bertkit.errors import InputError
+
+    try:
+        return is_sentence_pairs(data)
+    except InputError:  # not even a CSV/TSV/JSONL (a CoNLL file)
+        return False
 
 
 PAIR_COLUMNS = {

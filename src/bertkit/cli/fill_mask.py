@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bertkit.cli import options
-from bertkit.progress import took
+from bertkit.progress import counted, took
 
 HELP = "print the top-k tokens and probabilities for every [MASK] in each text"
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         for n, m in enumerate(masks, start=1):
             print(f"  [MASK] {n}: " + "  ".join(f"{t} {s:.4f}" for t, s in m))
     print(
-        f"filled masks in {len(texts) - missing} of {len(texts)} texts"
+        f"filled masks in {len(texts) - missing} of {counted(len(texts), 'text')}"
         + (f" ({missing} had no [MASK])" if missing else "")
         + f", {masker.precision}"  # --precision auto can be bf16: scores differ from fp32's
         + f" {took(seconds, len(texts), 'texts')}",

@@ -71,7 +71,7 @@ _FAMILY_FIELDS = {
         "document_prompt",
         "format",
     ),
-    "rerank": ("loss", "format"),
+    "rerank": ("loss", "in_batch_negatives", "format"),
     "sparse": (
         "pooling_strategy",
         "activation_function",
@@ -91,7 +91,8 @@ _TRAIN_HELP = {
     ),
     "rerank": (
         "labelled pairs (query, passage, label in [0, 1]) or triples / n-tuples (query, "
-        "positive, negative ...) (JSONL, CSV or TSV); --loss ranking / listnet: n-tuples only"
+        "positive, negative ...) (JSONL, CSV or TSV); --loss ranking / listnet: n-tuples or listwise "
+        "JSONL (query, docs, labels)"
     ),
 }
 _TRAIN_HELP["sparse"] = _TRAIN_HELP["embeddings"]
@@ -117,7 +118,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("model and run")
     options.add_model(g, "bertkit or Hugging Face checkpoint folder")
-    g.add_argument("--output", required=True, help="folder for the selected model and metrics.json")
+    g.add_argument(
+        "--output",
+        required=True,
+        help="folder for the selected model and metrics.json (new, empty, or an interrupted "
+        "run's; else --overwrite)",
+    )
+    options.add_overwrite(g)
     options.add_fields(g, FinetuneConfig, _RUN_FIELDS, flags={"learning_rates": "--learning-rate"})
     g.add_argument(
         "--max-seq-length",
@@ -146,7 +153,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.tasks import FAMILIES, TaskSettings, rerank
     from bertkit.tasks.embedding import LOSSES, POOLINGS
     from bertkit.tasks.sparse import SPLADE_ACTIVATIONS, SPLADE_STRATEGIES
-    from bertkit.tasks.squad_features import SQUAD_DOC_STRIDE, SquadFeatureConfig
+    from bertkit.tasks.squad_features import (
+        SQUAD_DOC_STRIDE,
+        SQUAD_MAX_SEQ_LENGTH,
+        SquadFeatureConfig,
+    )
     from bertkit.tasks.squad_post import SquadPostConfig
     from bertkit.tasks.windows import WindowConfig
     from bertkit.training.finetune import FinetuneConfig
@@ -200,8 +211,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             options.add_fields(g, FinetuneConfig, _DISTILL_FIELDS)
         if name == "squad":
             stride_help = (
-                "Context tokens shared by neighbouring windows of a long context. "
-                f"(default {SQUAD_DOC_STRIDE})"
+                "Context tokens shared by neighbouring windows of a long context "
+                f"(default {SQUAD_DOC_STRIDE} at --max-seq-length {SQUAD_MAX_SEQ_LENGTH} and up; "
+                "for shorter windows a third of --max-seq-length, at most half the context "
+                "tokens a --max-query-length question leaves)"
             )
             options.add_fields(p, WindowConfig, ("doc_stride",), help={"doc_stride": stride_help})
             options.add_fields(p, SquadFeatureConfig, ("max_query_length",))
@@ -243,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         split_special_tokens=args.split_special_tokens,
         device=args.device,
         teacher=getattr(args, "teacher", None),
+        overwrite=args.overwrite,
     )
     run_finetune(job)
     return 0

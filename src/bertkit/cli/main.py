@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         from bertkit.cli.options import resolve_model
 
         resolve_model(args)
+        _warn_unfinished(args)
         return int(args._run(args) or 0)
     except BertkitError as e:
         if args.debug:
@@ -96,12 +97,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"bertkit {args.command}: interrupted", file=sys.stderr)
+        print(f"bertkit {args.command}: interrupted{_kept(args)}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         if not _stdout_closed():  # another pipe broke (a worker's): a real error
             raise
         return 141  # 128 + SIGPIPE, what a shell reports for `yes | head`
+
+
+def _warn_unfinished(args: argparse.Namespace) -> None:
+    """One line on stderr when ``--model`` (or ``--teacher``) is an interrupted fine-tuning
+    job's folder: it loads, but it is not what the job would have selected."""
+    for name in ("model", "teacher"):
+        folder = getattr(args, name, None)
+        if not isinstance(folder, (str, os.PathLike)) or not os.path.isdir(folder):
+            continue
+        from bertkit.training.model_dir import unfinished_model_note
+
+        note = unfinished_model_note(folder)
+        if note:
+            print(f"bertkit {args.command}: warning: {note}", file=sys.stderr)
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """``: DIR keeps ...`` when the command was writing an output folder it can go on with: a
+    sharded output (``lines 1-N``), a fine-tuning job's (its best model so far) or a
+    pre-training run's (its newest checkpoint)."""
+    output = getattr(args, "output", None)
+    if not isinstance(output, (str, os.PathLike)) or not os.path.isdir(output):
+        return ""
+    if args.command == "finetune":
+        from bertkit.training.model_dir import unfinished_note as kept_note
+    elif args.command == "pretrain":
+        from bertkit.training.resume import kept_note
+    else:
+        from bertkit.inference.sharded import kept_note
+
+    note = kept_note(output)
+    return f": {note}" if note else ""
 
 
 def _stdout_closed() -> bool:

@@ -289,19 +289,12 @@ def resolve_model(args: argparse.Namespace) -> None:
     )
 
 
-def add_reranker(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--reranker`` and ``--rerank-top-k``: a cross-encoder reorders each query's first hits
-    (``evaluate`` on a BEIR folder, ``search``)."""
-    from bertkit.evaluation.retrieval import RERANK_TOP_K
-
+def add_overwrite(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--overwrite``: convert, prepare-pretraining and finetune refuse a non-empty --output."""
     parser.add_argument(
-        "--reranker", default=None, help="cross-encoder folder to rerank the hits with"
-    )
-    parser.add_argument(
-        "--rerank-top-k",
-        type=int,
-        default=RERANK_TOP_K,
-        help=f"hits per query the reranker reorders (default {RERANK_TOP_K})",
+        "--overwrite",
+        action="store_true",
+        help="replace what an existing, non-empty --output holds (default: refuse it)",
     )
 
 

@@ -98,8 +98,8 @@ def _run_folder(args: argparse.Namespace) -> int:
         )
     who = f"rank {info.rank}/{info.world_size}: " if info.distributed else ""
     print(
-        f"{who}{summary.line(args.output, 'predicted', 'examples')}; long inputs: "
-        f"{summary.counts.summary('examples')}",
+        f"{who}{summary.line(args.output, 'predicted', 'example')}; long inputs: "
+        f"{summary.counts.summary('example')}",
         file=sys.stderr,
     )
     return 0

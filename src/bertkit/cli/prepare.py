@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"(default: {InstanceConfig.dupe_factor}, or 1 with --dynamic-masking)",
     )
     p.add_argument("--num-workers", type=int, default=min(4, os.cpu_count() or 1), metavar="N")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    options.add_overwrite(p)
     p.add_argument(
         "--collective-timeout",
         type=float,

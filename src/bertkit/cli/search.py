@@ -10,7 +10,9 @@ folder's "query" prompt, then searched exactly (:mod:`bertkit.inference.index_se
 line per query: ``{"query": id, "hits": [{"line": n, "score": s, "text": ...}]}``, ``line`` the
 1-based line of the embedded input and ``text`` that line when the input file is still there
 with the size the index recorded. ``--reranker`` (a cross-encoder folder) reorders each query's
-first ``--rerank-top-k`` hits and adds their ``rerank_score``.
+first ``--rerank-top-k`` hits and adds their ``rerank_score``. A flag that would change nothing
+is refused, not ignored: ``--rerank-top-k`` without ``--reranker``, ``--rescore-multiplier`` on
+an index that is not quantized.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bertkit.cli import options
+from bertkit.cli import options, rerank_options
 
 HELP = "search a folder of vectors written by `bertkit embed --output DIR/` with queries"
 
@@ -48,13 +50,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="query encoder folder (default: the model the index was embedded with)",
     )
     p.add_argument("--top-k", type=int, default=TOP_K, help=f"hits per query (default {TOP_K})")
-    options.add_reranker(p)
+    rerank_options.add_reranker(p)
     p.add_argument(
         "--rescore-multiplier",
         type=int,
-        default=RESCORE_MULTIPLIER,
-        help="a quantized index (`bertkit embed --quantize`): candidates per hit found with the "
-        f"quantized query and rescored with the float one (default {RESCORE_MULTIPLIER})",
+        default=None,
+        help="a quantized index (`bertkit embed --quantize`) only: candidates per hit found with "
+        f"the quantized query and rescored with the float one (default {RESCORE_MULTIPLIER})",
     )
     p.add_argument(
         "--batch-size",
@@ -77,15 +79,25 @@ def run(args: argparse.Namespace) -> int:
         rerank_hits,
         search_index,
     )
+    from bertkit.inference.quantize import RESCORE_MULTIPLIER
     from bertkit.input_files import require_file
     from bertkit.io import atomic_write
-    from bertkit.progress import took
+    from bertkit.progress import counted, took
 
-    for flag in ("top_k", "rerank_top_k", "rescore_multiplier"):
-        if getattr(args, flag) < 1:
+    for flag in ("top_k", "rescore_multiplier"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
+    rerank_top_k = rerank_options.rerank_top_k(args)
     require_file(args.queries)
     index = EmbeddedIndex.open(args.index)  # an unfinished folder is refused before any loading
+    if warning := index.route_warning():
+        print(warning, file=sys.stderr)
+    if args.rescore_multiplier is not None and index.quantization is None:
+        raise ConfigError(
+            f"--rescore-multiplier applies to a quantized index (`bertkit embed --quantize`); "
+            f"{index.folder} holds {'SPLADE' if index.sparse else 'float'} vectors, searched "
+            "exactly: leave it out"
+        )
     if args.reranker and index.source() is None:  # refused before any model loads
         where = (index.manifest.get("inputs") or [{}])[0].get("path")
         raise InputError(
@@ -104,14 +116,12 @@ def run(args: argparse.Namespace) -> int:
         encoder,
         [t for _, t in queries],
         args.top_k,
-        rescore_multiplier=args.rescore_multiplier,
+        rescore_multiplier=args.rescore_multiplier or RESCORE_MULTIPLIER,  # None: the default
     )
     texts = line_texts(index, set(lines.ravel().tolist()))
     order, reranked = None, None
     if reranker is not None and texts is not None:
-        order, reranked = rerank_hits(
-            reranker, [t for _, t in queries], lines, texts, args.rerank_top_k
-        )
+        order, reranked = rerank_hits(reranker, [t for _, t in queries], lines, texts, rerank_top_k)
     seconds = time.perf_counter() - start
     with atomic_write(args.output, "w") as f:
         for r, (qid, _) in enumerate(queries):
@@ -127,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             f.write(json.dumps({"query": qid, "hits": hits}, ensure_ascii=False) + "\n")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(
-        f"searched {len(queries)} queries over {index.lines} lines ({index.folder}, "
+        f"searched {counted(len(queries), 'query')} over {counted(index.lines, 'line')} ({index.folder}, "
         f"{'SPLADE' if index.sparse else _dense_kind(index)}) -> {args.output} "
         f"{took(seconds, len(queries), 'queries')}; peak RSS {peak:.0f} MiB"
         + ("" if texts is not None else "; no text: the embedded file is gone or changed"),

@@ -126,7 +126,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.input_files import require_file
     from bertkit.io import atomic_write
-    from bertkit.progress import progress, took
+    from bertkit.progress import counted, progress, took
     from bertkit.tokenizer import BertTokenizer
     from bertkit.tokenizer.parallel import imap_chunks
 
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     where = "stdout" if args.output is None else args.output
     print(
-        f"tokenized {lines} lines ({tokens} tokens) -> {where} {took(seconds, lines, 'lines')}",
+        f"tokenized {counted(lines, 'line')} ({counted(tokens, 'token')}) -> {where} {took(seconds, lines, 'lines')}",
         file=sys.stderr,
     )
     return 0

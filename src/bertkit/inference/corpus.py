@@ -54,6 +54,7 @@ from bertkit.inference.sharded import (
 )
 from bertkit.inference.streaming import windows, write_shards
 from bertkit.model import kernels
+from bertkit.progress import counted, plural
 from bertkit.tasks.windows import WindowCounts
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ DENSE_KIND = "vectors"
 class StreamSummary:
     """What a corpus run did: ``lines`` read, ``embedded`` (run through the model this time),
     ``shards`` in the folder, ``written`` this time, ``mismatched`` (see the module doc),
-    ``seconds``, peak RSS in MiB, and how long inputs were windowed."""
+    ``seconds``, peak RSS in MiB, how long inputs were windowed, and ``resumed``: the lines not
+    embedded because they were on disk (not those another torchrun rank embedded)."""
 
     lines: int
     embedded: int
@@ -79,14 +81,14 @@ class StreamSummary:
     seconds: float
     peak_rss_mib: float
     counts: WindowCounts
+    resumed: int = 0
 
-    def line(self, folder: str | Path, verb: str = "embedded", noun: str = "lines") -> str:
-        rate = self.embedded / max(self.seconds, 1e-9)
-        skipped = self.lines - self.embedded
+    def line(self, folder: str | Path, verb: str = "embedded", noun: str = "line") -> str:
+        rate, done = self.embedded / max(self.seconds, 1e-9), self.resumed
         return (
-            f"{verb} {self.embedded} {noun} -> {folder} ({self.shards} shards, {self.written} written "
-            f"now{f', {skipped} {noun} already done' if skipped else ''}; {rate:.1f} {noun}/s, "
-            f"{self.seconds:.1f} s, peak RSS {self.peak_rss_mib:.0f} MiB)"
+            f"{verb} {counted(self.embedded, noun)} -> {folder} ({counted(self.shards, 'shard')}, "
+            f"{self.written} written now{f', {counted(done, noun)} already done' if done else ''}; "
+            f"{rate:.1f} {plural(noun)}/s, {self.seconds:.1f} s, peak RSS {self.peak_rss_mib:.0f} MiB)"
         )
 
 
@@ -147,6 +149,7 @@ def embed_to(
     world: int = 1,
     barrier: Callable[[], None] | None = None,
     quantize: str | None = None,
+    share: Callable[[np.ndarray | None], np.ndarray] | None = None,
 ) -> StreamSummary:
     """Embed ``lines`` into ``folder`` as shards plus a manifest (:mod:`bertkit.inference.sharded`),
     continuing a folder an earlier run of the same input, model and settings left unfinished.
@@ -160,20 +163,19 @@ def embed_to(
     Many processes (``world`` > 1, e.g. under torchrun): every process reads all of ``lines``
     and embeds its share of the windows (:func:`~bertkit.inference.sharded.write_shards`; with
     ``sort_window == shard_size``, shard k goes to rank k % world); rank 0 writes the manifest.
-    Same windows and kernels (torchrun ranks adopt rank 0's), so the folder equals a one-process
-    run's.
+    Same windows and kernels (torchrun ranks adopt rank 0's): the folder is a one-process run's.
 
     ``quantize`` (one of :data:`bertkit.inference.quantize.PRECISIONS`): the shards hold the
     vectors quantized as sentence-transformers' ``quantize_embeddings`` does (int8/uint8 codes or
     packed bits), the manifest the precision (a setting: a resume with another one is refused)
     and the int8/uint8 ranges, calibrated on the first window
-    (:func:`~bertkit.inference.quantize.calibrate_stream`).
-    """
+    (:func:`~bertkit.inference.quantize.calibrate_stream`, which ``share`` is passed to)."""
     quiet = dataclasses.replace(embedder, show_progress=False)  # one bar, over lines
     quant, first, config = None, None, config or StreamConfig()
     if quantize is not None:
         started = read_manifest(folder) if (Path(folder) / MANIFEST).is_file() else None
-        quant, lines, first = calibrate_stream(quantize, lines, config.window, started, quiet.embed)
+        emb = quiet.embed if rank == 0 or share is None else None  # share: rank 0's ranges
+        quant, lines, first = calibrate_stream(quantize, lines, config.window, started, emb, share)
 
     def compute(chunk: list[str]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
         nonlocal first
@@ -195,7 +197,7 @@ def embed_to(
         lines,
         kind=DENSE_KIND,
         suffix=".npy",
-        model_dir=getattr(embedder, "source", None),
+        model_dir=getattr(embedder, "folder", None),  # a Router's own folder, not a route's
         settings={**embedder_settings(embedder), **(settings or {})},
         extra={"dim": embedder.dim, **stored},
         compute=compute,
@@ -233,6 +235,8 @@ def write_stream(
     show_progress, rank, world, barrier), the window counts summed and the summary."""
     config = config or StreamConfig()
     source = dict(source or {"path": None, "size": None})
+    if source["path"] not in (None, "-"):  # absolute: search and a resume from elsewhere find it
+        source["path"] = str(Path(source["path"]).absolute())
     header = {
         "kind": kind,
         "inputs": [source],
@@ -270,6 +274,7 @@ def write_stream(
         done.seconds,
         peak,
         counts,
+        done.resumed,
     )
 
 

@@ -46,13 +46,15 @@ from bertkit.inference.token_ids import TokenIds, TokenIdsError, outside_vocabul
 from bertkit.interop.pretrained import write_model_files
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
+    router_of,
     save_sentence_transformers_files,
     sentence_transformers_spec,
     similarity_of,
 )
+from bertkit.interop.sentence_router import DenseRouter
 from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
-from bertkit.model.pooling import LAYER_COMBINES, POOLINGS, combine_layers, pool
+from bertkit.model.pooling import POOLINGS, LayerSpec, combine_layers, pool
 from bertkit.progress import progress
 from bertkit.staging import staged_folder
 from bertkit.tasks.base import TASK_FILE
@@ -63,37 +65,6 @@ from bertkit.tokenizer.protocol import Tokenizer
 
 BATCH_SIZE = 32
 """Windows per forward pass, batched by length (the default of ``load`` and of the CLI)."""
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    """Which hidden layers make the token vectors (the feature-based approach)."""
-
-    layers: tuple[int, ...] = ()
-    """Hidden layers to use, e.g. -1 -2 -3 -4 (-1 the last, 0 the embeddings; none given: the last layer)."""
-    layer_combine: str = "concat"
-    """How the --layers are joined: concat (len(layers) x H values), sum or mean (H values)."""
-
-    def __post_init__(self) -> None:
-        if self.layer_combine not in LAYER_COMBINES:
-            raise ConfigError(
-                f"layer combine must be one of {', '.join(LAYER_COMBINES)}, got {self.layer_combine!r}"
-            )
-
-    def check(self, num_hidden_layers: int) -> None:
-        """ConfigError unless every layer exists in a model of ``num_hidden_layers`` layers
-        (``hidden_states`` holds those plus the embeddings), before any input is read."""
-        n = num_hidden_layers + 1
-        bad = [i for i in self.layers if not -n <= i < n]
-        if bad:
-            raise ConfigError(
-                f"layers {bad} are out of range: the model has {n} "
-                f"({num_hidden_layers} layers + the embeddings), so -{n}..{n - 1}"
-            )
-
-    def width(self, hidden: int) -> int:
-        n = len(self.layers) or 1
-        return hidden * n if self.layer_combine == "concat" else hidden
 
 
 @dataclass
@@ -126,7 +97,11 @@ class Embedder:
     windows: WindowConfig = field(default_factory=WindowConfig)
     layers: LayerSpec = field(default_factory=LayerSpec)
     source: Path | None = None
-    """The folder :meth:`load` read (the model fingerprint of :meth:`embed_to`'s manifest)."""
+    """The folder :meth:`load` read (a Router's: the route's transformer folder)."""
+    root: Path | None = None
+    """A dense Router folder this is a route of (:mod:`bertkit.inference.routed`)."""
+    routes: dict[str, Embedder] = field(default_factory=dict, repr=False, compare=False)
+    """A Router's Embedder of each task (``for_task``), this one among them."""
 
     @classmethod
     def load(
@@ -147,7 +122,26 @@ class Embedder:
     ) -> Embedder:
         """``model``: an encoder already loaded from ``directory`` (e.g. a fill-mask model's
         ``bert``), used instead of loading the weights a second time. ``directory``: a folder
-        or a Hub id (:func:`bertkit.hub.resolve`)."""
+        or a Hub id (:func:`bertkit.hub.resolve`); a dense Router folder gives its default
+        route's Embedder (:func:`~bertkit.inference.routed.load_routes`)."""
+        router = router_of(directory) if model is None else None
+        if isinstance(router, DenseRouter):
+            from bertkit.inference.routed import load_routes
+
+            return load_routes(
+                router,
+                cls.load,
+                pooling=pooling,
+                normalize=normalize,
+                max_length=max_length,
+                device=device,
+                precision=precision,
+                batch_size=batch_size,
+                allow_pickle=allow_pickle,
+                split_special_tokens=split_special_tokens,
+                windows=windows,
+                layers=layers,
+            )
         if pooling is not None and pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         if batch_size < 1:
@@ -185,6 +179,17 @@ class Embedder:
             layers=layers,
             source=loaded.directory,
         )
+
+    @property
+    def folder(self) -> Path | None:
+        """The model's folder (its prompts, similarity, fingerprint): the Router's, else
+        :attr:`source`."""
+        return self.root or self.source
+
+    def for_task(self, task: str | None) -> Embedder:
+        """A Router folder's Embedder for ``task`` ("query", "document"; None: this one), as
+        ``encode_query`` / ``encode_document`` route; any other folder's: this one."""
+        return self.routes.get(task, self) if task else self
 
     @property
     def dim(self) -> int:

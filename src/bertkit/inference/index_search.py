@@ -44,10 +44,17 @@ from bertkit.inference.corpus import DENSE_KIND
 from bertkit.inference.embedder import Embedder, LayerSpec
 from bertkit.inference.quantize import RESCORE_MULTIPLIER, Quantization, search_quantized
 from bertkit.inference.retrieval import relevance
-from bertkit.inference.sharded import MANIFEST, file_size, read_manifest, shard_paths
+from bertkit.inference.sharded import (
+    MANIFEST,
+    file_size,
+    model_fingerprint,
+    read_manifest,
+    shard_paths,
+)
 from bertkit.inference.sparse import SparseEmbedder, as_rows
 from bertkit.inference.sparse_corpus import SPARSE_KIND, load_sparse_vectors
-from bertkit.interop.sentence_folder import similarity_of, task_prompt
+from bertkit.interop.sentence_folder import router_of, similarity_of, task_prompt
+from bertkit.interop.sentence_router import DenseRouter
 from bertkit.io import read_text_lines
 from bertkit.model.pooling import SpladeSpec
 from bertkit.progress import progress
@@ -111,6 +118,20 @@ class EmbeddedIndex:
             return None
         return Path(path)
 
+    def route_warning(self) -> str | None:
+        """A one-line warning when the lines went through a ``Router`` folder's query route
+        (``bertkit embed --task query``, recorded in the settings): its queries are then compared
+        with query vectors, where the folder's documents belong on its document route."""
+        if self.settings.get("task") != "query" or self.model is None:
+            return None
+        if router_of(self.model) is None:  # one encoder: the task chose a prompt, not a route
+            return None
+        return (
+            f"warning: {self.folder} was embedded with --task query, through the query route of "
+            f"the Router {self.model}; documents belong on its document route (embed them again "
+            "with --task document)"
+        )
+
     @property
     def quantization(self) -> Quantization | None:
         """How a dense folder's vectors are stored when ``bertkit embed --quantize`` wrote it."""
@@ -135,8 +156,12 @@ def query_encoder(
     """The encoder of ``index``'s queries: ``model`` (default: the folder the index names)
     loaded with the index's settings, so that a query is embedded as its lines were;
     ``batch_size`` None: the index's. ConfigError in one line when its vectors cannot be compared
-    with the index's (another hidden or vocabulary size)."""
+    with the index's (another hidden or vocabulary size), or when ``model`` is None and the
+    folder the index names has changed since (a model retrained in place: its queries would be
+    compared with another model's vectors)."""
     s = index.settings
+    if model is None:
+        _check_unchanged(index)
     model = model if model is not None else index.model
     if model is None:
         raise ConfigError(f"{index.folder}: the manifest names no model folder; pass --model")
@@ -159,11 +184,26 @@ def query_encoder(
         encoder = SparseEmbedder.load(model, **spec, **common)
         _check_width(index, model, encoder.vocab_size)
     else:
-        encoder = Embedder.load(
-            model, pooling=s.get("pooling"), normalize=s.get("normalize"), layers=layers, **common
-        )
+        own = {"pooling": s.get("pooling"), "normalize": s.get("normalize")}
+        if isinstance(router_of(model), DenseRouter):  # each route's own, queries its query's
+            own, common["max_length"] = {}, None
+        encoder = Embedder.load(model, **own, layers=layers, **common).for_task("query")
         _check_width(index, model, encoder.dim)
     return encoder
+
+
+def _check_unchanged(index: EmbeddedIndex) -> None:
+    """ConfigError when the model folder the index names no longer has its fingerprint."""
+    recorded = index.manifest.get("model", {}).get("sha256")
+    if index.model is None or recorded is None or not Path(index.model).is_dir():
+        return  # nothing to compare: loading names a missing folder
+    now = model_fingerprint(index.model)["sha256"]
+    if now != recorded:
+        raise ConfigError(
+            f"{index.model}: the model's files changed since {index.folder} was embedded with "
+            f"it (sha256 {recorded[:12]}, now {now[:12]}); embed the corpus again, or pass "
+            "--model to query with the folder as it is now"
+        )
 
 
 def _declared_width(model: str | Path, sparse: bool, layers: LayerSpec) -> int | None:
@@ -218,7 +258,7 @@ def search_index(
         ids, scores = exact_sparse_search(found, docs, k)
         return ids + 1, scores
     prompt = task_prompt(folder, "query") if folder else ""
-    vectors = encoder.embed([prompt + q for q in queries])[0]
+    vectors = encoder.for_task("query").embed([prompt + q for q in queries])[0]
     if index.quantization is not None:  # the float query as embedded, as sentence-transformers
         shards = list(_dense_blocks(index, verify, False, show_progress))
         ids, scores = search_quantized(vectors, shards, index.quantization, k, rescore_multiplier)
@@ -230,9 +270,8 @@ def search_index(
 
 
 def _folder(encoder: Embedder | SparseEmbedder) -> Path | None:
-    """The folder whose prompts and similarity apply (a SPLADE Router's own folder)."""
-    source = encoder.folder if isinstance(encoder, SparseEmbedder) else encoder.source
-    return Path(source) if source is not None else None
+    """The folder whose prompts and similarity apply (a Router's own folder)."""
+    return Path(encoder.folder) if encoder.folder is not None else None
 
 
 def _dense_blocks(

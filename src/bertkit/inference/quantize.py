@@ -228,7 +228,8 @@ def calibrate_stream(
     lines: Iterable[str],
     window: int,
     started: dict[str, Any] | None,
-    embed: Callable[[list[str]], tuple[np.ndarray, Any]],
+    embed: Callable[[list[str]], tuple[np.ndarray, Any]] | None,
+    share: Callable[[np.ndarray | None], np.ndarray] | None = None,
 ) -> tuple[Quantization, Iterable[str], tuple[list[str], tuple[np.ndarray, Any]] | None]:
     """The quantization of a corpus folder and the lines to stream: ``(quantization, lines,
     first)``, ``first`` the calibration window and its ``embed`` result (to reuse, not recompute).
@@ -237,7 +238,11 @@ def calibrate_stream(
     a sample the job reads anyway, with no second file to keep in step with the corpus), peeked
     from ``lines`` and put back in front; a folder already ``started`` (its manifest) with this
     precision keeps its recorded ranges, so a resumed run quantizes as the first run did.
-    Binary precisions need no calibration."""
+    Binary precisions need no calibration.
+
+    Many processes: ``share`` (a collective every rank calls) gives every rank the ranges of
+    the one that embeds the window (the others pass ``embed`` None and ``share`` None): one
+    calibration pass, and one set of ranges even where machines' kernels round differently."""
     _check_precision(precision)
     if precision not in ("int8", "uint8"):
         return Quantization(precision), lines, None
@@ -246,8 +251,11 @@ def calibrate_stream(
         return Quantization.from_manifest(recorded), lines, None
     it = iter(lines)
     first = list(itertools.islice(it, window))
-    result = embed(first)
-    quant = Quantization(
-        precision, calibration_ranges(result[0]), f"the first {len(first)} lines of the input"
-    )
-    return quant, itertools.chain(first, it), (first, result)
+    result = None if embed is None else embed(first)
+    ranges = None if result is None else calibration_ranges(result[0])
+    if share is not None:
+        ranges = share(ranges)
+    if ranges is None:
+        raise ConfigError("calibration needs an embed function or ranges shared by another rank")
+    quant = Quantization(precision, ranges, f"the first {len(first)} lines of the input")
+    return quant, itertools.chain(first, it), None if result is None else (first, result)

@@ -65,17 +65,22 @@ def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> 
     for a folder that declares it (``similarity_fn_name`` "dot": a model trained on dot
     products, such as one distilled without normalising), each text behind its task's prompt
     (:func:`task_prompt`: sentence-transformers' evaluator encodes with ``encode_query`` and
-    ``encode_document``); ties by the document id, as :func:`sparse_search`."""
-    folder = embedder.source
+    ``encode_document``, and a Router folder's query and document routes:
+    :meth:`Embedder.for_task`); ties by the document id, as :func:`sparse_search`."""
+    folder = embedder.folder
     prompt = {t: task_prompt(folder, t) if folder else "" for t in ("query", "document")}
     dot = (similarity_of(folder) if folder else None) == "dot"
     unit = (lambda v: v) if dot else unit_rows
     # documents in id order: exact_search breaks a tie by the lower position
     doc_ids, query_ids = sorted(data.corpus), data.judged()
     t0 = time.perf_counter()
-    docs = unit(embedder([prompt["document"] + data.corpus[d] for d in doc_ids]))
+    docs = unit(
+        embedder.for_task("document")([prompt["document"] + data.corpus[d] for d in doc_ids])
+    )
     t1 = time.perf_counter()
-    queries = unit(embedder([prompt["query"] + data.queries[q] for q in query_ids]))
+    queries = unit(
+        embedder.for_task("query")([prompt["query"] + data.queries[q] for q in query_ids])
+    )
     t2 = time.perf_counter()
     found, _ = exact_search(queries, docs, k)
     t3 = time.perf_counter()

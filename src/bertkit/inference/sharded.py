@@ -26,8 +26,10 @@ followed by ``\\n``: the text that was embedded, the same for a file, a ``.gz`` 
 whether the run was interrupted, so a resumed run's folder equals an uninterrupted one's byte for
 byte.
 
-Resume (:meth:`ShardedOutput.resume`): the model fingerprint, every setting and the input's size
-must equal the manifest's, else one :class:`~bertkit.errors.ConfigError` line names what changed;
+Resume (:meth:`ShardedOutput.resume`): the model fingerprint, every setting and (for a complete
+folder) the input's size must equal the manifest's, else one :class:`~bertkit.errors.ConfigError`
+line names what changed (an unfinished folder may continue from an input fixed after its last
+shard, and a strict ``encoding_errors`` may become ``replace``);
 the caller then re-reads the consumed lines and checks each complete shard's ``input_sha256``
 (:meth:`ShardedOutput.check_input`) before computing anything new. Temporary files and shards not
 listed in the manifest (a crash between a shard's rename and the manifest's) are removed and redone.
@@ -44,6 +46,7 @@ now as what differs, and a resumed folder equals an uninterrupted run's byte for
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -61,6 +64,7 @@ from bertkit.io import (
     sha256_file,
     write_json_manifest,
 )
+from bertkit.progress import counted
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "bertkit-sharded-output"
@@ -130,8 +134,10 @@ def lines_bytes(lines: Sequence[str]) -> bytes:
 def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
     """``{"path", "sha256", "files"}`` of a model folder: the sha256 over the name, size and full
     content sha256 of every top-level ``*.json, *.txt, *.safetensors, *.bin, *.onnx, *.model``
-    file and every ``*/config.json`` one level down (sentence-transformers modules), in name order;
-    hidden files and folders are left out (a ``.staging-*`` work folder an interrupted save left).
+    file, every ``*/config.json`` one level down, and every such file of a sentence-transformers
+    module folder (named by ``modules.json`` or a Router's ``router_config.json``: a ``Dense``
+    layer's or a route's own weights), in name order; hidden files and folders are left out (a
+    ``.staging-*`` work folder an interrupted save left).
 
     Whole contents rather than sizes or mtimes: a copy keeps the fingerprint, a retrained model
     with the same shapes changes it. Hashing costs about a second per GB of weights, once per
@@ -141,18 +147,38 @@ def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
     if directory is None:
         return {"path": None, "sha256": None, "files": 0}
     root = Path(directory)
+    modules = [p for name in _module_folders(root) for p in (root / name).glob("*")]
     files = sorted(
-        p
-        for p in [*root.iterdir(), *root.glob("*/config.json")]
-        if p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-        and p.suffix.lower() in _MODEL_SUFFIXES
+        {
+            p
+            for p in [*root.iterdir(), *root.glob("*/config.json"), *modules]
+            if p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            and p.suffix.lower() in _MODEL_SUFFIXES
+        }
     )
     h = hashlib.sha256()
     for p in files:
         rel = p.relative_to(root).as_posix()
         h.update(f"{rel}\0{p.stat().st_size}\0{sha256_file(p)}\n".encode())
     return {"path": str(root.absolute()), "sha256": h.hexdigest(), "files": len(files)}
+
+
+def _module_folders(root: Path) -> list[str]:
+    """The sub-folders holding sentence-transformers modules: ``modules.json``'s paths and a
+    Router's module ids (unreadable files name none: the model loader reports them)."""
+    names: list[str] = []
+    try:
+        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+        names += [m.get("path") or "" for m in modules if isinstance(m, dict)]
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    try:
+        router = json.loads((root / "router_config.json").read_text(encoding="utf-8"))
+        names += list(router.get("types", {}))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return [n for n in names if isinstance(n, str) and n and (root / n).is_dir()]
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
@@ -199,8 +225,13 @@ class ShardedOutput:
             self._check_header(old)
             self.shards = [ShardRecord.from_dict(s) for s in old.get("shards", [])]
             # the folder keeps naming the input it was started from (a resume may read the same
-            # text from a .gz of it, or stdin); lines and text hash come again with finish()
-            started = [_started(i) for i in old.get("inputs", [])]
+            # text from a .gz of it, or stdin), unless an unfinished folder now reads a file of
+            # another size (a bad line fixed): that file is then the one its lines come from.
+            # Lines and text hash come again with finish()
+            started = [
+                b if _resized(a, b) else _started(a)
+                for a, b in zip(old.get("inputs", []), self.header.get("inputs", []))
+            ]
             self.header = {**self.header, "inputs": started}
         else:
             strangers = [p.name for p in self.folder.iterdir() if not self._ours(p.name)]
@@ -276,13 +307,15 @@ class ShardedOutput:
             )
         os_, ns = old.get("settings", {}), new.get("settings", {})
         for key in sorted(set(os_) | set(ns)):
-            if os_.get(key) != ns.get(key):
+            if os_.get(key) != ns.get(key) and not _widened(key, os_.get(key)):
                 raise ConfigError(
                     f"{where} {key} {os_.get(key)!r}, this run asks for {ns.get(key)!r}{hint}"
                 )
         oi, ni = old.get("inputs", []), new.get("inputs", [])
         for a, b in zip(oi, ni):
-            if _sizes_compare(a, b) and a["size"] != b["size"]:
+            # an unfinished folder may continue from an input edited past its last shard (the
+            # line that stopped the run, fixed): the shards' input_sha256 check what was consumed
+            if _resized(a, b) and old.get("complete"):
                 raise ConfigError(
                     f"{where} an input of {a['size']} bytes ({a.get('path')}), "
                     f"{b.get('path')} now has {b['size']} bytes{hint}"
@@ -313,6 +346,19 @@ def _sizes_compare(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return known and _stored_as(a.get("path")) == _stored_as(b.get("path"))
 
 
+def _resized(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether input ``b`` is known to differ in size from ``a`` (stored alike)."""
+    return _sizes_compare(a, b) and a["size"] != b["size"]
+
+
+def _widened(key: str, started: Any) -> bool:
+    """Whether a setting may change on resume without changing what was written: a folder
+    started with strict UTF-8 decoding read only valid lines, which every ``encoding_errors``
+    mode decodes alike (so "pass --encoding-errors replace", the hint a bad byte stops a strict
+    run with, continues its folder)."""
+    return key == "encoding_errors" and started == "strict"
+
+
 def shard_paths(folder: str | Path, verify: bool = True) -> list[tuple[ShardRecord, Path]]:
     """The complete shards of ``folder`` in input order, each checked against its manifest
     sha256 when ``verify`` (InputError on a mismatch: a corrupt or modified shard)."""
@@ -325,6 +371,22 @@ def shard_paths(folder: str | Path, verify: bool = True) -> list[tuple[ShardReco
             raise InputError(path, None, "missing, or its sha256 differs from the manifest's")
         out.append((record, path))
     return out
+
+
+def kept_note(folder: str | Path) -> str | None:
+    """What an unfinished output folder keeps, for the line an interrupted run ends with
+    (``vectors keeps lines 1-20000 (2 shards); the same command continues it``); None when
+    ``folder`` is no such folder or is complete."""
+    try:
+        manifest = read_manifest(folder)
+    except (InputError, OSError):
+        return None
+    shards = manifest.get("shards") or []
+    if manifest.get("complete") or not isinstance(shards, list):
+        return None
+    held = shards[-1]["lines"][1] if shards else 0
+    kept = f"lines 1-{held} ({counted(len(shards), 'shard')})" if held else "no complete shard yet"
+    return f"{Path(folder)} keeps {kept}; the same command continues it"
 
 
 def file_size(path: str | Path | None) -> int | None:

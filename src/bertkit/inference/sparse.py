@@ -43,6 +43,7 @@ from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import SpladeSpec
 from bertkit.model.splade import CHUNK_TOKENS, splade_vectors
 from bertkit.progress import progress
+from bertkit.tasks.sparse import nonzero_rows
 from bertkit.tasks.windows import WindowConfig, WindowCounts
 
 __all__ = ["CHUNK_TOKENS", "SparseEmbedder", "SparseVector", "as_rows", "keep_largest"]
@@ -60,8 +61,9 @@ class SparseEmbedder:
     batch_size: int = BATCH_SIZE
     """Windows per forward pass, batched by length (each pass holds B x 64 x V logits)."""
     show_progress: bool | None = None
-    query_route: StaticSparseEmbedder | None = None
-    """A Router folder's SparseStaticEmbedding: what queries take instead of the MLM."""
+    query_route: StaticSparseEmbedder | SparseEmbedder | None = None
+    """A Router folder's query route, where queries do not take this MLM: its
+    SparseStaticEmbedding, or its own masked-LM encoder (a two-encoder SPLADE)."""
     root: Path | None = None
     """A Router folder (the encoder's folder is inside it); None: the encoder's folder."""
     default_task: str = "document"
@@ -87,23 +89,31 @@ class SparseEmbedder:
         SPLADE settings not given come from the folder's ``SpladePooling`` (else
         :class:`SpladeSpec`'s defaults); ``max_length`` as for :meth:`Embedder.load`. A
         SparseEncoder ``Router`` folder reads its document route's transformer and pooling, and
-        its query route's static weights (CheckpointError for a Router that is not SPLADE)."""
-        router = router_of(directory)  # its document route's transformer is the model
-        if router is not None:
+        its query route's static weights or own masked-LM encoder and pooling, loaded only when
+        it differs from the document route (CheckpointError for a Router that is not SPLADE)."""
+        router = router_of(directory, sparse=True)  # its document route's transformer is the model
+        given = {
+            "pooling_strategy": pooling_strategy,
+            "activation_function": activation_function,
+            "max_active_dims": max_active_dims,
+        }
+        common = {
+            "device": device,
+            "precision": precision,
+            "batch_size": batch_size,
+            "allow_pickle": allow_pickle,
+            "split_special_tokens": split_special_tokens,
+            "windows": windows,
+        }
+        query = None
+        if isinstance(router, SparseRouter):
+            query = cls.query_encoder(router, max_length=max_length, **given, **common)
             directory, max_length = router.document, max_length or router.max_length
         masker = FillMasker.load(
             directory, device=device, precision=precision, allow_pickle=allow_pickle
         )
         embedder = Embedder.load(
-            directory,
-            model=masker.model.bert,
-            max_length=max_length,
-            device=device,
-            precision=precision,
-            batch_size=batch_size,
-            allow_pickle=allow_pickle,
-            split_special_tokens=split_special_tokens,
-            windows=windows,
+            directory, model=masker.model.bert, max_length=max_length, **common
         )
         return cls.of(
             masker.model,
@@ -112,9 +122,25 @@ class SparseEmbedder:
             activation_function,
             max_active_dims,
             batch_size=batch_size,
-            router=router,
+            router=router,  # type: ignore[arg-type]
             split_special_tokens=split_special_tokens,
+            query=query,
         )
+
+    @classmethod
+    def query_encoder(
+        cls, router: SparseRouter, *, max_length: int | None = None, **options: Any
+    ) -> SparseEmbedder | None:
+        """A two-encoder Router's query encoder: its own transformer, SpladePooling and length,
+        overridden by the SPLADE settings and ``max_length`` given (``options``: :meth:`load`'s
+        keywords); None for a Router whose queries take static weights or the document route."""
+        route = router.query_splade
+        if route is None:
+            return None
+        for key in SpladeSpec.__dataclass_fields__:
+            if options.get(key) is None:
+                options[key] = getattr(route.spec, key)
+        return cls.load(route.transformer, max_length=max_length or route.max_length, **options)
 
     @classmethod
     def of(
@@ -128,11 +154,13 @@ class SparseEmbedder:
         batch_size: int = BATCH_SIZE,
         router: SparseRouter | None = None,
         split_special_tokens: bool = False,
+        query: SparseEmbedder | None = None,
     ) -> SparseEmbedder:
         """From an already loaded masked-LM ``model`` and the ``embedder`` over its encoder (the
         server's fill-mask model): the folder's SPLADE settings, overridden by those given.
         ``router``: the Router folder ``model`` is the document route of (its settings, and its
-        query route's static weights, read with ``split_special_tokens``)."""
+        query route's static weights, read with ``split_special_tokens``); ``query``: its query
+        route's own encoder (:meth:`load` reads it)."""
         if router is not None:
             base = router.spec
         else:
@@ -146,17 +174,17 @@ class SparseEmbedder:
         if router is None:
             return cls(model, embedder, spec, batch_size)
         static = router.static_query
-        query = (
-            None
-            if static is None
-            else StaticSparseEmbedder.load(static, split_special_tokens=split_special_tokens)
-        )
+        if router.query_splade is not None and query is None:
+            raise ConfigError(f"{router.root}: its query route's encoder is not loaded")
+        route: StaticSparseEmbedder | SparseEmbedder | None = query
+        if static is not None:
+            route = StaticSparseEmbedder.load(static, split_special_tokens=split_special_tokens)
         return cls(
             model,
             embedder,
             spec,
             batch_size,
-            query_route=query,
+            query_route=route,
             root=router.root,
             default_task=router.default_task,
         )
@@ -215,9 +243,9 @@ class SparseEmbedder:
     def __call__(self, texts: Sequence[str | TokenIds]) -> list[SparseVector]:
         return self.embed(texts)[0]
 
-    def route(self, task: str | None) -> StaticSparseEmbedder | None:
-        """The static route ``task`` takes, or None where it takes the MLM; ConfigError for a
-        task other than "query" and "document"."""
+    def route(self, task: str | None) -> StaticSparseEmbedder | SparseEmbedder | None:
+        """The query route ``task`` takes (static weights or the query encoder), or None where
+        it takes this MLM; ConfigError for a task other than "query" and "document"."""
         if task is not None and task not in TASKS:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
         return self.query_route if (task or self.default_task) == "query" else None
@@ -241,11 +269,6 @@ class SparseEmbedder:
                 hidden = model.bert(**batch).last_hidden_state  # (B, T, H)
                 mask = batch["attention_mask"]
                 pooled = splade_vectors(model.mlm, word, hidden, mask, spec)  # (B, V)
-                rows, cols = pooled.nonzero(as_tuple=True)
-                vals = pooled[rows, cols].cpu().numpy()
-                rows, cols = rows.cpu().numpy(), cols.cpu().numpy()
-                ends = np.searchsorted(rows, np.arange(len(idx) + 1))
-                for r, i in enumerate(idx):
-                    a, b = ends[r], ends[r + 1]
-                    out[i] = SparseVector(cols[a:b].astype(np.int64), vals[a:b].astype(np.float32))
+                for i, (ids, weights) in zip(idx, nonzero_rows(pooled), strict=True):
+                    out[i] = SparseVector(ids, weights)
         return out

@@ -117,7 +117,7 @@ def embed_sparse_to(
         lines,
         kind=SPARSE_KIND,
         suffix=".npz",
-        model_dir=model.embedder.source,
+        model_dir=model.folder,  # a Router's own folder: search reads its query route
         settings={**sparse_settings(model), "task": task, **(settings or {})},
         extra={"dtype": "float32", "index_dtype": "int32"},
         compute=compute,

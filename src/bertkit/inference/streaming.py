@@ -37,7 +37,8 @@ def windows(items: Iterable[T], size: int) -> Iterator[tuple[int, list[T]]]:
 class Written:
     """What :func:`write_shards` did: ``lines`` read, ``computed`` (run through ``compute`` this
     time), ``shards`` in the folder, ``written`` this time, ``mismatched`` (shards of a
-    recomputed window whose new bytes differ from the disk's, which are kept), ``seconds``."""
+    recomputed window whose new bytes differ from the disk's, which are kept), ``seconds``,
+    ``resumed`` (lines of the windows skipped because they were on disk: not another rank's)."""
 
     lines: int
     computed: int
@@ -45,6 +46,7 @@ class Written:
     written: int
     mismatched: int
     seconds: float
+    resumed: int
 
 
 def write_shards(
@@ -100,7 +102,7 @@ def write_shards(
             out.record(k, span, own.pop(k, None) or sha256_file(out.folder / out.shard_name(k)), h)
 
     text_hash = hashlib.sha256()
-    computed, written, mismatched, n = 0, 0, 0, 0
+    computed, written, mismatched, n, resumed = 0, 0, 0, 0, 0
     start = time.perf_counter()
     expected = None if total is None else -(-total // world)  # this process's share, about
     bar = progress(total=expected, unit="line", desc=desc, enabled=show_progress, smoothing=0.1)
@@ -122,7 +124,9 @@ def write_shards(
                     out.check_input(k, span, h, source.get("path"))
                 elif rank == 0:
                     pending[k] = (span, h)
-            if parts[-1][0] < len(done) or w % world != rank:  # on disk already, or another's
+            on_disk = parts[-1][0] < len(done)
+            resumed += len(chunk) if on_disk else 0
+            if on_disk or w % world != rank:  # on disk already, or another's
                 if rank == 0:
                     publish(False)
                 bar.update(len(chunk) if world == 1 else 0)
@@ -154,4 +158,5 @@ def write_shards(
     if rank == 0:
         publish(True)
         out.finish([{**source, "lines": n, "text_sha256": text_hash.hexdigest()}])
-    return Written(n, computed, -(-n // size), written, mismatched, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return Written(n, computed, -(-n // size), written, mismatched, seconds, resumed)

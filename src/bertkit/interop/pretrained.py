@@ -62,6 +62,25 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 """The files :func:`read_state_dict` takes a folder's weights from, in its order."""
 
 
+def weight_names(directory: Path) -> list[str] | None:
+    """The (Hugging Face) tensor names of a folder's safetensors weights, read from the headers
+    or the index without loading a tensor: a cheap look before a long job. None when they cannot
+    be read so (pickled or missing weights, a broken file: :func:`read_state_dict` says why)."""
+    from safetensors import SafetensorError, safe_open
+
+    single = directory / "model.safetensors"
+    index = directory / "model.safetensors.index.json"
+    try:
+        if single.is_file():
+            with safe_open(str(single), "pt") as f:
+                return list(f.keys())
+        if index.is_file():
+            return list(json.loads(index.read_text(encoding="utf-8"))["weight_map"])
+    except (SafetensorError, OSError, KeyError, ValueError, TypeError):
+        return None
+    return None
+
+
 def read_state_dict(directory: Path, allow_pickle: bool = False) -> dict[str, torch.Tensor]:
     """The raw (Hugging Face named) tensors of a checkpoint directory, on CPU."""
     from safetensors import SafetensorError

@@ -17,8 +17,9 @@ A sentence-transformers ``SparseEncoder`` folder (SPLADE) has ``MLMTransformer``
 ``Transformer`` with ``"transformer_task": "fill-mask"``) -> ``SpladePooling`` instead, its
 ``config.json`` holding ``pooling_strategy`` and ``activation_function``, and may cap the
 active dimensions (``max_active_dims`` in ``config_sentence_transformers.json``):
-:func:`splade_spec` reads them. An "inference-free" one holds a single ``Router`` whose routes
-are read by :mod:`bertkit.interop.sentence_router` (:func:`router_of`).
+:func:`splade_spec` reads them. A folder holding a single ``Router`` (inference-free or
+two-encoder SPLADE, a dense query/document bi-encoder) has its routes read by
+:mod:`bertkit.interop.sentence_router` (:func:`router_of`).
 
 The written folder uses the classic module names (``sentence_transformers.models.Pooling``),
 which sentence-transformers 2 to 6 load (6 maps them to its new ones).
@@ -33,9 +34,10 @@ from typing import Any
 
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.interop.sentence_router import SparseRouter, sparse_router
+from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, pooling_mode
+from bertkit.interop.sentence_router import DenseRouter, SparseRouter, read_router
 from bertkit.io import atomic_write_text
-from bertkit.model.pooling import POOLINGS, SpladeSpec
+from bertkit.model.pooling import SpladeSpec
 from bertkit.tokenizer.conventions import LARGE_INTEGER, read_config
 
 MODULES = "modules.json"
@@ -55,17 +57,6 @@ SENTENCE_LAYOUT = (
 )
 """Every file a sentence-transformers folder written by bertkit has beyond a model folder's: what
 a fine-tuned task's folder saved over it drops (``modules.json`` would make it an embedder)."""
-# sentence-transformers' pooling flag for each bertkit pooling
-_FLAGS = {
-    "cls": "pooling_mode_cls_token",
-    "mean": "pooling_mode_mean_tokens",
-    "max": "pooling_mode_max_tokens",
-}
-_OTHER_FLAGS = (
-    "pooling_mode_mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens",
-    "pooling_mode_lasttoken",
-)
 
 
 def _module_kinds(root: Path) -> dict[str, str] | None:
@@ -104,18 +95,7 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     try:
         spec: dict[str, Any] = {"normalize": "Normalize" in kinds}
         if "Pooling" in kinds:
-            cfg = json.loads((root / kinds["Pooling"] / "config.json").read_text(encoding="utf-8"))
-            modes = cfg.get("pooling_mode")
-            if modes is None:
-                modes = [m for m, flag in _FLAGS.items() if cfg.get(flag)]
-                modes += [f for f in _OTHER_FLAGS if cfg.get(f)]
-            elif isinstance(modes, str):
-                modes = [modes]
-            if len(modes) != 1 or modes[0] not in POOLINGS:
-                raise CheckpointError(
-                    f"{root}: pooling {modes or 'none'} is not supported (one of {POOLINGS})"
-                )
-            spec["pooling"] = modes[0]
+            spec["pooling"] = pooling_mode(root / kinds["Pooling"], root)
         st = root / SENTENCE_CONFIG
         if st.is_file():
             spec["max_length"] = json.loads(st.read_text(encoding="utf-8")).get("max_seq_length")
@@ -132,12 +112,12 @@ def splade_spec(directory: str | Path) -> SpladeSpec | None:
     """The SPLADE pooling a sentence-transformers ``SparseEncoder`` folder declares (its
     ``SpladePooling`` module's config and the folder's ``max_active_dims``; a ``Router``'s
     document route: :mod:`bertkit.interop.sentence_router`), or None for a folder without that
-    module. Raises CheckpointError for an unreadable or unknown config, or a Router that is not
-    SPLADE."""
+    module (a dense Router too). Raises CheckpointError for an unreadable or unknown config."""
     root = Path(directory)
     kinds = _module_kinds(root)
     if kinds is not None and "Router" in kinds:
-        return router_of(root).spec  # type: ignore[union-attr]
+        router = router_of(root)
+        return router.spec if isinstance(router, SparseRouter) else None
     if kinds is None or "SpladePooling" not in kinds:
         return None
     try:
@@ -156,9 +136,12 @@ def splade_spec(directory: str | Path) -> SpladeSpec | None:
         raise CheckpointError(f"{root}: {e}") from e
 
 
-def router_of(directory: str | Path) -> SparseRouter | None:
-    """The SPLADE Router of a local SparseEncoder folder (:mod:`~bertkit.interop.sentence_router`),
-    None for any other folder (a Hub id too); CheckpointError for a Router that is not SPLADE."""
+def router_of(
+    directory: str | Path, *, sparse: bool | None = None
+) -> SparseRouter | DenseRouter | None:
+    """The Router of a local folder (:mod:`~bertkit.interop.sentence_router`: SPLADE or dense,
+    or read as ``sparse`` says), None for any other folder (a Hub id too); CheckpointError for a
+    Router bertkit does not compute."""
     root = Path(directory)
     kinds = _module_kinds(root) if root.is_dir() else None
     if kinds is None or "Router" not in kinds:
@@ -168,7 +151,7 @@ def router_of(directory: str | Path) -> SparseRouter | None:
         top = json.loads(versions.read_text(encoding="utf-8")) if versions.is_file() else {}
     except (OSError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{versions}: unreadable ({e})") from e
-    return sparse_router(root, kinds, top.get("max_active_dims"))
+    return read_router(root, kinds, top.get("max_active_dims"), sparse=sparse)
 
 
 def save_sentence_transformers_files(
@@ -197,8 +180,8 @@ def save_sentence_transformers_files(
 
     Raises ConfigError for another pooling, or when a value must come from a missing config.json.
     """
-    if pooling not in _FLAGS:
-        raise ConfigError(f"pooling must be one of {', '.join(_FLAGS)}, got {pooling!r}")
+    if pooling not in FLAGS:
+        raise ConfigError(f"pooling must be one of {', '.join(FLAGS)}, got {pooling!r}")
     root = Path(folder)
     if dimension is None or max_seq_length is None:
         config = _model_config(root)
@@ -211,9 +194,9 @@ def save_sentence_transformers_files(
         {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
         for i, (kind, path) in enumerate(modules)
     ]
-    flags = {flag: mode == pooling for mode, flag in _FLAGS.items()}
+    flags = {flag: mode == pooling for mode, flag in FLAGS.items()}
     pool_config = {"word_embedding_dimension": dimension, **flags}
-    pool_config.update(dict.fromkeys(_OTHER_FLAGS, False))
+    pool_config.update(dict.fromkeys(OTHER_FLAGS, False))
     versions = {
         # no "sentence_transformers" version: that key makes older releases warn that the
         # folder comes from a newer one

@@ -1,8 +1,9 @@
-"""sentence-transformers ``Router`` folders that bertkit serves: "inference-free" SPLADE.
+"""sentence-transformers ``Router`` folders: which modules each task runs (the one home of it).
 
-A ``SparseEncoder`` saved with a ``Router`` (sentence-transformers 5 and 6, e.g.
-opensearch-neural-sparse-encoding-doc-v3) has one module in ``modules.json``, the Router at the
-folder's root, and a ``router_config.json`` naming its routes::
+A model saved with a ``Router`` (sentence-transformers 5 and 6: ``Router.for_query_document``,
+e.g. opensearch-neural-sparse-encoding-doc-v3 or an asymmetric bi-encoder) has one module in
+``modules.json``, the Router at the folder's root, and a ``router_config.json`` naming its
+routes::
 
     {"types": {"query_0_SparseStaticEmbedding": "...SparseStaticEmbedding",
                "document_0_MLMTransformer": "...MLMTransformer",
@@ -11,13 +12,21 @@ folder's root, and a ``router_config.json`` naming its routes::
                    "document": ["document_0_MLMTransformer", "document_1_SpladePooling"]},
      "parameters": {"default_route": "document", "allow_empty_key": true, "route_mappings": {}}}
 
-Each module lives in the sub-folder of its id. The "document" route is SPLADE (a masked-LM
-transformer, then ``SpladePooling``); the "query" route is either a ``SparseStaticEmbedding``
-(one learned weight per vocabulary id: no transformer pass) or the document route's own modules
-(or byte-for-byte copies of them, as sentence-transformers 6.0 saves shared modules).
-``encode`` without a task takes ``default_route`` (else the first route), as the Router does.
-Any other layout (a dense Router, other module types) is a CheckpointError naming the folder and
-the module: bertkit would otherwise compute something else than the model does.
+Each module lives in the sub-folder of its id. A task's route is resolved as
+``Router._resolve_route`` resolves it (:func:`_route_of`); ``encode`` without a task takes
+``default_route`` (else the first route). Two kinds are read:
+
+- SPLADE (:class:`SparseRouter`, the document route ends in ``SpladePooling``): the document
+  route is a masked-LM transformer -> SpladePooling; the query route a ``SparseStaticEmbedding``
+  (one learned weight per vocabulary id: no transformer pass), its own masked-LM transformer ->
+  SpladePooling (a two-encoder SPLADE), or the document route's own modules;
+- dense (:class:`DenseRouter`): each route ``Transformer -> Pooling (-> Normalize)``, what
+  bertkit's single sentence-transformers folders hold.
+
+A route whose modules are byte-for-byte copies of the other's (sentence-transformers 6.0 saves
+a shared module once per route) reads as that route: one encoder in memory. Any other module
+(``Dense``, ``StaticEmbedding``, ...) is a CheckpointError naming the folder and the module:
+bertkit would otherwise compute something else than the model does.
 """
 
 from __future__ import annotations
@@ -30,14 +39,29 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.interop.sentence_pooling import pooling_mode
 from bertkit.model.pooling import SpladeSpec
 
 ROUTER_CONFIG = "router_config.json"
 TASKS = ("query", "document")
-"""The tasks a SPLADE Router serves (``encode_query`` / ``encode_document``)."""
+"""The tasks a Router serves (``encode_query`` / ``encode_document``)."""
 _TRANSFORMERS = ("MLMTransformer", "Transformer")
 _STATIC = "SparseStaticEmbedding"
-_POOLING = "SpladePooling"
+_SPLADE = "SpladePooling"
+_DENSE_TASKS = (None, "feature-extraction")
+"""The ``transformer_task`` of a dense route's Transformer (its hidden states)."""
+
+
+@dataclass(frozen=True)
+class SpladeRoute:
+    """A masked-LM transformer -> SpladePooling route."""
+
+    transformer: Path
+    """The masked-LM transformer's folder (config.json, weights, tokenizer)."""
+    spec: SpladeSpec
+    """Its SpladePooling and the folder's ``max_active_dims``."""
+    max_length: int | None
+    """The transformer's ``max_seq_length`` (None: its position limit)."""
 
 
 @dataclass(frozen=True)
@@ -46,15 +70,60 @@ class SparseRouter:
 
     root: Path
     document: Path
-    """The masked-LM transformer's folder (config.json, weights, tokenizer)."""
+    """The document route's masked-LM transformer folder."""
     spec: SpladeSpec
     """The document route's SpladePooling and the folder's ``max_active_dims``."""
     max_length: int | None
-    """The transformer's ``max_seq_length`` (None: its position limit)."""
+    """The document transformer's ``max_seq_length`` (None: its position limit)."""
     static_query: Path | None
-    """The query route's SparseStaticEmbedding folder; None: queries take the document route."""
+    """The query route's SparseStaticEmbedding folder; None: no static query route."""
     default_task: str = "document"
     """The task ``encode`` without one takes (the Router's ``default_route``)."""
+    query_splade: SpladeRoute | None = None
+    """The query route's own masked-LM transformer -> SpladePooling (a two-encoder SPLADE);
+    None with ``static_query`` None: queries take the document route."""
+
+
+@dataclass(frozen=True)
+class DenseRoute:
+    """A Transformer -> Pooling (-> Normalize) route."""
+
+    transformer: Path
+    pooling: str
+    normalize: bool
+    max_length: int | None
+
+
+@dataclass(frozen=True)
+class DenseRouter:
+    """What a dense Router folder computes for each task; ``query is document`` when the two
+    routes are the same modules (or copies of them): one encoder."""
+
+    root: Path
+    query: DenseRoute
+    document: DenseRoute
+    default_task: str = "document"
+
+    def route(self, task: str | None) -> DenseRoute:
+        """The route ``task`` takes (None: :attr:`default_task`'s)."""
+        return self.query if (task or self.default_task) == "query" else self.document
+
+
+@dataclass(frozen=True)
+class _Routes:
+    """A Router folder's routes for the two tasks (module ids), resolved."""
+
+    root: Path
+    kind: dict[str, str]
+    """Each module id's class name ("document_0_Transformer": "Transformer")."""
+    query: list[str]
+    document: list[str]
+    default_task: str
+    shared: bool
+    """Whether the query route is the document route's modules, or byte-for-byte copies."""
+
+    def names(self, ids: list[str]) -> str:
+        return f"{' -> '.join(self.kind[m] for m in ids)} ({', '.join(ids)})"
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -90,20 +159,13 @@ def _route_of(task: str | None, structure: dict, params: dict) -> str:
     return default
 
 
-def sparse_router(
-    directory: str | Path, kinds: dict[str, str], max_active_dims: int | None = None
-) -> SparseRouter:
-    """The SPLADE Router of ``directory`` (``kinds``: its ``modules.json``, holding a Router;
-    ``max_active_dims``: its ``config_sentence_transformers.json``'s). Raises CheckpointError
-    for a layout bertkit does not compute, naming the module."""
-    root = Path(directory)
+def _routes(root: Path, kinds: dict[str, str]) -> _Routes:
     if len(kinds) != 1 or kinds.get("Router") != "":
         others = ", ".join(k for k in kinds if k != "Router") or "none"
         raise CheckpointError(
             f"{root}: modules.json holds the Router and other modules ({others}), or the Router "
-            "outside the folder's root; bertkit reads a SparseEncoder Router alone (query: "
-            "SparseStaticEmbedding or the document modules, document: a masked-LM transformer "
-            "-> SpladePooling)"
+            "outside the folder's root; bertkit reads a Router alone (SPLADE routes, or "
+            "Transformer -> Pooling routes)"
         )
     config = _read(root / ROUTER_CONFIG)
     types, structure = config.get("types"), config.get("structure")
@@ -112,7 +174,7 @@ def sparse_router(
         raise CheckpointError(f"{root / ROUTER_CONFIG}: no 'types' and 'structure' of routes")
     kind = {mid: str(t).rsplit(".", 1)[-1] for mid, t in types.items()}
 
-    def modules(task: str) -> list[str]:
+    def modules(task: str | None) -> list[str]:
         try:
             route = _route_of(task, structure, params)
         except CheckpointError as e:
@@ -122,41 +184,100 @@ def sparse_router(
             raise CheckpointError(f"{root / ROUTER_CONFIG}: route {route!r} names no known modules")
         return list(ids)
 
-    doc = modules("document")
-    names = [kind[m] for m in doc]
-    if len(doc) != 2 or names[0] not in _TRANSFORMERS or names[1] != _POOLING:
-        raise CheckpointError(
-            f"{root}: the Router's document route is {' -> '.join(names)} ({', '.join(doc)}); "
-            "bertkit reads MLMTransformer (or Transformer) -> SpladePooling there: a dense "
-            "or other Router is not a SPLADE model"
-        )
-    task = _read(root / doc[0] / "sentence_bert_config.json").get("transformer_task")
-    if names[0] == "Transformer" and task not in (None, "fill-mask"):
-        raise CheckpointError(
-            f"{root / doc[0]}: transformer_task {task!r}, not fill-mask: no SPLADE vectors"
-        )
-    query = modules("query")
-    static = None
-    if query != doc and not _copies(root, query, doc, kind):
-        if len(query) != 1 or kind[query[0]] != _STATIC:
-            raise CheckpointError(
-                f"{root}: the Router's query route is "
-                f"{' -> '.join(kind[m] for m in query)} ({', '.join(query)}); bertkit reads "
-                "a SparseStaticEmbedding there, or the document route's own modules"
-            )
-        static = root / query[0]
-    plain = structure.get(_route_of(None, structure, params))
+    doc, query, plain = modules("document"), modules("query"), modules(None)
     if plain not in (doc, query):
         raise CheckpointError(f"{root}: the Router's default route is neither query nor document")
-    default = "document" if plain == doc else "query"
+    shared = query == doc or _copies(root, query, doc, kind)
+    return _Routes(root, kind, query, doc, "document" if plain == doc else "query", shared)
+
+
+def read_router(
+    directory: str | Path,
+    kinds: dict[str, str],
+    max_active_dims: int | None = None,
+    *,
+    sparse: bool | None = None,
+) -> SparseRouter | DenseRouter:
+    """The Router of ``directory`` (``kinds``: its ``modules.json``, holding a Router;
+    ``max_active_dims``: its ``config_sentence_transformers.json``'s): SPLADE when its document
+    route ends in SpladePooling (or ``sparse`` says so), else dense. Raises CheckpointError for
+    a layout bertkit does not compute, naming the module."""
+    routes = _routes(Path(directory), kinds)
+    if sparse if sparse is not None else routes.kind[routes.document[-1]] == _SPLADE:
+        return _sparse(routes, max_active_dims)
+    return _dense(routes)
+
+
+def _sparse(r: _Routes, max_active_dims: int | None) -> SparseRouter:
+    document = _splade_route(r, r.document, "document", max_active_dims)
+    static = query = None
+    if not r.shared:
+        if len(r.query) == 1 and r.kind[r.query[0]] == _STATIC:
+            static = r.root / r.query[0]
+        elif r.kind[r.query[-1]] == _SPLADE:
+            query = _splade_route(r, r.query, "query", max_active_dims)
+        else:
+            raise CheckpointError(
+                f"{r.root}: the Router's query route is {r.names(r.query)}; bertkit reads a "
+                "SparseStaticEmbedding there, a masked-LM transformer -> SpladePooling, or "
+                "the document route's own modules"
+            )
     return SparseRouter(
-        root,
-        root / doc[0],
-        _splade_spec(root / doc[1], max_active_dims),
-        _max_length(root / doc[0]),
+        r.root,
+        document.transformer,
+        document.spec,
+        document.max_length,
         static,
-        default,
+        r.default_task,
+        query,
     )
+
+
+def _splade_route(r: _Routes, ids: list[str], task: str, cap: int | None) -> SpladeRoute:
+    names = [r.kind[m] for m in ids]
+    if len(ids) != 2 or names[0] not in _TRANSFORMERS or names[1] != _SPLADE:
+        raise CheckpointError(
+            f"{r.root}: the Router's {task} route is {r.names(ids)}; bertkit reads "
+            "MLMTransformer (or Transformer) -> SpladePooling there: a dense "
+            "or other Router is not a SPLADE model"
+        )
+    folder = r.root / ids[0]
+    transformer_task = _read(folder / "sentence_bert_config.json").get("transformer_task")
+    if names[0] == "Transformer" and transformer_task not in (None, "fill-mask"):
+        raise CheckpointError(
+            f"{folder}: transformer_task {transformer_task!r}, not fill-mask: no SPLADE vectors"
+        )
+    return SpladeRoute(folder, _splade_spec(r.root / ids[1], cap), _max_length(folder))
+
+
+def _dense(r: _Routes) -> DenseRouter:
+    document = _dense_route(r, r.document, "document")
+    query = document if r.shared else _dense_route(r, r.query, "query")
+    return DenseRouter(r.root, query, document, r.default_task)
+
+
+def _dense_route(r: _Routes, ids: list[str], task: str) -> DenseRoute:
+    """Transformer -> Pooling (-> Normalize); any other module refused by name."""
+    expected = ("Transformer", "Pooling", "Normalize")
+    for n, m in enumerate(ids):
+        if n >= len(expected) or r.kind[m] != expected[n]:
+            raise CheckpointError(
+                f"{r.root}: the Router's {task} route is {r.names(ids)}; bertkit does not "
+                f"compute {r.kind[m]} ({m}) there: it reads Transformer -> Pooling "
+                "(-> Normalize) routes"
+            )
+    if len(ids) < 2:
+        raise CheckpointError(
+            f"{r.root}: the Router's {task} route is {r.names(ids)}, without a Pooling: "
+            "bertkit reads Transformer -> Pooling (-> Normalize) routes"
+        )
+    folder = r.root / ids[0]
+    transformer_task = _read(folder / "sentence_bert_config.json").get("transformer_task")
+    if transformer_task not in _DENSE_TASKS:
+        raise CheckpointError(
+            f"{folder}: transformer_task {transformer_task!r}: a dense route pools hidden states"
+        )
+    return DenseRoute(folder, pooling_mode(r.root / ids[1]), len(ids) == 3, _max_length(folder))
 
 
 def _copies(root: Path, a: list[str], b: list[str], kind: dict[str, str]) -> bool:

@@ -1,25 +1,24 @@
 """Listwise losses of a one-output cross-encoder over groups of candidates of one query.
 
-A training batch of the ``ranking`` and ``listnet`` rerank losses holds B groups of G rows each,
-group after group: the query paired with its positive, then with each of its G - 1 hard
-negatives (:class:`bertkit.tasks.rerank.RerankAdapter`). The head's logits (B * G, 1) are viewed
-as (B, G), and ``labels`` (B, G) hold each candidate's relevance (1 for the positive, 0 for the
-negatives of an n-tuple file).
+A training batch of the ``ranking`` and ``listnet`` rerank losses holds B groups, their rows
+group after group (:class:`bertkit.tasks.rerank.RerankAdapter`): group b's candidates, then
+(``ranking`` with in-batch negatives) the query paired with documents of other groups. The
+head's logits (R, 1) are laid into ``labels`` (B, K) row-major at its finite entries (K: the
+longest group; ``-inf`` pads a shorter one, as sentence-transformers' ``ListNetLoss`` pads its
+label matrix), so groups may differ in length. ``labels`` hold each candidate's relevance: 1
+for a positive, 0 for a negative, graded values from a listwise file.
 
 - ``ranking``: sentence-transformers' CrossEncoder ``MultipleNegativesRankingLoss`` with its
   defaults (``activation_fn=Sigmoid``, ``scale=10``): the cross-entropy of picking the positive
-  (column 0) among the group's candidates from ``scale * sigmoid(logit)``. Only the group's own
-  hard negatives are candidates: sentence-transformers also scores each query against
-  ``num_negatives`` passages drawn at random from the other groups of the batch (extra forward
-  passes on new pairs); bertkit does not, so the loss is a mean of independent per-group terms,
-  which gradient accumulation and DDP keep. It equals sentence-transformers' loss on a batch of
-  one group (where there is no other group to draw from) and its ``calculate_loss`` on the same
-  logits.
+  (column 0) among the group's candidates from ``scale * sigmoid(logit)``. The candidates are
+  the group's hard negatives and ``num_negatives`` documents of the other groups of the batch
+  drawn by :func:`bertkit.tasks.rerank.in_batch_negatives` as sentence-transformers draws them.
 - ``listnet``: ``ListNetLoss`` (``activation_fn=Identity``): the cross-entropy between the
   softmax of the labels and the softmax of the logits, averaged over the groups (with labels
   1, 0, ..., 0 the target is softmax([1, 0, ...]), not one-hot, exactly as there).
 
-Both are computed in fp32.
+Both are computed in fp32; padding takes the logit -1e16 (sentence-transformers' value: finite,
+so that a target probability of 0 times its log-probability is 0, not NaN).
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ import torch.nn.functional as F
 GROUP_LOSSES = ("ranking", "listnet")
 RANKING_SCALE = 10.0
 """sentence-transformers' CrossEncoder MultipleNegativesRankingLoss ``scale``."""
+PAD_LOGIT = -1e16
+"""The score of a padding column (sentence-transformers' ListNetLoss)."""
 
 
 def ranking_loss(logits: torch.Tensor, scale: float = RANKING_SCALE) -> torch.Tensor:
@@ -48,11 +49,19 @@ def listnet_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def group_loss(name: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The ``name`` loss (:data:`GROUP_LOSSES`) of the row logits (B * G, 1), groups laid out
-    one after the other, against ``labels`` (B, G)."""
-    grouped = logits.reshape(labels.shape)  # (B, G)
+    """The ``name`` loss (:data:`GROUP_LOSSES`) of the row logits (R, 1), laid row-major into
+    the finite entries of ``labels`` (B, K) (R of them; ``-inf`` pads)."""
+    present = torch.isfinite(labels)
+    if int(present.sum()) != logits.shape[0]:
+        raise ValueError(f"{logits.shape[0]} rows for {int(present.sum())} labelled candidates")
+    if name not in GROUP_LOSSES:
+        raise ValueError(f"group loss must be one of {', '.join(GROUP_LOSSES)}, got {name!r}")
+    rows = logits.float().reshape(-1)
+    if name == "ranking":  # the activation before the padding, which must stay -1e16
+        rows = torch.sigmoid(rows) * RANKING_SCALE
+    scores = torch.full(labels.shape, PAD_LOGIT, dtype=rows.dtype, device=rows.device)
+    scores = scores.masked_scatter(present, rows)  # (B, K)
     if name == "ranking":
-        return ranking_loss(grouped)
-    if name == "listnet":
-        return listnet_loss(grouped, labels)
-    raise ValueError(f"group loss must be one of {', '.join(GROUP_LOSSES)}, got {name!r}")
+        target = torch.zeros(labels.shape[0], dtype=torch.long, device=labels.device)
+        return F.cross_entropy(scores, target)
+    return F.cross_entropy(scores, labels.float().softmax(dim=1))

@@ -128,3 +128,34 @@ def splade_pool(
     raise ValueError(
         f"SPLADE pooling strategy must be one of {SPLADE_STRATEGIES}, got {strategy!r}"
     )
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Which hidden layers make the token vectors (the feature-based approach)."""
+
+    layers: tuple[int, ...] = ()
+    """Hidden layers to use, e.g. -1 -2 -3 -4 (-1 the last, 0 the embeddings; none given: the last layer)."""
+    layer_combine: str = "concat"
+    """How the --layers are joined: concat (len(layers) x H values), sum or mean (H values)."""
+
+    def __post_init__(self) -> None:
+        if self.layer_combine not in LAYER_COMBINES:
+            raise ConfigError(
+                f"layer combine must be one of {', '.join(LAYER_COMBINES)}, got {self.layer_combine!r}"
+            )
+
+    def check(self, num_hidden_layers: int) -> None:
+        """ConfigError unless every layer exists in a model of ``num_hidden_layers`` layers
+        (``hidden_states`` holds those plus the embeddings), before any input is read."""
+        n = num_hidden_layers + 1
+        bad = [i for i in self.layers if not -n <= i < n]
+        if bad:
+            raise ConfigError(
+                f"layers {bad} are out of range: the model has {n} "
+                f"({num_hidden_layers} layers + the embeddings), so -{n}..{n - 1}"
+            )
+
+    def width(self, hidden: int) -> int:
+        n = len(self.layers) or 1
+        return hidden * n if self.layer_combine == "concat" else hidden

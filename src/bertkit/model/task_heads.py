@@ -81,7 +81,7 @@ class BertForSequenceClassification(nn.Module):
             layout,
             none if layout is not None else None,
         )
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        logits = self._scores(self.dropout(out.pooler_output))  # (B, num_labels)
         loss = None
         if labels is not None and self.group_loss is not None:
             loss = group_loss(self.group_loss, logits, labels)
@@ -103,6 +103,17 @@ class BertForSequenceClassification(nn.Module):
             else:
                 loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
         return SequenceClassifierOutput(logits=logits, loss=loss)
+
+    def _scores(self, pooled: torch.Tensor) -> torch.Tensor:
+        """The classifier over ``pooled`` (B, H); a regressor's one score is computed in fp32
+        even under autocast. bf16 keeps 8 significant bits: STS-B scores in [2, 4) would come
+        out in steps of 1/64, and 100 distinct fp32 predictions became 35 values, so Pearson and
+        Spearman (the selection metric) changed with the precision. The matmul is H x 1."""
+        device = pooled.device.type
+        if self.num_labels != 1 or not torch.is_autocast_enabled(device):
+            return self.classifier(pooled)
+        with torch.autocast(device, enabled=False):
+            return self.classifier(pooled.float())
 
 
 class BertForTokenClassification(nn.Module):

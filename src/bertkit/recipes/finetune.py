@@ -6,7 +6,9 @@ rates x restarts (:func:`bertkit.training.selection.finetune`: the selected mode
 output folder) and write ``metrics.json`` beside it: every run's lr, seed and dev score, mean
 and spread, the selected run, the long-input counts, the precision this machine ran and the
 hardware choices. Under torchrun every rank trains its share; rank 0 logs, selects and writes.
-A previous job's metrics.json in a reused folder goes with its model at the first save
+An ``output`` that already holds a model (or anything else) is refused unless ``overwrite``
+(an interrupted job's is not: the same command reruns it); a previous job's metrics.json in a
+reused folder goes with its model at the first save
 (:func:`bertkit.training.model_dir.save_model_dir`): never beside this job's model.
 """
 
@@ -32,7 +34,11 @@ from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
 from bertkit.training.distill import WordTeacher, check_distillable, teacher_logits
 from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulation
-from bertkit.training.model_dir import METRICS_FILE
+from bertkit.training.model_dir import (
+    METRICS_FILE,
+    check_output_free,
+    mark_finished,
+)
 from bertkit.training.selection import finetune
 
 
@@ -56,7 +62,8 @@ class FinetuneJob:
     model: str | Path
     """bertkit or Hugging Face checkpoint folder."""
     output: Path
-    """Folder for the selected model and metrics.json."""
+    """Folder for the selected model and metrics.json: absent, empty or an interrupted job's
+    (:func:`bertkit.training.model_dir.check_output_free`), else ``overwrite``."""
     config: FinetuneConfig = field(default_factory=FinetuneConfig)
     """Run options: learning rates, restarts, epochs, batch size, seed, precision ..."""
     max_train_examples: int | None = None
@@ -76,6 +83,9 @@ class FinetuneJob:
     head_init: dict[str, torch.Tensor] | None = None
     """State of the head's ``classifier`` to start every run from instead of the seed's draw
     (classification heads; the benchmarks pair runs with a reference implementation's)."""
+    overwrite: bool = False
+    """Replace the model and metrics.json that ``output`` already holds (default: refuse a
+    non-empty ``output`` that is not an interrupted job's)."""
 
 
 def _stderr(msg: str) -> None:
@@ -94,9 +104,12 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     started = time.time()  # --minutes counts from here: reading the data is part of the job
     config, device = job.config, torch.device(info.device)
     check_folder_creatable(job.output)  # not found out only when the selected model is saved
+    check_output_free(job.output, job.overwrite)  # nor a finished model replaced unasked
     if isinstance(job.task, TaskSettings):
         # before the data are read
         check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
+        if job.task.family == "sparse":  # not found out after the data are read and windowed
+            check_masked_lm_head(job.model)
         if job.teacher is not None:
             check_distillable(FAMILIES[job.task.family][0], job.task.family)
         adapter, train, dev = build_task(_with_folder_prompts(job.task, job.model))
@@ -191,6 +204,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         **result.to_dict(),
     }
     atomic_write_text(output / METRICS_FILE, report_json(metrics) + "\n")
+    mark_finished(output)
     updates = sum(r.steps for r in result.runs)
     say(
         f"wrote the selected model and metrics.json to {output} ({len(result.runs)} run(s) "
@@ -275,7 +289,6 @@ def sparse_encoder(
     """A :class:`~bertkit.model.splade.SpladeEncoder` over the masked-LM model in ``folder``
     (``adapter``: a :class:`~bertkit.tasks.sparse.SparseAdapter`); CheckpointError for a folder
     without masked-LM head weights (a new random head would make meaningless vectors)."""
-    from bertkit.errors import CheckpointError
     from bertkit.interop.pretrained import load_with_report
     from bertkit.model.pooling import SpladeSpec
     from bertkit.model.splade import SpladeEncoder
@@ -285,11 +298,7 @@ def sparse_encoder(
     )
     missing = [k for k in report.missing if k.startswith("mlm.")]
     if missing:
-        raise CheckpointError(
-            f"{folder}: the checkpoint has no masked-LM head weights (cls.predictions.*, missing "
-            f"{', '.join(missing[:3])}); finetune sparse starts from a masked-LM model "
-            "(BertForMaskedLM weights, or a SparseEncoder folder)"
-        )
+        raise _no_masked_lm_head(folder, missing)
     spec = SpladeSpec(adapter.pooling_strategy, adapter.activation_function)
     return SpladeEncoder(
         masked_lm,
@@ -297,4 +306,31 @@ def sparse_encoder(
         query_regularizer_weight=adapter.query_regularizer_weight,
         document_regularizer_weight=adapter.document_regularizer_weight,
         mini_batch_size=adapter.mini_batch_size,
+    )
+
+
+def check_masked_lm_head(folder: str | Path) -> None:
+    """:func:`sparse_encoder`'s CheckpointError for a folder without masked-LM head weights,
+    found from the names in its safetensors headers (no tensor read), before the training data
+    are read; a folder whose names cannot be read so (pickled weights) is checked when loaded."""
+    from bertkit.interop.hf import DECODER_BIAS_ALIAS, HEAD_KEYS
+    from bertkit.interop.pretrained import weight_names
+
+    names = set(weight_names(Path(folder)) or ()) if Path(folder).is_dir() else set()
+    if not names:
+        return
+    if DECODER_BIAS_ALIAS[1] in names:  # the head's bias saved under the decoder's name
+        names.add(DECODER_BIAS_ALIAS[0])
+    missing = [ours for ours, hf in HEAD_KEYS if ours.startswith("mlm.") and hf not in names]
+    if missing:
+        raise _no_masked_lm_head(folder, missing)
+
+
+def _no_masked_lm_head(folder: str | Path, missing: list[str]) -> Exception:
+    from bertkit.errors import CheckpointError
+
+    return CheckpointError(
+        f"{folder}: the checkpoint has no masked-LM head weights (cls.predictions.*, missing "
+        f"{', '.join(missing[:3])}); finetune sparse starts from a masked-LM model "
+        "(BertForMaskedLM weights, or a SparseEncoder folder)"
     )

@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from fastapi.routing import APIRoute
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from bertkit import __version__, hardware
 from bertkit.serve import errors
@@ -140,7 +141,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     async def prometheus() -> Response:
         for e in server.engines.values():
             metrics.queue_size.labels(e.name).set(e.worker.queued() if e.worker else 0)
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/embed", summary="embeddings (text-embeddings-inference shapes)")
     async def embed(req: EmbedRequest) -> Response:
@@ -148,7 +149,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         engine = server.engine("embed", req.model)
         engine.check_dimensions(req.dimensions)
         inputs = engine.prompted(inputs_of(req.inputs), req.prompt_name)
-        v, _ = await server.vectors(engine, inputs, req.truncate, req.normalize, req.dimensions)
+        v, _ = await server.vectors(
+            engine, inputs, req.truncate, req.normalize, req.dimensions, task=req.task
+        )
         return _json(v)
 
     @app.post("/v1/embeddings", summary="embeddings (OpenAI shapes)")
@@ -318,6 +321,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             html.read_text(encoding="utf-8") if html.is_file() else "<p>bertkit</p>"
         )
 
+    _answer_head(app)
     # outermost: the requests the limits turn away are counted and timed too
     routes = frozenset(getattr(r, "path", "") for r in app.routes)
     device = hardware.resolve_device(settings.device) if settings.backend == "torch" else "cpu"
@@ -325,6 +329,21 @@ def create_app(settings: ServeSettings) -> FastAPI:
         Observe, metrics=metrics, routes=routes, compute_type=str(device).split(":")[0]
     )
     return app
+
+
+def _answer_head(app: FastAPI) -> None:
+    """HEAD on every GET route (/health, /info, /metrics, the page), as Starlette's own routes
+    answer it and FastAPI's do not: load balancers probe /health with HEAD (the server leaves
+    the body out). Kept out of the OpenAPI schema, which would list each operation twice."""
+    for route in list(app.routes):
+        if isinstance(route, APIRoute) and route.methods == {"GET"}:
+            app.add_api_route(
+                route.path,
+                route.endpoint,
+                methods=["HEAD"],
+                response_class=route.response_class,
+                include_in_schema=False,
+            )
 
 
 def _json(obj: Any) -> Response:

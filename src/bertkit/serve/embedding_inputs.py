@@ -60,26 +60,29 @@ class EmbeddingInputs:
                     f"{self.max_input_length} are read in windows{cut}). Input {i} has {n}",
                 )
 
-    def _encoded(self, inputs: Sequence[str | TokenIds]) -> list[Any]:
-        """The texts tokenized, the token ids checked (:meth:`Embedder.encode`): 422 for an
-        empty id list or an id outside the vocabulary, naming the input."""
-        assert self.embedder is not None
+    def _encoded(self, inputs: Sequence[str | TokenIds], emb: Embedder | None = None) -> list[Any]:
+        """The texts tokenized, the token ids checked (:meth:`Embedder.encode`; ``emb``: a
+        route's Embedder, default the model's): 422 for an empty id list or an id outside the
+        vocabulary, naming the input."""
+        emb = emb or self.embedder
+        assert emb is not None
         try:
-            return self.embedder.encode(inputs)
+            return emb.encode(inputs)
         except TokenIdsError as e:
             raise ServeError(422, f"input {e.index}: {e.message}") from None
 
     def encode_for_embedding(
-        self, inputs: Sequence[str | TokenIds], truncate: bool | None
+        self, inputs: Sequence[str | TokenIds], truncate: bool | None, emb: Embedder | None = None
     ) -> Windowed:
         """The inputs (texts and token ids) as the windows the worker embeds: 413 for an input
         over --max-input-tokens, or for token ids over the model's length (ids are read as they
         are, not in windows), unless ``truncate``. ``truncate`` None: the route has no such
-        field (OpenAI's shape): read as False, and no 413 tells the client to send it."""
-        emb = self.embedder
+        field (OpenAI's shape): read as False, and no 413 tells the client to send it. ``emb``:
+        a Router's route (:meth:`Embedder.for_task`), default the model's Embedder."""
+        emb = emb or self.embedder
         assert emb is not None
         t0 = time.perf_counter()
-        encodings = self._encoded(inputs)
+        encodings = self._encoded(inputs, emb)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
         if not truncate:
             self._check_lengths(
@@ -139,13 +142,15 @@ class EmbeddingInputs:
                 "--any-dimensions to cut anyway",
             )
 
-    def fitting(self, inputs: Sequence[str | TokenIds], truncate: bool) -> list[Any]:
+    def fitting(
+        self, inputs: Sequence[str | TokenIds], truncate: bool, emb: Embedder | None = None
+    ) -> list[Any]:
         """Each input (a text or token ids) encoded as one window of at most the model's length
         (cut with ``truncate``, else a 413 for a longer one): the inputs of the per-token
-        routes."""
-        emb = self.embedder
+        routes. ``emb``: a route's Embedder, default the model's."""
+        emb = emb or self.embedder
         assert emb is not None
-        encodings = self._encoded(inputs)
+        encodings = self._encoded(inputs, emb)
         limit = emb.max_length
         long = next((i for i, e in enumerate(encodings) if len(e.input_ids) > limit), None)
         if long is not None and not truncate:
@@ -166,16 +171,16 @@ class EmbeddingInputs:
     ) -> list[list[dict[str, Any]]]:
         """TEI's ``/embed_sparse``: each input's SPLADE vector (one window, as the other
         per-token routes read it) as ``[{"index", "value"}]``, indices ascending. ``task``
-        ("query", "document"; None: the folder's default, document) picks an inference-free
-        Router's route: a query there is its tokens' static weights, no transformer pass."""
+        ("query", "document"; None: the folder's default, document) picks a SPLADE Router's
+        route: a query there is its tokens' static weights (no transformer pass), or its own
+        encoder's vector."""
         sparse = self.sparse
         assert sparse is not None
         route = sparse.route(task)
-        if route is None:
-            windows = self.fitting(inputs, truncate)
-            found = sparse.combine(
-                sparse.window_vectors(windows), range(len(windows)), len(windows)
-            )
+        if route is None or isinstance(route, type(sparse)):
+            model = route or sparse  # the query route's own encoder, or this one
+            windows = self.fitting(inputs, truncate, model.embedder)
+            found = model.combine(model.window_vectors(windows), range(len(windows)), len(windows))
         else:
             self._encoded(inputs)  # the checks every route's inputs get
             found, counts = route.embed(inputs)

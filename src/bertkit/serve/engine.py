@@ -8,7 +8,7 @@ encoder            embed, embed_all, similarity, tokenize, decode (+ fill-mask a
                    when it has masked-LM weights; a SparseEncoder folder, an inference-free
                    Router one too: no embed, similarity)
 fine-tuned         its family's: predict (glue/classify), tag (ner/tag), qa (squad),
-                   choose (swag); and tokenize
+                   choose (swag); and tokenize, decode
 one-output         predict and rerank: a sequence classifier with one output (a CrossEncoder
 classifier        reranker, a regression model), TEI's definition of a reranker
 =================  ============================================================================
@@ -38,6 +38,7 @@ from bertkit.inference.fill_mask import MaskCutError
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.inference.token_ids import outside_vocabulary
 from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of, router_of, splade_spec
+from bertkit.interop.sentence_router import DenseRouter, SparseRouter
 from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
 from bertkit.serve.errors import ServeError
 from bertkit.serve.metrics import Metrics
@@ -91,30 +92,36 @@ class Engine(EmbeddingInputs):
             fixed = "int8" if exported.quantized == "int8" else "fp32"  # reported by /info
             opts = {**opts, "device": "cpu", "precision": fixed, "model": exported}
         if self.task == "feature-extraction":
-            # an inference-free SPLADE Router: its document route's transformer is the model
+            # a SPLADE Router: its document route's transformer is the model; a dense Router:
+            # one Embedder per route (Embedder.for_task), no masked-LM head
             router = router_of(self.directory)
-            source = router.document if router is not None else self.directory
+            splade = router if isinstance(router, SparseRouter) else None
+            source = splade.document if splade is not None else self.directory
             try:  # fill-mask runs on the PyTorch backend only
-                self.masker = FillMasker.load(source, **opts) if exported is None else None
+                plain = exported is None and not isinstance(router, DenseRouter)
+                self.masker = FillMasker.load(source, **opts) if plain else None
             except CheckpointError:
                 if router is not None:
                     raise
                 self.masker = None
             # with masked-LM weights, the embedder shares the fill-mask model's encoder
             shared = self.masker.model.bert if self.masker is not None else opts.pop("model", None)
-            limit = router.max_length if router is not None else None
+            limit = splade.max_length if splade is not None else None
             emb = Embedder.load(
                 source, pooling=s.pooling, max_length=limit, model=shared, **opts, **split
             )
-            # the worker batches by tokens; each request says whether to normalise
-            emb.batch_size, emb.show_progress = s.max_batch_tokens, False
+            for route in {id(e): e for e in (emb, *emb.routes.values())}.values():
+                # the worker batches by tokens; each request says whether to normalise
+                route.batch_size, route.show_progress = s.max_batch_tokens, False
             self.embedder = emb
             if self.masker is not None:  # the folder's SpladePooling, if it has one
+                query = SparseEmbedder.query_encoder(splade, **opts, **split) if splade else None
                 self.sparse = SparseEmbedder.of(
                     self.masker.model,
                     emb,
                     batch_size=self.masker.batch_size,
-                    router=router,
+                    router=splade,
+                    query=query,
                     **split,
                 )
                 self.sparse_only = splade_spec(self.directory) is not None
@@ -176,7 +183,9 @@ class Engine(EmbeddingInputs):
     def capabilities(self) -> list[str]:
         if self.task != "feature-extraction":
             one_output = self.task == "text-classification" and self._one_output()
-            return [_TASK_CAPS[self.task], *(["rerank"] if one_output else []), "tokenize"]
+            # tokenize and decode on every model, as TEI serves them for its rerankers too
+            head = [_TASK_CAPS[self.task], *(["rerank"] if one_output else [])]
+            return [*head, "tokenize", "decode"]
         masked = ["fill-mask", *(["embed_sparse"] if self.sparse else [])] if self.masker else []
         caps = ["embed", "embed_all", "similarity", "tokenize", "decode", *masked]
         dense = ("embed", "similarity")
@@ -273,14 +282,26 @@ class Engine(EmbeddingInputs):
         self, items: Sequence[str | tuple[str, str]], raw_scores: bool, truncate: bool
     ) -> list[list[dict]]:
         """Each input's labels ranked by probability (``raw_scores``: by logit, as logits), or
-        its score for a regression model."""
+        its score for a regression model. A one-output model that is no regression (a
+        CrossEncoder, a ``finetune rerank`` folder: ``problem_type`` not ``regression``) answers
+        its ``id2label`` name and the sigmoid of its logit unless ``raw_scores``, as TEI's
+        /predict and transformers' text-classification pipeline do (and /rerank here)."""
         tm = self.task_model
         assert isinstance(tm, Classifier)
         model = tm.with_windows(truncate=truncate)
         prepared = self._prepared(model, model.examples_of(items), not truncate, "inputs")
         labels = getattr(tm.adapter, "labels", None)
+        config = tm.model.config
+        logit_label = None
+        if not labels and config.problem_type != "regression":
+            logit_label = str((config.id2label or {}).get(0, "LABEL_0"))
         out = []
         for r in model.outputs(model.run(prepared)):
+            if logit_label is not None:
+                x = float(r["score"])
+                score = x if raw_scores else float(1.0 / (1.0 + np.exp(-x)))
+                out.append([{"label": logit_label, "score": score}])
+                continue
             if not labels:  # regression
                 out.append([{"label": "score", "score": float(r["score"])}])
                 continue
@@ -327,13 +348,14 @@ class Engine(EmbeddingInputs):
         """Tags per word and entity spans with character offsets (:class:`Tagger`)."""
         tm = self.task_model
         assert isinstance(tm, Tagger)
-        prepared = self._prepared(tm, tm.examples_of(texts), True, "inputs")
+        prepared = self._prepared(tm, tm.examples_of(texts), True, "inputs", cut="")  # no truncate
         return tm.outputs(texts, tm.run(prepared))
 
     def qa(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         tm = self.task_model
         assert isinstance(tm, QuestionAnswerer)
-        prepared = self._prepared(tm, tm.examples_of(pairs), True, "question + context")
+        examples = tm.examples_of(pairs)
+        prepared = self._prepared(tm, examples, True, "question + context", cut="")  # no truncate
         return [
             {
                 "answer": g["answer"],

@@ -1,8 +1,11 @@
 """Request limits as one ASGI middleware, before any body is parsed: API key (401), concurrency
-(429 with Retry-After), payload size (413, by Content-Length and by the bytes actually read)."""
+(429 with Retry-After), payload size (413, by Content-Length and by the bytes actually read); a
+request whose client disconnects before its answer is cancelled, with the jobs it queued."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 from typing import Any
@@ -88,7 +91,7 @@ class Limits:
                 "overloaded",
                 {"Retry-After": "1"},
             )
-        read = 0
+        read, body_read, answering = 0, asyncio.Event(), False
 
         async def counted() -> dict:
             nonlocal read
@@ -97,12 +100,37 @@ class Limits:
                 read += len(message.get("body", b""))
                 if read > self.payload_limit:
                     raise _TooLarge(self.payload_limit)
+                if not message.get("more_body", False):
+                    body_read.set()
             return message
+
+        async def sending(message: dict) -> None:
+            nonlocal answering
+            answering = True
+            await send(message)
 
         self.in_flight += 1
         self.metrics.in_flight.set(self.in_flight)
+        handler = asyncio.ensure_future(self.app(scope, counted, sending))
+        watcher = asyncio.ensure_future(_disconnected(receive, body_read))
         try:
-            await self.app(scope, counted, send)
+            await asyncio.wait((handler, watcher), return_when=asyncio.FIRST_COMPLETED)
+            if not handler.done() and not answering:  # the client left before its answer
+                handler.cancel()  # its queued jobs are cancelled with it: never computed
+                self.metrics.failures.labels("client_closed").inc()
+            with contextlib.suppress(asyncio.CancelledError):
+                await handler
         finally:
+            watcher.cancel()
+            if not handler.done():
+                handler.cancel()
             self.in_flight -= 1
             self.metrics.in_flight.set(self.in_flight)
+
+
+async def _disconnected(receive: Any, body_read: asyncio.Event) -> None:
+    """Returns once the client has closed the connection: after the body is read, the server's
+    only message is ``http.disconnect`` (TEI drops a queued request whose client left)."""
+    await body_read.wait()
+    while (await receive())["type"] != "http.disconnect":
+        pass

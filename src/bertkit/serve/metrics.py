@@ -1,15 +1,24 @@
 """Prometheus metrics (``GET /metrics``), named like text-embeddings-inference's, prefix ``bertkit_``.
 
-Each app has its own registry, so several apps in one process (tests) do not collide.
+Each app has its own registry, so several apps in one process (tests) do not collide. With
+``--workers N`` each process counts what it serves; ``run.serve`` points prometheus_client's
+multiprocess mode at one folder for them all (``$PROMETHEUS_MULTIPROC_DIR``, read when the
+worker imports prometheus_client), and ``/metrics`` answers the sum over the processes, whichever
+of them the scrape reaches.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from contextvars import ContextVar
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""Where the worker processes of one server write their values (set by ``run.serve``)."""
 
 _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -57,10 +66,29 @@ class Metrics:
         self.input_length = Histogram(
             "bertkit_input_length", "Tokens per input", buckets=_TOKENS, registry=r
         )
-        self.in_flight = Gauge("bertkit_requests_in_flight", "Requests being served", registry=r)
-        self.queue_size = Gauge(
-            "bertkit_queue_size", "Jobs waiting per model", ["model"], registry=r
+        # livesum: with several workers, the sum over the processes alive
+        self.in_flight = Gauge(
+            "bertkit_requests_in_flight",
+            "Requests being served",
+            registry=r,
+            multiprocess_mode="livesum",
         )
+        self.queue_size = Gauge(
+            "bertkit_queue_size",
+            "Jobs waiting per model",
+            ["model"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+
+    def exposition(self) -> bytes:
+        """The text ``/metrics`` answers: this app's registry, or with several worker processes
+        (``$PROMETHEUS_MULTIPROC_DIR``) every process's values summed."""
+        if not os.environ.get(MULTIPROC_ENV):
+            return generate_latest(self.registry)
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)
+        return generate_latest(merged)
 
     def batch(self, size: int, tokens: int, seconds: float) -> None:
         self.batch_size.observe(size)

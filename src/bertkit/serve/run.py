@@ -8,10 +8,12 @@ import dataclasses
 import json
 import os
 import signal
+import tempfile
 
 import uvicorn
 
 from bertkit.serve.app import SETTINGS_ENV, create_app
+from bertkit.serve.metrics import MULTIPROC_ENV
 from bertkit.serve.settings import ServeSettings
 
 
@@ -40,11 +42,14 @@ def serve(settings: ServeSettings) -> None:
         GracefulServer(config).run()
         return
     os.environ[SETTINGS_ENV] = json.dumps(dataclasses.asdict(settings))
-    uvicorn.run(
-        "bertkit.serve.app:app_from_env",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers,
-        log_level="info",
-    )
+    # one /metrics over every worker: each writes its values here (bertkit.serve.metrics)
+    with tempfile.TemporaryDirectory(prefix="bertkit-metrics-") as values:
+        os.environ[MULTIPROC_ENV] = values
+        uvicorn.run(
+            "bertkit.serve.app:app_from_env",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level="info",
+        )

@@ -2,22 +2,34 @@
 is a 415, a body that is not JSON a 400), then validated by pydantic (a wrong type, a missing
 field, a number out of range is a 422 with the field named). Shapes follow
 text-embeddings-inference and OpenAI's embeddings API; types are strict, as TEI's (Rust serde):
-``0`` is no ``false``, ``"5"`` and ``2.0`` are no integer ``5`` and ``2``."""
+``0`` is no ``false``, ``"5"`` and ``2.0`` are no integer ``5`` and ``2``. ``null`` is "not
+given" where the reference reads it so: TEI's ``truncate`` (an ``Option<bool>``) and OpenAI's
+optional fields (``encoding_format``, ``dimensions``, ``user``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from bertkit.inference.token_ids import TokenIds
 from bertkit.serve.errors import EMPTY, ServeError
 
 _SEND_JSON = "send the body as JSON, with Content-Type: application/json"
+
+
+def _null_as(default: Any) -> BeforeValidator:
+    """``null`` read as the field's default (not given); any other value validated as typed."""
+    return BeforeValidator(lambda v: default if v is None else v)
+
+
+Truncate = Annotated[bool, _null_as(False)]
+"""TEI's ``truncate: Option<bool>``: ``null`` is the default (a text over the limit is read in
+windows, token ids over it are a 413)."""
 
 
 def _is_json(content_type: str) -> bool:
@@ -31,7 +43,8 @@ def _is_json(content_type: str) -> bool:
 async def read_json(request: Request) -> Any:
     """The body of ``request`` as JSON: a 415 for a Content-Type that is not JSON, or none (as
     TEI's axum answers, and FastAPI's default: a page of another site can send a body without
-    one, with no CORS preflight), a 400 for a body that is not JSON (empty, a syntax error, not
+    one, with no CORS preflight), and for a compressed body (``Content-Encoding`` other than
+    ``identity``: RFC 9110's 415), a 400 for a body that is not JSON (empty, a syntax error, not
     UTF-8, nested too deeply). Starlette keeps what it read: FastAPI's parse after this one
     reads no byte again."""
     content_type = request.headers.get("content-type")
@@ -39,6 +52,11 @@ async def read_json(request: Request) -> Any:
         raise ServeError(415, f"the request has no Content-Type: {_SEND_JSON}")
     if not _is_json(content_type):
         raise ServeError(415, f"Content-Type {content_type!r} is not JSON: {_SEND_JSON}")
+    coding = request.headers.get("content-encoding", "").strip().lower()
+    if coding not in ("", "identity"):  # read as JSON, gzip is "invalid UTF-8 at byte 1"
+        raise ServeError(
+            415, f"Content-Encoding {coding!r} is not supported: send the body uncompressed"
+        )
     if not await request.body():
         raise ServeError(400, "the body is empty: send a JSON object")
     try:
@@ -166,20 +184,26 @@ class _Request(_Body):
 class EmbedRequest(_Request):
     inputs: Inputs
     normalize: bool = True
-    truncate: bool = False
+    truncate: Truncate = False
     """False: a text over the model's limit is read in windows (over --max-input-tokens: a 413),
     token ids over it are a 413; True: it is cut to the model's limit."""
     truncation_direction: Direction = "right"
     dimensions: int | None = Field(None, ge=1)
     """Keep the first ``dimensions`` values (then normalise): for Matryoshka-trained models."""
     prompt_name: str | None = None
+    task: Literal["query", "document"] | None = Field(
+        None,
+        description="query or document: the route of a Router model (an asymmetric bi-encoder), "
+        "as sentence-transformers' encode_query / encode_document (prompts: prompt_name); "
+        "default: the model's default route, as encode",
+    )
 
 
 class OpenAIEmbeddingRequest(_Body):
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
     input: Inputs
     model: str | None = None
-    encoding_format: Literal["float", "base64"] = "float"
+    encoding_format: Annotated[Literal["float", "base64"], _null_as("float")] = "float"
     user: str | None = None
     dimensions: int | None = Field(None, ge=1)
 
@@ -202,7 +226,7 @@ class PredictRequest(_Request):
     """A text, or a list of texts and text pairs (``[a, b]``)."""
     raw_scores: bool = False
     """True: the model's logits instead of probabilities (TEI's raw_scores)."""
-    truncate: bool = False
+    truncate: Truncate = False
     truncation_direction: Direction = "right"
     parameters: PredictParameters | None = None
 
@@ -213,7 +237,7 @@ class RerankRequest(_Request):
     query: str
     texts: list[str]
     """At least one (an empty list: a 400, as TEI's)."""
-    truncate: bool = False
+    truncate: Truncate = False
     truncation_direction: Direction = "right"
     raw_scores: bool = False
     """True: the model's output as it is; False: through a sigmoid."""
@@ -279,7 +303,7 @@ class QARequest(_Request):
 class FillMaskRequest(_Request):
     inputs: Texts
     top_k: int = Field(5, ge=1, le=100)
-    truncate: bool = False
+    truncate: Truncate = False
 
 
 class SimilarityInput(_Body):
@@ -300,7 +324,7 @@ class SimilarityParameters(_Body):
 
 class SimilarityRequest(_Request):
     inputs: SimilarityInput
-    truncate: bool = False
+    truncate: Truncate = False
     parameters: SimilarityParameters | None = None
 
 
@@ -309,17 +333,18 @@ class TokenVectorsRequest(_Request):
     an input longer than the model's limit is a 413 unless ``truncate``."""
 
     inputs: Inputs
-    truncate: bool = False
+    truncate: Truncate = False
     truncation_direction: Direction = "right"
     prompt_name: str | None = None
 
 
 class SparseVectorsRequest(TokenVectorsRequest):
-    """TEI's /embed_sparse, plus ``task``: an inference-free SPLADE Router's route."""
+    """TEI's /embed_sparse, plus ``task``: a SPLADE Router's route."""
 
     task: Literal["query", "document"] | None = Field(
         None,
-        description="query or document: the route of an inference-free SPLADE (Router) model, "
+        description="query or document: the route of a SPLADE Router model (inference-free or "
+        "two-encoder), "
         "as sentence-transformers' encode_query / encode_document (prompts: prompt_name); "
         "default: the model's default route (document), as encode",
     )

@@ -147,25 +147,31 @@ class Server:
         *,
         counted: int | None = None,
         field: str = "inputs",
+        task: str | None = None,
     ) -> tuple[np.ndarray, int]:
         """The vectors of the inputs, texts or token ids (their first ``dimensions`` values,
         normalised or not), and the number of tokens they were embedded from (``truncate`` None:
         the route has no such field, :meth:`Engine.encode_for_embedding`). ``counted``: the
         inputs checked against ``--max-client-batch-size``, when not all of them
         (/similarity's ``sentences``: its source sentence is not counted, as /rerank's query
-        is not); ``field``: the request's name for the list, which an empty one's 400 names."""
+        is not); ``field``: the request's name for the list, which an empty one's 400 names.
+        ``task``: a dense Router's route ("query", "document"; None: its default route); its
+        default route's inputs merge with other requests', the other route's run as one job."""
         self.check_count(len(inputs) if counted is None else counted, field)
+        assert engine.worker is not None and engine.embedder is not None
+        emb = engine.embedder.for_task(task)
         # a thread hand-off costs more than tokenizing this much (or checking as many ids)
         size = sum(len(x) if isinstance(x, str) else len(x.input_ids) for x in inputs)
         if size <= INLINE_CHARS:
-            windowed = engine.encode_for_embedding(inputs, truncate)
+            windowed = engine.encode_for_embedding(inputs, truncate, emb)
         else:
-            windowed = await asyncio.to_thread(engine.encode_for_embedding, inputs, truncate)
-        assert engine.worker is not None and engine.embedder is not None
-        vectors = _finite(await self._wait(engine.worker.embed_later(windowed.inputs)))
-        combined = engine.embedder.combine(
-            vectors, windowed, normalize=normalize, dimensions=dimensions
-        )
+            windowed = await asyncio.to_thread(engine.encode_for_embedding, inputs, truncate, emb)
+        if emb is engine.embedder:
+            job = engine.worker.embed_later(windowed.inputs)
+        else:
+            job = engine.worker.run(lambda: emb.embed_encodings(windowed.inputs))
+        vectors = _finite(await self._wait(job))
+        combined = emb.combine(vectors, windowed, normalize=normalize, dimensions=dimensions)
         return combined, windowed.tokens
 
     async def relevance(

@@ -25,6 +25,7 @@ import numpy as np
 
 from bertkit.errors import InputError
 from bertkit.io import atomic_write_text
+from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import DEFAULT_MAX_SEQ_LENGTH, WindowCounts
 from bertkit.tokenizer.protocol import Tokenizer
 
@@ -192,6 +193,36 @@ class TaskAdapter:
 
     def save(self, directory: str | Path) -> None:
         atomic_write_text(Path(directory) / TASK_FILE, json.dumps(self.state(), indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class GroupFeature:
+    """One training example's rows, kept together in a batch: query, positive, then the hard
+    negatives (a bi-encoder's texts; a cross-encoder's (query, passage) pairs,
+    :class:`bertkit.tasks.rerank.RerankAdapter`)."""
+
+    rows: tuple[EncodedInput, ...]
+    example_index: int
+    truncated: bool
+    scores: tuple[float, ...] = ()
+    """The teacher's scores of the positive and each negative (:data:`bertkit.tasks.embedding.TEACHER_LOSSES`)."""
+
+    @property
+    def length(self) -> int:
+        """Tokens of the longest row (for length bucketing)."""
+        return max(len(r.input_ids) for r in self.rows)
+
+
+class GroupedAdapter(TaskAdapter):
+    """An adapter whose training features are :class:`GroupFeature` s and whose dev features
+    are single rows: a bi-encoder's (:class:`bertkit.tasks.embedding.EmbeddingAdapter`) and a
+    cross-encoder's (:class:`bertkit.tasks.rerank.RerankAdapter`)."""
+
+    def length(self, feature: Any) -> int:
+        """Tokens for length bucketing: a group's longest row, else the row's own."""
+        if isinstance(feature, GroupFeature):
+            return feature.length
+        return len(feature.input_ids)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

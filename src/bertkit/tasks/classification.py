@@ -24,6 +24,7 @@ import numpy as np
 
 from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import glue_task, iter_glue, read_glue, read_glue_split
+from bertkit.errors import InputError
 from bertkit.evaluation.classification import glue_metrics
 from bertkit.io import format_stem, format_suffix, read_text_lines
 from bertkit.tasks import features as F
@@ -172,6 +173,30 @@ class ClassificationAdapter(TaskAdapter):
             return int(first.split("\t") == ["index", "sentence"])  # iter_glue's test
         return super().header_lines(path)
 
+    def _label_names(self) -> list[str]:
+        """The label column's names, in the order :meth:`_fields` looks for them."""
+        names = [self.columns["label"]] if self.columns.get("label") else []
+        if self.family == "glue":
+            names.append(glue_task(self.name).label_column)
+        return [*names, *custom.LABEL_FIELDS]
+
+    def require_labelled(self, path: str | Path, split: str, examples: list[Any]) -> list[Any]:
+        """A CSV/TSV/JSONL with no label column at all is named by its header (its first
+        record), as the training file's reader names it, rather than by its first example."""
+        p = Path(path)
+        glue_only = self.family == "glue" and (p.is_dir() or glue_task(self.name).header is None)
+        if examples and examples[0].label is None and p.is_file() and not glue_only:
+            have = custom.first_record_fields(p, self.file_format)
+            names = list(dict.fromkeys(self._label_names()))
+            if not any(n in have for n in names):
+                raise InputError(
+                    p,
+                    1,
+                    f"expected labelled {split} data, with a label column "
+                    f"({' or '.join(names)}); got {', '.join(have)}",
+                )
+        return super().require_labelled(path, split, examples)
+
     def _read_fields(self, path: Path, have: list[str]) -> list[Any]:
         """Any CSV/TSV/JSONL (``have``: its fields): see :meth:`_fields`."""
         return custom.read_classification(path, **self._fields(path, have)).examples
@@ -184,10 +209,7 @@ class ClassificationAdapter(TaskAdapter):
         common = custom.PAIR_FIELDS if self.is_pair else custom.SINGLE_FIELDS
         candidates = [c for c in (own, tuple(glue), *common) if c]
         names = custom.pick_fields(path, have, candidates)
-        label_names = [self.columns.get("label")] if self.columns.get("label") else []
-        if self.family == "glue":
-            label_names.append(glue_task(self.name).label_column)
-        label = next((n for n in [*label_names, *custom.LABEL_FIELDS] if n in have), None)
+        label = next((n for n in self._label_names() if n in have), None)
         return {
             "text": names[0],
             "text_pair": names[1] if len(names) > 1 else None,

@@ -62,7 +62,7 @@ from bertkit.data.tasks.sentence_pairs import (
 from bertkit.errors import ConfigError, InputError
 from bertkit.evaluation.pairs import main_metric, pair_metrics, pair_scores
 from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics, unit_rows
-from bertkit.tasks.base import Scored, TaskAdapter
+from bertkit.tasks.base import GroupedAdapter, GroupFeature, Scored
 from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
@@ -92,24 +92,6 @@ class RetrievalText:
     id: str
     text: str
     relevant: dict[str, int] | None = None
-
-
-@dataclass(frozen=True)
-class GroupFeature:
-    """One training example's rows, kept together in a batch: query, positive, then the hard
-    negatives (a bi-encoder's texts; a cross-encoder's (query, passage) pairs,
-    :class:`bertkit.tasks.rerank.RerankAdapter`)."""
-
-    rows: tuple[EncodedInput, ...]
-    example_index: int
-    truncated: bool
-    scores: tuple[float, ...] = ()
-    """The teacher's scores of the positive and each negative (:data:`TEACHER_LOSSES`)."""
-
-    @property
-    def length(self) -> int:
-        """Tokens of the longest row (for length bucketing)."""
-        return max(len(r.input_ids) for r in self.rows)
 
 
 @dataclass(frozen=True)
@@ -165,7 +147,7 @@ def dev_texts(data: RetrievalSet) -> list[RetrievalText]:
 
 
 @dataclass
-class EmbeddingAdapter(TaskAdapter):
+class EmbeddingAdapter(GroupedAdapter):
     """Contrastive bi-encoder training (see the module docstring)."""
 
     pooling: str = "mean"
@@ -320,11 +302,6 @@ class EmbeddingAdapter(TaskAdapter):
         """The prompts the saved folder declares (sentence-transformers' ``prompts``)."""
         named = {"query": self.query_prompt, "document": self.document_prompt}
         return {k: v for k, v in named.items() if v}
-
-    def length(self, feature: Any) -> int:
-        if isinstance(feature, GroupFeature):
-            return feature.length
-        return len(feature.input_ids)
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool

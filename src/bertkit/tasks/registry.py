@@ -22,7 +22,7 @@ embeddings, rerank and sparse models are saved as sentence-transformers folders 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +143,17 @@ class TaskSettings:
     compute. None: all rows in one pass."""
     loss: str | None = None
     """The family's training loss (None: its default). rerank: bce (default; labelled pairs or
-    triples, BinaryCrossEntropyLoss), ranking (each query's positive against its own hard
-    negatives, sentence-transformers' CrossEncoder MultipleNegativesRankingLoss without in-batch
-    negatives) or listnet (ListNetLoss, labels 1, 0, ..., 0), both on a triples / n-tuple file.
+    triples, BinaryCrossEntropyLoss), ranking (each query's positive against its hard and
+    in-batch negatives, sentence-transformers' CrossEncoder MultipleNegativesRankingLoss) or
+    listnet (ListNetLoss), both on a triples / n-tuple or listwise (query, docs, labels) file.
     embeddings: ranking (default; in-batch and hard negatives, MultipleNegativesRankingLoss),
     margin-mse (MarginMSELoss) or distill-kl (DistillKLDivLoss): distil the teacher scores of
     rows from `bertkit mine --cross-encoder --output-scores`, pairwise margins (margin-mse) or
     the softmax over all of a row's candidates (distill-kl); the student scores by dot product,
     by cosine when normalize."""
+    in_batch_negatives: int | None = None
+    """rerank --loss ranking: other queries' documents of the batch scored per query (CrossEncoder
+    MultipleNegativesRankingLoss num_negatives; None: its default, 4; 0: none)."""
     temperature: float = 1.0
     """embeddings: distill-kl's softmax temperature, of the student's and the teacher's scores
     alike unless --student-temperature / --teacher-temperature set one side
@@ -289,6 +292,13 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         adapter = RerankAdapter(
             "rerank", format_stem(s.train), msl, file_format=s.format, **_given_loss(s)
         )
+        if s.in_batch_negatives is not None:  # None: the adapter's default (ST's)
+            if adapter.loss != "ranking":
+                raise ConfigError(
+                    f"--in-batch-negatives applies to --loss ranking only (got --loss "
+                    f"{adapter.loss}, which scores each query's own documents)"
+                )
+            adapter = replace(adapter, num_negatives=s.in_batch_negatives)
         train = adapter.read(s.train, "train")
     elif s.family == "swag":
         adapter = MultipleChoiceAdapter("swag", "swag", msl)

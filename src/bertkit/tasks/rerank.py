@@ -8,12 +8,23 @@ are cut longest-first to ``max_seq_length``. The training loss (``loss``, :data:
   with ``num_labels=1``, its ``BinaryCrossEntropyLoss``). Data: labelled pairs, or triples
   expanded to (query, positive, 1) and (query, negative, 0)
   (:func:`bertkit.data.tasks.retrieval.read_labelled_pairs`).
-- ``ranking`` and ``listnet``: listwise losses over groups, each a query with its positive and
-  its N hard negatives (:mod:`bertkit.model.group_losses`: ``MultipleNegativesRankingLoss``
-  without in-batch negatives, ``ListNetLoss`` with labels 1, 0, ..., 0). Data: a triples or
-  n-tuple file (:func:`bertkit.data.tasks.retrieval.read_pairs`: every record with the same N >=
-  1); each group's G = 1 + N pairs are one :class:`~bertkit.tasks.embedding.GroupFeature` and
-  stay together in a batch. A labelled-pairs file is refused (it has no groups).
+- ``ranking`` and ``listnet``: listwise losses over groups, each a query with its candidates
+  (:mod:`bertkit.model.group_losses`: ``MultipleNegativesRankingLoss``, ``ListNetLoss``). Data:
+  a triples or n-tuple file (:func:`bertkit.data.tasks.retrieval.read_pairs`: every record with
+  the same N >= 1 hard negatives; labels 1, 0, ..., 0), or a listwise JSONL file
+  (:func:`bertkit.data.tasks.listwise.read_lists`: query, docs, graded labels, lists of any
+  length). ``listnet`` trains on a list as it is; ``ranking`` takes the first doc with the top
+  label as the positive and the docs labelled below it as hard negatives (docs tied with the
+  top are left out: neither is wrong to rank first), and refuses a list without such a doc.
+  Each group's pairs are one :class:`RerankGroup` and stay together in a batch. A
+  labelled-pairs file is refused (it has no groups).
+- ``ranking`` also scores each query against ``num_negatives`` documents (positives and hard
+  negatives alike) of the other groups of its batch, drawn as sentence-transformers draws them
+  (:func:`in_batch_negatives`) from the generator the training loop
+  gives each batch (:class:`bertkit.training.epochs.EpochBatches`: seeded by the run's seed and
+  the batch's place, so a resumed run draws the same). "The batch" is what one forward pass
+  sees, as in sentence-transformers' trainer: under torchrun a rank's share, with gradient
+  accumulation a micro-batch.
 
 Dev: the pairs of each query are ranked by their logit; metrics are MRR@10 (selection), NDCG@10
 and Recall@1 over the queries with a positive (label >= 0.5), and the accuracy of
@@ -31,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +51,7 @@ import numpy as np
 from bertkit import __version__
 from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import ClassificationExample
+from bertkit.data.tasks.listwise import RankedList, read_lists
 from bertkit.data.tasks.retrieval import (
     LabelledPair,
     TrainingPair,
@@ -49,8 +61,7 @@ from bertkit.data.tasks.retrieval import (
 from bertkit.errors import ConfigError, InputError
 from bertkit.evaluation.retrieval import rerank_order, retrieval_metrics
 from bertkit.io import atomic_write_text
-from bertkit.tasks.base import Scored, TaskAdapter
-from bertkit.tasks.embedding import GroupFeature
+from bertkit.tasks.base import GroupedAdapter, GroupFeature, Scored
 from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer.protocol import Tokenizer
@@ -65,16 +76,37 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+@dataclass(frozen=True)
+class RerankGroup(GroupFeature):
+    """A query's (query, candidate) rows (each row's ``label`` its relevance), with the texts
+    ``ranking`` pairs with other queries for in-batch negatives (empty when it draws none)."""
+
+    query: str = ""
+    docs: tuple[str, ...] = ()
+
+
 @dataclass
-class RerankAdapter(TaskAdapter):
+class RerankAdapter(GroupedAdapter):
     """A one-output pair scorer (see the module docstring)."""
 
     file_format: str | None = None
     loss: str = "bce"
+    num_negatives: int = 4
+    """``ranking``: in-batch negatives per query (sentence-transformers' CrossEncoder
+    MultipleNegativesRankingLoss ``num_negatives`` and its default; 0: none)."""
+    _tokenizer: Tokenizer | None = field(default=None, init=False, repr=False, compare=False)
+    """The tokenizer :meth:`encode` used, which pairs the in-batch negatives in :meth:`collate`."""
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.num_negatives < 0:
+            raise ConfigError(f"in-batch negatives must be >= 0, got {self.num_negatives}")
+
+    @property
+    def draws_negatives(self) -> bool:
+        """Whether a training batch draws in-batch negatives (:meth:`collate`'s ``draws``)."""
+        return self.loss == "ranking" and self.num_negatives > 0
 
     @property
     def group_loss(self) -> str | None:
@@ -97,16 +129,21 @@ class RerankAdapter(TaskAdapter):
             return self._read_groups(path)
         return read_labelled_pairs(path, self.file_format)
 
-    def _read_groups(self, path: str | Path) -> list[TrainingPair]:
-        """The (query, positive, negatives) groups of a triples or n-tuple file; a labelled-pairs
-        file, or one without negatives, is an InputError naming the layout expected."""
+    def _read_groups(self, path: str | Path) -> list[TrainingPair] | list[RankedList]:
+        """The groups of a triples, n-tuple or listwise file; a labelled-pairs file, one
+        without negatives, or (``ranking``) a list without a doc below its top label is an
+        InputError naming the layout expected."""
         expected = (
             f"--loss {self.loss} trains on groups: a triples or n-tuple file, each record a "
             "query, its positive and the same number (at least 1) of hard negatives (query, "
             "positive, negative or negative_1, negative_2 ...; in JSONL a negatives list), "
-            "which `bertkit mine` writes; labelled pairs train with --loss bce"
+            "which `bertkit mine` writes, or a listwise JSONL file (query, docs, labels); "
+            "labelled pairs train with --loss bce"
         )
         have = custom.first_record_fields(path, self.file_format)
+        if "docs" in have:
+            lists = read_lists(path, self.file_format)
+            return lists if self.loss == "listnet" else [_ranked_pair(path, x) for x in lists]
         if "label" in have or "score" in have:
             label = "label" if "label" in have else "score"
             raise InputError(
@@ -152,12 +189,14 @@ class RerankAdapter(TaskAdapter):
             return self._encode_pairs(
                 tokenizer, [(e.query, e.passage, float(e.label)) for e in examples]
             )
+        self._tokenizer = tokenizer
         out = []
         for i, e in enumerate(examples):
-            assert isinstance(e, TrainingPair)
-            pairs = [(e.query, e.positive, 1.0)] + [(e.query, n, 0.0) for n in e.negatives]
+            query, docs, labels = _candidates(e)
+            pairs = [(query, d, y) for d, y in zip(docs, labels, strict=True)]
             rows = tuple(replace(f, example_index=i) for f in self._encode_pairs(tokenizer, pairs))
-            out.append(GroupFeature(rows, i, any(r.truncated for r in rows)))
+            kept = (query, docs) if self.draws_negatives else ("", ())
+            out.append(RerankGroup(rows, i, any(r.truncated for r in rows), (), *kept))
         return out
 
     def _encode_pairs(
@@ -169,22 +208,37 @@ class RerankAdapter(TaskAdapter):
             tokenizer, examples, self.max_seq_length, WindowConfig(truncate=True)
         )
 
-    def length(self, feature: Any) -> int:
-        if isinstance(feature, GroupFeature):
-            return feature.length
-        return len(feature.input_ids)
-
     def collate(
-        self, features: Sequence[Any], pad_id: int, training: bool
+        self,
+        features: Sequence[Any],
+        pad_id: int,
+        training: bool,
+        draws: Any = None,
     ) -> dict[str, np.ndarray]:
-        """Pairs, or groups: their B * G rows group after group, ``labels`` (B, G) (each row's
-        label: 1 for the positive, 0 for the negatives) for the head's group loss."""
+        """Pairs, or groups: each group's rows, then (``ranking`` given ``draws``, a
+        ``torch.Generator``) its in-batch negative pairs, group after group; ``labels`` (B, K)
+        each row's label in order (0 for an in-batch negative), ``-inf`` after a shorter group's
+        (:func:`bertkit.model.group_losses.group_loss`)."""
         grouped = bool(features) and isinstance(features[0], GroupFeature)
-        rows = [r for f in features for r in f.rows] if grouped else features
+        if not grouped:
+            batch = pad_batch(features, pad_id)
+            if "labels" in batch:
+                batch["labels"] = batch["labels"].astype(np.float32).reshape(-1, 1)
+            return batch
+        extra: list[list[EncodedInput]] = [[] for _ in features]
+        if draws is not None and self.draws_negatives and len(features) > 1:
+            assert self._tokenizer is not None, "encode the groups first"
+            sizes = [len(f.rows) for f in features]
+            for b, picks in enumerate(in_batch_negatives(sizes, self.num_negatives, draws)):
+                pairs = [(features[b].query, features[g].docs[c], 0.0) for g, c in picks]
+                extra[b] = self._encode_pairs(self._tokenizer, pairs)
+        rows = [r for f, more in zip(features, extra, strict=True) for r in (*f.rows, *more)]
+        width = max(len(f.rows) + len(more) for f, more in zip(features, extra, strict=True))
+        labels = np.full((len(features), width), -np.inf, dtype=np.float32)  # (B, K)
+        for b, (f, more) in enumerate(zip(features, extra, strict=True)):
+            labels[b, : len(f.rows) + len(more)] = [r.label for r in f.rows] + [0.0] * len(more)
         batch = pad_batch(rows, pad_id)
-        if "labels" in batch:
-            shape = (len(features), -1) if grouped else (-1, 1)
-            batch["labels"] = batch["labels"].astype(np.float32).reshape(shape)
+        batch["labels"] = labels
         return batch
 
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
@@ -228,3 +282,57 @@ class RerankAdapter(TaskAdapter):
         }
         config["sbert_ce_default_activation_function"] = SIGMOID
         atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _candidates(e: TrainingPair | RankedList) -> tuple[str, tuple[str, ...], list[float]]:
+    """A group's query, candidates and their labels (a triple's: 1 for the positive, then 0)."""
+    if isinstance(e, RankedList):
+        return e.query, e.docs, list(e.labels)
+    return e.query, (e.positive, *e.negatives), [1.0] + [0.0] * len(e.negatives)
+
+
+def _ranked_pair(path: str | Path, x: RankedList) -> TrainingPair:
+    """``ranking``'s group of a list: the first doc with the top label, then the docs below."""
+    top = max(x.labels)
+    below = tuple(d for d, y in zip(x.docs, x.labels, strict=True) if y < top)
+    if not below:
+        raise InputError(
+            path,
+            x.line,
+            f"every doc has the top label {top:g}: --loss ranking needs a doc labelled below "
+            "the first top-labelled one (its positive); --loss listnet trains on any list",
+        )
+    return TrainingPair(x.query, x.docs[x.labels.index(top)], below)
+
+
+def in_batch_negatives(
+    sizes: Sequence[int], num: int | None, generator: Any
+) -> list[list[tuple[int, int]]]:
+    """For each of B groups of ``sizes`` candidates, ``num`` candidates of the other groups, as
+    (group, candidate) pairs: sentence-transformers' ``get_in_batch_negatives``.
+
+    Its candidates are laid column-major (candidate c of group b at ``c * B + b``) with a group's
+    own masked out; when ``num`` is below the count left it draws ``torch.multinomial(mask,
+    num)`` (uniform, without replacement) from ``generator`` (there: the global one, so both
+    draw the same with the same seed), else (or ``num`` None) it takes them all in that order.
+    Groups of different sizes (listwise files) mask the missing candidates too; the groups with
+    more than ``num`` to choose from draw in one call (all of them when the sizes are equal, as
+    there), the others take all theirs.
+    """
+    import torch  # training only: the rest of the task family reads and scores without it
+
+    count, width = len(sizes), max(sizes)
+    exists = torch.arange(width)[:, None] < torch.tensor(sizes)[None, :]  # (C, B)
+    owner = torch.arange(count).repeat(width)  # (C * B,): the group of each flat candidate
+    mask = exists.reshape(1, -1) & (owner[None, :] != torch.arange(count)[:, None])  # (B, C*B)
+    left = mask.sum(dim=1).tolist()
+    drawn: list[list[int]] = [[] for _ in range(count)]
+    some = [b for b in range(count) if num is not None and num < left[b]]
+    if some:
+        picks = torch.multinomial(mask[some].float(), num, generator=generator)  # type: ignore[arg-type]
+        for b, row in zip(some, picks.tolist(), strict=True):
+            drawn[b] = row
+    for b in range(count):
+        if b not in some:
+            drawn[b] = mask[b].nonzero().flatten().tolist()
+    return [[(i % count, i // count) for i in row] for row in drawn]

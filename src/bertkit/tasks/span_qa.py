@@ -55,7 +55,8 @@ class SquadAdapter(TaskAdapter):
     loss_over_padding = True  # the head's span softmax, as transformers' and google's
 
     def __post_init__(self) -> None:
-        self.windows = SquadFeatureConfig.of(self.windows)  # a dict from bertkit_task.json
+        # a dict from bertkit_task.json; the default stride made explicit, so the folder records it
+        self.windows = SquadFeatureConfig.of(self.windows).with_stride(self.max_seq_length)
         if isinstance(self.search, dict):
             self.search = SquadPostConfig(**self.search)
         self.windows.check_fits(self.max_seq_length)

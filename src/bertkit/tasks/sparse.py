@@ -95,16 +95,9 @@ class SparseAdapter(EmbeddingAdapter):
 
     def outputs(self, out: Any, batch: dict[str, np.ndarray]) -> list[Any]:
         """Each row's non-zero entries: (vocabulary ids, weights, vocabulary size)."""
-        vectors = out.embeddings.float()  # (R, V)
-        rows, cols = vectors.nonzero(as_tuple=True)
-        vals = vectors[rows, cols].cpu().numpy()
-        rows, cols = rows.cpu().numpy(), cols.cpu().numpy()
-        ends = np.searchsorted(rows, np.arange(vectors.shape[0] + 1))
+        vectors = out.embeddings  # (R, V)
         size = int(vectors.shape[1])
-        return [
-            (cols[a:b].astype(np.int64), vals[a:b].astype(np.float32), size)
-            for a, b in pairwise(ends)
-        ]
+        return [(ids, weights, size) for ids, weights in nonzero_rows(vectors)]
 
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
@@ -132,3 +125,14 @@ class SparseAdapter(EmbeddingAdapter):
 def _csr(rows: Sequence[tuple[np.ndarray, np.ndarray, int]]) -> SparseRows:
     """:meth:`SparseAdapter.outputs` rows as the CSR rows the search reads."""
     return SparseRows.of([r[0] for r in rows], [r[1] for r in rows], rows[0][2] if rows else 0)
+
+
+def nonzero_rows(vectors: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The non-zero entries of each row of a (R, V) torch tensor (any device and float dtype):
+    (vocabulary ids ascending as int64, their weights as float32), one device-to-host copy."""
+    vectors = vectors.float()
+    rows, cols = vectors.nonzero(as_tuple=True)
+    vals = vectors[rows, cols].cpu().numpy()
+    rows, cols = rows.cpu().numpy(), cols.cpu().numpy()
+    ends = np.searchsorted(rows, np.arange(vectors.shape[0] + 1))
+    return [(cols[a:b].astype(np.int64), vals[a:b].astype(np.float32)) for a, b in pairwise(ends)]

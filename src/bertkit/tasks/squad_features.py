@@ -18,8 +18,9 @@ so ``--doc-stride`` means the same thing everywhere:
 * ``stride_mode="step"`` (google-research/bert ``run_squad.py``): the next slice starts
   ``doc_stride`` tokens later (more, more overlapping windows).
 
-SQuAD's default stride is the references' fixed 128 (:data:`SQUAD_DOC_STRIDE`), not the other
-families' third of ``max_seq_length`` (the two agree at 384).
+SQuAD's default stride (:func:`squad_doc_stride`) is the references' 128 at the paper's 384
+tokens and up, and shrinks with shorter windows so that they still slide: a third of the window
+(the other families' default), and at most half the context a longest question leaves.
 
 Answer positions follow the offsets: the start token is the last context token starting at or
 before the answer's first character, the end token the first one ending at or after its last
@@ -45,9 +46,26 @@ from bertkit.tokenizer.protocol import Tokenizer
 SQUAD_MAX_SEQ_LENGTH = 384
 """Tokens per SQuAD window, question and specials included (the BERT paper's SQuAD setting)."""
 SQUAD_DOC_STRIDE = 128
-"""SQuAD's default ``doc_stride`` (google's ``run_squad.py`` and Hugging Face's ``run_qa.py``)."""
+"""SQuAD's default ``doc_stride`` at 384 tokens and up (google's ``run_squad.py`` and Hugging
+Face's ``run_qa.py``); :func:`squad_doc_stride` lowers it for shorter windows."""
 _LEGACY_WINDOW_KEYS = ("doc_stride", "stride_mode")
 """Keys of the context windows in the flat layout saved before SQuAD shared WindowConfig."""
+
+
+def squad_doc_stride(max_seq_length: int, max_query_length: int) -> int:
+    """The default ``doc_stride`` (overlap mode): ``min(128, max_seq_length // 3, room // 2)``,
+    at least 1, where ``room = max_seq_length - max_query_length - 3`` is the context a longest
+    question leaves in a window.
+
+    128 (:data:`SQUAD_DOC_STRIDE`) at the paper's 384 and longer windows, as both references; a
+    third of a shorter window, the other families' default; and never more than half the room,
+    so each window starts at least half a slice after the last (the references' fixed 128 at 128
+    tokens would start each window one token after the last, a hundred windows per question).
+
+    Examples: (384, 64) -> 128; (256, 64) -> 85; (128, 64) -> 30 (room 61); (128, 32) -> 42.
+    """
+    room = max_seq_length - max_query_length - 3
+    return max(1, min(SQUAD_DOC_STRIDE, max_seq_length // 3, room // 2))
 
 
 @dataclass(frozen=True)
@@ -56,15 +74,13 @@ class SquadFeatureConfig:
     length (defaults: the BERT paper's SQuAD settings). ``max_seq_length`` is the adapter's."""
 
     window: WindowConfig = field(default_factory=WindowConfig)
-    """How the context is cut: ``doc_stride`` (None: SQuAD's 128) and ``stride_mode``; ``truncate``
+    """How the context is cut: ``doc_stride`` (None: :func:`squad_doc_stride`) and ``stride_mode``; ``truncate``
     and ``window_pooling`` do not apply (every window is read, the best span kept)."""
     max_query_length: int = 64
     """Question tokens kept (longer questions are cut to this many)."""
 
     def __post_init__(self) -> None:
         window = WindowConfig.of(self.window)  # a dict from bertkit_task.json
-        if window.doc_stride is None:
-            window = replace(window, doc_stride=SQUAD_DOC_STRIDE)
         if window.truncate or window.window_pooling != WindowConfig.window_pooling:
             raise ConfigError(
                 "truncate, window_pooling: SQuAD reads every window of a long context and keeps "
@@ -80,6 +96,18 @@ class SquadFeatureConfig:
                 f"max_seq_length ({max_seq_length}): room for the context"
             )
 
+    def stride(self, max_seq_length: int) -> int:
+        """The stride of windows of ``max_seq_length`` tokens: ``doc_stride`` when given, else
+        :func:`squad_doc_stride`."""
+        if self.window.doc_stride is not None:
+            return self.window.doc_stride
+        return squad_doc_stride(max_seq_length, self.max_query_length)
+
+    def with_stride(self, max_seq_length: int) -> SquadFeatureConfig:
+        """This config with its stride at ``max_seq_length`` made explicit (what a saved model
+        records)."""
+        return replace(self, window=replace(self.window, doc_stride=self.stride(max_seq_length)))
+
     def check_stride(self, max_seq_length: int) -> None:
         """ConfigError when ``doc_stride`` (overlap mode) is not below the context slice of a
         question at ``max_query_length``: such windows would each start one token after the last
@@ -87,15 +115,15 @@ class SquadFeatureConfig:
         a hundred windows per SQuAD question at 128 tokens. Hugging Face's tokenizer refuses
         that stride too; this is what fine-tuning checks before reading any data.
 
-        Example: max_seq_length 128, max_query_length 64 -> slices of 61 tokens, so SQuAD's
-        default 128 is refused and 42 (a third of 128) is not.
+        Example: max_seq_length 128, max_query_length 64 -> slices of 61 tokens, so
+        ``--doc-stride 128`` is refused (the hint: the default there, 30) and 60 is not.
         """
         slice_len = max_seq_length - self.max_query_length - 3
-        stride = self.window.stride(max_seq_length)
+        stride = self.stride(max_seq_length)
         if self.window.stride_mode != "overlap" or stride < slice_len:
             return
-        hint = min(max_seq_length // 3, slice_len - 1)
-        fix = f"--doc-stride {hint} or " if hint >= 1 else ""
+        hint = squad_doc_stride(max_seq_length, self.max_query_length)
+        fix = f"--doc-stride {hint} or " if hint < slice_len else ""
         raise ConfigError(
             f"--doc-stride {stride} leaves no room to slide at --max-seq-length "
             f"{max_seq_length}: a question of --max-query-length {self.max_query_length} tokens "
@@ -194,7 +222,7 @@ def convert_squad_examples(
         q_all = list(tokenizer.encode(ex.question, add_special_tokens=False).input_ids)
         q_ids = q_all[: config.max_query_length]
         slice_len = max_seq_length - len(q_ids) - 3
-        stride = window.stride(max_seq_length)
+        stride = config.stride(max_seq_length)
         answer = ex.answers[0] if (is_training and ex.answers and not ex.is_impossible) else None
         head = [cls_id, *q_ids, sep_id]
         for sl in slices(len(ctx_ids), slice_len, stride, mode=window.stride_mode):

@@ -184,12 +184,14 @@ class WindowCounts:
             self.truncated + other.truncated,
         )
 
-    def summary(self, what: str = "inputs") -> str:
+    def summary(self, what: str = "input") -> str:
         """E.g. ``"872 inputs: 35 windowed into 69 windows (906 in all), 0 truncated"``: the 837
-        inputs that fit take one window each."""
+        inputs that fit take one window each (``what`` singular: ``input``, ``line``)."""
+        from bertkit.progress import counted
+
         extra = self.windows - (self.inputs - self.windowed)
         return (
-            f"{self.inputs} {what}: {self.windowed} windowed into {extra} windows "
+            f"{counted(self.inputs, what)}: {self.windowed} windowed into {counted(extra, 'window')} "
             f"({self.windows} in all), {self.truncated} truncated"
         )
 

@@ -12,9 +12,12 @@ Under torchrun every rank draws the same global batches and takes its share, and
 gradients are summed before the optimizer steps (:func:`bertkit.training.sharding.rank_share`:
 ``grad_accum * world`` slices as even as possible, so a last, small batch is split too). A rank's
 micro-batch that is empty runs one example with weight 0, so that every rank runs the same
-micro-steps and DDP's collectives match. The source also keeps what this rank has drawn in the
-current epoch (count, sum and sum of squares of the indices), which the caller all-reduces to
-check that every example was seen exactly once.
+micro-steps and DDP's collectives match. Each micro-batch's collate gets a ``torch.Generator`` of
+its own (:func:`batch_draws`: rerank's in-batch negatives draw from it), seeded by the data
+order's seed and the micro-batch's place alone, so that prefetching and resuming draw the same.
+The source also keeps what this rank has drawn in the current epoch (count, sum and sum of
+squares of the indices), which the caller all-reduces to check that every example was seen
+exactly once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from bertkit.training import distributed as D
@@ -54,10 +58,18 @@ def length_bucketed_batches(
     return [batches[i] for i in perm]
 
 
+def batch_draws(seed: int, key: Key, rank: int, micro: int) -> torch.Generator:
+    """The generator the collate of micro-batch ``micro`` of rank ``rank``'s share of the batch
+    at ``key`` draws from: a function of its arguments alone (no state to save or restore)."""
+    mixed = np.random.SeedSequence([seed, *key, rank, micro]).generate_state(1, np.uint64)[0]
+    return torch.Generator().manual_seed(int(mixed))
+
+
 class EpochBatches:
-    """``epochs`` passes over ``features``; ``collate(features, length)`` makes a CPU batch of
-    them, ``length`` being the longest of ``lengths`` in the whole update (all micro-batches and
-    ranks: what a loss over padding pads to), None for a weight-0 placeholder.
+    """``epochs`` passes over ``features``; ``collate(features, length, draws)`` makes a CPU
+    batch of them, ``length`` being the longest of ``lengths`` in the whole update (all
+    micro-batches and ranks: what a loss over padding pads to), None for a weight-0 placeholder;
+    ``draws``: the micro-batch's :func:`batch_draws`.
 
     The cursor is the next batch to train on; :meth:`advance` moves past it, and
     :attr:`epoch_ended` tells whether that batch was its epoch's last.
@@ -150,9 +162,11 @@ class EpochBatches:
         micros = self._epoch(key[0])[key[1]]  # draws the epoch, and its _longest, if need be
         longest = self._longest[key[0]][key[1]]
         out = []
-        for idx in micros:
+        seed = self.generator.initial_seed()
+        for j, idx in enumerate(micros):
             feats = [self.features[i] for i in idx or [0]]
-            micro = prepare(self.collate(feats, longest if idx else None))
+            draws = batch_draws(seed, key, self.info.rank, j)
+            micro = prepare(self.collate(feats, longest if idx else None, draws))
             if not idx:
                 micro.counts, micro.tokens = [0.0] * len(micro.counts), 0.0
             out.append(micro)

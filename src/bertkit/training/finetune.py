@@ -274,14 +274,15 @@ def train_one(
 
 def training_collate(
     adapter: TaskAdapter, pad_id: int, teacher: KD.Teacher | None = None
-) -> Callable[[list[Any], int | None], dict[str, torch.Tensor]]:
-    """``collate(features, length)`` of :class:`EpochBatches`: the adapter's training batch,
-    padded on to ``length`` (the update's longest feature) when its loss normalises over
-    padding, so that every micro-batch and rank share of an update sees the whole batch's;
-    with ``teacher`` (:attr:`TaskData.teacher`), each feature's example's logits too."""
+) -> Callable[[list[Any], int | None, torch.Generator], dict[str, torch.Tensor]]:
+    """``collate(features, length, draws)`` of :class:`EpochBatches`: the adapter's training
+    batch (``draws`` for rerank's in-batch negatives), padded on to ``length`` (the update's
+    longest feature) when its loss normalises over padding, so that every micro-batch and rank
+    share sees the whole batch's; with ``teacher``, each feature's example's logits too."""
 
-    def collate(features: list[Any], length: int | None) -> dict[str, torch.Tensor]:
-        batch = adapter.collate(features, pad_id, training=True)
+    def collate(features: list[Any], length: int | None, draws: torch.Generator) -> dict:
+        drawn = {"draws": draws} if getattr(adapter, "draws_negatives", False) else {}
+        batch = adapter.collate(features, pad_id, training=True, **drawn)
         if adapter.loss_over_padding and length is not None:
             batch = widen(batch, length, pad_id)
         if teacher is not None:

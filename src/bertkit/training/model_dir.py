@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from bertkit.errors import BertkitError
+from bertkit.io import atomic_write_text, make_folder
 from bertkit.staging import staged_folder
 from bertkit.tasks.base import TASK_FILE, TaskAdapter
 from bertkit.tokenizer.protocol import Tokenizer
@@ -16,6 +18,90 @@ from bertkit.tokenizer.protocol import Tokenizer
 METRICS_FILE = "metrics.json"
 """The fine-tuning job's record (every run, the selection) beside its selected model, written
 once the selection ends (:mod:`bertkit.recipes.finetune`)."""
+
+UNFINISHED_FILE = ".bertkit-finetune-unfinished"
+"""Marks an output folder whose fine-tuning job has not finished: written by the job's first
+:func:`save_model_dir`, removed (:func:`mark_finished`) once its metrics.json is written. A job
+killed or failed in between leaves it, so that the same command run again replaces that job's
+output without ``--overwrite`` (fine-tuning runs keep no mid-run checkpoint: a rerun starts the
+selection over); a job stopped before its first save leaves the folder as it found it."""
+
+
+def check_output_free(output: str | Path, overwrite: bool = False) -> None:
+    """Refuse, before any work, an ``output`` that already holds something this job would
+    replace: a BertkitError naming the folder and ``--overwrite``, unless ``overwrite``.
+
+    Free: a folder that does not exist, an empty one, or an unfinished job's
+    (:data:`UNFINISHED_FILE`: an interrupted run's, which a rerun replaces). A finished model
+    folder, any other model (``--output`` naming the ``--model`` folder by mistake) and any other
+    non-empty folder are refused; ``transformers``' ``run_glue.py`` refuses likewise
+    ("Output directory already exists and is not empty. Use --overwrite_output_dir").
+    ``overwrite`` replaces the model's files and metrics.json; other files stay.
+    """
+    output = Path(output)
+    if overwrite or not output.is_dir() or (output / UNFINISHED_FILE).exists():
+        return
+    if not any(output.iterdir()):
+        return
+    if (output / "config.json").is_file():
+        held = "a fine-tuned model" if (output / METRICS_FILE).is_file() else "a model"
+        what = f"already holds {held}"
+    else:
+        what = "exists and is not empty"
+    raise BertkitError(
+        f"{output}: {what} (pass --overwrite to replace it, or choose another --output)"
+    )
+
+
+def _mark_unfinished(output: Path) -> None:
+    if not (output / UNFINISHED_FILE).exists():
+        atomic_write_text(make_folder(output) / UNFINISHED_FILE, "")
+
+
+def record_kept(output: str | Path, what: str) -> None:
+    """Write into :data:`UNFINISHED_FILE` which run and epoch the folder's model is (``lr 5e-05
+    seed 42 epoch 1, dev f1 0.8122``), for the line an interrupted job ends with."""
+    atomic_write_text(Path(output) / UNFINISHED_FILE, what + "\n")
+
+
+def unfinished_note(output: str | Path) -> str | None:
+    """What an interrupted fine-tuning job's ``output`` keeps, for the line the command ends
+    with (``out keeps the best model so far (lr 5e-05 seed 42 epoch 1, dev f1 0.8122),
+    without metrics.json; ...``); None when ``output`` is no unfinished job's folder."""
+    output = Path(output)
+    try:
+        what = (output / UNFINISHED_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not (output / "config.json").is_file():  # a save cut short: refused as a model
+        return f"{output} holds no complete model; the same command starts the job over in it"
+    held = f"the best model so far ({what})" if what else "the best model so far"
+    return (
+        f"{output} keeps {held}, without metrics.json; the same command starts the "
+        "selection over in it (no mid-run checkpoint is kept)"
+    )
+
+
+def unfinished_model_note(directory: str | Path) -> str | None:
+    """A warning for a command that loads ``directory`` as a model while it is an interrupted
+    fine-tuning job's folder (its model: the best epoch before the stop, not the selection's);
+    None for any other folder."""
+    directory = Path(directory)
+    try:
+        what = (directory / UNFINISHED_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    held = f" ({what})" if what else ""
+    return (
+        f"{directory} is an interrupted fine-tuning job's folder ({UNFINISHED_FILE}, no "
+        f"{METRICS_FILE}): its model is the best epoch seen before the stop{held}, not the "
+        "selection's result"
+    )
+
+
+def mark_finished(output: str | Path) -> None:
+    """Remove :data:`UNFINISHED_FILE`: the job's model and metrics.json are written."""
+    (Path(output) / UNFINISHED_FILE).unlink(missing_ok=True)
 
 
 def save_model_dir(
@@ -32,6 +118,8 @@ def save_model_dir(
     ``output``, config.json last; the old config.json is removed before the first rename, so a
     crash part-way leaves a folder that is refused (no config.json), never one that loads a mix
     of the previous model and this one. A failure before the renames changes nothing.
+
+    ``output`` is marked unfinished (:data:`UNFINISHED_FILE`) before any file of it changes.
 
     :data:`METRICS_FILE` goes with the old config.json: it describes the previous job's model, and
     this job writes its own only when its selection ends, so a job that stops in between (a
@@ -60,6 +148,7 @@ def save_model_dir(
         drop = [TASK_FILE, f"{SPLADE_DIR}/config.json"]
     else:
         drop = list(SENTENCE_LAYOUT)
+    _mark_unfinished(Path(output))  # before the first file changes: a kill leaves the mark
     with staged_folder(output, last="config.json", drop=[*drop, METRICS_FILE]) as tmp:
         if isinstance(model, SpladeEncoder):
             s: Any = adapter  # a SparseAdapter

@@ -56,7 +56,10 @@ def _masked(batch: dict[str, torch.Tensor]) -> float:
 
 
 def _examples(batch: dict[str, torch.Tensor]) -> float:
-    return float(batch["input_ids"].shape[0])
+    """The examples a mean is over: one per row of float ``labels`` (a rerank group's (B, K)
+    row stands for its several input rows), else one per input."""
+    labels = batch.get("labels")
+    return float((labels if labels is not None else batch["input_ids"]).shape[0])
 
 
 class MlmNsp:
@@ -267,8 +270,8 @@ class TaskLoss:
     The heads' losses are means (:mod:`bertkit.model.task_heads`): integer ``labels`` give a
     cross-entropy over the labels that are not -100 (tagging: the labelled word pieces, which
     differ from batch to batch; classification and multiple choice: the examples); float labels
-    (regression, multi-label, rerank) and span positions (SQuAD: the features keep both inside
-    their window, so none is ignored) give a mean over the examples.
+    (regression, multi-label, rerank: its groups) and span positions (SQuAD: the features keep
+    both inside their window, so none is ignored) give a mean over the examples.
     """
 
     stat_keys: tuple[str, ...] = ()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +77,18 @@ def save(t: Trainer) -> None:
         )
         t.metrics.append({"type": "checkpoint", "step": t.step, "path": path.name})
     D.barrier(t.info)
+
+
+def kept_note(run_dir: str | Path) -> str | None:
+    """What an interrupted pre-training run's folder keeps, for the line the command ends with
+    (``run keeps checkpoint step-000000010; the same command resumes from it``); None when
+    ``run_dir`` is not a folder."""
+    if not Path(run_dir).is_dir():
+        return None
+    found = ckpt.list_checkpoints(Path(run_dir) / "checkpoints")
+    if not found:
+        return f"{run_dir} keeps no checkpoint yet; the same command starts the run over"
+    return f"{run_dir} keeps checkpoint {found[0].name}; the same command resumes from it"
 
 
 def start(t: Trainer) -> None:

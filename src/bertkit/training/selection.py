@@ -33,7 +33,7 @@ from bertkit.training.finetune import (
     score_key,
     train_one,
 )
-from bertkit.training.model_dir import save_model_dir
+from bertkit.training.model_dir import record_kept, save_model_dir
 
 
 @dataclass
@@ -104,6 +104,8 @@ def finetune(
             if "lr" not in best or score_key(score) > score_key(best["score"]):
                 save_model_dir(model, tuned, tokenizer, output)
                 best.update(score=score, lr=lr, seed=seed, epoch=record["epoch"], dev=record["dev"])
+                dev = f"dev {tuned.main_metric} {score:.4f}"
+                record_kept(output, f"lr {lr:g} seed {seed} epoch {record['epoch']}, {dev}")
 
         return on_best
 

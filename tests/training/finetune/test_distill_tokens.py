@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,7 +23,12 @@ from bertkit.tasks.tagging import TaggingAdapter, tag_label_list
 from bertkit.tasks.windows import WindowConfig
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training.distill import TEACHER_KEY, DistillLoss, check_distillable, teacher_logits
-from bertkit.training.distill_tokens import WordTeacher, gather_order, token_distill_loss
+from bertkit.training.distill_tokens import (
+    WordTeacher,
+    agreement,
+    gather_order,
+    token_distill_loss,
+)
 from bertkit.training.update import UpdateStep
 from support.tiny_glue import FIXTURES, SPECIALS, write_teacher
 
@@ -194,6 +200,18 @@ def test_documents_are_read_whole_by_one_rank() -> None:
     assert gather_order([[0, 1], [2], [3, 4]], 0, 2) == [0, 1, 3, 4]
     assert gather_order([[0, 1], [2], [3, 4]], 1, 2) == [2]
     assert gather_order([[0], [1]], 1, 3) == [1] and gather_order([[0], [1]], 2, 3) == []
+
+
+def test_agreement_is_the_share_of_read_words_whose_argmax_is_gold() -> None:
+    labels = ["O", "B-PER", "I-PER"]
+    rows = np.array(
+        [[3, 1, 0], [2, 0, 1], [np.nan] * 3, [0, 0, 5], [1, 0, 0]], dtype=np.float32
+    )  # argmax O, O, (not read), I-PER, O
+    examples = [SimpleNamespace(tags=["O", "O"]), SimpleNamespace(tags=["B-PER", "I-PER", "B-PER"])]
+    teacher = WordTeacher.of([rows[:2], rows[2:]], [[0], [1]], 3)
+    assert agreement(teacher, examples, labels) == pytest.approx(3 / 4)  # words 0, 1, 3 of 4 read
+    unread = WordTeacher.of([np.full((2, 3), np.nan, np.float32)], [[0]], 3)
+    assert np.isnan(agreement(unread, examples[:1], labels))
 
 
 def test_a_teacher_of_another_kind_or_label_set_is_refused(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def _collate(task: str, feats: list[dict], length: int | None) -> dict[str, torc
     padding, so every micro-batch is padded to the update's ``length``)."""
     if task == "squad":
         return training_collate(SquadAdapter("squad", "squad"), 0)(
-            [_Span(f) for f in feats], length
+            [_Span(f) for f in feats], length, torch.Generator()
         )
     t = max(f["ids"].shape[1] for f in feats)
     ids = torch.zeros(len(feats), feats[0]["ids"].shape[0], t, dtype=torch.long)
@@ -135,7 +135,7 @@ def _train(
     source = EpochBatches(
         feats,
         [f["ids"].shape[1] for f in feats],
-        lambda items, length: _collate(task, items, length),
+        lambda items, length, _draws: _collate(task, items, length),
         batch_size=batch,
         epochs=epochs,
         bucket_batches=1,

@@ -39,7 +39,10 @@ def test_loss_equals_sentence_transformers_splade_loss(tmp_path: Path) -> None:
         SpladeLoss,
     )
 
-    from bertkit.model.splade import splade_loss
+    from bertkit.config import BertConfig
+    from bertkit.model import BertForMaskedLM
+    from bertkit.model.pooling import SpladeSpec
+    from bertkit.model.splade import SpladeEncoder, splade_loss
     from support.tiny_splade import saved_sparse_encoder
 
     _folder, encoder = saved_sparse_encoder(tmp_path)
@@ -76,6 +79,16 @@ def test_loss_equals_sentence_transformers_splade_loss(tmp_path: Path) -> None:
     bare = splade_loss(ours_in[0], torch.cat(ours_in[1:]), 0.0, 0.0)
     assert abs(float(bare) - float(theirs_value)) > 1e-4
     assert st is not None
+    # the encoder's objective cuts a batch's rows (queries, then every candidate) as SpladeLoss
+    weights = {"query_regularizer_weight": 5e-2, "document_regularizer_weight": 3e-2}
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32,
+    )  # fmt: skip
+    model = SpladeEncoder(BertForMaskedLM(config), SpladeSpec(), **weights)
+    rows, labels = torch.cat(columns), torch.arange(len(texts[0]))
+    got = model.objective(rows, labels, None)
+    assert float(got) == pytest.approx(float(theirs_value), abs=1e-6)
 
 
 def test_chunked_checkpointed_pooling_has_the_whole_gradient() -> None:
@@ -160,8 +173,15 @@ def test_sum_pooling_and_log1p_relu_are_saved(tiny_mlm_model: Path, tmp_path: Pa
 
 
 def test_a_folder_without_mlm_head_weights_is_refused(
-    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:
+    """Refused from the weights' names, before the training data are read and windowed."""
+    from bertkit.recipes import finetune as recipe
+
+    def read(*_):
+        raise AssertionError("the training data were read before the head was checked")
+
+    monkeypatch.setattr(recipe, "build_task", read)
     train, beir, _ = _data(tmp_path)
     assert _finetune(tiny_model, train, beir, tmp_path / "out", "--epochs", "1") != 0
     assert "no masked-LM head weights" in capsys.readouterr().err

@@ -210,3 +210,15 @@ def test_squad_v2_threshold_tuned_saved_and_used(tiny_model: Path, tmp_path: Pat
     split = run_predict("mid.json")
     assert {q for q, a in split.items() if a == ""} == {q for q, d in diffs.items() if d > mid}
     assert sum(a == "" for a in split.values()) == 4
+
+
+def test_squad_at_128_tokens_needs_no_doc_stride(tiny_model: Path, tmp_path: Path) -> None:
+    """`bertkit finetune squad --max-seq-length 128` stopped, asking for a --doc-stride (the
+    references' 128 leaves a 128-token window no room to slide): the default now adapts, and the
+    folder records the stride it trained with (30: half the 61 context tokens a 64-token
+    question leaves; :func:`bertkit.tasks.squad_features.squad_doc_stride`)."""
+    v1, out = FIXTURES / "task_squad_v1.json", tmp_path / "sq128"
+    argv = ["finetune", "squad", "--train", str(v1), "--dev", str(v1), "--model", str(tiny_model)]
+    assert main([*argv, "--output", str(out), *FAST, "--max-seq-length", "128"]) == 0
+    task = json.loads((out / "bertkit_task.json").read_text())
+    assert task["max_seq_length"] == 128 and task["windows"]["window"]["doc_stride"] == 30

@@ -203,6 +203,10 @@ def glue_file(data_dir: str | Path, task: str | GlueTask, split: str) -> Path:
             None, None, f"{t.name} has no split {split!r}; expected one of {', '.join(t.files)}"
         )
     root = Path(data_dir)
+    if root.is_file():  # else "DIR/SST-2/train.tsv/SST-2/train.tsv: file not found"
+        raise InputError(
+            root, None, f"is a file, expected the GLUE folder (holding {t.name}/) or {t.name}/"
+        )
     candidates = [root / t.name / t.files[split], root / t.files[split]]
     for c in candidates:
         if c.exists():
