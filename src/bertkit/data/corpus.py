@@ -44,6 +44,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertkit.data.corpus_format import check_format, marked_format
 from bertkit.errors import InputError
 from bertkit.input_files import require_file
 from bertkit.io import ENCODING_ERRORS, read_text_lines
@@ -51,7 +52,6 @@ from bertkit.io import ENCODING_ERRORS, read_text_lines
 FORMATS = ("auto", "bert", "wikiextractor", "jsonl", "paragraphs", "wikitext", "parquet")
 Span = tuple[int, int] | None
 """Bytes ``(start, end)`` of a file to read, or None for the whole file."""
-PARQUET_MAGIC = b"PAR1"
 PARQUET_BATCH_ROWS = 1024
 WIKITEXT_TITLE = re.compile(r"^ ?= ([^=].*) = ?$")  # " = Title = "; sections are "= = Section = ="
 _WIKITEXT_DETOK = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", ""))
@@ -165,8 +165,8 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
     multi-sentence lines). An empty file reads as ``bert`` (no documents either way). A file
     starting with the Parquet magic ``PAR1`` is ``parquet``.
     """
-    if is_parquet(path):
-        return "parquet"
+    if marked := marked_format(path, encoding_errors):
+        return marked
     lines: list[str] = []
     for _, line in _lines(path, encoding_errors):
         if line.strip():
@@ -175,29 +175,14 @@ def detect_format(path: str | Path, encoding_errors: str = "strict", probe_lines
                 break
     if not lines:
         return "bert"
-    first = lines[0]
-    if first.startswith("<doc"):
-        return "wikiextractor"
-    if WIKITEXT_TITLE.match(first):
+    if WIKITEXT_TITLE.match(lines[0]):
         return "wikitext"
-    if first.startswith("{"):
-        try:
-            if isinstance(json.loads(first), dict):
-                return "jsonl"
-        except json.JSONDecodeError:
-            pass
     one_sentence = sum(
         1
         for line in lines
         if re.search(r"[.!?][\"'\u2019\u201d)\]]*$", line) and len(split_sentences(line)) == 1
     )
     return "bert" if one_sentence >= 0.8 * len(lines) else "paragraphs"
-
-
-def is_parquet(path: str | Path) -> bool:
-    """Whether the file starts with the Parquet magic ``PAR1``."""
-    with open(path, "rb") as f:
-        return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
 
 
 def _lines(path: str | Path, errors: str, span: Span = None) -> Iterator[tuple[int, str]]:
@@ -348,6 +333,8 @@ def read_file_documents(
     fmt = options.format
     if fmt == "auto":
         fmt = detect_format(path, options.encoding_errors)
+    else:  # every piece of a split file checks (one line read): the first may not start at 0
+        check_format(path, fmt, options.encoding_errors)
     if span is not None and fmt == "parquet":
         raise ValueError(f"{path}: a Parquet file is read whole, not in byte spans")
     if fmt == "bert":

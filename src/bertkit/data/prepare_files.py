@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertkit.data.corpus import detect_format, is_parquet, read_file_documents
+from bertkit.data.corpus import detect_format, read_file_documents
+from bertkit.data.corpus_format import is_parquet
 from bertkit.data.corpus_spans import document_start
 from bertkit.data.masking import MaskingSpec, derive_rng
 from bertkit.data.pretraining import ChunkedInstanceBuilder, tokenize_document
