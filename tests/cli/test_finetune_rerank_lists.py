@@ -75,3 +75,41 @@ def test_a_listwise_file(tiny_model: Path, tmp_path: Path, loss: str) -> None:
     _triples, lists, dev = _files(tmp_path)
     assert np.isfinite(_finetune(tiny_model, lists, dev, tmp_path / "o", "--loss", loss))
     _same_scores(tmp_path / "o")
+
+
+def _dev_of(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())["runs"][0]["epochs"][0]["dev"]["dev"]
+
+
+def test_listwise_dev_scores_as_its_labelled_pairs(tiny_model: Path, tmp_path: Path) -> None:
+    """A listwise --dev file (one query per list) gives the metrics of the same pairs written as
+    labelled pairs; bce trains on a listwise file whose labels lie in [0, 1] as on its pairs."""
+    triples, _lists, _dev = _files(tmp_path)
+    lists = [
+        {"query": q, "docs": [f"the {q} one", "a mat", f"{q} dog"], "labels": [1, 0, 0.5 * (i % 2)]}
+        for i, q in enumerate(QUERIES[:5])
+    ]
+    pairs = [
+        {"query": r["query"], "passage": d, "label": y}
+        for r in lists
+        for d, y in zip(r["docs"], r["labels"], strict=True)
+    ]
+    as_lists, as_pairs = _write(tmp_path / "dl.jsonl", lists), _write(tmp_path / "dp.jsonl", pairs)
+    _finetune(tiny_model, triples, as_lists, tmp_path / "l", "--loss", "ranking")
+    _finetune(tiny_model, triples, as_pairs, tmp_path / "p", "--loss", "ranking")
+    got, want = _dev_of(tmp_path / "l"), _dev_of(tmp_path / "p")
+    assert got["queries"] == want["queries"] == 5
+    for name in ("MRR@10", "NDCG@10", "Recall@1", "accuracy"):
+        assert got[name] == pytest.approx(want[name], abs=1e-9), name
+    bce_lists = _finetune(tiny_model, as_lists, as_pairs, tmp_path / "bl")
+    bce_pairs = _finetune(tiny_model, as_pairs, as_pairs, tmp_path / "bp")
+    assert bce_lists == pytest.approx(bce_pairs, rel=1e-5)
+
+
+def test_graded_lists_are_refused_for_bce(tiny_model: Path, tmp_path: Path, capsys) -> None:
+    _triples, lists, dev = _files(tmp_path)  # its odd lines grade 2, 1, 0
+    argv = ["finetune", "rerank", "--model", str(tiny_model), "--train", str(lists)]
+    assert main([*argv, "--dev", str(dev), "--output", str(tmp_path / "o"), *RUN]) == 1
+    err = capsys.readouterr().err
+    assert f"{lists}:2: label 2 is outside [0, 1]: --loss bce" in err and "--loss listnet" in err
+    assert not (tmp_path / "o").exists()

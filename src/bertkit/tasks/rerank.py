@@ -26,9 +26,12 @@ are cut longest-first to ``max_seq_length``. The training loss (``loss``, :data:
   sees, as in sentence-transformers' trainer: under torchrun a rank's share, with gradient
   accumulation a micro-batch.
 
-Dev: the pairs of each query are ranked by their logit; metrics are MRR@10 (selection), NDCG@10
-and Recall@1 over the queries with a positive (label >= 0.5), and the accuracy of
-``sigmoid(logit) >= 0.5`` against ``label >= 0.5``.
+Dev: labelled pairs, triples, or listwise JSONL (each list a query's pairs, its labels as they
+are). The pairs of each query (each list) are ranked by their logit; metrics are MRR@10
+(selection), NDCG@10 and Recall@1 over the queries with a relevant pair (label >= 0.5: binary
+relevance, so graded labels 1, 2 and 3 count alike), and the accuracy of
+``sigmoid(logit) >= 0.5`` against ``label >= 0.5``. ``bce`` also trains on listwise JSONL whose
+labels lie in [0, 1].
 
 The saved folder's config.json names the activation (Sigmoid for every loss, as
 sentence-transformers keeps its ``num_labels=1`` default whatever the loss: the ranking losses
@@ -51,7 +54,7 @@ import numpy as np
 from bertkit import __version__
 from bertkit.data.tasks import custom
 from bertkit.data.tasks.glue import ClassificationExample
-from bertkit.data.tasks.listwise import RankedList, read_lists
+from bertkit.data.tasks.listwise import RankedList, list_pairs, read_lists
 from bertkit.data.tasks.retrieval import (
     LabelledPair,
     TrainingPair,
@@ -127,6 +130,8 @@ class RerankAdapter(GroupedAdapter):
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         if split == "train" and self.group_loss:
             return self._read_groups(path)
+        if "docs" in custom.first_record_fields(path, self.file_format):
+            return list_pairs(path, read_lists(path, self.file_format), unit=split == "train")
         return read_labelled_pairs(path, self.file_format)
 
     def _read_groups(self, path: str | Path) -> list[TrainingPair] | list[RankedList]:

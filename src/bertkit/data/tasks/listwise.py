@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.data.tasks.custom import detect_format, records
+from bertkit.data.tasks.retrieval import LabelledPair
 from bertkit.errors import InputError
 
 LIST_FIELDS = ("query", "docs", "labels")
@@ -62,3 +63,21 @@ def _ranked(path: str | Path, line: int, rec: dict[str, Any]) -> RankedList:
         shown = bad[0] if bad else next(x for x in labels if not math.isfinite(x))
         raise InputError(path, line, f"label {shown!r} is not a finite number; {expected}")
     return RankedList(query, tuple(docs), tuple(float(x) for x in labels), line)
+
+
+def list_pairs(path: str | Path, lists: list[RankedList], unit: bool) -> list[LabelledPair]:
+    """Each list's (query, doc, label) pairs, one ``group`` per list: a listwise dev set scored as
+    labelled pairs, or (``unit``: labels must lie in [0, 1], else an InputError naming the line)
+    a listwise file training a pointwise (``bce``) reranker."""
+    out: list[LabelledPair] = []
+    for group, x in enumerate(lists):
+        if unit and not all(0.0 <= y <= 1.0 for y in x.labels):
+            shown = next(y for y in x.labels if not 0.0 <= y <= 1.0)
+            raise InputError(
+                path,
+                x.line,
+                f"label {shown:g} is outside [0, 1]: --loss bce trains on labels in [0, 1]; "
+                "graded lists train with --loss listnet or ranking",
+            )
+        out += [LabelledPair(x.query, d, y, group) for d, y in zip(x.docs, x.labels, strict=True)]
+    return out
