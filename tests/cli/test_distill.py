@@ -142,7 +142,7 @@ def test_teacher_losses_refuse_rows_without_scores(
         assert main([*argv, "--temperature", "0"]) != 0
         assert "temperature must be positive" in capsys.readouterr().err
         assert main([*argv, "--teacher-temperature", "inf"]) != 0
-        assert "teacher_temperature must be positive and finite" in capsys.readouterr().err
+        assert "--teacher-temperature must be positive and finite" in capsys.readouterr().err
     else:  # an option this loss ignores is refused, not ignored
         assert main([*argv, "--temperature", "0.05"]) != 0
         err = capsys.readouterr().err

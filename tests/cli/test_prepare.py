@@ -137,11 +137,11 @@ def test_existing_output_needs_overwrite(tmp_path: Path, capsys) -> None:
     ("change", "needle"),
     [
         ({"--vocab": "missing.txt"}, "vocabulary not found"),
-        ({"--max-seq-length": "4"}, "max_seq_length must be >= 5"),
+        ({"--max-seq-length": "4"}, "error: --max-seq-length must be >= 5"),
         ({"--holdout-fraction": "1.5"}, "holdout fraction"),
-        ({"--masked-lm-prob": "1.5"}, "masked_lm_prob must be in (0, 1)"),
-        ({"--dupe-factor": "0"}, "dupe_factor"),
-        ({"--short-seq-prob": "-1"}, "short_seq_prob"),
+        ({"--masked-lm-prob": "1.5"}, "error: --masked-lm-prob must be in (0, 1)"),
+        ({"--dupe-factor": "0"}, "error: --dupe-factor must be >= 1, got 0\n"),
+        ({"--short-seq-prob": "-1"}, "error: --short-seq-prob must be in [0, 1]"),
     ],
 )
 def test_bad_options(tmp_path: Path, capsys, change: dict, needle: str) -> None:

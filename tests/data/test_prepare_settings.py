@@ -109,7 +109,9 @@ def test_every_problem_is_one_config_error() -> None:
 def test_the_parts_check_their_own_values() -> None:
     with pytest.raises(ValueError, match=r"^max_predictions_per_seq must be >= 1; mask ratios"):
         MaskingSettings(max_predictions_per_seq=0, mask_ratios=(1, 1, 1))
-    with pytest.raises(ValueError, match=r"^max_seq_length must be >= 5; dupe_factor, buffer"):
+    with pytest.raises(
+        ValueError, match=r"^max_seq_length must be >= 5; buffer_docs must be >= 1, got 0$"
+    ):
         InstanceConfig(max_seq_length=4, buffer_docs=0)
     with pytest.raises(ValueError, match=r"^format must be one of .*; encoding_errors must be"):
         CorpusOptions(format="xml", encoding_errors="ignore")

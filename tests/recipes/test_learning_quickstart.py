@@ -145,7 +145,7 @@ def test_bad_phase_fraction_or_nsp_weight_fails_before_anything_is_written(tmp_p
     for flag, value, says in (
         ("--phase2-fraction", "0", "--phase2-fraction must be"),
         ("--phase2-fraction", "1.5", "--phase2-fraction must be"),
-        ("--nsp-weight", "0", "nsp_weight must be a positive number"),
+        ("--nsp-weight", "0", "--nsp-weight must be a positive number"),
         ("--minutes", "-1", "--minutes must be a positive number"),
     ):
         assert main(["quickstart", "--output", str(out), flag, value]) == 1

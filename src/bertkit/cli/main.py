@@ -94,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     except BertkitError as e:
         if args.debug:
             raise
-        print(f"bertkit {args.command}: error: {e}", file=sys.stderr)
+        from bertkit.cli.error_flags import command_flags, in_flags
+
+        message = in_flags(str(e), command_flags(parser, args.command))
+        print(f"bertkit {args.command}: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"bertkit {args.command}: interrupted{_kept(args)}", file=sys.stderr)

@@ -80,8 +80,9 @@ class InstanceConfig:
             problems.append("max_seq_length must be >= 5")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             problems.append("short_seq_prob must be in [0, 1]")
-        if self.dupe_factor < 1 or self.buffer_docs < 1 or self.buffer_tokens < 1:
-            problems.append("dupe_factor, buffer_docs and buffer_tokens must be >= 1")
+        for name in ("dupe_factor", "buffer_docs", "buffer_tokens"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if problems:
             raise ValueError("; ".join(problems))
 

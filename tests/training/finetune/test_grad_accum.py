@@ -254,7 +254,7 @@ def test_the_contrastive_family_refuses_before_reading_its_data(tiny_model, tmp_
     argv += [str(tiny_model), "--output", str(tmp_path / "o"), "--batch-size", "8"]
     assert main([*argv, "--grad-accum", "2"]) == 1
     assert capsys.readouterr().err.strip() == (
-        "bertkit finetune: error: grad_accum 2 would change this task's loss: each example is "
+        "bertkit finetune: error: --grad-accum 2 would change this task's loss: each example is "
         "scored against the others of its batch (in-batch negatives), and a micro-batch of 4 "
         "has fewer than the batch of 8; set mini_batch_size (--mini-batch-size) instead, which "
         "encodes the batch that many rows at a time and keeps every negative"

@@ -159,6 +159,6 @@ def test_a_bad_value_is_a_one_line_error(tiny_model: Path, tmp_path: Path, capsy
     assert main([*argv, "--layerwise-lr-decay", "1.5"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "bertkit finetune: error: layerwise_lr_decay must be in (0, 1] (1.0: off), got 1.5"
+        "bertkit finetune: error: --layerwise-lr-decay must be in (0, 1] (1.0: off), got 1.5"
     ]
     assert not (tmp_path / "o").exists()
