@@ -341,7 +341,7 @@ def run(args: argparse.Namespace) -> int:
     spec = embedder.spec
     print(
         f"embedded {counted(len(texts), 'line')} -> {args.output} ({len(texts)} x {embedder.dim}, "
-        f"{spec.pooling} pooling"
+        f"{spec.pooling} pooling{f', {len(spec.dense)} Dense' if spec.dense else ''}"
         f"{', normalised' if spec.normalize else ''}, {embedder.precision}; "
         f"{len(texts) / max(seconds, 1e-9):.1f} lines/s); long inputs: {counts.summary('line')}",
         file=sys.stderr,

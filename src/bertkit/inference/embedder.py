@@ -1,7 +1,8 @@
 """Sentence vectors from any BERT folder: length-sorted batches, pooling, precision, progress.
 
 Pooling and normalisation come from the folder when it is a sentence-transformers model
-(``modules.json`` with a ``Pooling`` module and its ``config.json``; a ``Normalize`` module; the
+(``modules.json`` with a ``Pooling`` module and its ``config.json``; ``Dense`` modules, LaBSE's
+projection, applied to each window's pooled vector; a ``Normalize`` module; the
 ``max_seq_length`` of ``sentence_bert_config.json``), so ``Embedder.load(minilm)`` gives the
 vectors sentence-transformers gives. Otherwise mean pooling without normalisation, up to the
 model's position limit. Explicit arguments win over the folder. :meth:`Embedder.save` writes a
@@ -43,7 +44,9 @@ from bertkit.evaluation.retrieval import unit_rows
 from bertkit.inference.loading import load_for_inference
 from bertkit.inference.token_features import TokenFeatures, token_features
 from bertkit.inference.token_ids import TokenIds, TokenIdsError, outside_vocabulary
+from bertkit.inference.windowed import Windowed
 from bertkit.interop.pretrained import write_model_files
+from bertkit.interop.sentence_dense import dense_head, dense_width
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     router_of,
@@ -68,23 +71,6 @@ BATCH_SIZE = 32
 
 
 @dataclass
-class Windowed:
-    """Texts as windows: ``inputs`` (one per window), each window's text (``owners``), its first
-    content token in the text (``starts``), and per window token whether it has its maximum
-    context there (``is_max``, content tokens only)."""
-
-    inputs: list[EncodedInput]
-    owners: list[int]
-    starts: list[int]
-    is_max: list[list[bool]]
-    counts: WindowCounts
-
-    @property
-    def tokens(self) -> int:
-        return sum(len(x.input_ids) for x in self.inputs)
-
-
-@dataclass
 class Embedder:
     """One vector per text. Build with :meth:`load`; call with a list of texts."""
 
@@ -102,6 +88,8 @@ class Embedder:
     """A dense Router folder this is a route of (:mod:`bertkit.inference.routed`)."""
     routes: dict[str, Embedder] = field(default_factory=dict, repr=False, compare=False)
     """A Router's Embedder of each task (``for_task``), this one among them."""
+    head: torch.nn.Module | None = field(default=None, repr=False, compare=False)
+    """The folder's Dense modules (``spec.dense``) as layers, applied to each pooled window."""
 
     @classmethod
     def load(
@@ -168,7 +156,10 @@ class Embedder:
             pooling if pooling is not None else base.pooling,
             normalize if normalize is not None else base.normalize,
             min(max_length or base.max_length or limit, limit),
+            base.dense,
         )
+        width = layers.width(int(loaded.model.config.hidden_size))
+        head = dense_head(spec.dense, width, allow_pickle) if spec.dense else None
         return cls(
             loaded.model,
             loaded.tokenizer,
@@ -178,6 +169,7 @@ class Embedder:
             windows=windows or WindowConfig(),
             layers=layers,
             source=loaded.directory,
+            head=head.to(next(loaded.model.parameters()).device) if head else None,
         )
 
     @property
@@ -193,6 +185,12 @@ class Embedder:
 
     @property
     def dim(self) -> int:
+        """The size of a text's vector (after the Dense modules, when the folder has some)."""
+        return dense_width(self.spec.dense, self.token_dim)
+
+    @property
+    def token_dim(self) -> int:
+        """The size of a token's vector (and of the pooled one, before any Dense module)."""
         return self.layers.width(int(self.model.config.hidden_size))
 
     @property
@@ -231,8 +229,9 @@ class Embedder:
                 self.spec.pooling,
                 self.spec.normalize,
                 self.max_length,
-                dimension=self.dim,
+                dimension=self.token_dim,
                 similarity=named or "cosine",  # the loaded folder's, kept
+                dense=self.head,
             )
 
     @property
@@ -331,14 +330,17 @@ class Embedder:
         not normalised (:meth:`combine` normalises after joining a text's windows)."""
         vectors = np.zeros((len(inputs), self.dim), dtype=np.float32)
         for idx, hidden, mask in self._batches(inputs):
-            vectors[idx] = pool(hidden, mask, self.spec.pooling, False).cpu().numpy()
+            pooled = pool(hidden, mask, self.spec.pooling, False)
+            vectors[idx] = (
+                (pooled if self.head is None else self.head(pooled).float()).cpu().numpy()
+            )
         return vectors
 
     @torch.inference_mode()
     def token_vectors(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """Each encoded input's vectors, one per token ([CLS] and [SEP] included), float32
         (T_i, D): what text-embeddings-inference's ``/embed_all`` returns."""
-        out: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(inputs)
+        out: list[np.ndarray] = [np.zeros((0, self.token_dim), np.float32)] * len(inputs)
         for idx, hidden, _mask in self._batches(inputs):
             rows = hidden.cpu().numpy()
             for r, i in enumerate(idx):

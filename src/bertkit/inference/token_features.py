@@ -41,7 +41,7 @@ def token_features(
     windowed = embedder.window(encodings)
     feats = [
         TokenFeatures(
-            np.zeros((len(e.input_ids) - 2, embedder.dim), dtype=np.float32),
+            np.zeros((len(e.input_ids) - 2, embedder.token_dim), dtype=np.float32),
             embedder.tokenizer.convert_ids_to_tokens(list(e.input_ids[1:-1])),
             [tuple(o) for o in e.offsets[1:-1]],
         )

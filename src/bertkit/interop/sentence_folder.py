@@ -34,6 +34,7 @@ from typing import Any
 
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.interop.sentence_dense import DenseModule, read_dense, save_dense
 from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, pooling_mode
 from bertkit.interop.sentence_router import DenseRouter, SparseRouter, read_router
 from bertkit.io import atomic_write_text
@@ -59,17 +60,30 @@ SENTENCE_LAYOUT = (
 a fine-tuned task's folder saved over it drops (``modules.json`` would make it an embedder)."""
 
 
-def _module_kinds(root: Path) -> dict[str, str] | None:
-    """``modules.json``'s modules as {class name: sub-folder} ("Pooling": "1_Pooling"), None
-    for a folder without one. Raises CheckpointError for an unreadable file."""
+def _module_chain(root: Path) -> list[tuple[str, str]] | None:
+    """``modules.json``'s modules in order as (class name, sub-folder) ("Pooling", "1_Pooling"),
+    None for a folder without one. Raises CheckpointError for an unreadable file."""
     path = root / MODULES
     if not path.is_file():
         return None
     try:
         modules = json.loads(path.read_text(encoding="utf-8"))
-        return {m["type"].rsplit(".", 1)[-1]: m.get("path", "") for m in modules}
+        return [(m["type"].rsplit(".", 1)[-1], m.get("path", "")) for m in modules]
     except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
+
+
+def _module_kinds(root: Path) -> dict[str, str] | None:
+    """``modules.json``'s modules as {class name: sub-folder}, None for a folder without one."""
+    chain = _module_chain(root)
+    return None if chain is None else dict(chain)
+
+
+DENSE_CHAIN = ("Transformer", "Pooling", "Dense", "Normalize")
+"""The modules of an embedding folder, in this order (Dense any number of times, Pooling and
+Normalize at most once); :func:`sentence_transformers_spec` refuses any other."""
+READ_ELSEWHERE = ("Router", "MLMTransformer", "SpladePooling", "SparseStaticEmbedding")
+"""Modules of folders read by :func:`router_of` and :func:`splade_spec`, not as embeddings."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,8 @@ class PoolingSpec:
     pooling: str = "mean"
     normalize: bool = False
     max_length: int | None = None
+    dense: tuple[DenseModule, ...] = ()
+    """The folder's Dense modules, applied in order after the pooling."""
 
 
 def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
@@ -89,13 +105,18 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     None. Raises CheckpointError for an unreadable file or a pooling bertkit does not compute.
     """
     root = Path(directory)
-    kinds = _module_kinds(root)
-    if kinds is None:
+    chain = _module_chain(root)
+    if chain is None:
         return None
+    chain = [(kind, path) for kind, path in chain if kind != "Dropout"]  # nothing at inference
+    kinds = dict(chain)
     try:
         spec: dict[str, Any] = {"normalize": "Normalize" in kinds}
         if "Pooling" in kinds:
             spec["pooling"] = pooling_mode(root / kinds["Pooling"], root)
+        if not any(k in READ_ELSEWHERE for k in kinds):
+            _check_chain(root, chain)
+        spec["dense"] = tuple(read_dense(root / path) for kind, path in chain if kind == "Dense")
         st = root / SENTENCE_CONFIG
         if st.is_file():
             spec["max_length"] = json.loads(st.read_text(encoding="utf-8")).get("max_seq_length")
@@ -106,6 +127,29 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
     return PoolingSpec(**spec)
+
+
+def _check_chain(root: Path, chain: list[tuple[str, str]]) -> None:
+    """CheckpointError unless ``chain`` is :data:`DENSE_CHAIN`'s modules in its order (a
+    ``Dropout``, nothing at inference, is left out before): another module
+    (``WeightedLayerPooling``, ``LayerNorm``, ``CNN``, ...), or these in another order, would give
+    vectors other than sentence-transformers' without a word."""
+    rank = [DENSE_CHAIN.index(k) if k in DENSE_CHAIN else -1 for k, _ in chain]
+    unknown = [f"{k} ({p or 'the folder'})" for (k, p), r in zip(chain, rank, strict=True) if r < 0]
+    if unknown:
+        raise CheckpointError(
+            f"{root}: modules.json names {', '.join(unknown)}, which bertkit does not compute "
+            f"(it computes {' -> '.join(DENSE_CHAIN)})"
+        )
+    once = [
+        k for k in ("Transformer", "Pooling", "Normalize") if [c for c, _ in chain].count(k) > 1
+    ]
+    if rank != sorted(rank) or once or not chain or chain[0][0] != "Transformer":
+        order = " -> ".join(k for k, _ in chain)
+        raise CheckpointError(
+            f"{root}: modules.json chains {order}; bertkit computes Transformer -> Pooling -> "
+            "Dense (any number) -> Normalize, each but Dense at most once, in that order"
+        )
 
 
 def splade_spec(directory: str | Path) -> SpladeSpec | None:
@@ -163,6 +207,7 @@ def save_sentence_transformers_files(
     dimension: int | None = None,
     similarity: str = "cosine",
     prompts: dict[str, str] | None = None,
+    dense: Any = None,
 ) -> None:
     """Write the sentence-transformers files of a model folder (each atomically), so that
     ``SentenceTransformer(folder)`` pools as bertkit's ``Embedder`` does.
@@ -177,6 +222,9 @@ def save_sentence_transformers_files(
         similarity: ``similarity_fn_name``, what the vectors are compared by (``cosine``, or
             ``dot`` for a model trained on dot products).
         prompts: named prompts (``{"query": "query: ", "document": "passage: "}``), none default.
+        dense: Dense modules after the pooling, as ``Embedder.head`` holds them (a
+            ``torch.nn.Sequential`` of linear layers, each followed by its activation), each
+            written as a ``{i}_Dense`` folder (:func:`bertkit.interop.sentence_dense.save_dense`).
 
     Raises ConfigError for another pooling, or when a value must come from a missing config.json.
     """
@@ -188,8 +236,12 @@ def save_sentence_transformers_files(
         dimension = dimension or int(config["hidden_size"])
         max_seq_length = max_seq_length or int(config["max_position_embeddings"])
     modules = [("Transformer", ""), ("Pooling", POOLING_DIR)]
+    layers = list(dense or ())
+    for linear, activation in zip(layers[::2], layers[1::2], strict=True):
+        modules.append(("Dense", f"{len(modules)}_Dense"))
+        save_dense(root / modules[-1][1], linear, activation)
     if normalize:
-        modules.append(("Normalize", NORMALIZE_DIR))
+        modules.append(("Normalize", f"{len(modules)}_Normalize" if layers else NORMALIZE_DIR))
     chain = [
         {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
         for i, (kind, path) in enumerate(modules)

@@ -25,8 +25,9 @@ import torch
 
 from bertkit import hardware
 from bertkit import precision as P
+from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.interop.sentence_folder import splade_spec, task_prompt
+from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
@@ -110,6 +111,8 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
         if job.task.family == "sparse":  # not found out after the data are read and windowed
             check_masked_lm_head(job.model)
+        if job.task.family == "embeddings":
+            _check_no_dense(job.model)
         if job.teacher is not None:
             check_distillable(FAMILIES[job.task.family][0], job.task.family)
         adapter, train, dev = build_task(_with_folder_prompts(job.task, job.model))
@@ -212,6 +215,20 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         f"{time.time() - started:.1f}s in all)"
     )
     return metrics
+
+
+def _check_no_dense(model: str | Path) -> None:
+    """Refuse a start folder with Dense modules (LaBSE's projection): the bi-encoder trains the
+    transformer and its pooling only, so the saved model would silently lose the projection
+    and give vectors of another size than the folder's."""
+    spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
+    if spec is not None and spec.dense:
+        where = ", ".join(m.path.name for m in spec.dense)
+        raise ConfigError(
+            f"{model}: its Dense module(s) ({where}) after the pooling are not trained by "
+            "`finetune embeddings`, and the saved model would lose them; start from a folder "
+            "without them (Transformer -> Pooling -> Normalize)"
+        )
 
 
 def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:

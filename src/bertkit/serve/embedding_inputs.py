@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertkit.inference.embedder import Windowed
 from bertkit.inference.sparse_vector import keep_largest
 from bertkit.inference.token_ids import TokenIds, TokenIdsError
+from bertkit.inference.windowed import Windowed
 from bertkit.serve.errors import ServeError
 
 if TYPE_CHECKING:

@@ -1,0 +1,174 @@
+"""sentence-transformers folders with Dense modules after the pooling (LaBSE's projection):
+bertkit's vectors equal sentence-transformers', a saved folder keeps them, pickled Dense weights
+need --allow-pickle, and a module chain bertkit does not compute is refused, never skipped (the
+vectors came back unprojected, 32 values where sentence-transformers gave 16)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.errors import CheckpointError
+from bertkit.inference import Embedder
+from bertkit.tasks.windows import WindowConfig
+
+st = pytest.importorskip("sentence_transformers")
+
+TEXTS = ["a cat sat on the mat", "the film was good", "dog", "a lovely plot and a bad film"]
+
+
+def _st_folder(tiny_model: Path, out: Path) -> Path:
+    """Transformer -> Pooling (cls) -> Dense (tanh, 32 -> 16) -> Dropout -> Dense (identity, no
+    bias, 16 -> 8) -> Normalize, random Dense weights, saved by sentence-transformers."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import (
+        Dense,
+        Dropout,
+        Normalize,
+        Pooling,
+        Transformer,
+    )
+
+    torch.manual_seed(0)
+    t = Transformer(str(tiny_model))
+    width = t.get_embedding_dimension()
+    modules = [
+        t,
+        Pooling(width, "cls"),
+        Dense(width, 16, activation_function=torch.nn.Tanh()),
+        Dropout(0.1),  # nothing at inference
+        Dense(16, 8, bias=False, activation_function=torch.nn.Identity()),
+        Normalize(),
+    ]
+    SentenceTransformer(modules=modules, device="cpu").save(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def dense_folder(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _st_folder(tiny_model, tmp_path_factory.mktemp("dense") / "m")
+
+
+def _theirs(folder: Path, texts=TEXTS) -> np.ndarray:
+    return st.SentenceTransformer(str(folder), device="cpu").encode(texts)
+
+
+def test_vectors_equal_sentence_transformers(dense_folder: Path) -> None:
+    embedder = Embedder.load(dense_folder, precision="fp32")
+    assert (embedder.dim, embedder.token_dim) == (8, 32)
+    got = embedder(TEXTS)
+    assert got.shape == (4, 8)
+    np.testing.assert_allclose(got, _theirs(dense_folder), rtol=0, atol=1e-5)
+    tokens = embedder.token_vectors(embedder.window(embedder.encode(TEXTS[:1])).inputs)
+    assert tokens[0].shape[1] == 32  # token vectors come before the pooling and the projection
+
+
+def test_a_truncated_long_text_equals_sentence_transformers(dense_folder: Path) -> None:
+    long = [" ".join(["the film was good and the cat sat"] * 12)]
+    embedder = Embedder.load(
+        dense_folder, precision="fp32", max_length=16, windows=WindowConfig(truncate=True)
+    )
+    model = st.SentenceTransformer(str(dense_folder), device="cpu")
+    model.max_seq_length = 16
+    np.testing.assert_allclose(embedder(long), model.encode(long), rtol=0, atol=1e-5)
+
+
+def test_saved_folder_keeps_the_projection(dense_folder: Path, tmp_path: Path) -> None:
+    embedder = Embedder.load(dense_folder, precision="fp32")
+    embedder.save(tmp_path / "out")
+    chain = json.loads((tmp_path / "out" / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[-1] for m in chain] == [
+        "Transformer",
+        "Pooling",
+        "Dense",
+        "Dense",
+        "Normalize",
+    ]
+    pooling = json.loads((tmp_path / "out" / "1_Pooling" / "config.json").read_text())
+    assert pooling["word_embedding_dimension"] == 32
+    want = embedder(TEXTS)
+    np.testing.assert_allclose(_theirs(tmp_path / "out"), want, rtol=0, atol=1e-5)
+    again = Embedder.load(tmp_path / "out", precision="fp32")(TEXTS)
+    np.testing.assert_allclose(again, want, rtol=0, atol=1e-6)
+
+
+def test_pickled_dense_weights_need_allow_pickle(dense_folder: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "m"
+    shutil.copytree(dense_folder, folder)
+    dense = folder / "2_Dense"
+    torch.save(load_file(str(dense / "model.safetensors")), dense / "pytorch_model.bin")
+    (dense / "model.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"2_Dense/pytorch_model.bin is a pickle file"):
+        Embedder.load(folder, precision="fp32")
+    got = Embedder.load(folder, precision="fp32", allow_pickle=True)(TEXTS)
+    np.testing.assert_allclose(got, _theirs(dense_folder), rtol=0, atol=1e-5)
+
+
+def _chain(folder: Path, change) -> None:
+    path = folder / "modules.json"
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda c: [*c[:2], {**c[2], "type": "sentence_transformers.models.LayerNorm"}, *c[3:]],
+            r"names LayerNorm \(2_Dense\), which bertkit does not compute",
+        ),
+        (lambda c: [c[0], c[1], c[5], c[2], c[4]], r"chains Transformer -> Pooling -> Normalize"),
+        (lambda c: [c[0], c[1], c[1], c[5]], r"each but Dense at most once"),
+    ],
+)
+def test_a_chain_bertkit_does_not_compute_is_refused(
+    dense_folder: Path, tmp_path: Path, change, said: str
+) -> None:
+    folder = tmp_path / "m"
+    shutil.copytree(dense_folder, folder)
+    _chain(folder, change)
+    with pytest.raises(CheckpointError, match=said):
+        Embedder.load(folder, precision="fp32")
+
+
+def test_an_activation_bertkit_does_not_compute_is_refused(
+    dense_folder: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "m"
+    shutil.copytree(dense_folder, folder)
+    config = folder / "2_Dense" / "config.json"
+    cfg = json.loads(config.read_text())
+    config.write_text(json.dumps({**cfg, "activation_function": "torch.nn.modules.Softsign"}))
+    with pytest.raises(CheckpointError, match=r"activation 'torch.nn.modules.Softsign' is not"):
+        Embedder.load(folder, precision="fp32")
+    config.write_text(json.dumps({**cfg, "in_features": 31}))
+    with pytest.raises(CheckpointError, match=r"takes 31 values, the vector before it has 32"):
+        Embedder.load(folder, precision="fp32")
+
+
+def test_through_the_onnx_export(dense_folder: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from bertkit.export import OnnxExportConfig, OnnxModel, export_onnx
+
+    path = export_onnx(dense_folder, tmp_path / "x" / "m.onnx", OnnxExportConfig()).path
+    got = Embedder.load(path.parent, precision="fp32", model=OnnxModel(path.parent))(TEXTS)
+    np.testing.assert_allclose(got, _theirs(dense_folder), rtol=0, atol=1e-5)
+
+
+def test_finetune_embeddings_refuses_a_projection_it_would_drop(
+    dense_folder: Path, tmp_path: Path, capsys
+) -> None:
+    from bertkit.cli.main import main
+
+    missing = str(tmp_path / "absent.jsonl")  # never read: the refusal comes first
+    argv = ["finetune", "embeddings", "--model", str(dense_folder), "--train", missing]
+    assert main([*argv, "--dev", missing, "--output", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {dense_folder}: its Dense module(s) (2_Dense, 4_Dense) after the pooling" in err
+    assert not (tmp_path / "o").exists()
