@@ -3,11 +3,11 @@
 Pooling and normalisation come from the folder when it is a sentence-transformers model
 (``modules.json`` with a ``Pooling`` module and its ``config.json``; ``Dense`` modules, LaBSE's
 projection, applied to each window's pooled vector; a ``Normalize`` module; the
-``max_seq_length`` of ``sentence_bert_config.json``), so ``Embedder.load(minilm)`` gives the
-vectors sentence-transformers gives. Otherwise mean pooling without normalisation, up to the
-model's position limit. Explicit arguments win over the folder. :meth:`Embedder.save` writes a
-folder that sentence-transformers loads to the same vectors (the format:
-:mod:`bertkit.interop.sentence_folder`).
+``max_seq_length`` and ``do_lower_case`` of ``sentence_bert_config.json``), so
+``Embedder.load(minilm)`` gives the vectors sentence-transformers gives. Otherwise mean pooling
+without normalisation, up to the model's position limit. Explicit arguments win over the folder.
+:meth:`Embedder.save` writes a folder that sentence-transformers loads to the same vectors (the
+format: :mod:`bertkit.interop.sentence_folder`).
 
 Long texts are read in windows (:mod:`bertkit.tasks.windows`, ``--doc-stride`` as everywhere):
 each window is pooled, and the window vectors of a text are combined by a mean weighted by the
@@ -157,12 +157,13 @@ class Embedder:
             normalize if normalize is not None else base.normalize,
             min(max_length or base.max_length or limit, limit),
             base.dense,
+            base.lowercase,
         )
         width = layers.width(int(loaded.model.config.hidden_size))
         head = dense_head(spec.dense, width, allow_pickle) if spec.dense else None
         return cls(
             loaded.model,
-            loaded.tokenizer,
+            loaded.tokenizer.lowercased() if spec.lowercase else loaded.tokenizer,
             spec,
             loaded.placement.precision,
             batch_size,

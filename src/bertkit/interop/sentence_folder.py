@@ -95,6 +95,9 @@ class PoolingSpec:
     max_length: int | None = None
     dense: tuple[DenseModule, ...] = ()
     """The folder's Dense modules, applied in order after the pooling."""
+    lowercase: bool = False
+    """``sentence_bert_config.json``'s ``do_lower_case``: texts are lowercased before the
+    tokenizer (:meth:`bertkit.tokenizer.BertTokenizer.lowercased`)."""
 
 
 def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
@@ -119,7 +122,9 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
         spec["dense"] = tuple(read_dense(root / path) for kind, path in chain if kind == "Dense")
         st = root / SENTENCE_CONFIG
         if st.is_file():
-            spec["max_length"] = json.loads(st.read_text(encoding="utf-8")).get("max_seq_length")
+            sentence = json.loads(st.read_text(encoding="utf-8"))
+            spec["max_length"] = sentence.get("max_seq_length")
+            spec["lowercase"] = bool(sentence.get("do_lower_case", False))
         if spec.get("max_length") is None:
             limit = read_config(root).get("model_max_length")
             if limit is not None and limit <= LARGE_INTEGER:

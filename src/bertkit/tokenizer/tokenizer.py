@@ -123,6 +123,24 @@ class BertTokenizer(TransformersConventions):
         kwargs.update(overrides)
         return cls(vocab, **kwargs)
 
+    def lowercased(self) -> BertTokenizer:
+        """This tokenizer lowercasing every text first, its accents kept as they were: what
+        sentence-transformers makes of a cased tokenizer when ``sentence_bert_config.json`` says
+        ``do_lower_case`` (a ``Lowercase`` normalizer before the tokenizer's own, which strips no
+        accent it did not strip before). Itself when it lowercases already."""
+        if self.do_lower_case:
+            return self
+        return BertTokenizer(
+            self.vocab,
+            do_lower_case=True,
+            strip_accents=self.normalizer.strip,
+            tokenize_chinese_chars=self.tokenize_chinese_chars,
+            max_input_chars_per_word=self.max_input_chars_per_word,
+            cache_size=self.cache_size,
+            model_max_length=self.model_max_length,
+            split_special_tokens=self.split_special_tokens,
+        )
+
     def save_pretrained(self, directory: str | Path) -> None:
         """Write vocab.txt, tokenizer.json and tokenizer_config.json, each atomically: what
         bertkit, transformers (``AutoTokenizer`` gives the fast tokenizer) and
