@@ -27,7 +27,7 @@ TEXTS = [
 FP32 = {"precision": "fp32", "device": "cpu", "windows": WindowConfig(truncate=True)}
 
 
-@pytest.mark.parametrize("query", ["other", "shared", "copy"])
+@pytest.mark.parametrize("query", ["other", "shared", "copy", "dense"])
 def test_tasks_equal_sentence_transformers(tmp_path: Path, query: str) -> None:
     pytest.importorskip("sentence_transformers")
     folder, st = saved_dense_router(tmp_path, query)
@@ -41,7 +41,10 @@ def test_tasks_equal_sentence_transformers(tmp_path: Path, query: str) -> None:
         np.testing.assert_allclose(model.for_task(task)(TEXTS), encode(TEXTS), atol=1e-5, rtol=0)
     queries, documents = model.for_task("query"), model.for_task("document")
     assert model is documents and model.folder == folder  # default_route: document
-    if query == "other":  # two encoders, their own pooling, normalisation and length
+    if query == "dense":  # the query route's projection (tanh) after its [CLS] pooling
+        assert [m.path.name for m in queries.spec.dense] == ["query_2_Dense"]
+        assert not documents.spec.dense and queries.dim == documents.dim == 32
+    if query in ("other", "dense"):  # two encoders, their own pooling, normalisation and length
         assert queries.model is not documents.model
         assert (queries.spec.pooling, queries.spec.normalize) == ("cls", False)
         assert (documents.spec.pooling, documents.spec.normalize) == ("mean", True)
@@ -55,9 +58,9 @@ def test_tasks_equal_sentence_transformers(tmp_path: Path, query: str) -> None:
     ("query", "match"),
     [
         (
-            "dense",
-            r"query route is Transformer -> Pooling -> Dense .*does not compute Dense "
-            r"\(query_2_Dense\)",
+            "layernorm",
+            r"query route is Transformer -> Pooling -> LayerNorm .*does not compute LayerNorm "
+            r"\(query_2_LayerNorm\)",
         ),
         ("static", r"does not compute StaticEmbedding \(query_0_StaticEmbedding\)"),
     ],

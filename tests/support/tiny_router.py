@@ -19,12 +19,14 @@ def saved_dense_router(root: Path, query: str = "other") -> tuple[Path, object]:
     route (``query``): "other", a second BERT (seed 1) cut at :data:`QUERY_MAX_LENGTH` -> [CLS]
     Pooling; "shared", the document route's own modules; "copy", the same BERT loaded again
     with the same pooling (saved as copies of each module); "dense", "other" -> a ``Dense``
-    layer; "static", a ``StaticEmbedding`` (bertkit refuses these two by name)."""
+    layer (tanh); "layernorm", "other" -> a ``LayerNorm``, and "static", a ``StaticEmbedding``
+    (bertkit refuses these two by name)."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Router
     from sentence_transformers.sentence_transformer.modules import (
         Dense,
+        LayerNorm,
         Normalize,
         Pooling,
         Transformer,
@@ -52,6 +54,8 @@ def saved_dense_router(root: Path, query: str = "other") -> tuple[Path, object]:
         ]
         if query == "dense":
             queries.append(Dense(32, 32))
+        if query == "layernorm":
+            queries.append(LayerNorm(32))
     model = SentenceTransformer(modules=[Router.for_query_document(queries, doc)], device="cpu")
     model.save(str(root / "st"))
     return root / "st", SentenceTransformer(str(root / "st"), device="cpu")

@@ -1,11 +1,12 @@
 """A dense sentence-transformers ``Router`` folder as Embedders: one per distinct route.
 
 ``Router.for_query_document(query_modules=[...], document_modules=[...])`` (an asymmetric
-bi-encoder) embeds a query through the query route's Transformer -> Pooling (-> Normalize) and a
-document through the document route's (:class:`~bertkit.interop.sentence_router.DenseRouter`
-says which modules each task runs). :func:`load_routes` loads each distinct route's encoder
-once: routes of the same modules, or byte-for-byte copies, share one encoder in memory. Every
-loaded :class:`~bertkit.inference.embedder.Embedder` knows the others by task
+bi-encoder) embeds a query through the query route's Transformer -> Pooling (-> Dense ...)
+(-> Normalize) and a document through the document route's
+(:class:`~bertkit.interop.sentence_router.DenseRouter` says which modules each task runs).
+:func:`load_routes` loads each distinct route's encoder once: routes of the same modules, or
+byte-for-byte copies, share one encoder in memory. Every loaded
+:class:`~bertkit.inference.embedder.Embedder` knows the others by task
 (:meth:`Embedder.for_task`) and the Router's folder (:attr:`Embedder.folder`: its prompts and
 similarity).
 """
@@ -13,9 +14,11 @@ similarity).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bertkit.errors import ConfigError
+from bertkit.interop.sentence_dense import dense_head
 from bertkit.interop.sentence_router import TASKS, DenseRoute, DenseRouter
 
 if TYPE_CHECKING:
@@ -47,6 +50,11 @@ def load_routes(router: DenseRouter, load: Callable[..., Embedder], **options: A
             **options,
         )
         emb.root = router.root
+        if route.dense:  # the route's projection after its pooling
+            emb.spec = replace(emb.spec, dense=route.dense)
+            device = next(emb.model.parameters()).device
+            head = dense_head(route.dense, emb.token_dim, options.get("allow_pickle", False))
+            emb.head = head.to(device)
         loaded[route] = emb
     routes = {task: loaded[router.route(task)] for task in TASKS}
     for emb in loaded.values():

@@ -20,12 +20,13 @@ Each module lives in the sub-folder of its id. A task's route is resolved as
   route is a masked-LM transformer -> SpladePooling; the query route a ``SparseStaticEmbedding``
   (one learned weight per vocabulary id: no transformer pass), its own masked-LM transformer ->
   SpladePooling (a two-encoder SPLADE), or the document route's own modules;
-- dense (:class:`DenseRouter`): each route ``Transformer -> Pooling (-> Normalize)``, what
-  bertkit's single sentence-transformers folders hold.
+- dense (:class:`DenseRouter`): each route ``Transformer -> Pooling (-> Dense ...) (->
+  Normalize)``, what bertkit's single sentence-transformers folders hold
+  (:mod:`bertkit.interop.sentence_dense`).
 
 A route whose modules are byte-for-byte copies of the other's (sentence-transformers 6.0 saves
 a shared module once per route) reads as that route: one encoder in memory. Any other module
-(``Dense``, ``StaticEmbedding``, ...) is a CheckpointError naming the folder and the module:
+(``StaticEmbedding``, ``LayerNorm``, ...) is a CheckpointError naming the folder and the module:
 bertkit would otherwise compute something else than the model does.
 """
 
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.interop.sentence_dense import DenseModule, read_dense
 from bertkit.interop.sentence_pooling import pooling_mode
 from bertkit.model.pooling import SpladeSpec
 
@@ -86,12 +88,13 @@ class SparseRouter:
 
 @dataclass(frozen=True)
 class DenseRoute:
-    """A Transformer -> Pooling (-> Normalize) route."""
+    """A Transformer -> Pooling (-> Dense ...) (-> Normalize) route."""
 
     transformer: Path
     pooling: str
     normalize: bool
     max_length: int | None
+    dense: tuple[DenseModule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -257,19 +260,29 @@ def _dense(r: _Routes) -> DenseRouter:
 
 
 def _dense_route(r: _Routes, ids: list[str], task: str) -> DenseRoute:
-    """Transformer -> Pooling (-> Normalize); any other module refused by name."""
-    expected = ("Transformer", "Pooling", "Normalize")
+    """Transformer -> Pooling (-> Dense ...) (-> Normalize), a Dropout anywhere after the
+    Transformer left out (nothing at inference); any other module refused by name."""
+    shape = "Transformer -> Pooling (-> Dense ...) (-> Normalize) routes"
+    ids = [m for n, m in enumerate(ids) if n == 0 or r.kind[m] != "Dropout"]
     for n, m in enumerate(ids):
-        if n >= len(expected) or r.kind[m] != expected[n]:
+        allowed = (
+            ("Transformer",)
+            if n == 0
+            else ("Pooling",)
+            if n == 1
+            else ("Dense", "Normalize")
+            if n == len(ids) - 1
+            else ("Dense",)
+        )
+        if r.kind[m] not in allowed:
             raise CheckpointError(
                 f"{r.root}: the Router's {task} route is {r.names(ids)}; bertkit does not "
-                f"compute {r.kind[m]} ({m}) there: it reads Transformer -> Pooling "
-                "(-> Normalize) routes"
+                f"compute {r.kind[m]} ({m}) there: it reads {shape}"
             )
     if len(ids) < 2:
         raise CheckpointError(
             f"{r.root}: the Router's {task} route is {r.names(ids)}, without a Pooling: "
-            "bertkit reads Transformer -> Pooling (-> Normalize) routes"
+            f"bertkit reads {shape}"
         )
     folder = r.root / ids[0]
     transformer_task = _read(folder / "sentence_bert_config.json").get("transformer_task")
@@ -277,7 +290,9 @@ def _dense_route(r: _Routes, ids: list[str], task: str) -> DenseRoute:
         raise CheckpointError(
             f"{folder}: transformer_task {transformer_task!r}: a dense route pools hidden states"
         )
-    return DenseRoute(folder, pooling_mode(r.root / ids[1]), len(ids) == 3, _max_length(folder))
+    dense = tuple(read_dense(r.root / m) for m in ids[2:] if r.kind[m] == "Dense")
+    normalize = r.kind[ids[-1]] == "Normalize" and len(ids) > 2
+    return DenseRoute(folder, pooling_mode(r.root / ids[1]), normalize, _max_length(folder), dense)
 
 
 def _copies(root: Path, a: list[str], b: list[str], kind: dict[str, str]) -> bool:
