@@ -141,7 +141,10 @@ def test_a_pair_kind_that_cannot_apply_is_refused_in_one_line(
     assert "got 4.8" in err[0]
     assert _finetune(tiny_model, TRAIN, tmp_path / "out", "--pair-kind", "sts") == 1
     err = capsys.readouterr().err
-    assert f"pair_kind sts scores labelled sentence pairs; the dev set {TRAIN} is retrieval" in err
+    assert (
+        f"error: --pair-kind sts scores labelled sentence pairs; the dev set {TRAIN} is retrieval"
+        in err
+    )
     assert not (tmp_path / "out").exists()
     args = ["evaluate", "--model", str(tiny_model), "--data", str(sts), *forced]
     assert main(args) == 1
