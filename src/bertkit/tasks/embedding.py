@@ -265,7 +265,7 @@ class EmbeddingAdapter(GroupedAdapter):
         if self.pair_kind != "auto":
             raise ConfigError(
                 f"pair_kind {self.pair_kind} scores labelled sentence pairs; the dev set "
-                f"{path} is retrieval data (queries and passages), which pair_kind does not apply to"
+                f"{path} is retrieval data (queries and passages), to which it does not apply"
             )
         self._dev_kind = "retrieval"
         if is_beir(path) or folder:
