@@ -170,7 +170,7 @@ class Embedder:
             windows=windows or WindowConfig(),
             layers=layers,
             source=loaded.directory,
-            head=head.to(next(loaded.model.parameters()).device) if head else None,
+            head=None if head is None else head.to(next(loaded.model.parameters()).device),
         )
 
     @property
