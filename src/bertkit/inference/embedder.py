@@ -31,7 +31,7 @@ taken from the window where that piece has the most context.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from bertkit.inference.token_features import TokenFeatures, token_features
 from bertkit.inference.token_ids import TokenIds, TokenIdsError, outside_vocabulary
 from bertkit.inference.windowed import Windowed
 from bertkit.interop.pretrained import write_model_files
-from bertkit.interop.sentence_dense import dense_head, dense_width
+from bertkit.interop.sentence_dense import DenseModule, dense_head, dense_width
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     router_of,
@@ -156,12 +156,9 @@ class Embedder:
             pooling if pooling is not None else base.pooling,
             normalize if normalize is not None else base.normalize,
             min(max_length or base.max_length or limit, limit),
-            base.dense,
-            base.lowercase,
+            lowercase=base.lowercase,
         )
-        width = layers.width(int(loaded.model.config.hidden_size))
-        head = dense_head(spec.dense, width, allow_pickle) if spec.dense else None
-        return cls(
+        embedder = cls(
             loaded.model,
             loaded.tokenizer.lowercased() if spec.lowercase else loaded.tokenizer,
             spec,
@@ -170,8 +167,15 @@ class Embedder:
             windows=windows or WindowConfig(),
             layers=layers,
             source=loaded.directory,
-            head=None if head is None else head.to(next(loaded.model.parameters()).device),
         )
+        return embedder.project(base.dense, allow_pickle) if base.dense else embedder
+
+    def project(self, dense: tuple[DenseModule, ...], allow_pickle: bool = False) -> Embedder:
+        """This Embedder, applying Dense modules to each pooled window from now on (fp32)."""
+        head = dense_head(dense, self.token_dim, allow_pickle)
+        self.spec = replace(self.spec, dense=dense)
+        self.head = head.to(next(self.model.parameters()).device)
+        return self
 
     @property
     def folder(self) -> Path | None:
@@ -370,8 +374,7 @@ class Embedder:
         return out.astype(np.float32, copy=False)
 
     def embed(self, texts: Sequence[str | TokenIds]) -> tuple[np.ndarray, WindowCounts]:
-        """(N, D) float32 vectors in the order of ``texts`` (texts or :class:`TokenIds`), and
-        how they were windowed."""
+        """(N, D) float32 vectors in the order of ``texts``, and how they were windowed."""
         windowed = self.window(self.encode(texts))
         return self.combine(self.embed_encodings(windowed.inputs), windowed), windowed.counts
 
@@ -393,6 +396,5 @@ class Embedder:
 
     def token_features(self, texts: Sequence[str]) -> tuple[list[TokenFeatures], WindowCounts]:
         """Per text, one vector per word piece (no [CLS]/[SEP]) with its characters, each from
-        the window where the piece has its maximum context
-        (:func:`bertkit.inference.token_features.token_features`)."""
+        the window where it has most context (:func:`~bertkit.inference.token_features`)."""
         return token_features(self, texts)

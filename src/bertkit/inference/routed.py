@@ -14,11 +14,9 @@ similarity).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bertkit.errors import ConfigError
-from bertkit.interop.sentence_dense import dense_head
 from bertkit.interop.sentence_router import TASKS, DenseRoute, DenseRouter
 
 if TYPE_CHECKING:
@@ -51,10 +49,7 @@ def load_routes(router: DenseRouter, load: Callable[..., Embedder], **options: A
         )
         emb.root = router.root
         if route.dense:  # the route's projection after its pooling
-            emb.spec = replace(emb.spec, dense=route.dense)
-            device = next(emb.model.parameters()).device
-            head = dense_head(route.dense, emb.token_dim, options.get("allow_pickle", False))
-            emb.head = head.to(device)
+            emb.project(route.dense, options.get("allow_pickle", False))
         loaded[route] = emb
     routes = {task: loaded[router.route(task)] for task in TASKS}
     for emb in loaded.values():
