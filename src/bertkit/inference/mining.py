@@ -45,7 +45,7 @@ from bertkit.inference.embedder import Embedder
 from bertkit.inference.negatives import MiningConfig, Selection, select_negatives
 from bertkit.inference.retrieval import relevance
 from bertkit.inference.task_model import Classifier
-from bertkit.interop.sentence_folder import prompts_of, similarity_of
+from bertkit.interop.sentence_folder import check_prompt, prompts_of, similarity_of
 from bertkit.progress import progress, took
 
 SIMILARITIES = ("cosine", "dot")
@@ -249,11 +249,14 @@ def mine(
             positives[at[p.query]].append(where[p.positive])
     prompts, default = prompts_of(embedder.source) if embedder.source else ({}, None)
     similarity = resolve_similarity(options.similarity, embedder.source)
-    before_q = prompt_for(
-        "query", prompts, default, options.query_prompt, options.query_prompt_name
+    folder = embedder.source
+    before_q = check_prompt(
+        folder,
+        prompt_for("query", prompts, default, options.query_prompt, options.query_prompt_name),
     )
-    before_d = prompt_for(
-        "corpus", prompts, default, options.corpus_prompt, options.corpus_prompt_name
+    before_d = check_prompt(
+        folder,
+        prompt_for("corpus", prompts, default, options.corpus_prompt, options.corpus_prompt_name),
     )
 
     t0 = time.perf_counter()

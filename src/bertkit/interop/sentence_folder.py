@@ -35,7 +35,7 @@ from typing import Any
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.sentence_dense import DenseModule, read_dense, save_dense
-from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, pooling_mode
+from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, includes_prompt, pooling_mode
 from bertkit.interop.sentence_router import DenseRouter, SparseRouter, read_router
 from bertkit.io import atomic_write_text
 from bertkit.model.pooling import SpladeSpec
@@ -349,7 +349,26 @@ def task_prompt(folder: str | Path, task: str | None) -> str:
     neither a "passage" or "corpus" prompt nor the default prompt reaches those calls. ``task``
     None: what ``encode`` puts there, the folder's default prompt (none unless it names one)."""
     prompts, default = prompts_of(folder)
-    return prompts.get(task, "") if task is not None else prompts.get(default or "", "")
+    prompt = prompts.get(task, "") if task is not None else prompts.get(default or "", "")
+    return check_prompt(folder, prompt)
+
+
+def check_prompt(folder: str | Path | None, prompt: str) -> str:
+    """``prompt``; CheckpointError if non-empty before a folder whose Pooling leaves prompt
+    tokens out (``include_prompt: false``): bertkit would pool them with the text."""
+    if not prompt or folder is None:
+        return prompt
+    root = Path(folder)
+    chain = _module_chain(root) if root.is_dir() else None
+    pooling = next((path for kind, path in chain or () if kind == "Pooling"), None)
+    if pooling is not None and not includes_prompt(root / pooling):
+        raise CheckpointError(
+            f"{root / pooling / 'config.json'}: include_prompt is false (sentence-transformers "
+            f"leaves [CLS] and the prompt's tokens out of the pooling), which bertkit does not "
+            f"compute; the prompt {prompt!r} cannot be put before the texts. Use the model "
+            "without a prompt (its vectors then equal sentence-transformers')"
+        )
+    return prompt
 
 
 def similarity_of(folder: str | Path) -> str | None:

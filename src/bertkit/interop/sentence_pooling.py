@@ -46,3 +46,15 @@ def pooling_mode(folder: Path, where: Path | None = None) -> str:
             f"{where or folder}: pooling {modes or 'none'} is not supported (one of {POOLINGS})"
         )
     return modes[0]
+
+
+def includes_prompt(folder: Path) -> bool:
+    """A ``Pooling`` module's ``include_prompt`` (true unless its ``config.json`` says false).
+    False: sentence-transformers leaves [CLS] and a prompt's tokens out of the pooling (the
+    first ``1 + len(prompt tokens)`` positions; INSTRUCTOR-style models), which bertkit does not
+    compute: :func:`bertkit.interop.sentence_folder.check_prompt` refuses a prompt there."""
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        return bool(cfg.get("include_prompt", True))
+    except (OSError, AttributeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{folder}: unreadable sentence-transformers config ({e})") from e

@@ -41,7 +41,7 @@ from typing import Any
 
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.sentence_dense import DenseModule, read_dense
-from bertkit.interop.sentence_pooling import pooling_mode
+from bertkit.interop.sentence_pooling import includes_prompt, pooling_mode
 from bertkit.model.pooling import SpladeSpec
 
 ROUTER_CONFIG = "router_config.json"
@@ -289,6 +289,11 @@ def _dense_route(r: _Routes, ids: list[str], task: str) -> DenseRoute:
     if transformer_task not in _DENSE_TASKS:
         raise CheckpointError(
             f"{folder}: transformer_task {transformer_task!r}: a dense route pools hidden states"
+        )
+    if not includes_prompt(r.root / ids[1]):
+        raise CheckpointError(
+            f"{r.root / ids[1]}: the {task} route's pooling leaves prompt tokens out "
+            "(include_prompt false), which bertkit does not compute"
         )
     dense = tuple(read_dense(r.root / m) for m in ids[2:] if r.kind[m] == "Dense")
     normalize = r.kind[ids[-1]] == "Normalize" and len(ids) > 2

@@ -27,7 +27,12 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec, task_prompt
+from bertkit.interop.sentence_folder import (
+    check_prompt,
+    sentence_transformers_spec,
+    splade_spec,
+    task_prompt,
+)
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
@@ -247,13 +252,16 @@ def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:
                 task.activation_function or (spec.activation_function if spec else "relu")
             ),
         )
+    folder = model if Path(model).is_dir() else None
     return replace(
         task,
         query_prompt=task_prompt(model, "query")
         if task.query_prompt is None
-        else task.query_prompt,
+        else check_prompt(folder, task.query_prompt),
         document_prompt=(
-            task_prompt(model, "document") if task.document_prompt is None else task.document_prompt
+            task_prompt(model, "document")
+            if task.document_prompt is None
+            else check_prompt(folder, task.document_prompt)
         ),
     )
 

@@ -12,12 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bertkit.errors import CheckpointError
 from bertkit.inference.sparse_vector import keep_largest
 from bertkit.inference.token_ids import TokenIds, TokenIdsError
 from bertkit.inference.windowed import Windowed
+from bertkit.interop.sentence_folder import check_prompt
 from bertkit.serve.errors import ServeError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from bertkit.inference import Embedder, FillMasker
     from bertkit.inference.sparse import SparseEmbedder
     from bertkit.serve.metrics import Metrics
@@ -37,6 +41,7 @@ class EmbeddingInputs:
     embedder: Embedder | None
     masker: FillMasker | None
     sparse: SparseEmbedder | None
+    directory: Path
     prompts: dict[str, str]
     default_prompt: str | None
     matryoshka: tuple[int, ...]
@@ -124,6 +129,14 @@ class EmbeddingInputs:
                 "model's input as they are; put the prompt's tokens in them",
             )
         prompt = self.prompts[prompt_name]
+        try:
+            check_prompt(self.directory, prompt)
+        except CheckpointError:
+            raise ServeError(
+                422,
+                f"prompt_name {prompt_name!r}: this model's pooling leaves prompt tokens out "
+                "(include_prompt false), which bertkit does not compute; send no prompt_name",
+            ) from None
         return [prompt + x if isinstance(x, str) else x for x in inputs]
 
     def check_dimensions(self, dimensions: int | None) -> None:

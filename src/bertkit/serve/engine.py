@@ -37,7 +37,13 @@ from bertkit.inference import (
 from bertkit.inference.fill_mask import MaskCutError
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.inference.token_ids import outside_vocabulary
-from bertkit.interop.sentence_folder import matryoshka_dims, prompts_of, router_of, splade_spec
+from bertkit.interop.sentence_folder import (
+    check_prompt,
+    matryoshka_dims,
+    prompts_of,
+    router_of,
+    splade_spec,
+)
 from bertkit.interop.sentence_router import DenseRouter, SparseRouter
 from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
 from bertkit.serve.errors import ServeError
@@ -126,6 +132,7 @@ class Engine(EmbeddingInputs):
                 )
                 self.sparse_only = splade_spec(self.directory) is not None
             self.prompts, self.default_prompt = prompts_of(self.directory)
+            check_prompt(self.directory, self.prompts.get(self.default_prompt or "", ""))
             self.matryoshka = matryoshka_dims(self.directory)
         else:
             # the class pipeline() picks, called directly: ``model=`` is its own argument there
