@@ -19,7 +19,8 @@ from bertkit.errors import CheckpointError
 from bertkit.inference import Embedder
 from bertkit.inference.mining import MineOptions, mine
 from bertkit.inference.negatives import MiningConfig
-from bertkit.interop.sentence_folder import check_prompt, router_of, task_prompt
+from bertkit.interop.sentence_folder import router_of
+from bertkit.interop.sentence_prompts import check_prompt, task_prompt
 from bertkit.recipes.finetune import _with_folder_prompts
 from bertkit.tasks import TaskSettings
 

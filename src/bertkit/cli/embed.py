@@ -181,7 +181,7 @@ def _load_sparse(args: argparse.Namespace):
 def _dense_prompt(args: argparse.Namespace) -> str:
     """What sentence-transformers puts before each text: with ``--task`` the folder's prompt of
     that name (``encode_query`` / ``encode_document``), else its default prompt (``encode``)."""
-    from bertkit.interop.sentence_folder import task_prompt
+    from bertkit.interop.sentence_prompts import task_prompt
 
     return task_prompt(args.model, args.task)
 

@@ -53,7 +53,8 @@ from bertkit.inference.sharded import (
 )
 from bertkit.inference.sparse import SparseEmbedder, as_rows
 from bertkit.inference.sparse_corpus import SPARSE_KIND, load_sparse_vectors
-from bertkit.interop.sentence_folder import router_of, similarity_of, task_prompt
+from bertkit.interop.sentence_folder import router_of, similarity_of
+from bertkit.interop.sentence_prompts import task_prompt
 from bertkit.interop.sentence_router import DenseRouter
 from bertkit.io import read_text_lines
 from bertkit.model.pooling import SpladeSpec

@@ -45,7 +45,8 @@ from bertkit.inference.embedder import Embedder
 from bertkit.inference.negatives import MiningConfig, Selection, select_negatives
 from bertkit.inference.retrieval import relevance
 from bertkit.inference.task_model import Classifier
-from bertkit.interop.sentence_folder import check_prompt, prompts_of, similarity_of
+from bertkit.interop.sentence_folder import similarity_of
+from bertkit.interop.sentence_prompts import check_prompt, prompts_of
 from bertkit.progress import progress, took
 
 SIMILARITIES = ("cosine", "dot")

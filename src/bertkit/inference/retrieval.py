@@ -46,7 +46,8 @@ from bertkit.evaluation.retrieval import (
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.sparse import SparseEmbedder, as_rows
 from bertkit.inference.task_model import Classifier
-from bertkit.interop.sentence_folder import similarity_of, task_prompt
+from bertkit.interop.sentence_folder import similarity_of
+from bertkit.interop.sentence_prompts import task_prompt
 from bertkit.tasks.rerank import SIGMOID, sigmoid
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from bertkit.data.tasks.sentence_pairs import SentencePairs
 from bertkit.evaluation.pairs import SIMILARITIES, main_metric, pair_metrics
 from bertkit.inference.embedder import Embedder
-from bertkit.interop.sentence_folder import similarity_of, task_prompt
+from bertkit.interop.sentence_folder import similarity_of
+from bertkit.interop.sentence_prompts import task_prompt
 
 
 def evaluate_pairs(embedder: Embedder, pairs: SentencePairs) -> dict[str, Any]:

@@ -37,7 +37,8 @@ from bertkit.inference.fill_mask import FillMasker
 from bertkit.inference.sparse_static import StaticSparseEmbedder
 from bertkit.inference.sparse_vector import SparseVector, as_rows, keep_largest, max_per_index
 from bertkit.inference.token_ids import TokenIds
-from bertkit.interop.sentence_folder import router_of, splade_spec, task_prompt
+from bertkit.interop.sentence_folder import router_of, splade_spec
+from bertkit.interop.sentence_prompts import task_prompt
 from bertkit.interop.sentence_router import TASKS, SparseRouter
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import SpladeSpec

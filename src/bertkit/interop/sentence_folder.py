@@ -35,7 +35,7 @@ from typing import Any
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.interop.sentence_dense import DenseModule, read_dense, save_dense
-from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, includes_prompt, pooling_mode
+from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, pooling_mode
 from bertkit.interop.sentence_router import DenseRouter, SparseRouter, read_router
 from bertkit.io import atomic_write_text
 from bertkit.model.pooling import SpladeSpec
@@ -60,7 +60,7 @@ SENTENCE_LAYOUT = (
 a fine-tuned task's folder saved over it drops (``modules.json`` would make it an embedder)."""
 
 
-def _module_chain(root: Path) -> list[tuple[str, str]] | None:
+def module_chain(root: Path) -> list[tuple[str, str]] | None:
     """``modules.json``'s modules in order as (class name, sub-folder) ("Pooling", "1_Pooling"),
     None for a folder without one. Raises CheckpointError for an unreadable file."""
     path = root / MODULES
@@ -75,7 +75,7 @@ def _module_chain(root: Path) -> list[tuple[str, str]] | None:
 
 def _module_kinds(root: Path) -> dict[str, str] | None:
     """``modules.json``'s modules as {class name: sub-folder}, None for a folder without one."""
-    chain = _module_chain(root)
+    chain = module_chain(root)
     return None if chain is None else dict(chain)
 
 
@@ -108,7 +108,7 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     None. Raises CheckpointError for an unreadable file or a pooling bertkit does not compute.
     """
     root = Path(directory)
-    chain = _module_chain(root)
+    chain = module_chain(root)
     if chain is None:
         return None
     chain = [(kind, path) for kind, path in chain if kind != "Dropout"]  # nothing at inference
@@ -323,52 +323,6 @@ def matryoshka_dims(folder: str | Path) -> tuple[int, ...]:
         )
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: unreadable ({e})") from e
-
-
-def prompts_of(folder: str | Path) -> tuple[dict[str, str], str | None]:
-    """The named prompts and the default prompt name of ``config_sentence_transformers.json``
-    (empty and None without one)."""
-    path = Path(folder) / VERSIONS
-    if not path.is_file():
-        return {}, None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        prompts = {str(k): str(v) for k, v in (data.get("prompts") or {}).items()}
-        default = data.get("default_prompt_name")
-    except (OSError, AttributeError, ValueError) as e:
-        raise CheckpointError(f"{path}: unreadable ({e})") from e
-    if default is not None and default not in prompts:
-        raise CheckpointError(f"{path}: default_prompt_name {default!r} is not one of its prompts")
-    return prompts, default
-
-
-def task_prompt(folder: str | Path, task: str | None) -> str:
-    """The text put before a ``task`` ("query" or "document") input, as sentence-transformers 6
-    ``encode_query`` / ``encode_document`` put it: the folder's prompt of that name, else none
-    (""). Its models always hold a "query" and a "document" prompt (empty unless saved), so
-    neither a "passage" or "corpus" prompt nor the default prompt reaches those calls. ``task``
-    None: what ``encode`` puts there, the folder's default prompt (none unless it names one)."""
-    prompts, default = prompts_of(folder)
-    prompt = prompts.get(task, "") if task is not None else prompts.get(default or "", "")
-    return check_prompt(folder, prompt)
-
-
-def check_prompt(folder: str | Path | None, prompt: str) -> str:
-    """``prompt``; CheckpointError if non-empty before a folder whose Pooling leaves prompt
-    tokens out (``include_prompt: false``): bertkit would pool them with the text."""
-    if not prompt or folder is None:
-        return prompt
-    root = Path(folder)
-    chain = _module_chain(root) if root.is_dir() else None
-    pooling = next((path for kind, path in chain or () if kind == "Pooling"), None)
-    if pooling is not None and not includes_prompt(root / pooling):
-        raise CheckpointError(
-            f"{root / pooling / 'config.json'}: include_prompt is false (sentence-transformers "
-            f"leaves [CLS] and the prompt's tokens out of the pooling), which bertkit does not "
-            f"compute; the prompt {prompt!r} cannot be put before the texts. Use the model "
-            "without a prompt (its vectors then equal sentence-transformers')"
-        )
-    return prompt
 
 
 def similarity_of(folder: str | Path) -> str | None:

@@ -52,7 +52,7 @@ def includes_prompt(folder: Path) -> bool:
     """A ``Pooling`` module's ``include_prompt`` (true unless its ``config.json`` says false).
     False: sentence-transformers leaves [CLS] and a prompt's tokens out of the pooling (the
     first ``1 + len(prompt tokens)`` positions; INSTRUCTOR-style models), which bertkit does not
-    compute: :func:`bertkit.interop.sentence_folder.check_prompt` refuses a prompt there."""
+    compute: :func:`bertkit.interop.sentence_prompts.check_prompt` refuses a prompt there."""
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         return bool(cfg.get("include_prompt", True))

@@ -27,12 +27,8 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.interop.sentence_folder import (
-    check_prompt,
-    sentence_transformers_spec,
-    splade_spec,
-    task_prompt,
-)
+from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec
+from bertkit.interop.sentence_prompts import check_prompt, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter

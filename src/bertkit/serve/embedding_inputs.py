@@ -12,11 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertkit.errors import CheckpointError
 from bertkit.inference.sparse_vector import keep_largest
 from bertkit.inference.token_ids import TokenIds, TokenIdsError
 from bertkit.inference.windowed import Windowed
-from bertkit.interop.sentence_folder import check_prompt
 from bertkit.serve.errors import ServeError
 
 if TYPE_CHECKING:
@@ -41,9 +39,10 @@ class EmbeddingInputs:
     embedder: Embedder | None
     masker: FillMasker | None
     sparse: SparseEmbedder | None
-    directory: Path
     prompts: dict[str, str]
     default_prompt: str | None
+    prompt_excluded: Path | None
+    """The folder's Pooling config when it leaves prompt tokens out (include_prompt false)."""
     matryoshka: tuple[int, ...]
     max_input_length: int
     """The model's positions (a property of ``Engine``)."""
@@ -129,14 +128,12 @@ class EmbeddingInputs:
                 "model's input as they are; put the prompt's tokens in them",
             )
         prompt = self.prompts[prompt_name]
-        try:
-            check_prompt(self.directory, prompt)
-        except CheckpointError:
+        if prompt and self.prompt_excluded is not None:
             raise ServeError(
                 422,
                 f"prompt_name {prompt_name!r}: this model's pooling leaves prompt tokens out "
                 "(include_prompt false), which bertkit does not compute; send no prompt_name",
-            ) from None
+            )
         return [prompt + x if isinstance(x, str) else x for x in inputs]
 
     def check_dimensions(self, dimensions: int | None) -> None:

@@ -37,13 +37,8 @@ from bertkit.inference import (
 from bertkit.inference.fill_mask import MaskCutError
 from bertkit.inference.sparse import SparseEmbedder
 from bertkit.inference.token_ids import outside_vocabulary
-from bertkit.interop.sentence_folder import (
-    check_prompt,
-    matryoshka_dims,
-    prompts_of,
-    router_of,
-    splade_spec,
-)
+from bertkit.interop.sentence_folder import matryoshka_dims, router_of, splade_spec
+from bertkit.interop.sentence_prompts import check_prompt, prompt_left_out, prompts_of
 from bertkit.interop.sentence_router import DenseRouter, SparseRouter
 from bertkit.serve.embedding_inputs import TRUNCATE_HINT, EmbeddingInputs
 from bertkit.serve.errors import ServeError
@@ -84,6 +79,7 @@ class Engine(EmbeddingInputs):
         self.error: str | None = None
         self.prompts: dict[str, str] = {}
         self.default_prompt: str | None = None
+        self.prompt_excluded: Path | None = None
         self.matryoshka: tuple[int, ...] = ()
 
     # ---- loading ---------------------------------------------------------------------------
@@ -133,6 +129,7 @@ class Engine(EmbeddingInputs):
                 self.sparse_only = splade_spec(self.directory) is not None
             self.prompts, self.default_prompt = prompts_of(self.directory)
             check_prompt(self.directory, self.prompts.get(self.default_prompt or "", ""))
+            self.prompt_excluded = prompt_left_out(self.directory)
             self.matryoshka = matryoshka_dims(self.directory)
         else:
             # the class pipeline() picks, called directly: ``model=`` is its own argument there
