@@ -102,3 +102,26 @@ def test_a_router_route_that_leaves_prompts_out_is_refused(tmp_path: Path) -> No
         config.write_text(json.dumps({**json.loads(config.read_text()), "include_prompt": False}))
     with pytest.raises(CheckpointError, match="include_prompt false"):
         router_of(folder)
+
+
+@pytest.mark.parametrize("include", [True, False])
+def test_a_saved_folder_keeps_the_prompts(tiny_model: Path, tmp_path: Path, include: bool) -> None:
+    """``Embedder.save`` wrote no prompts, no default prompt and no include_prompt: the saved
+    folder's ``encode`` / ``encode_query`` in sentence-transformers lost the prompt."""
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    t = Transformer(str(tiny_model))
+    pooling = Pooling(t.get_embedding_dimension(), "mean", include_prompt=include)
+    model = st.SentenceTransformer(
+        modules=[t, pooling], device="cpu", prompts=PROMPTS, default_prompt_name="query"
+    )
+    model.save(str(tmp_path / "src"))
+    Embedder.load(tmp_path / "src", precision="fp32").save(tmp_path / "out")
+    theirs = st.SentenceTransformer(str(tmp_path / "src"), device="cpu")
+    saved = st.SentenceTransformer(str(tmp_path / "out"), device="cpu")
+    assert (saved.prompts["query"], saved.default_prompt_name) == (PROMPTS["query"], "query")
+    assert saved[1].include_prompt is include
+    for encode in ("encode", "encode_query", "encode_document"):
+        want = getattr(theirs, encode)(TEXTS)
+        np.testing.assert_allclose(getattr(saved, encode)(TEXTS), want, rtol=0, atol=1e-5)
+    assert np.abs(theirs.encode(TEXTS) - theirs.encode(TEXTS, prompt="")).max() > 1e-3

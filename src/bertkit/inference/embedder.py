@@ -52,8 +52,8 @@ from bertkit.interop.sentence_folder import (
     router_of,
     save_sentence_transformers_files,
     sentence_transformers_spec,
-    similarity_of,
 )
+from bertkit.interop.sentence_prompts import kept_settings
 from bertkit.interop.sentence_router import DenseRouter
 from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
@@ -228,15 +228,14 @@ class Embedder:
         # an embedder's folder has no task file: a fine-tuned model's, saved here before, goes
         with staged_folder(folder, last="config.json", drop=[TASK_FILE]) as work:
             write_model_files(self.model, work, self.tokenizer)
-            named = similarity_of(self.source) if self.source else None
             save_sentence_transformers_files(
                 work,
                 self.spec.pooling,
                 self.spec.normalize,
                 self.max_length,
                 dimension=self.token_dim,
-                similarity=named or "cosine",  # the loaded folder's, kept
                 dense=self.head,
+                **kept_settings(self.folder),  # the loaded folder's similarity and prompts
             )
 
     @property

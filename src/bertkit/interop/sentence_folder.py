@@ -212,6 +212,8 @@ def save_sentence_transformers_files(
     dimension: int | None = None,
     similarity: str = "cosine",
     prompts: dict[str, str] | None = None,
+    default_prompt_name: str | None = None,
+    include_prompt: bool = True,
     dense: Any = None,
 ) -> None:
     """Write the sentence-transformers files of a model folder (each atomically), so that
@@ -226,7 +228,10 @@ def save_sentence_transformers_files(
         dimension: the vector size; None: ``hidden_size`` from ``folder/config.json``.
         similarity: ``similarity_fn_name``, what the vectors are compared by (``cosine``, or
             ``dot`` for a model trained on dot products).
-        prompts: named prompts (``{"query": "query: ", "document": "passage: "}``), none default.
+        prompts: named prompts (``{"query": "query: ", "document": "passage: "}``), and
+            ``default_prompt_name`` the one ``encode`` puts before every text (None: none).
+        include_prompt: false leaves [CLS] and a prompt's tokens out of the pooling (a loaded
+            folder's, kept; written only when false, which releases before 2.4 cannot read).
         dense: Dense modules after the pooling, as ``Embedder.head`` holds them (a
             ``torch.nn.Sequential`` of linear layers, each followed by its activation), each
             written as a ``{i}_Dense`` folder (:func:`bertkit.interop.sentence_dense.save_dense`).
@@ -254,12 +259,14 @@ def save_sentence_transformers_files(
     flags = {flag: mode == pooling for mode, flag in FLAGS.items()}
     pool_config = {"word_embedding_dimension": dimension, **flags}
     pool_config.update(dict.fromkeys(OTHER_FLAGS, False))
+    if not include_prompt:
+        pool_config["include_prompt"] = False
     versions = {
         # no "sentence_transformers" version: that key makes older releases warn that the
         # folder comes from a newer one
         "__version__": {"bertkit": __version__},
         "prompts": dict(prompts or {}),
-        "default_prompt_name": None,
+        "default_prompt_name": default_prompt_name,
         "similarity_fn_name": similarity,
     }
     _write(root / POOLING_DIR / "config.json", pool_config)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from bertkit.errors import CheckpointError
-from bertkit.interop.sentence_folder import VERSIONS, module_chain
+from bertkit.interop.sentence_folder import VERSIONS, module_chain, similarity_of
 from bertkit.interop.sentence_pooling import includes_prompt
 
 
@@ -63,3 +64,17 @@ def prompt_left_out(folder: str | Path | None) -> Path | None:
     if pooling is None or includes_prompt(root / pooling):
         return None
     return root / pooling / "config.json"
+
+
+def kept_settings(folder: str | Path | None) -> dict[str, Any]:
+    """What a save of a model loaded from ``folder`` keeps of its sentence-transformers files:
+    :func:`~bertkit.interop.sentence_folder.save_sentence_transformers_files`' ``similarity``,
+    ``prompts``, ``default_prompt_name`` and ``include_prompt`` (a folder of none: cosine, no
+    prompts), so that ``encode_query`` on the saved folder puts the same prompt before a text."""
+    prompts, default = prompts_of(folder) if folder is not None else ({}, None)
+    return {
+        "similarity": (similarity_of(folder) if folder is not None else None) or "cosine",
+        "prompts": prompts,
+        "default_prompt_name": default,
+        "include_prompt": prompt_left_out(folder) is None,
+    }
