@@ -67,7 +67,10 @@ def test_max_seq_length_help_and_squad_windows_from_their_homes(parser):
     from bertkit.tasks.windows import WindowConfig
 
     glue = _sub(parser, "finetune", "glue")
-    assert _option(glue, "--max-seq-length").help == "tokens per input (default 128; 384 for squad)"
+    assert _option(glue, "--max-seq-length").help == (
+        "tokens per input (default 128; 384 for squad; embeddings and sparse: a "
+        "sentence-transformers --model folder's max_seq_length)"
+    )
     assert "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE or WNLI" in _option(glue, "--task").help
     squad = _sub(parser, "finetune", "squad")
     stride_help = _option(squad, "--doc-stride").help

@@ -130,7 +130,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--max-seq-length",
         type=int,
         default=None,
-        help=f"tokens per input (default {DEFAULT_MAX_SEQ_LENGTH}; {SQUAD_MAX_SEQ_LENGTH} for squad)",
+        help=f"tokens per input (default {DEFAULT_MAX_SEQ_LENGTH}; {SQUAD_MAX_SEQ_LENGTH} for squad; "
+        "embeddings and sparse: a sentence-transformers --model folder's max_seq_length)",
     )
     options.add_precision(g)
     g.add_argument(

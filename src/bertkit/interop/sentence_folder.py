@@ -281,11 +281,13 @@ def save_sparse_encoder_files(
     max_seq_length: int,
     *,
     prompts: dict[str, str] | None = None,
+    default_prompt_name: str | None = None,
 ) -> None:
     """Write the files that make a masked-LM model folder a sentence-transformers
     ``SparseEncoder`` (each atomically, ``modules.json`` last): ``MLMTransformer`` (the folder
     itself) -> ``SpladePooling`` (``spec``'s strategy and activation), similarity dot, its
-    ``max_active_dims`` and named ``prompts``; what :func:`splade_spec` reads back."""
+    ``max_active_dims``, named ``prompts`` and the ``default_prompt_name`` among them that
+    ``encode`` puts before every text; what :func:`splade_spec` reads back."""
     root = Path(folder)
     st = "sentence_transformers.sparse_encoder.modules"
     chain = [
@@ -301,7 +303,7 @@ def save_sparse_encoder_files(
         "__version__": {"bertkit": __version__},
         "model_type": "SparseEncoder",
         "prompts": dict(prompts or {}),
-        "default_prompt_name": None,
+        "default_prompt_name": default_prompt_name,
         "similarity_fn_name": "dot",
         "max_active_dims": spec.max_active_dims,
     }

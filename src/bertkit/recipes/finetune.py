@@ -28,10 +28,11 @@ from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
 from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec
-from bertkit.interop.sentence_prompts import check_prompt, task_prompt
+from bertkit.interop.sentence_prompts import check_prompt, kept_settings, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
+from bertkit.tasks.embedding import EmbeddingAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
 from bertkit.training.distill import WordTeacher, check_distillable, teacher_logits
@@ -116,7 +117,8 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
             _check_no_dense(job.model)
         if job.teacher is not None:
             check_distillable(FAMILIES[job.task.family][0], job.task.family)
-        adapter, train, dev = build_task(_with_folder_prompts(job.task, job.model))
+        adapter, train, dev = build_task(_with_folder_settings(job.task, job.model))
+        _keep_folder_prompts(adapter, job.model)
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
     check_length_fits(job.model, adapter.max_seq_length)
@@ -232,20 +234,31 @@ def _check_no_dense(model: str | Path) -> None:
         )
 
 
-def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:
-    """An embeddings or sparse task's unset prompts (None) filled in from the model folder's
-    saved "query" and "document" prompts: fine-tuning an e5-style model keeps the prefixes it was
-    trained with, in training, in the dev search and in the folder it saves. A sparse task's
-    unset SPLADE pooling and activation likewise come from a SparseEncoder folder's."""
+def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings:
+    """An embeddings or sparse task's unset settings (None) filled in from a sentence-transformers
+    model folder, as sentence-transformers' own fine-tuning keeps the model's modules: its
+    "query" and "document" prompts (an e5-style model keeps the prefixes it was trained with, in
+    training, in the dev search and in the folder it saves) and its ``max_seq_length``; an
+    embeddings task's pooling and Normalize, a sparse task's SPLADE pooling and activation."""
     if task.family not in ("embeddings", "sparse"):
         return task
-    if task.family == "sparse":  # a SparseEncoder folder keeps its SPLADE pooling unless told
-        spec = splade_spec(model) if Path(model).is_dir() else None
+    spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
+    if spec is not None:  # a bge folder trains and saves CLS pooling, MiniLM 256 tokens
+        task = replace(task, max_seq_length=task.max_seq_length or spec.max_length)
+    if task.family == "embeddings" and spec is not None:  # else build_task's defaults
         task = replace(
             task,
-            pooling_strategy=task.pooling_strategy or (spec.pooling_strategy if spec else "max"),
+            pooling=task.pooling or spec.pooling,
+            normalize=spec.normalize if task.normalize is None else task.normalize,
+        )
+    if task.family == "sparse":  # a SparseEncoder folder keeps its SPLADE pooling unless told
+        splade = splade_spec(model) if Path(model).is_dir() else None
+        task = replace(
+            task,
+            pooling_strategy=task.pooling_strategy
+            or (splade.pooling_strategy if splade else "max"),
             activation_function=(
-                task.activation_function or (spec.activation_function if spec else "relu")
+                task.activation_function or (splade.activation_function if splade else "relu")
             ),
         )
     folder = model if Path(model).is_dir() else None
@@ -260,6 +273,20 @@ def _with_folder_prompts(task: TaskSettings, model: str | Path) -> TaskSettings:
             else check_prompt(folder, task.document_prompt)
         ),
     )
+
+
+def _keep_folder_prompts(adapter: TaskAdapter, model: str | Path) -> None:
+    """An embeddings or sparse model fine-tuned from a sentence-transformers folder saves, besides
+    its query and document prompts, the folder's other named prompts, its default prompt name
+    and a Pooling's ``include_prompt: false``, as sentence-transformers' ``save`` after ``fit``
+    does (``encode`` on the fine-tuned folder puts the same default prompt before a text)."""
+    if isinstance(adapter, EmbeddingAdapter) and Path(model).is_dir():
+        kept = kept_settings(model)
+        adapter.folder_prompts = kept["prompts"]
+        adapter.default_prompt_name = kept["default_prompt_name"]
+        adapter.include_prompt = kept["include_prompt"]
+        # encode's default prompt goes before labelled dev pairs: refused as serve refuses it
+        check_prompt(model, adapter.prompts.get(adapter.default_prompt or "", ""))
 
 
 def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch.nn.Module]:

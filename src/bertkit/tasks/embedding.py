@@ -171,6 +171,13 @@ class EmbeddingAdapter(GroupedAdapter):
     prompt, which ``encode_query`` and bertkit's evaluate put there too."""
     document_prompt: str = ""
     """Put before every positive, negative and dev document; the folder's "document" prompt."""
+    folder_prompts: dict[str, str] = field(default_factory=dict)
+    """The starting folder's named prompts, saved with the model; its "query" and "document"
+    give way to :attr:`query_prompt` and :attr:`document_prompt`."""
+    default_prompt_name: str | None = None
+    """The starting folder's default prompt (``encode``'s), saved while the model has it."""
+    include_prompt: bool = True
+    """False: the starting folder's Pooling leaves the prompt's tokens out (kept when saved)."""
     _dev_kind: str = field(default="retrieval", init=False, repr=False)
     """What the dev set read last is scored as: retrieval, sts or pair_classification (not
     saved: state() leaves out the private fields)."""
@@ -292,16 +299,26 @@ class EmbeddingAdapter(GroupedAdapter):
         return out
 
     def _dev_prompt(self, e: Any) -> str:
-        """A dev text's prompt: a retrieval query's or document's; none for labelled pairs."""
+        """A dev text's prompt: a retrieval query's or document's; for labelled pairs the saved
+        folder's default prompt (``encode``'s, which ``evaluate`` and sentence-transformers'
+        evaluators put there), else none."""
         if isinstance(e, RetrievalText):
             return self.query_prompt if e.relevant is not None else self.document_prompt
-        return ""
+        return self.prompts.get(self.default_prompt or "", "")
 
     @property
     def prompts(self) -> dict[str, str]:
         """The prompts the saved folder declares (sentence-transformers' ``prompts``)."""
         named = {"query": self.query_prompt, "document": self.document_prompt}
-        return {k: v for k, v in named.items() if v}
+        kept = {k: v for k, v in self.folder_prompts.items() if k not in named}
+        return {**kept, **{k: v for k, v in named.items() if v}}
+
+    @property
+    def default_prompt(self) -> str | None:
+        """The saved folder's ``default_prompt_name``: the starting folder's, unless the model
+        saves no prompt of that name (a --query-prompt "" took it away)."""
+        name = self.default_prompt_name
+        return name if name in self.prompts else None
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool

@@ -96,7 +96,8 @@ class TaskSettings:
     data_dir: Path | None = None
     """GLUE root (holding TASK/) or the task folder."""
     max_seq_length: int | None = None
-    """Tokens per input (None: the family's :func:`default_max_seq_length`)."""
+    """Tokens per input (None: embeddings and sparse, the starting sentence-transformers folder's
+    ``max_seq_length``; else the family's :func:`default_max_seq_length`)."""
     tag_column: int = -1
     """ner: column of the tag (-1: the last)."""
     scheme: str = "auto"
@@ -125,10 +126,12 @@ class TaskSettings:
     """squad: span search settings."""
     long_inputs: WindowConfig = field(default_factory=WindowConfig)
     """glue, classify, ner, tag: windows over inputs longer than max_seq_length."""
-    pooling: str = "mean"
-    """embeddings: mean, cls or max pooling of the token vectors."""
-    normalize: bool = True
-    """embeddings: the saved model L2-normalises its vectors (a Normalize module)."""
+    pooling: str | None = None
+    """embeddings: mean, cls or max pooling of the token vectors (None: the starting
+    sentence-transformers folder's Pooling, else mean)."""
+    normalize: bool | None = None
+    """embeddings: the saved model L2-normalises its vectors (a Normalize module; None: as the
+    starting sentence-transformers folder does, else yes)."""
     scale: float = 20.0
     """embeddings: the loss's similarity scale (1 / temperature; 20 = sentence-transformers')."""
     symmetric: bool = False
@@ -257,8 +260,8 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             "embeddings",
             format_stem(s.train),
             msl,
-            pooling=s.pooling,
-            normalize=s.normalize,
+            pooling=s.pooling or "mean",
+            normalize=s.normalize is not False,
             scale=s.scale,
             symmetric=s.symmetric,
             matryoshka_dims=list(s.matryoshka_dims),

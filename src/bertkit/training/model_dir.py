@@ -155,7 +155,13 @@ def save_model_dir(
             with model.whole_encoder() as masked_lm:
                 write_model_files(masked_lm, tmp, tokenizer)
             spec = SpladeSpec(s.pooling_strategy, s.activation_function)
-            save_sparse_encoder_files(tmp, spec, s.max_seq_length, prompts=s.prompts)
+            save_sparse_encoder_files(
+                tmp,
+                spec,
+                s.max_seq_length,
+                prompts=s.prompts,
+                default_prompt_name=s.default_prompt,
+            )
         elif isinstance(model, BiEncoder):
             a: Any = adapter  # an EmbeddingAdapter (tasks may not be imported for the type here)
             with model.whole_encoder() as encoder:
@@ -167,6 +173,8 @@ def save_model_dir(
                 a.max_seq_length,
                 similarity=a.similarity,
                 prompts=a.prompts,
+                default_prompt_name=a.default_prompt,
+                include_prompt=a.include_prompt,
             )
             save_embedding_info(tmp, a.matryoshka_dims)
         else:

@@ -165,11 +165,18 @@ def test_sum_pooling_and_log1p_relu_are_saved(tiny_mlm_model: Path, tmp_path: Pa
 
     spec = splade_spec(out)
     assert (spec.pooling_strategy, spec.activation_function) == ("sum", "log1p_relu")
-    # fine-tuned again without the flags, the SparseEncoder folder keeps its own SPLADE pooling
+    # fine-tuned again without the flags, the SparseEncoder folder keeps its own SPLADE pooling,
+    # its named prompts and its default prompt (encode's)
+    versions = out / "config_sentence_transformers.json"
+    saved = json.loads(versions.read_text())
+    saved.update(prompts={"classify": "the plot "}, default_prompt_name="classify")
+    versions.write_text(json.dumps(saved), encoding="utf-8")
     again = tmp_path / "again"
     assert _finetune(out, train, beir, again, "--epochs", "1") == 0
     spec = splade_spec(again)
     assert (spec.pooling_strategy, spec.activation_function) == ("sum", "log1p_relu")
+    kept = json.loads((again / "config_sentence_transformers.json").read_text())
+    assert (kept["prompts"], kept["default_prompt_name"]) == ({"classify": "the plot "}, "classify")
 
 
 def test_a_folder_without_mlm_head_weights_is_refused(
