@@ -27,6 +27,7 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
+from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec
 from bertkit.interop.sentence_prompts import check_prompt, kept_settings, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
@@ -243,8 +244,9 @@ def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings
     if task.family not in ("embeddings", "sparse"):
         return task
     spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
-    if spec is not None:  # a bge folder trains and saves CLS pooling, MiniLM 256 tokens
-        task = replace(task, max_seq_length=task.max_seq_length or spec.max_length)
+    if spec is not None and spec.max_length and task.max_seq_length is None:  # MiniLM: 256
+        limit = load_config(Path(model)).max_position_embeddings  # a folder may say more
+        task = replace(task, max_seq_length=min(spec.max_length, limit))
     if task.family == "embeddings" and spec is not None:  # else build_task's defaults
         task = replace(
             task,

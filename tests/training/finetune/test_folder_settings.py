@@ -48,6 +48,9 @@ def test_unset_pooling_normalize_and_length_come_from_the_folder(
     assert (filled.pooling, filled.normalize, filled.max_seq_length) == ("cls", False, 24)
     told = _with_folder_settings(_settings(pooling="max", normalize=True, max_seq_length=16), base)
     assert (told.pooling, told.normalize, told.max_seq_length) == ("max", True, 16)
+    # a folder that says more tokens than its position table holds: the table's limit (128)
+    save_sentence_transformers_files(base, "cls", False, 1024)
+    assert _with_folder_settings(_settings(), base).max_seq_length == 128
     train, _, _ = _data(tmp_path)
     plain = _with_folder_settings(_settings(train=train, dev=train), tiny_model)
     adapter, _, _ = build_task(plain)  # a plain BERT folder: bertkit's defaults
