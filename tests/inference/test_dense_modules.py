@@ -1,7 +1,8 @@
 """sentence-transformers folders with Dense modules after the pooling (LaBSE's projection):
 bertkit's vectors equal sentence-transformers', a saved folder keeps them, pickled Dense weights
-need --allow-pickle, and a module chain bertkit does not compute is refused, never skipped (the
-vectors came back unprojected, 32 values where sentence-transformers gave 16)."""
+need --allow-pickle, a module chain bertkit does not compute is refused, never skipped (the
+vectors came back unprojected, 32 values where sentence-transformers gave 16), and ``finetune
+embeddings`` trains and saves the projection."""
 
 from __future__ import annotations
 
@@ -161,14 +162,39 @@ def test_through_the_onnx_export(dense_folder: Path, tmp_path: Path) -> None:
     np.testing.assert_allclose(got, _theirs(dense_folder), rtol=0, atol=1e-5)
 
 
-def test_finetune_embeddings_refuses_a_projection_it_would_drop(
-    dense_folder: Path, tmp_path: Path, capsys
+def test_finetune_embeddings_trains_and_saves_the_projection(
+    dense_folder: Path, tmp_path: Path
 ) -> None:
-    from bertkit.cli.main import main
+    """The Dense modules are trained with the encoder (as sentence-transformers' fit trains
+    every module) and saved again; before, such a start folder was refused."""
+    from safetensors.torch import load_file
 
-    missing = str(tmp_path / "absent.jsonl")  # never read: the refusal comes first
-    argv = ["finetune", "embeddings", "--model", str(dense_folder), "--train", missing]
-    assert main([*argv, "--dev", missing, "--output", str(tmp_path / "o")]) == 1
-    err = capsys.readouterr().err
-    assert f"error: {dense_folder}: its Dense module(s) (2_Dense, 4_Dense) after the pooling" in err
-    assert not (tmp_path / "o").exists()
+    from bertkit.cli.main import main
+    from bertkit.interop.pretrained import load_pretrained
+    from bertkit.model.contrastive import BiEncoder
+    from bertkit.recipes.finetune import _dense_head
+    from bertkit.tokenizer import BertTokenizer
+    from training.finetune.test_search_finetune import RUN, _data
+
+    # the bi-encoder that training starts from gives the start folder's vectors
+    start = BiEncoder(
+        load_pretrained(dense_folder, "BertModel"), "cls", head=_dense_head(dense_folder, 32, False)
+    ).eval()
+    batch = BertTokenizer.from_pretrained(dense_folder)(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = start.vectors(batch["input_ids"], batch["attention_mask"])
+    ours = torch.nn.functional.normalize(ours, dim=-1).numpy()
+    np.testing.assert_allclose(ours, _theirs(dense_folder), rtol=0, atol=1e-5)
+
+    train, beir, _ = _data(tmp_path)
+    out = tmp_path / "o"
+    argv = ["finetune", "embeddings", "--model", str(dense_folder), "--train", str(train)]
+    assert main([*argv, "--dev", str(beir), "--output", str(out), *RUN[:1], "1", *RUN[2:]]) == 0
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
+    assert kinds == ["Transformer", "Pooling", "Dense", "Dense", "Normalize"]
+    before = load_file(dense_folder / "2_Dense" / "model.safetensors")["linear.weight"]
+    after = load_file(out / "2_Dense" / "model.safetensors")["linear.weight"]
+    assert after.shape == before.shape and (after - before).abs().max() > 1e-4  # trained
+    got = Embedder.load(out, precision="fp32")(TEXTS)
+    assert got.shape == (len(TEXTS), 8)
+    np.testing.assert_allclose(got, _theirs(out), rtol=0, atol=1e-5)

@@ -139,6 +139,7 @@ class BiEncoder(nn.Module):
         normalize: bool = True,
         temperature: float = 1.0,
         teacher_temperature: float | None = None,
+        head: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.__dict__["_pooler"] = bert.pooler  # not a submodule: not trained, not in DDP
@@ -155,6 +156,10 @@ class BiEncoder(nn.Module):
         # teacher_temperature is given (distill_kl_loss)
         self.loss, self.normalize, self.temperature = loss, normalize, temperature
         self.teacher_temperature = teacher_temperature
+        self.head = head
+        """Dense modules after the pooling (a sentence-transformers folder's projection, as
+        :func:`~bertkit.interop.sentence_dense.dense_head` builds it), trained with the encoder
+        and run in fp32 as ``Embedder`` runs them; None: the pooled vectors as they are."""
 
     def forward(
         self,
@@ -211,9 +216,13 @@ class BiEncoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         layout: Layout | None = None,
     ) -> torch.Tensor:
-        """Rows (R, T) -> pooled float vectors (R, H), in one pass."""
+        """Rows (R, T) -> pooled float vectors (R, H), projected by :attr:`head`, in one pass."""
         out = self.bert(input_ids, attention_mask, token_type_ids, layout=layout)
-        return pool(out.last_hidden_state, attention_mask, self.pooling).float()
+        pooled = pool(out.last_hidden_state, attention_mask, self.pooling).float()
+        if self.head is None:
+            return pooled
+        with torch.autocast(pooled.device.type, enabled=False):
+            return self.head(pooled)
 
     @property
     def multi_pass_backward(self) -> bool:

@@ -25,9 +25,9 @@ import torch
 
 from bertkit import hardware
 from bertkit import precision as P
-from bertkit.errors import ConfigError
 from bertkit.interop import check_length_fits, load_pretrained
 from bertkit.interop.pretrained import load_config
+from bertkit.interop.sentence_dense import dense_head
 from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec
 from bertkit.interop.sentence_prompts import check_prompt, kept_settings, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
@@ -114,8 +114,6 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         check_accumulation(FAMILIES[job.task.family][0], config, job.task.loss)
         if job.task.family == "sparse":  # not found out after the data are read and windowed
             check_masked_lm_head(job.model)
-        if job.task.family == "embeddings":
-            _check_no_dense(job.model)
         if job.teacher is not None:
             check_distillable(FAMILIES[job.task.family][0], job.task.family)
         adapter, train, dev = build_task(_with_folder_settings(job.task, job.model))
@@ -221,20 +219,6 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     return metrics
 
 
-def _check_no_dense(model: str | Path) -> None:
-    """Refuse a start folder with Dense modules (LaBSE's projection): the bi-encoder trains the
-    transformer and its pooling only, so the saved model would silently lose the projection
-    and give vectors of another size than the folder's."""
-    spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
-    if spec is not None and spec.dense:
-        where = ", ".join(m.path.name for m in spec.dense)
-        raise ConfigError(
-            f"{model}: its Dense module(s) ({where}) after the pooling are not trained by "
-            "`finetune embeddings`, and the saved model would lose them; start from a folder "
-            "without them (Transformer -> Pooling -> Normalize)"
-        )
-
-
 def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings:
     """An embeddings or sparse task's unset settings (None) filled in from a sentence-transformers
     model folder, as sentence-transformers' own fine-tuning keeps the model's modules: its
@@ -277,6 +261,16 @@ def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings
     )
 
 
+def _dense_head(model: str | Path, width: int, allow_pickle: bool) -> torch.nn.Module | None:
+    """A start folder's Dense modules after the pooling (LaBSE's projection), trained with the
+    encoder and saved again, as sentence-transformers' ``fit`` trains every module; None without
+    them. A ``Dropout`` between them, nothing at inference, is left out in training too."""
+    spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
+    if spec is None or not spec.dense:
+        return None
+    return dense_head(spec.dense, width, allow_pickle).train()
+
+
 def _keep_folder_prompts(adapter: TaskAdapter, model: str | Path) -> None:
     """An embeddings or sparse model fine-tuned from a sentence-transformers folder saves, besides
     its query and document prompts, the folder's other named prompts, its default prompt name
@@ -310,6 +304,7 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
             return BiEncoder(
                 encoder,
                 adapter.pooling,
+                head=_dense_head(job.model, encoder.config.hidden_size, job.allow_pickle),
                 scale=adapter.scale,
                 symmetric=adapter.symmetric,
                 matryoshka_dims=adapter.matryoshka_dims,

@@ -175,6 +175,7 @@ def save_model_dir(
                 prompts=a.prompts,
                 default_prompt_name=a.default_prompt,
                 include_prompt=a.include_prompt,
+                dense=model.head,
             )
             save_embedding_info(tmp, a.matryoshka_dims)
         else:
