@@ -135,3 +135,17 @@ def test_a_default_prompt_the_pooling_leaves_out_is_refused(
     assert main(["finetune", "embeddings", *args, *RUN]) != 0
     assert "include_prompt is false" in capsys.readouterr().err
     assert not (out / "modules.json").exists()
+
+
+def test_a_sparse_encoder_folder_keeps_its_length(tiny_model: Path, tmp_path: Path) -> None:
+    from bertkit.interop.sentence_folder import save_sparse_encoder_files
+    from bertkit.model.pooling import SpladeSpec
+
+    base = tmp_path / "splade"
+    shutil.copytree(tiny_model, base)
+    save_sparse_encoder_files(base, SpladeSpec("sum", "relu"), 24)
+    task = TaskSettings("sparse", train=Path("t"), dev=Path("d"))
+    filled = _with_folder_settings(task, base)
+    assert (filled.max_seq_length, filled.pooling_strategy) == (24, "sum")
+    told = _with_folder_settings(replace(task, max_seq_length=16), base)
+    assert told.max_seq_length == 16
