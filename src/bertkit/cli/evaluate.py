@@ -7,8 +7,10 @@ The task (reader, labels, windows, SQuAD v2.0 null threshold) comes from the mod
     bertkit evaluate --model out/mrpc --data glue_data            # GLUE layout, dev split
     bertkit evaluate --model out/ner --data test.txt --output test_metrics.json
 
-A BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) as ``--data`` evaluates retrieval:
-the model embeds (any encoder or sentence-transformers folder), exact search by cosine, MRR@10,
+A BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) as ``--data`` evaluates retrieval,
+and so does a file of (query, positive[, negatives]) rows as ``finetune embeddings --dev`` reads
+it (its positives and negatives are the corpus; each query's positives are relevant): the model
+embeds (any encoder or sentence-transformers folder), exact search by cosine, MRR@10,
 NDCG@10, MAP@100, Recall/Accuracy/Precision@1/3/5/10 (and 100); ``--reranker`` reorders each
 query's top ``--rerank-top-k`` with a cross-encoder first::
 
@@ -123,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
     # (args.model is a folder by now: options.resolve_model)
     rerank_options.rerank_top_k(args)  # given without --reranker: refused, whatever the data
-    if is_beir(args.data):
-        route, what = _retrieval, "retrieval on a BEIR folder"
+    if is_beir(args.data) or (not has_task(args.model) and _is_pairs_file(args.data)):
+        route, what = _retrieval, "retrieval on a BEIR folder or a (query, positive) file"
     elif is_prepared(args.data):
         route, what = _pretraining, "pre-training's held-out figures on prepared data"
     elif not has_task(args.model):
@@ -133,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         route, what = _task, "a fine-tuned model on its task's data"
     if route is not _retrieval and args.reranker:
         raise ConfigError(
-            f"--reranker reorders the hits of retrieval on a BEIR folder; {args.data} is not "
-            "one (corpus.jsonl, queries.jsonl, qrels/)"
+            f"--reranker reorders the hits of retrieval on a BEIR folder (corpus.jsonl, "
+            f"queries.jsonl, qrels/) or a (query, positive) file; {args.data} is neither"
         )
     if route is not _pairs and args.pair_kind != "auto":
         raise ConfigError(
@@ -192,8 +194,20 @@ def _report(metrics: dict, output: str | None, done: str) -> int:
     return 0
 
 
+def _is_pairs_file(data: str | Path) -> bool:
+    """A file of (query, positive[, negatives]) rows: retrieval, searched as ``finetune
+    embeddings --dev`` searches it (so the score that selected a model can be had again)."""
+    from bertkit.errors import InputError
+    from bertkit.tasks.embedding import dev_layout
+
+    try:
+        return Path(data).is_file() and dev_layout(data) == "retrieval"
+    except InputError:  # neither layout (or both): the pairs reader says what it expected
+        return False
+
+
 def _retrieval(args: argparse.Namespace) -> int:
-    from bertkit.data.tasks.retrieval import read_beir
+    from bertkit.data.tasks.retrieval import is_beir, pairs_as_retrieval, read_beir, read_pairs
     from bertkit.errors import ConfigError
     from bertkit.inference import Classifier, Embedder
     from bertkit.inference.retrieval import evaluate_retrieval
@@ -208,9 +222,12 @@ def _retrieval(args: argparse.Namespace) -> int:
             "search a corpus); pass an embedding model as --model and this one as --reranker"
         )
     split = args.split
-    if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
-        split = "test"
-    data = read_beir(args.data, split)
+    if not is_beir(args.data):  # every positive and negative is the corpus, as in training's dev
+        split, data = "a pairs file", pairs_as_retrieval(read_pairs(args.data))
+    else:
+        if split == "dev" and not (Path(args.data) / "qrels" / "dev.tsv").is_file():
+            split = "test"
+        data = read_beir(args.data, split)
     common = options.loading_values(args)
     # over-long texts are cut, as sentence-transformers reads them
     cut = WindowConfig(truncate=True)

@@ -288,7 +288,7 @@ class EmbeddingAdapter(GroupedAdapter):
     def encode(self, tokenizer: Tokenizer, examples: Sequence[Any], training: bool) -> list[Any]:
         q, d = self.query_prompt, self.document_prompt
         if not training:
-            # labelled pairs: no prompt (the saved folder declares no default prompt)
+            # retrieval texts behind the query / document prompt, labelled pairs the default one
             return self._encode(tokenizer, [self._dev_prompt(e) + e.text for e in examples])
         out = []
         for i, e in enumerate(examples):

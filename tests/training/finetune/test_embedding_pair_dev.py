@@ -159,3 +159,21 @@ def test_a_pair_kind_that_cannot_apply_is_refused_in_one_line(
         "--pair-kind sts applies to an embedding model scored on labelled sentence pairs, "
         "not to retrieval on a BEIR folder" in capsys.readouterr().err
     )
+
+
+def test_a_pairs_file_dev_set_is_searched_by_evaluate_as_training_searched_it(
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A (query, positive[, negatives]) dev file selects on MRR@10 of a search over its
+    positives and negatives; ``evaluate`` on that file runs the same search (before, it read
+    the file as labelled pairs and refused it)."""
+    out = tmp_path / "emb"
+    assert _finetune(tiny_model, TRAIN, out) == 0
+    selected = json.loads((out / "metrics.json").read_text())["selected"]["dev"]["dev"]
+    report = tmp_path / "evaluate.json"
+    args = ["--data", str(TRAIN), "--output", str(report), "--precision", "fp32"]
+    assert main(["evaluate", "--model", str(out), *args]) == 0
+    assert "against" in capsys.readouterr().err  # "scored N queries against M documents"
+    retrieval = json.loads(report.read_text())["retrieval"]
+    for metric in ("MRR@10", "NDCG@10", "Recall@10"):
+        assert retrieval[metric] == pytest.approx(selected[metric], abs=1e-6), metric
