@@ -282,7 +282,7 @@ def _keep_folder_prompts(adapter: TaskAdapter, model: str | Path) -> None:
         adapter.default_prompt_name = kept["default_prompt_name"]
         adapter.include_prompt = kept["include_prompt"]
         # encode's default prompt goes before labelled dev pairs: refused as serve refuses it
-        check_prompt(model, adapter.prompts.get(adapter.default_prompt or "", ""))
+        check_prompt(model, adapter.default_prompt_text)
 
 
 def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch.nn.Module]:

@@ -289,7 +289,8 @@ class EmbeddingAdapter(GroupedAdapter):
         q, d = self.query_prompt, self.document_prompt
         if not training:
             # retrieval texts behind the query / document prompt, labelled pairs the default one
-            return self._encode(tokenizer, [self._dev_prompt(e) + e.text for e in examples])
+            pairs = self.default_prompt_text  # once: a property built from the prompts
+            return self._encode(tokenizer, [self._dev_prompt(e, pairs) + e.text for e in examples])
         out = []
         for i, e in enumerate(examples):
             assert isinstance(e, TrainingPair)
@@ -298,13 +299,13 @@ class EmbeddingAdapter(GroupedAdapter):
             out.append(GroupFeature(rows, i, any(r.truncated for r in rows), e.scores))
         return out
 
-    def _dev_prompt(self, e: Any) -> str:
-        """A dev text's prompt: a retrieval query's or document's; for labelled pairs the saved
-        folder's default prompt (``encode``'s, which ``evaluate`` and sentence-transformers'
-        evaluators put there), else none."""
+    def _dev_prompt(self, e: Any, pairs: str) -> str:
+        """A dev text's prompt: a retrieval query's or document's; for labelled pairs ``pairs``,
+        the saved folder's default prompt (``encode``'s, which ``evaluate`` and
+        sentence-transformers' evaluators put there), else none."""
         if isinstance(e, RetrievalText):
             return self.query_prompt if e.relevant is not None else self.document_prompt
-        return self.prompts.get(self.default_prompt or "", "")
+        return pairs
 
     @property
     def prompts(self) -> dict[str, str]:
@@ -319,6 +320,11 @@ class EmbeddingAdapter(GroupedAdapter):
         saves no prompt of that name (a --query-prompt "" took it away)."""
         name = self.default_prompt_name
         return name if name in self.prompts else None
+
+    @property
+    def default_prompt_text(self) -> str:
+        """What ``encode`` on the saved folder puts before every text ("" without a default)."""
+        return self.prompts.get(self.default_prompt or "", "")
 
     def collate(
         self, features: Sequence[Any], pad_id: int, training: bool

@@ -205,9 +205,9 @@ class TaskSettings:
             raise ConfigError("classify needs the name of the text column (--text-column)")
 
 
-def _given_loss(s: TaskSettings) -> dict[str, str]:
-    """The loss named in ``s``, as the adapter's keyword (none: the adapter's default)."""
-    return {} if s.loss is None else {"loss": s.loss}
+def _given(s: TaskSettings, *names: str) -> dict[str, Any]:
+    """The fields ``names`` of ``s`` that are set, as the adapter's keywords (None: its default)."""
+    return {n: getattr(s, n) for n in names if getattr(s, n) is not None}
 
 
 def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[Any]]]:
@@ -260,14 +260,12 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             "embeddings",
             format_stem(s.train),
             msl,
-            pooling=s.pooling or "mean",
-            normalize=s.normalize is not False,
             scale=s.scale,
             symmetric=s.symmetric,
             matryoshka_dims=list(s.matryoshka_dims),
             mini_batch_size=s.mini_batch_size,
             file_format=s.format,
-            **_given_loss(s),
+            **_given(s, "loss", "pooling", "normalize"),
             temperature=s.temperature,
             student_temperature=s.student_temperature,
             teacher_temperature=s.teacher_temperature,
@@ -293,7 +291,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
         train = adapter.read(s.train, "train")
     elif s.family == "rerank":
         adapter = RerankAdapter(
-            "rerank", format_stem(s.train), msl, file_format=s.format, **_given_loss(s)
+            "rerank", format_stem(s.train), msl, file_format=s.format, **_given(s, "loss")
         )
         if s.in_batch_negatives is not None:  # None: the adapter's default (ST's)
             if adapter.loss != "ranking":
