@@ -110,3 +110,38 @@ def test_an_encoder_without_a_task_on_a_tasks_data_names_the_model_as_the_likely
     assert main(["evaluate", "--model", str(tiny_model), "--data", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f"{bad}:2: " in err and "bertkit_task.json" not in err
+
+
+def test_split_of_a_single_file_is_refused_not_ignored(
+    tiny_model: Path, tmp_path: Path, capsys
+) -> None:
+    """A file has no splits: ``--split test`` on one is refused in one line (it was ignored,
+    scoring the file as if it were the split asked for); ``--split dev``, the default, passes."""
+    from bertkit.cli.main import main
+
+    argv = ["evaluate", "--model", str(tiny_model), "--data", str(STS), "--precision", "fp32"]
+    capsys.readouterr()
+    assert main([*argv, "--split", "test"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--split test picks a split of a GLUE or BEIR folder" in err[0], err
+    assert evaluate(tiny_model, STS, tmp_path, "--precision", "fp32", "--split", "dev")["kind"]
+
+
+def test_graded_qrels_report_graded_ndcg_beside_the_binary_one(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """A BEIR folder whose qrels grade relevance (2 and 1) reports ``NDCG@10 (graded)`` (trec_eval's,
+    as BEIR and MTEB publish) beside sentence-transformers' binary ``NDCG@10``; the same folder
+    with binary qrels does not."""
+    from bertkit.data.tasks.retrieval import RetrievalSet, write_beir
+
+    corpus = {f"d{i}": t for i, t in enumerate(["a cat sat", "dogs run", "the sun", "rain fell"])}
+    queries = {"q1": "a cat", "q2": "rain"}
+    graded = {"q1": {"d0": 2, "d1": 1, "d2": 0}, "q2": {"d3": 1, "d2": 2}}
+    write_beir(tmp_path / "graded", RetrievalSet(corpus, queries, graded))
+    got = evaluate(tiny_model, tmp_path / "graded", tmp_path, "--precision", "fp32")["retrieval"]
+    assert 0 < got["NDCG@10 (graded)"] <= 1 and 0 < got["NDCG@10"] <= 1, got
+    binary = {q: {d: int(v > 0) for d, v in r.items()} for q, r in graded.items()}
+    write_beir(tmp_path / "binary", RetrievalSet(corpus, queries, binary))
+    ones = evaluate(tiny_model, tmp_path / "binary", tmp_path, "--precision", "fp32")["retrieval"]
+    assert "NDCG@10 (graded)" not in ones and ones["NDCG@10"] == got["NDCG@10"], ones

@@ -113,3 +113,40 @@ def test_graded_lists_are_refused_for_bce(tiny_model: Path, tmp_path: Path, caps
     err = capsys.readouterr().err
     assert f"{lists}:2: label 2 is outside [0, 1]: --loss bce" in err and "--loss listnet" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_graded_listwise_dev_adds_graded_ndcg(tiny_model: Path, tmp_path: Path) -> None:
+    """A listwise dev file graded 0-3 keeps its grades for ``NDCG@10 (graded)`` (recomputed here
+    from the dev predictions' logits, trec_eval's linear gains), while MRR@10 and NDCG@10 stay
+    binary (any grade >= 1 relevant, as the same lists labelled 0/1 score)."""
+    import math
+
+    triples, _lists, _dev = _files(tmp_path)
+    grades = [[3, 0, 1, 2], [0, 2, 1, 0], [1, 0, 0, 3]]
+    lists = [
+        {"query": q, "docs": [f"the {q} one", "a mat", f"{q} dog", f"{q} is near"], "labels": y}
+        for q, y in zip(QUERIES[:3], grades, strict=True)
+    ]
+    binary = [{**r, "labels": [int(v > 0) for v in r["labels"]]} for r in lists]
+    graded_dev, binary_dev = (
+        _write(tmp_path / "g.jsonl", lists),
+        _write(tmp_path / "b.jsonl", binary),
+    )
+    _finetune(tiny_model, triples, graded_dev, tmp_path / "g", "--loss", "ranking")
+    _finetune(tiny_model, triples, binary_dev, tmp_path / "b", "--loss", "ranking")
+    got, ones = _dev_of(tmp_path / "g"), _dev_of(tmp_path / "b")
+    assert "NDCG@10 (graded)" not in ones
+    for name in ("MRR@10", "NDCG@10", "Recall@1"):
+        assert got[name] == pytest.approx(ones[name], abs=1e-9), name
+
+    from bertkit.inference import Classifier
+
+    model = Classifier.load(tmp_path / "g", precision="fp32")
+    ndcg = []
+    for r in lists:
+        logits = [p["score"] for p in model([(r["query"], d) for d in r["docs"]])]
+        order = sorted(range(4), key=lambda i: -logits[i])
+        dcg = sum(r["labels"][i] / math.log2(n + 2) for n, i in enumerate(order))
+        ideal = sum(v / math.log2(n + 2) for n, v in enumerate(sorted(r["labels"], reverse=True)))
+        ndcg.append(dcg / ideal)
+    assert got["NDCG@10 (graded)"] == pytest.approx(sum(ndcg) / 3, abs=1e-5)

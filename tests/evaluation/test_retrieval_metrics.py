@@ -1,5 +1,6 @@
-"""Retrieval metrics: the worked example, and the same numbers as sentence-transformers'
-InformationRetrievalEvaluator computes from the same ranked lists."""
+"""Retrieval metrics: the worked examples, the same numbers as sentence-transformers'
+InformationRetrievalEvaluator computes from the same ranked lists, and graded NDCG as trec_eval
+(pytrec_eval, which BEIR and MTEB call) computes it."""
 
 from __future__ import annotations
 
@@ -27,6 +28,42 @@ def test_worked_example_of_the_docstring():
     assert round(m["NDCG@10"], 4) == 0.3869
     assert m["Precision@3"] == pytest.approx(1 / 3) and m["MAP@100"] == 0.25
     assert m["queries"] == 1
+
+
+def test_graded_judgements_add_trec_evals_linear_gain_ndcg():
+    """qrels {d2: 3, d9: 1, d5: 0}, ranking d1 d2 d5 d9: DCG = 3/log2 3 + 1/log2 5 against the
+    ideal 3 + 1/log2 3; the binary NDCG@10 counts d2 and d9 alike."""
+    m = retrieval_metrics({"q": ["d1", "d2", "d5", "d9"]}, {"q": {"d2": 3, "d9": 1, "d5": 0}})
+    dcg = 3 / math.log2(3) + 1 / math.log2(5)
+    assert m["NDCG@10 (graded)"] == pytest.approx(dcg / (3 + 1 / math.log2(3)), abs=1e-15)
+    binary = (1 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3))
+    assert m["NDCG@10"] == pytest.approx(binary, abs=1e-15)
+    assert round(m["NDCG@10 (graded)"], 4) == 0.6399 and round(m["NDCG@10"], 4) == 0.6509
+    ones = retrieval_metrics({"q": ["d1", "d2"]}, {"q": {"d2": 1, "d9": 1}})
+    assert "NDCG@10 (graded)" not in ones  # binary qrels: the two would be equal
+
+
+def test_graded_ndcg_equals_pytrec_eval_as_beir_and_mteb_score_it():
+    """trec_eval's ndcg_cut_10 (through pytrec_eval, which BEIR and MTEB call) on random graded
+    qrels (0-3, some judged documents never ranked, some queries with no relevant one)."""
+    import pytrec_eval
+
+    rng = np.random.default_rng(1)
+    docs = [f"d{i}" for i in range(50)]
+    qrels, rankings, run = {}, {}, {}
+    for q in range(60):
+        judged = rng.choice(docs, size=int(rng.integers(1, 8)), replace=False).tolist()
+        qrels[f"q{q}"] = {d: int(rng.integers(0, 4)) for d in judged}
+        order = [docs[j] for j in rng.permutation(len(docs))[:30]]  # a top 30
+        rankings[f"q{q}"] = order
+        run[f"q{q}"] = {d: float(len(order) - r) for r, d in enumerate(order)}
+    ours = retrieval_metrics(rankings, qrels)
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run)
+    counted = [q for q, rel in qrels.items() if max(rel.values()) > 0]
+    assert ours["queries"] == len(counted) < len(qrels)
+    expected = sum(ref[q]["ndcg_cut_10"] for q in counted) / len(counted)
+    assert ours["NDCG@10 (graded)"] == pytest.approx(expected, abs=1e-12)
+    assert abs(ours["NDCG@10 (graded)"] - ours["NDCG@10"]) > 1e-3  # grades count here
 
 
 def test_unjudged_queries_do_not_count_and_missing_rankings_are_misses():

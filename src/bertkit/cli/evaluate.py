@@ -125,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
     # (args.model is a folder by now: options.resolve_model)
     rerank_options.rerank_top_k(args)  # given without --reranker: refused, whatever the data
+    if args.split != "dev" and not Path(args.data).is_dir():  # a file is scored whole
+        raise ConfigError(
+            f"--split {args.split} picks a split of a GLUE or BEIR folder; {args.data} is one "
+            "file, scored whole (pass the file of the split you want)"
+        )
     if is_beir(args.data) or (not has_task(args.model) and _is_pairs_file(args.data)):
         route, what = _retrieval, "retrieval on a BEIR folder or a (query, positive) file"
     elif is_prepared(args.data):
@@ -138,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             f"--reranker reorders the hits of retrieval on a BEIR folder (corpus.jsonl, "
             f"queries.jsonl, qrels/) or a (query, positive) file; {args.data} is neither"
         )
+    if route is _pretraining and args.split != "dev":
+        raise ConfigError(f"--split applies to a GLUE or BEIR folder, not to {what}")
     if route is not _pairs and args.pair_kind != "auto":
         raise ConfigError(
             f"--pair-kind {args.pair_kind} applies to an embedding model scored on labelled "

@@ -15,6 +15,12 @@ scores the same digits here and there:
 - every metric is the mean over the counted queries. The cut-offs are the evaluator's defaults:
   Accuracy, Precision and Recall at 1, 3, 5 and 10 (and 100), MRR and NDCG at 10, MAP at 100.
 
+Graded judgements (a qrels score above 1, as in TREC-COVID, NFCorpus or TREC DL's 0-3) add
+``NDCG@k (graded)``: the gain of a document is its qrels score (0 if unjudged or below 0), the
+ideal list the query's scores sorted, best first: trec_eval's ``ndcg_cut_k`` (linear gains), the
+NDCG@10 that BEIR and MTEB report through pytrec_eval. ``NDCG@k`` stays binary, as
+sentence-transformers scores it; on binary qrels the two are equal, so the key is left out.
+
 Ties in :func:`exact_search` are broken by document position (the lower first); of documents
 tied exactly at the k-th score, which ones make the cut is deterministic but not by position
 (it may depend on the block size). :func:`exact_sparse_search` (sparse vectors as
@@ -165,13 +171,21 @@ def retrieval_metrics(
     (query id -> {document id: relevance}); see the module docstring.
 
     Returns ``{"MRR@10", "NDCG@10", "MAP@100", "Recall@k", "Accuracy@k", "Precision@k" for k
-    in ks, "queries"}``. A query with relevant documents but no ranking counts as a miss. Raises
-    ValueError when no query has a relevant document.
+    in ks, "queries"}``, and ``"NDCG@10 (graded)"`` where a judgement is above 1. A query with
+    relevant documents but no ranking counts as a miss. Raises ValueError when no query has a
+    relevant document.
     """
     counted = [q for q, rel in qrels.items() if any(v > 0 for v in rel.values())]
     if not counted:
         raise ValueError("no query has a relevant document")
     sums: dict[str, float] = {f"MRR@{mrr_k}": 0.0, f"NDCG@{ndcg_k}": 0.0, f"MAP@{map_k}": 0.0}
+    graded = (
+        f"NDCG@{ndcg_k} (graded)"
+        if any(v > 1 for q in counted for v in qrels[q].values())
+        else None
+    )
+    if graded:
+        sums[graded] = 0.0
     for k in ks:
         sums[f"Recall@{k}"] = sums[f"Accuracy@{k}"] = sums[f"Precision@{k}"] = 0.0
     for q in counted:
@@ -180,6 +194,10 @@ def retrieval_metrics(
         first = next((i for i, h in enumerate(hits[:mrr_k]) if h), None)
         sums[f"MRR@{mrr_k}"] += 0.0 if first is None else 1.0 / (first + 1)
         sums[f"NDCG@{ndcg_k}"] += _dcg(hits, ndcg_k) / _dcg([1] * len(relevant), ndcg_k)
+        if graded:
+            gains = [max(qrels[q].get(d, 0), 0) for d in rankings.get(q, ())]
+            ideal = sorted((v for v in qrels[q].values() if v > 0), reverse=True)
+            sums[graded] += _dcg(gains, ndcg_k) / _dcg(ideal, ndcg_k)
         precisions = [sum(hits[: r + 1]) / (r + 1) for r, h in enumerate(hits[:map_k]) if h]
         sums[f"MAP@{map_k}"] += sum(precisions) / min(map_k, len(relevant))
         for k in ks:

@@ -29,7 +29,8 @@ are cut longest-first to ``max_seq_length``. The training loss (``loss``, :data:
 Dev: labelled pairs, triples, or listwise JSONL (each list a query's pairs, its labels as they
 are). The pairs of each query (each list) are ranked by their logit; metrics are MRR@10
 (selection), NDCG@10 and Recall@1 over the queries with a relevant pair (label >= 0.5: binary
-relevance, so graded labels 1, 2 and 3 count alike), and the accuracy of
+relevance, so graded labels 1, 2 and 3 count alike), ``NDCG@10 (graded)`` where a label is above
+1 (each pair's gain its grade, as trec_eval, BEIR and MTEB score), and the accuracy of
 ``sigmoid(logit) >= 0.5`` against ``label >= 0.5``. ``bce`` also trains on listwise JSONL whose
 labels lie in [0, 1].
 
@@ -77,6 +78,12 @@ without torch; a test keeps them equal)."""
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def relevance_grade(label: float) -> int:
+    """A dev label as a qrels grade: a graded label above 1 its whole grade (2.0 -> 2), any other
+    relevant (>= 0.5) or not (0), so labels in [0, 1] stay binary."""
+    return int(label) if label > 1 else int(label >= 0.5)
 
 
 @dataclass(frozen=True)
@@ -260,11 +267,12 @@ class RerankAdapter(GroupedAdapter):
         for g, members in groups.items():
             order = rerank_order([logits[i] for i in members])
             rankings[str(g)] = [str(members[k]) for k in order]
-            qrels[str(g)] = {str(i): int(examples[i].label >= 0.5) for i in members}
+            qrels[str(g)] = {str(i): relevance_grade(examples[i].label) for i in members}
         metrics: dict[str, Any] = {}
         if any(any(v.values()) for v in qrels.values()):
             metrics = retrieval_metrics(rankings, qrels, (1,))
-            metrics = {k: metrics[k] for k in ("MRR@10", "NDCG@10", "Recall@1", "queries")}
+            kept = ("MRR@10", "NDCG@10", "NDCG@10 (graded)", "Recall@1", "queries")
+            metrics = {k: metrics[k] for k in kept if k in metrics}
         gold = np.asarray([e.label >= 0.5 for e in examples])
         metrics["accuracy"] = float(np.mean((logits >= 0) == gold))
         preds = [
