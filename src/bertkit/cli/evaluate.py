@@ -125,10 +125,10 @@ def run(args: argparse.Namespace) -> int:
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
     # (args.model is a folder by now: options.resolve_model)
     rerank_options.rerank_top_k(args)  # given without --reranker: refused, whatever the data
-    if args.split != "dev" and not Path(args.data).is_dir():  # a file is scored whole
+    if args.split != "dev" and (not Path(args.data).is_dir() or is_prepared(args.data)):
         raise ConfigError(
-            f"--split {args.split} picks a split of a GLUE or BEIR folder; {args.data} is one "
-            "file, scored whole (pass the file of the split you want)"
+            f"--split {args.split} picks a split of a GLUE or BEIR folder; {args.data} is a "
+            "file or prepared data, scored whole (pass the file of the split you want)"
         )
     if is_beir(args.data) or (not has_task(args.model) and _is_pairs_file(args.data)):
         route, what = _retrieval, "retrieval on a BEIR folder or a (query, positive) file"
@@ -143,8 +143,6 @@ def run(args: argparse.Namespace) -> int:
             f"--reranker reorders the hits of retrieval on a BEIR folder (corpus.jsonl, "
             f"queries.jsonl, qrels/) or a (query, positive) file; {args.data} is neither"
         )
-    if route is _pretraining and args.split != "dev":
-        raise ConfigError(f"--split applies to a GLUE or BEIR folder, not to {what}")
     if route is not _pairs and args.pair_kind != "auto":
         raise ConfigError(
             f"--pair-kind {args.pair_kind} applies to an embedding model scored on labelled "

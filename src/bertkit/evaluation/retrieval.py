@@ -190,12 +190,13 @@ def retrieval_metrics(
         sums[f"Recall@{k}"] = sums[f"Accuracy@{k}"] = sums[f"Precision@{k}"] = 0.0
     for q in counted:
         relevant = {d for d, v in qrels[q].items() if v > 0}
-        hits = [1 if d in relevant else 0 for d in rankings.get(q, ())]
+        ranking = rankings.get(q, ())
+        hits = [1 if d in relevant else 0 for d in ranking]
         first = next((i for i, h in enumerate(hits[:mrr_k]) if h), None)
         sums[f"MRR@{mrr_k}"] += 0.0 if first is None else 1.0 / (first + 1)
         sums[f"NDCG@{ndcg_k}"] += _dcg(hits, ndcg_k) / _dcg([1] * len(relevant), ndcg_k)
         if graded:
-            gains = [max(qrels[q].get(d, 0), 0) for d in rankings.get(q, ())]
+            gains = [max(qrels[q].get(d, 0), 0) for d in ranking]
             ideal = sorted((v for v in qrels[q].values() if v > 0), reverse=True)
             sums[graded] += _dcg(gains, ndcg_k) / _dcg(ideal, ndcg_k)
         precisions = [sum(hits[: r + 1]) / (r + 1) for r, h in enumerate(hits[:map_k]) if h]
