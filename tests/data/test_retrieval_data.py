@@ -137,3 +137,19 @@ def test_beir_qrels_judging_nothing_relevant(tmp_path):
         qrels.write_text("query-id\tcorpus-id\tscore\n" + body)
         with pytest.raises(InputError, match=rf"{qrels}: no judgement with a score above 0"):
             read_beir(tmp_path, "test")
+
+
+def test_beir_qrels_scores_are_integer_grades(tmp_path):
+    """A fractional score was truncated (0.5 read as 0, the judgement silently irrelevant); it is
+    refused with the file and line, while "2.0" is grade 2 and a graded score stays whole."""
+    write_beir(tmp_path, RetrievalSet({"d1": "a", "d2": "c"}, {"q1": "b"}, {"q1": {"d1": 1}}))
+    qrels = tmp_path / "qrels" / "test.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2.0\nq1\td2\t3\n")
+    assert read_beir(tmp_path).qrels == {"q1": {"d1": 2, "d2": 3}}
+    for bad in ("0.5", "nan", "inf"):
+        qrels.write_text(f"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t{bad}\n")
+        with pytest.raises(InputError, match=rf"{qrels}:3: score '{bad}' is not an integer"):
+            read_beir(tmp_path)
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\thigh\n")
+    with pytest.raises(InputError, match=r"test\.tsv:2: score 'high' is not a number"):
+        read_beir(tmp_path)

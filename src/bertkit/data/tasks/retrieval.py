@@ -82,8 +82,8 @@ def is_beir(path: str | Path) -> bool:
 
 def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
     """Read a BEIR folder's corpus, queries and ``qrels/SPLIT.tsv`` (InputError with file and
-    line for a malformed record or a judgement naming an unknown query or document, or naming the
-    qrels file when it judges no document relevant)."""
+    line for a malformed record, a score that is not an integer grade, or a judgement naming an
+    unknown query or document; naming the qrels file when it judges no document relevant)."""
     root = Path(folder)
     for name in ("corpus.jsonl", "queries.jsonl"):
         if not (root / name).is_file():
@@ -111,10 +111,7 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
         if len(row) != 3:
             raise InputError(qrels_file, n, f"expected query-id, corpus-id, score; got {row}")
         q, d, score = row
-        try:
-            value = int(float(score))
-        except ValueError:
-            raise InputError(qrels_file, n, f"score {score!r} is not a number") from None
+        value = _grade(qrels_file, n, score)
         if q not in queries:
             raise InputError(qrels_file, n, f"query {q!r} is not in queries.jsonl")
         if d not in corpus:
@@ -127,6 +124,20 @@ def read_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
             "no judgement with a score above 0 (expected query-id, corpus-id, score rows)",
         )
     return RetrievalSet(corpus, queries, qrels)
+
+
+def _grade(path: Path, line: int, score: str) -> int:
+    """A qrels score as its integer relevance grade ("2" and "2.0" are 2); a fraction such as
+    0.5 is refused rather than rounded (BEIR and trec_eval grade relevance in integers)."""
+    try:
+        value = float(score)
+    except ValueError:
+        raise InputError(path, line, f"score {score!r} is not a number") from None
+    if not math.isfinite(value) or value != int(value):
+        raise InputError(
+            path, line, f"score {score!r} is not an integer relevance grade (0, 1, 2 ...)"
+        )
+    return int(value)
 
 
 def write_beir(folder: str | Path, data: RetrievalSet, split: str = "test") -> None:
