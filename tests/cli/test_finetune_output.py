@@ -64,8 +64,9 @@ def test_an_interrupted_run_reruns_into_its_folder_with_the_same_command(
     tiny_model: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
     """A job stopped after its first save (Ctrl-C before metrics.json) leaves its mark: the
-    same command, without --overwrite, replaces that output and finishes the job. Its last line
-    says what the folder keeps (it used to be ``interrupted`` alone)."""
+    same command, without --overwrite, replaces that output and finishes the job; another job
+    (here ``classify`` on the same files) is refused it. Its last line says what the folder keeps
+    (it used to be ``interrupted`` alone)."""
     import bertkit.recipes.finetune as recipe
 
     data = write_sentiment(tmp_path / "glue")
@@ -91,6 +92,19 @@ def test_an_interrupted_run_reruns_into_its_folder_with_the_same_command(
     assert main(evaluate) == 0
     warning = f"bertkit evaluate: warning: {out} is an interrupted fine-tuning job's folder"
     assert warning in capsys.readouterr().err
+
+    # another job is refused the folder, as a finished model's, before it writes anything
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    sst = data / "SST-2"
+    other = ["--train", str(sst / "train.tsv"), "--dev", str(sst / "dev.tsv")]
+    other += ["--text-column", "sentence", "--label-column", "label"]
+    classify = ["finetune", "classify", "--model", str(tiny_model), "--output", str(out)]
+    assert main([*classify, *FAST, *other]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"bertkit finetune: error: {out}: holds an interrupted 'glue SST-2' job's model, not this "
+        "'classify train' job's (pass --overwrite to replace it, or choose another --output)"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
     assert main(_argv(tiny_model, out, data)) == 0
     assert (out / "metrics.json").is_file() and not (out / UNFINISHED_FILE).exists()

@@ -192,3 +192,35 @@ def test_check_output_free(tmp_path: Path) -> None:
     (out / "x.txt").write_text("")
     with pytest.raises(BertkitError, match="out: exists and is not empty"):
         model_dir.check_output_free(out)
+
+
+def test_an_unfinished_folder_is_free_to_its_own_job_only(tmp_path: Path) -> None:
+    """The mark names its job: the same job's rerun takes the folder back, another is refused
+    (as a finished model's folder is) unless overwrite; a mark without a job line, as written
+    before it had one, is any job's. record_kept keeps the job line."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    mark = out / model_dir.UNFINISHED_FILE
+    mark.write_text("lr 5e-05 seed 42 epoch 1, dev f1 0.8122\n")  # the old layout
+    model_dir.check_output_free(out, job="ner train")
+    assert "(lr 5e-05 seed 42 epoch 1, dev f1 0.8122)" in model_dir.unfinished_note(out)
+
+    mark.write_text("job: glue SST-2\n")
+    model_dir.record_kept(out, "lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000")
+    assert (
+        mark.read_text() == "job: glue SST-2\nkept: lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000\n"
+    )
+    note = model_dir.unfinished_model_note(out)
+    assert note.endswith(
+        "(lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000), not the selection's result"
+    )
+    model_dir.check_output_free(out, job="glue SST-2")
+    model_dir.check_output_free(out)  # the job not yet known: checked again once it is
+    model_dir.check_output_free(out, overwrite=True, job="glue mrpc")
+    with pytest.raises(
+        BertkitError,
+        match=r"out: holds an interrupted 'glue SST-2' job's model, "
+        r"not this 'glue mrpc' job's \(pass --overwrite",
+    ):
+        model_dir.check_output_free(out, job="glue mrpc")

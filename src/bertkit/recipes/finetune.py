@@ -41,6 +41,7 @@ from bertkit.training.finetune import FinetuneConfig, TaskData, check_accumulati
 from bertkit.training.model_dir import (
     METRICS_FILE,
     check_output_free,
+    job_name,
     mark_finished,
 )
 from bertkit.training.selection import finetune
@@ -120,6 +121,8 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         _keep_folder_prompts(adapter, job.model)
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
+    # nor another job's unfinished folder (its job named once the task is read)
+    check_output_free(job.output, job.overwrite, job_name(adapter))
     check_length_fits(job.model, adapter.max_seq_length)
     if job.max_train_examples is not None:
         train = train[: job.max_train_examples]

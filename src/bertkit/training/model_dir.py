@@ -24,23 +24,59 @@ UNFINISHED_FILE = ".bertkit-finetune-unfinished"
 :func:`save_model_dir`, removed (:func:`mark_finished`) once its metrics.json is written. A job
 killed or failed in between leaves it, so that the same command run again replaces that job's
 output without ``--overwrite`` (fine-tuning runs keep no mid-run checkpoint: a rerun starts the
-selection over); a job stopped before its first save leaves the folder as it found it."""
+selection over); a job stopped before its first save leaves the folder as it found it.
+
+Its first line names the job (``job: glue SST-2``: :func:`job_name`), so that another job is
+refused the folder as a finished one is; its second says which model it keeps (``kept: lr 5e-05
+seed 42 epoch 1, dev f1 0.8122``, :func:`record_kept`). A mark without the ``job:`` line (written
+before it existed) is any job's."""
 
 
-def check_output_free(output: str | Path, overwrite: bool = False) -> None:
-    """Refuse, before any work, an ``output`` that already holds something this job would
+def job_name(adapter: TaskAdapter) -> str:
+    """The fine-tuning job a folder's mark names: the family and the task's name (the GLUE task,
+    else the training file's stem: ``ner train``)."""
+    return f"{adapter.family} {adapter.name}"
+
+
+def _read_mark(output: Path) -> tuple[str | None, str] | None:
+    """(job, kept) from ``output``'s :data:`UNFINISHED_FILE`, None without one."""
+    try:
+        lines = (output / UNFINISHED_FILE).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    job = lines[0].removeprefix("job: ") if lines and lines[0].startswith("job: ") else None
+    kept = [line.removeprefix("kept: ") for line in lines if not line.startswith("job: ")]
+    return job, " ".join(k.strip() for k in kept if k.strip())
+
+
+def _write_mark(output: Path, job: str | None, kept: str) -> None:
+    text = (f"job: {job}\n" if job else "") + (f"kept: {kept}\n" if kept else "")
+    atomic_write_text(output / UNFINISHED_FILE, text)
+
+
+def check_output_free(output: str | Path, overwrite: bool = False, job: str | None = None) -> None:
+    """Refuse, before training, an ``output`` that already holds something this job would
     replace: a BertkitError naming the folder and ``--overwrite``, unless ``overwrite``.
 
-    Free: a folder that does not exist, an empty one, or an unfinished job's
-    (:data:`UNFINISHED_FILE`: an interrupted run's, which a rerun replaces). A finished model
-    folder, any other model (``--output`` naming the ``--model`` folder by mistake) and any other
-    non-empty folder are refused; ``transformers``' ``run_glue.py`` refuses likewise
-    ("Output directory already exists and is not empty. Use --overwrite_output_dir").
-    ``overwrite`` replaces the model's files and metrics.json; other files stay.
+    Free: a folder that does not exist, an empty one, or an unfinished ``job``'s
+    (:data:`UNFINISHED_FILE`: an interrupted run of the same job, which its rerun replaces; None:
+    any job's). A finished model folder, another job's unfinished one, any other model
+    (``--output`` naming the ``--model`` folder by mistake) and any other non-empty folder are
+    refused; ``transformers``' ``run_glue.py`` refuses likewise ("Output directory already exists
+    and is not empty. Use --overwrite_output_dir"). ``overwrite`` replaces the model's files and
+    metrics.json; other files stay.
     """
     output = Path(output)
-    if overwrite or not output.is_dir() or (output / UNFINISHED_FILE).exists():
+    if overwrite or not output.is_dir():
         return
+    mark = _read_mark(output)
+    if mark is not None:
+        if job is None or mark[0] is None or mark[0] == job:
+            return
+        raise BertkitError(
+            f"{output}: holds an interrupted {mark[0]!r} job's model, not this {job!r} job's "
+            "(pass --overwrite to replace it, or choose another --output)"
+        )
     if not any(output.iterdir()):
         return
     if (output / "config.json").is_file():
@@ -53,15 +89,19 @@ def check_output_free(output: str | Path, overwrite: bool = False) -> None:
     )
 
 
-def _mark_unfinished(output: Path) -> None:
-    if not (output / UNFINISHED_FILE).exists():
-        atomic_write_text(make_folder(output) / UNFINISHED_FILE, "")
+def _mark_unfinished(output: Path, job: str) -> None:
+    """Mark ``output`` as ``job``'s (kept as it is when it already is: its model is still the
+    one it names until the save replaces it)."""
+    mark = _read_mark(output)
+    if mark is None or mark[0] != job:
+        _write_mark(make_folder(output), job, "")
 
 
 def record_kept(output: str | Path, what: str) -> None:
     """Write into :data:`UNFINISHED_FILE` which run and epoch the folder's model is (``lr 5e-05
     seed 42 epoch 1, dev f1 0.8122``), for the line an interrupted job ends with."""
-    atomic_write_text(Path(output) / UNFINISHED_FILE, what + "\n")
+    mark = _read_mark(Path(output))
+    _write_mark(Path(output), mark[0] if mark else None, what)
 
 
 def unfinished_note(output: str | Path) -> str | None:
@@ -69,10 +109,10 @@ def unfinished_note(output: str | Path) -> str | None:
     with (``out keeps the best model so far (lr 5e-05 seed 42 epoch 1, dev f1 0.8122),
     without metrics.json; ...``); None when ``output`` is no unfinished job's folder."""
     output = Path(output)
-    try:
-        what = (output / UNFINISHED_FILE).read_text(encoding="utf-8").strip()
-    except OSError:
+    mark = _read_mark(output)
+    if mark is None:
         return None
+    what = mark[1]
     if not (output / "config.json").is_file():  # a save cut short: refused as a model
         return f"{output} holds no complete model; the same command starts the job over in it"
     held = f"the best model so far ({what})" if what else "the best model so far"
@@ -86,12 +126,10 @@ def unfinished_model_note(directory: str | Path) -> str | None:
     """A warning for a command that loads ``directory`` as a model while it is an interrupted
     fine-tuning job's folder (its model: the best epoch before the stop, not the selection's);
     None for any other folder."""
-    directory = Path(directory)
-    try:
-        what = (directory / UNFINISHED_FILE).read_text(encoding="utf-8").strip()
-    except OSError:
+    mark = _read_mark(Path(directory))
+    if mark is None:
         return None
-    held = f" ({what})" if what else ""
+    held = f" ({mark[1]})" if mark[1] else ""
     return (
         f"{directory} is an interrupted fine-tuning job's folder ({UNFINISHED_FILE}, no "
         f"{METRICS_FILE}): its model is the best epoch seen before the stop{held}, not the "
@@ -148,7 +186,8 @@ def save_model_dir(
         drop = [TASK_FILE, f"{SPLADE_DIR}/config.json"]
     else:
         drop = list(SENTENCE_LAYOUT)
-    _mark_unfinished(Path(output))  # before the first file changes: a kill leaves the mark
+    # before the first file changes: a kill leaves the mark
+    _mark_unfinished(Path(output), job_name(adapter))
     with staged_folder(output, last="config.json", drop=[*drop, METRICS_FILE]) as tmp:
         if isinstance(model, SpladeEncoder):
             s: Any = adapter  # a SparseAdapter
