@@ -5,7 +5,7 @@ file, nor a folder that loads with some files of one model and some of another."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -38,15 +38,23 @@ def job_name(adapter: TaskAdapter) -> str:
     return f"{adapter.family} {adapter.name}"
 
 
-def _read_mark(output: Path) -> tuple[str | None, str] | None:
-    """(job, kept) from ``output``'s :data:`UNFINISHED_FILE`, None without one."""
+class _Mark(NamedTuple):
+    """What :data:`UNFINISHED_FILE` says: the job (None in a mark older than the ``job:`` line)
+    and the model it keeps ("" before the first :func:`record_kept`)."""
+
+    job: str | None
+    kept: str
+
+
+def _read_mark(output: Path) -> _Mark | None:
+    """``output``'s :data:`UNFINISHED_FILE`, None without one."""
     try:
         lines = (output / UNFINISHED_FILE).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
     job = lines[0].removeprefix("job: ") if lines and lines[0].startswith("job: ") else None
     kept = [line.removeprefix("kept: ") for line in lines if not line.startswith("job: ")]
-    return job, " ".join(k.strip() for k in kept if k.strip())
+    return _Mark(job, " ".join(k.strip() for k in kept if k.strip()))
 
 
 def _write_mark(output: Path, job: str | None, kept: str) -> None:
@@ -71,10 +79,10 @@ def check_output_free(output: str | Path, overwrite: bool = False, job: str | No
         return
     mark = _read_mark(output)
     if mark is not None:
-        if job is None or mark[0] is None or mark[0] == job:
+        if job is None or mark.job is None or mark.job == job:
             return
         raise BertkitError(
-            f"{output}: holds an interrupted {mark[0]!r} job's model, not this {job!r} job's "
+            f"{output}: holds an interrupted {mark.job!r} job's model, not this {job!r} job's "
             "(pass --overwrite to replace it, or choose another --output)"
         )
     if not any(output.iterdir()):
@@ -93,7 +101,7 @@ def _mark_unfinished(output: Path, job: str) -> None:
     """Mark ``output`` as ``job``'s (kept as it is when it already is: its model is still the
     one it names until the save replaces it)."""
     mark = _read_mark(output)
-    if mark is None or mark[0] != job:
+    if mark is None or mark.job != job:
         _write_mark(make_folder(output), job, "")
 
 
@@ -101,7 +109,7 @@ def record_kept(output: str | Path, what: str) -> None:
     """Write into :data:`UNFINISHED_FILE` which run and epoch the folder's model is (``lr 5e-05
     seed 42 epoch 1, dev f1 0.8122``), for the line an interrupted job ends with."""
     mark = _read_mark(Path(output))
-    _write_mark(Path(output), mark[0] if mark else None, what)
+    _write_mark(Path(output), mark.job if mark else None, what)
 
 
 def unfinished_note(output: str | Path) -> str | None:
@@ -112,7 +120,7 @@ def unfinished_note(output: str | Path) -> str | None:
     mark = _read_mark(output)
     if mark is None:
         return None
-    what = mark[1]
+    what = mark.kept
     if not (output / "config.json").is_file():  # a save cut short: refused as a model
         return f"{output} holds no complete model; the same command starts the job over in it"
     held = f"the best model so far ({what})" if what else "the best model so far"
@@ -129,7 +137,7 @@ def unfinished_model_note(directory: str | Path) -> str | None:
     mark = _read_mark(Path(directory))
     if mark is None:
         return None
-    held = f" ({mark[1]})" if mark[1] else ""
+    held = f" ({mark.kept})" if mark.kept else ""
     return (
         f"{directory} is an interrupted fine-tuning job's folder ({UNFINISHED_FILE}, no "
         f"{METRICS_FILE}): its model is the best epoch seen before the stop{held}, not the "

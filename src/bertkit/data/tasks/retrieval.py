@@ -133,7 +133,7 @@ def _grade(path: Path, line: int, score: str) -> int:
         value = float(score)
     except ValueError:
         raise InputError(path, line, f"score {score!r} is not a number") from None
-    if not math.isfinite(value) or value != int(value):
+    if not value.is_integer():  # nan and inf are not either
         raise InputError(
             path, line, f"score {score!r} is not an integer relevance grade (0, 1, 2 ...)"
         )
