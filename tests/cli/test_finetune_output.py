@@ -65,7 +65,8 @@ def test_an_interrupted_run_reruns_into_its_folder_with_the_same_command(
 ) -> None:
     """A job stopped after its first save (Ctrl-C before metrics.json) leaves its mark: the
     same command, without --overwrite, replaces that output and finishes the job; another job
-    (here ``classify`` on the same files) is refused it. Its last line says what the folder keeps
+    (here ``classify`` on the same files), or the same job on another training file, is refused
+    it. Its last line says what the folder keeps
     (it used to be ``interrupted`` alone)."""
     import bertkit.recipes.finetune as recipe
 
@@ -103,6 +104,20 @@ def test_an_interrupted_run_reruns_into_its_folder_with_the_same_command(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"bertkit finetune: error: {out}: holds an interrupted 'glue SST-2' job's model, not this "
         "'classify train' job's (pass --overwrite to replace it, or choose another --output)"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    # and so is the same task on another training file (a copy elsewhere), named in the mark
+    copy = write_sentiment(tmp_path / "copy")
+    trained = (data / "SST-2" / "train.tsv").resolve()
+    assert (out / UNFINISHED_FILE).read_text().splitlines()[:2] == [
+        "job: glue SST-2",
+        f"data: {trained}",
+    ]
+    assert main(_argv(tiny_model, out, copy)) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"bertkit finetune: error: {out}: holds an interrupted 'glue SST-2' job's model on "
+        f"{trained}, not this one's on {(copy / 'SST-2' / 'train.tsv').resolve()} (pass "
+        "--overwrite to replace it, or choose another --output)"
     )
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 

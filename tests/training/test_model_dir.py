@@ -224,3 +224,42 @@ def test_an_unfinished_folder_is_free_to_its_own_job_only(tmp_path: Path) -> Non
         r"not this 'glue mrpc' job's \(pass --overwrite",
     ):
         model_dir.check_output_free(out, job="glue mrpc")
+
+
+def test_an_unfinished_folder_is_free_to_its_own_training_file_only(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Two training files with the same stem are one job name (``classify train``): the mark's
+    data line, the resolved file, tells them apart; a mark without one is its job's on any file."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "train.jsonl").write_text("")
+    a, b = tmp_path / "a" / "train.jsonl", tmp_path / "b" / "train.jsonl"
+    model_dir._mark_unfinished(out, "classify train", a)
+    model_dir.record_kept(out, "lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000")
+    mark = out / model_dir.UNFINISHED_FILE
+    assert mark.read_text() == (
+        f"job: classify train\ndata: {a.resolve()}\n"
+        "kept: lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000\n"
+    )
+    monkeypatch.chdir(tmp_path / "b")
+    model_dir.check_output_free(out, job="classify train", train_file=Path("../a/train.jsonl"))
+    model_dir.check_output_free(out, job="classify train")  # data given in memory
+    with pytest.raises(
+        BertkitError,
+        match=rf"out: holds an interrupted 'classify train' job's model on {a.resolve()}, "
+        rf"not this one's on {b.resolve()} \(pass --overwrite",
+    ):
+        model_dir.check_output_free(out, job="classify train", train_file=Path("train.jsonl"))
+    with pytest.raises(BertkitError, match=r"interrupted 'classify train' job's model, not this"):
+        model_dir.check_output_free(out, job="ner train", train_file=a)
+    model_dir.check_output_free(out, True, "classify train", b)
+    # the same job on another file takes a fresh mark (its kept model is not yet saved)
+    model_dir._mark_unfinished(out, "classify train", b)
+    assert mark.read_text() == f"job: classify train\ndata: {b.resolve()}\n"
+
+    mark.write_text("job: classify train\nkept: lr 2e-05 seed 1 epoch 2\n")  # before data:
+    model_dir.check_output_free(out, job="classify train", train_file=b)

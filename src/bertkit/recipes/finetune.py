@@ -25,6 +25,7 @@ import torch
 
 from bertkit import hardware
 from bertkit import precision as P
+from bertkit.data.tasks.glue import glue_file
 from bertkit.interop import check_length_fits, load_pretrained
 from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_dense import dense_head
@@ -119,10 +120,13 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
             check_distillable(FAMILIES[job.task.family][0], job.task.family)
         adapter, train, dev = build_task(_with_folder_settings(job.task, job.model))
         _keep_folder_prompts(adapter, job.model)
+        s = job.task
+        train_file = s.train or glue_file(s.data_dir, adapter.name, "train")  # type: ignore[arg-type]
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
+        train_file = None  # examples given in memory
     # nor another job's unfinished folder (its job named once the task is read)
-    check_output_free(job.output, job.overwrite, job_name(adapter))
+    check_output_free(job.output, job.overwrite, job_name(adapter), train_file)
     check_length_fits(job.model, adapter.max_seq_length)
     if job.max_train_examples is not None:
         train = train[: job.max_train_examples]
@@ -192,6 +196,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         device=device,
         info=info,
         started=started,
+        train_file=train_file,
     )
     if not info.is_main:
         return None
@@ -267,7 +272,8 @@ def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings
 def _dense_head(model: str | Path, width: int, allow_pickle: bool) -> torch.nn.Module | None:
     """A start folder's Dense modules after the pooling (LaBSE's projection), trained with the
     encoder and saved again, as sentence-transformers' ``fit`` trains every module; None without
-    them. A ``Dropout`` between them, nothing at inference, is left out in training too."""
+    them. A ``Dropout`` among or after them (before Normalize) drops values in training, as in
+    ``fit``, and is saved again."""
     spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
     if spec is None or not spec.dense:
         return None

@@ -26,10 +26,12 @@ killed or failed in between leaves it, so that the same command run again replac
 output without ``--overwrite`` (fine-tuning runs keep no mid-run checkpoint: a rerun starts the
 selection over); a job stopped before its first save leaves the folder as it found it.
 
-Its first line names the job (``job: glue SST-2``: :func:`job_name`), so that another job is
-refused the folder as a finished one is; its second says which model it keeps (``kept: lr 5e-05
-seed 42 epoch 1, dev f1 0.8122``, :func:`record_kept`). A mark without the ``job:`` line (written
-before it existed) is any job's."""
+Its first line names the job (``job: glue SST-2``: :func:`job_name`), the next its training
+file (``data: /abs/SST-2/train.tsv``, resolved), so that another job, or the same task on another
+file (``a/train.jsonl`` and ``b/train.jsonl`` are both ``classify train``), is refused the folder
+as a finished one is; the last says which model it keeps (``kept: lr 5e-05 seed 42 epoch 1, dev
+f1 0.8122``, :func:`record_kept`). A mark without the ``job:`` line is any job's, one without the
+``data:`` line its job's on any file (both written before the line existed)."""
 
 
 def job_name(adapter: TaskAdapter) -> str:
@@ -39,11 +41,16 @@ def job_name(adapter: TaskAdapter) -> str:
 
 
 class _Mark(NamedTuple):
-    """What :data:`UNFINISHED_FILE` says: the job (None in a mark older than the ``job:`` line)
-    and the model it keeps ("" before the first :func:`record_kept`)."""
+    """What :data:`UNFINISHED_FILE` says: the job and its training file (each None in a mark
+    older than its line, or for a job given its data in memory) and the model it keeps (""
+    before the first :func:`record_kept`)."""
 
     job: str | None
+    data: str | None
     kept: str
+
+
+_FIELDS = ("job: ", "data: ")
 
 
 def _read_mark(output: Path) -> _Mark | None:
@@ -52,23 +59,33 @@ def _read_mark(output: Path) -> _Mark | None:
         lines = (output / UNFINISHED_FILE).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    job = lines[0].removeprefix("job: ") if lines and lines[0].startswith("job: ") else None
-    kept = [line.removeprefix("kept: ") for line in lines if not line.startswith("job: ")]
-    return _Mark(job, " ".join(k.strip() for k in kept if k.strip()))
+    job, data = (next((x.removeprefix(f) for x in lines if x.startswith(f)), None) for f in _FIELDS)
+    kept = [x.removeprefix("kept: ") for x in lines if not x.startswith(_FIELDS)]
+    return _Mark(job, data, " ".join(k.strip() for k in kept if k.strip()))
 
 
-def _write_mark(output: Path, job: str | None, kept: str) -> None:
-    text = (f"job: {job}\n" if job else "") + (f"kept: {kept}\n" if kept else "")
-    atomic_write_text(output / UNFINISHED_FILE, text)
+def _write_mark(output: Path, mark: _Mark) -> None:
+    fields = zip(("job", "data", "kept"), mark, strict=True)
+    atomic_write_text(output / UNFINISHED_FILE, "".join(f"{k}: {v}\n" for k, v in fields if v))
 
 
-def check_output_free(output: str | Path, overwrite: bool = False, job: str | None = None) -> None:
+def _resolved(train_file: str | Path | None) -> str | None:
+    return None if train_file is None else str(Path(train_file).resolve())
+
+
+def check_output_free(
+    output: str | Path,
+    overwrite: bool = False,
+    job: str | None = None,
+    train_file: str | Path | None = None,
+) -> None:
     """Refuse, before training, an ``output`` that already holds something this job would
     replace: a BertkitError naming the folder and ``--overwrite``, unless ``overwrite``.
 
-    Free: a folder that does not exist, an empty one, or an unfinished ``job``'s
-    (:data:`UNFINISHED_FILE`: an interrupted run of the same job, which its rerun replaces; None:
-    any job's). A finished model folder, another job's unfinished one, any other model
+    Free: a folder that does not exist, an empty one, or an unfinished ``job``'s on
+    ``train_file`` (:data:`UNFINISHED_FILE`: an interrupted run of the same job, which its rerun
+    replaces; None: any job's, any file). A finished model folder, another job's unfinished one
+    (the same task on another training file too), any other model
     (``--output`` naming the ``--model`` folder by mistake) and any other non-empty folder are
     refused; ``transformers``' ``run_glue.py`` refuses likewise ("Output directory already exists
     and is not empty. Use --overwrite_output_dir"). ``overwrite`` replaces the model's files and
@@ -77,12 +94,17 @@ def check_output_free(output: str | Path, overwrite: bool = False, job: str | No
     output = Path(output)
     if overwrite or not output.is_dir():
         return
-    mark = _read_mark(output)
+    mark, data = _read_mark(output), _resolved(train_file)
     if mark is not None:
-        if job is None or mark.job is None or mark.job == job:
+        same_file = mark.data is None or data is None or mark.data == data
+        if job is None or mark.job is None or (mark.job == job and same_file):
             return
+        if mark.job == job and mark.data is not None:
+            theirs, ours = f"{job!r} job's model on {mark.data}", f"this one's on {data}"
+        else:
+            theirs, ours = f"{mark.job!r} job's model", f"this {job!r} job's"
         raise BertkitError(
-            f"{output}: holds an interrupted {mark.job!r} job's model, not this {job!r} job's "
+            f"{output}: holds an interrupted {theirs}, not {ours} "
             "(pass --overwrite to replace it, or choose another --output)"
         )
     if not any(output.iterdir()):
@@ -97,19 +119,19 @@ def check_output_free(output: str | Path, overwrite: bool = False, job: str | No
     )
 
 
-def _mark_unfinished(output: Path, job: str) -> None:
-    """Mark ``output`` as ``job``'s (kept as it is when it already is: its model is still the
-    one it names until the save replaces it)."""
-    mark = _read_mark(output)
-    if mark is None or mark.job != job:
-        _write_mark(make_folder(output), job, "")
+def _mark_unfinished(output: Path, job: str, train_file: str | Path | None) -> None:
+    """Mark ``output`` as ``job``'s on ``train_file`` (kept as it is when it already is: its
+    model is still the one it names until the save replaces it)."""
+    mark, data = _read_mark(output), _resolved(train_file)
+    if mark is None or (mark.job, mark.data) != (job, data):
+        _write_mark(make_folder(output), _Mark(job, data, ""))
 
 
 def record_kept(output: str | Path, what: str) -> None:
     """Write into :data:`UNFINISHED_FILE` which run and epoch the folder's model is (``lr 5e-05
     seed 42 epoch 1, dev f1 0.8122``), for the line an interrupted job ends with."""
-    mark = _read_mark(Path(output))
-    _write_mark(Path(output), mark.job if mark else None, what)
+    mark = _read_mark(Path(output)) or _Mark(None, None, "")
+    _write_mark(Path(output), mark._replace(kept=what))
 
 
 def unfinished_note(output: str | Path) -> str | None:
@@ -151,7 +173,11 @@ def mark_finished(output: str | Path) -> None:
 
 
 def save_model_dir(
-    model: torch.nn.Module, adapter: TaskAdapter, tokenizer: Tokenizer, output: Path
+    model: torch.nn.Module,
+    adapter: TaskAdapter,
+    tokenizer: Tokenizer,
+    output: Path,
+    train_file: str | Path | None = None,
 ) -> None:
     """Write model, vocabulary and ``bertkit_task.json`` into ``output``.
 
@@ -165,7 +191,8 @@ def save_model_dir(
     crash part-way leaves a folder that is refused (no config.json), never one that loads a mix
     of the previous model and this one. A failure before the renames changes nothing.
 
-    ``output`` is marked unfinished (:data:`UNFINISHED_FILE`) before any file of it changes.
+    ``output`` is marked unfinished (:data:`UNFINISHED_FILE`: the adapter's job on
+    ``train_file``, None for data given in memory) before any file of it changes.
 
     :data:`METRICS_FILE` goes with the old config.json: it describes the previous job's model, and
     this job writes its own only when its selection ends, so a job that stops in between (a
@@ -195,7 +222,7 @@ def save_model_dir(
     else:
         drop = list(SENTENCE_LAYOUT)
     # before the first file changes: a kill leaves the mark
-    _mark_unfinished(Path(output), job_name(adapter))
+    _mark_unfinished(Path(output), job_name(adapter), train_file)
     with staged_folder(output, last="config.json", drop=[*drop, METRICS_FILE]) as tmp:
         if isinstance(model, SpladeEncoder):
             s: Any = adapter  # a SparseAdapter
