@@ -87,9 +87,13 @@ def test_saved_folder_keeps_the_projection(dense_folder: Path, tmp_path: Path) -
         "Transformer",
         "Pooling",
         "Dense",
+        "Dropout",
         "Dense",
         "Normalize",
     ]
+    assert json.loads((tmp_path / "out" / "3_Dropout" / "config.json").read_text()) == {
+        "dropout": 0.1
+    }
     pooling = json.loads((tmp_path / "out" / "1_Pooling" / "config.json").read_text())
     assert pooling["word_embedding_dimension"] == 32
     want = embedder(TEXTS)
@@ -153,6 +157,39 @@ def test_an_activation_bertkit_does_not_compute_is_refused(
         Embedder.load(folder, precision="fp32")
 
 
+def test_the_dropout_modules_the_pooled_vector_goes_through(
+    dense_folder: Path, tmp_path: Path
+) -> None:
+    """A Dropout between the Pooling and Normalize is kept (in training it drops values of the
+    vector), one before the Pooling or after Normalize is left out (bertkit trains neither);
+    a probability outside [0, 1) is refused with the file."""
+    from bertkit.interop.sentence_dense import DenseModule, DropoutModule
+    from bertkit.interop.sentence_folder import sentence_transformers_spec
+
+    spec = sentence_transformers_spec(dense_folder)
+    assert [type(m) for m in spec.dense] == [DenseModule, DropoutModule, DenseModule]
+    assert spec.dense[1] == DropoutModule(dense_folder / "3_Dropout", 0.1)
+    folder = tmp_path / "m"
+    shutil.copytree(dense_folder, folder)
+    # Transformer -> Dropout -> Pooling -> Dense -> Dense -> Normalize -> Dropout
+    _chain(folder, lambda c: [c[0], c[3], c[1], c[2], c[4], c[5], {**c[3], "idx": 6}])
+    assert [type(m) for m in sentence_transformers_spec(folder).dense] == [DenseModule] * 2
+    _chain(folder, lambda c: [c[0], c[2], c[3], c[4], c[1], c[5]])  # after the last Dense
+    assert [type(m) for m in sentence_transformers_spec(folder).dense] == [
+        DenseModule,
+        DenseModule,
+        DropoutModule,
+    ]
+    np.testing.assert_allclose(
+        Embedder.load(folder, precision="fp32")(TEXTS), _theirs(dense_folder), rtol=0, atol=1e-5
+    )
+    (folder / "3_Dropout" / "config.json").write_text('{"dropout": 1.5}')
+    with pytest.raises(CheckpointError, match=r"3_Dropout/config.json: dropout 1.5 is not a pro"):
+        sentence_transformers_spec(folder)
+    (folder / "3_Dropout" / "config.json").write_text("{}")  # sentence-transformers' default
+    assert sentence_transformers_spec(folder).dense[2].dropout == 0.2
+
+
 def test_through_the_onnx_export(dense_folder: Path, tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     from bertkit.export import OnnxExportConfig, OnnxModel, export_onnx
@@ -177,21 +214,31 @@ def test_finetune_embeddings_trains_and_saves_the_projection(
     from training.finetune.test_search_finetune import RUN, _data
 
     # the bi-encoder that training starts from gives the start folder's vectors
-    start = BiEncoder(
-        load_pretrained(dense_folder, "BertModel"), "cls", head=_dense_head(dense_folder, 32, False)
-    ).eval()
+    head = _dense_head(dense_folder, 32, False)
+    start = BiEncoder(load_pretrained(dense_folder, "BertModel"), "cls", head=head).eval()
     batch = BertTokenizer.from_pretrained(dense_folder)(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         ours = start.vectors(batch["input_ids"], batch["attention_mask"])
     ours = torch.nn.functional.normalize(ours, dim=-1).numpy()
     np.testing.assert_allclose(ours, _theirs(dense_folder), rtol=0, atol=1e-5)
+    # and in training its Dropout drops values, as sentence-transformers' fit does
+    assert [type(m).__name__ for m in head] == ["Linear", "Tanh", "Dropout", "Linear", "Identity"]
+    assert head[2].p == 0.1
+    x = torch.randn(12, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        kept = head[:3](x)
+        torch.manual_seed(0)
+        dropped = head[:3].train()(x)
+    assert 0.03 < (dropped == 0).float().mean() < 0.2  # 192 values at p 0.1: 19 expected
+    mask = dropped != 0
+    torch.testing.assert_close(dropped[mask], kept[mask] / 0.9)
 
     train, beir, _ = _data(tmp_path)
     out = tmp_path / "o"
     argv = ["finetune", "embeddings", "--model", str(dense_folder), "--train", str(train)]
     assert main([*argv, "--dev", str(beir), "--output", str(out), *RUN[:1], "1", *RUN[2:]]) == 0
     kinds = [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())]
-    assert kinds == ["Transformer", "Pooling", "Dense", "Dense", "Normalize"]
+    assert kinds == ["Transformer", "Pooling", "Dense", "Dropout", "Dense", "Normalize"]
     before = load_file(dense_folder / "2_Dense" / "model.safetensors")["linear.weight"]
     after = load_file(out / "2_Dense" / "model.safetensors")["linear.weight"]
     assert after.shape == before.shape and (after - before).abs().max() > 1e-4  # trained

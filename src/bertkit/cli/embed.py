@@ -338,10 +338,13 @@ def run(args: argparse.Namespace) -> int:
             for n, vec in enumerate(vectors, start=1):
                 f.write(json.dumps({"line": n, "embedding": [float(x) for x in vec]}) + "\n")
     seconds = time.perf_counter() - start
+    from bertkit.interop.sentence_dense import DenseModule
+
     spec = embedder.spec
+    dense = sum(isinstance(m, DenseModule) for m in spec.dense)
     print(
         f"embedded {counted(len(texts), 'line')} -> {args.output} ({len(texts)} x {embedder.dim}, "
-        f"{spec.pooling} pooling{f', {len(spec.dense)} Dense' if spec.dense else ''}"
+        f"{spec.pooling} pooling{f', {dense} Dense' if dense else ''}"
         f"{', normalised' if spec.normalize else ''}, {embedder.precision}; "
         f"{len(texts) / max(seconds, 1e-9):.1f} lines/s); long inputs: {counts.summary('line')}",
         file=sys.stderr,

@@ -46,7 +46,7 @@ from bertkit.inference.token_features import TokenFeatures, token_features
 from bertkit.inference.token_ids import TokenIds, TokenIdsError, outside_vocabulary
 from bertkit.inference.windowed import Windowed
 from bertkit.interop.pretrained import write_model_files
-from bertkit.interop.sentence_dense import DenseModule, dense_head, dense_width
+from bertkit.interop.sentence_dense import PostPooling, dense_head, dense_width
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     router_of,
@@ -170,7 +170,7 @@ class Embedder:
         )
         return embedder.project(base.dense, allow_pickle) if base.dense else embedder
 
-    def project(self, dense: tuple[DenseModule, ...], allow_pickle: bool = False) -> Embedder:
+    def project(self, dense: tuple[PostPooling, ...], allow_pickle: bool = False) -> Embedder:
         """This Embedder, applying Dense modules to each pooled window from now on (fp32)."""
         head = dense_head(dense, self.token_dim, allow_pickle)
         self.spec = replace(self.spec, dense=dense)

@@ -9,10 +9,14 @@ Models such as LaBSE project the pooled vector (``Pooling -> Dense -> Normalize`
 - the weights ``linear.weight`` (out, in) and ``linear.bias`` in ``model.safetensors``
   (``pytorch_model.bin`` in older folders: read only with ``allow_pickle``, as every checkpoint).
 
-:func:`read_dense` reads one module's config, :func:`dense_head` builds the layers of a chain of
-them, :func:`save_dense` writes one so that sentence-transformers loads it. An activation bertkit
-does not name here is a CheckpointError naming the folder and the class: computing something
-else would give other vectors than sentence-transformers without a word.
+A ``Dropout`` module among them (``config.json``: ``{"dropout": 0.1}``, sentence-transformers'
+default 0.2) does nothing at inference and drops values of the vector in training.
+
+:func:`read_dense` and :func:`read_dropout` read one module's config, :func:`dense_head` builds
+the layers of a chain of them, :func:`save_head` writes them so that sentence-transformers loads
+them. An activation bertkit does not name here is a CheckpointError naming the folder and the
+class: computing something else would give other vectors than sentence-transformers without a
+word.
 """
 
 from __future__ import annotations
@@ -54,6 +58,34 @@ class DenseModule:
     """A key of :data:`ACTIVATIONS`."""
 
 
+@dataclass(frozen=True)
+class DropoutModule:
+    """One Dropout module of a folder: the probability of zeroing a value while training."""
+
+    path: Path
+    dropout: float
+
+
+PostPooling = DenseModule | DropoutModule
+"""A module between the pooling and the (normalised) vector."""
+DROPOUT_DEFAULT = 0.2
+"""sentence-transformers' ``Dropout(dropout=0.2)`` default, for a config without the key."""
+
+
+def read_dropout(path: Path) -> DropoutModule:
+    """A Dropout module folder's config; CheckpointError for an unreadable one or a probability
+    outside [0, 1)."""
+    config = path / "config.json"
+    try:
+        cfg = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+        p = float(cfg.get("dropout", DROPOUT_DEFAULT))
+    except (OSError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{config}: unreadable Dropout module config ({e})") from e
+    if not 0 <= p < 1:
+        raise CheckpointError(f"{config}: dropout {p} is not a probability in [0, 1)")
+    return DropoutModule(path, p)
+
+
 def read_dense(path: Path) -> DenseModule:
     """A Dense module folder's config; CheckpointError for an unreadable one or an activation
     not in :data:`ACTIVATIONS`."""
@@ -78,14 +110,17 @@ def read_dense(path: Path) -> DenseModule:
     return module
 
 
-def dense_head(modules: Sequence[DenseModule], width: int, allow_pickle: bool = False):
-    """The chain as one fp32 ``torch.nn.Sequential`` (linear, activation, ...) taking vectors of
-    ``width``; CheckpointError when a module's weights are missing, pickled without
-    ``allow_pickle``, or do not fit its config or the vector before it."""
+def dense_head(modules: Sequence[PostPooling], width: int, allow_pickle: bool = False):
+    """The chain as one fp32 ``torch.nn.Sequential`` (linear, activation, dropout, ...) taking
+    vectors of ``width``, in eval mode; CheckpointError when a module's weights are missing,
+    pickled without ``allow_pickle``, or do not fit its config or the vector before it."""
     from bertkit.interop.pretrained import read_state_dict
 
     layers: list[torch.nn.Module] = []
     for m in modules:
+        if isinstance(m, DropoutModule):
+            layers.append(torch.nn.Dropout(m.dropout))
+            continue
         if m.in_features != width:
             raise CheckpointError(
                 f"{m.path}: the Dense module takes {m.in_features} values, the vector before it "
@@ -108,9 +143,28 @@ def dense_head(modules: Sequence[DenseModule], width: int, allow_pickle: bool = 
     return torch.nn.Sequential(*layers).eval()
 
 
-def dense_width(modules: Sequence[DenseModule], width: int) -> int:
-    """The vector size after the chain (``width`` when there is none)."""
-    return modules[-1].out_features if modules else width
+def dense_width(modules: Sequence[PostPooling], width: int) -> int:
+    """The vector size after the chain (``width`` when it has no Dense module)."""
+    dense = [m for m in modules if isinstance(m, DenseModule)]
+    return dense[-1].out_features if dense else width
+
+
+def save_head(root: Path, head: torch.nn.Module | None, first: int) -> list[tuple[str, str]]:
+    """Write ``head``'s layers (as :func:`dense_head` builds them: a linear layer followed by
+    its activation, or a dropout) as modules ``{first}_Dense``, ``{first + 1}_Dropout`` ... of
+    ``root``; returns their (kind, folder) for ``modules.json``."""
+    layers, modules = list(head or ()), []
+    while layers:
+        folder = f"{first + len(modules)}_"
+        if isinstance(layers[0], torch.nn.Dropout):
+            modules.append(("Dropout", folder + "Dropout"))
+            root.joinpath(modules[-1][1]).mkdir(parents=True, exist_ok=True)
+            config = {"dropout": float(layers.pop(0).p)}
+            atomic_write_text(root / modules[-1][1] / "config.json", json.dumps(config) + "\n")
+        else:
+            modules.append(("Dense", folder + "Dense"))
+            save_dense(root / modules[-1][1], layers.pop(0), layers.pop(0))
+    return modules
 
 
 def save_dense(folder: Path, linear: torch.nn.Linear, activation: torch.nn.Module) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from bertkit import __version__
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.interop.sentence_dense import DenseModule, read_dense, save_dense
+from bertkit.interop.sentence_dense import PostPooling, read_dense, read_dropout, save_head
 from bertkit.interop.sentence_pooling import FLAGS, OTHER_FLAGS, pooling_mode
 from bertkit.interop.sentence_router import DenseRouter, SparseRouter, read_router
 from bertkit.io import atomic_write_text
@@ -93,8 +93,9 @@ class PoolingSpec:
     pooling: str = "mean"
     normalize: bool = False
     max_length: int | None = None
-    dense: tuple[DenseModule, ...] = ()
-    """The folder's Dense modules, applied in order after the pooling."""
+    dense: tuple[PostPooling, ...] = ()
+    """The folder's Dense modules, applied in order after the pooling, and the Dropout modules
+    among them and after them (before Normalize), which act in training only."""
     lowercase: bool = False
     """``sentence_bert_config.json``'s ``do_lower_case``: texts are lowercased before the
     tokenizer (:meth:`bertkit.tokenizer.BertTokenizer.lowercased`)."""
@@ -111,6 +112,7 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     chain = module_chain(root)
     if chain is None:
         return None
+    after_pooling = _after_pooling(chain)
     chain = [(kind, path) for kind, path in chain if kind != "Dropout"]  # nothing at inference
     kinds = dict(chain)
     try:
@@ -119,7 +121,10 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
             spec["pooling"] = pooling_mode(root / kinds["Pooling"], root)
         if not any(k in READ_ELSEWHERE for k in kinds):
             _check_chain(root, chain)
-        spec["dense"] = tuple(read_dense(root / path) for kind, path in chain if kind == "Dense")
+        spec["dense"] = tuple(
+            read_dense(root / path) if kind == "Dense" else read_dropout(root / path)
+            for kind, path in after_pooling
+        )
         st = root / SENTENCE_CONFIG
         if st.is_file():
             sentence = json.loads(st.read_text(encoding="utf-8"))
@@ -132,6 +137,17 @@ def sentence_transformers_spec(directory: str | Path) -> PoolingSpec | None:
     except (OSError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{root}: unreadable sentence-transformers config ({e})") from e
     return PoolingSpec(**spec)
+
+
+def _after_pooling(chain: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The Dense and Dropout modules between the Pooling and Normalize (or the end): what the
+    pooled vector goes through. A Dropout elsewhere is left out (before the Pooling,
+    sentence-transformers has no vector to drop values of; after Normalize, where bertkit's
+    trained head has ended)."""
+    kinds = [kind for kind, _ in chain]
+    start = kinds.index("Pooling") + 1 if "Pooling" in kinds else 1
+    end = kinds.index("Normalize") if "Normalize" in kinds else len(chain)
+    return [(kind, path) for kind, path in chain[start:end] if kind in ("Dense", "Dropout")]
 
 
 def _check_chain(root: Path, chain: list[tuple[str, str]]) -> None:
@@ -233,8 +249,9 @@ def save_sentence_transformers_files(
         include_prompt: false leaves [CLS] and a prompt's tokens out of the pooling (a loaded
             folder's, kept; written only when false, which releases before 2.4 cannot read).
         dense: Dense modules after the pooling, as ``Embedder.head`` holds them (a
-            ``torch.nn.Sequential`` of linear layers, each followed by its activation), each
-            written as a ``{i}_Dense`` folder (:func:`bertkit.interop.sentence_dense.save_dense`).
+            ``torch.nn.Sequential`` of linear layers, each followed by its activation, and
+            dropouts), each written as a ``{i}_Dense`` or ``{i}_Dropout`` folder
+            (:func:`bertkit.interop.sentence_dense.save_head`).
 
     Raises ConfigError for another pooling, or when a value must come from a missing config.json.
     """
@@ -246,12 +263,10 @@ def save_sentence_transformers_files(
         dimension = dimension or int(config["hidden_size"])
         max_seq_length = max_seq_length or int(config["max_position_embeddings"])
     modules = [("Transformer", ""), ("Pooling", POOLING_DIR)]
-    layers = list(dense or ())
-    for linear, activation in zip(layers[::2], layers[1::2], strict=True):
-        modules.append(("Dense", f"{len(modules)}_Dense"))
-        save_dense(root / modules[-1][1], linear, activation)
+    modules += save_head(root, dense, len(modules))
     if normalize:
-        modules.append(("Normalize", f"{len(modules)}_Normalize" if layers else NORMALIZE_DIR))
+        named = f"{len(modules)}_Normalize" if len(modules) > 2 else NORMALIZE_DIR
+        modules.append(("Normalize", named))
     chain = [
         {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
         for i, (kind, path) in enumerate(modules)
