@@ -155,16 +155,23 @@ def save_head(root: Path, head: torch.nn.Module | None, first: int) -> list[tupl
     ``root``; returns their (kind, folder) for ``modules.json``."""
     layers, modules = list(head or ()), []
     while layers:
-        folder = f"{first + len(modules)}_"
-        if isinstance(layers[0], torch.nn.Dropout):
-            modules.append(("Dropout", folder + "Dropout"))
-            root.joinpath(modules[-1][1]).mkdir(parents=True, exist_ok=True)
-            config = {"dropout": float(layers.pop(0).p)}
-            atomic_write_text(root / modules[-1][1] / "config.json", json.dumps(config) + "\n")
+        layer = layers.pop(0)
+        kind = "Dropout" if isinstance(layer, torch.nn.Dropout) else "Dense"
+        folder = root / f"{first + len(modules)}_{kind}"
+        if kind == "Dropout":
+            save_dropout(folder, layer.p)
         else:
-            modules.append(("Dense", folder + "Dense"))
-            save_dense(root / modules[-1][1], layers.pop(0), layers.pop(0))
+            save_dense(folder, layer, layers.pop(0))
+        modules.append((kind, folder.name))
     return modules
+
+
+def save_dropout(folder: Path, dropout: float) -> None:
+    """One Dropout module in ``folder`` (config.json, atomically), as sentence-transformers
+    writes it."""
+    atomic_write_text(
+        folder / "config.json", json.dumps({"dropout": float(dropout)}, indent=2) + "\n"
+    )
 
 
 def save_dense(folder: Path, linear: torch.nn.Linear, activation: torch.nn.Module) -> None:
