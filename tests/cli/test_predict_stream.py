@@ -15,7 +15,7 @@ import pytest
 from bertkit.cli.main import main
 from bertkit.errors import ConfigError, InputError
 from bertkit.inference import TaskModel
-from bertkit.inference.corpus import load_predictions, predict_to
+from bertkit.inference.prediction_corpus import load_predictions, predict_to
 from bertkit.inference.sharded import MANIFEST, StreamConfig
 from support.tiny_glue import write_sentiment
 

@@ -13,7 +13,7 @@ import pytest
 from bertkit.cli.main import main
 from bertkit.data.tasks import _rows, conll
 from bertkit.inference import TaskModel
-from bertkit.inference.corpus import load_predictions, predict_to
+from bertkit.inference.prediction_corpus import load_predictions, predict_to
 from bertkit.inference.sharded import MANIFEST, ShardedOutput, StreamConfig
 from support.cli_runs import finetune
 from support.tiny_glue import FIXTURES

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertkit.inference.sharded import model_fingerprint
+from bertkit.inference.model_fingerprint import model_fingerprint
 
 
 def _folder(root: Path) -> Path:

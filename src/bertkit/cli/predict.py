@@ -14,7 +14,7 @@ classifier or regressor is the GLUE benchmark's submission file (``index``, ``pr
 A folder ``--output`` (``DIR/``, an existing folder or a name without suffix) gets the same JSON
 lines as shards plus ``manifest.json``, computed one window of ``--sort-window`` examples at a
 time, resumable after a crash and shared between torchrun ranks
-(:func:`bertkit.inference.corpus.predict_to`).
+(:func:`bertkit.inference.prediction_corpus.predict_to`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ Two entry points, both on :class:`~bertkit.inference.Embedder` too:
 SPLADE vectors go through the same :func:`write_stream` into CSR ``.npz`` shards:
 :mod:`bertkit.inference.sparse_corpus` (``embed_sparse_to``, ``load_sparse_vectors``).
 
-:func:`predict_to` does the same for a fine-tuned model (``bertkit predict --output DIR/``): one
-JSON line per example, as ``bertkit predict`` writes to a ``.jsonl`` file, in shards.
+:func:`bertkit.inference.prediction_corpus.predict_to` does the same for a fine-tuned model
+(``bertkit predict --output DIR/``) through :func:`write_stream`: one JSON line per example, as
+``bertkit predict`` writes to a ``.jsonl`` file, in shards.
 
 Resume re-reads the lines already written (no model runs on them), checks each complete shard's
 ``input_sha256`` and recomputes the window holding the first missing shard, writing only the
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import resource
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -41,14 +41,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertkit.errors import ConfigError, InputError
+from bertkit.errors import InputError
+from bertkit.inference.model_fingerprint import model_fingerprint
 from bertkit.inference.quantize import calibrate_stream
 from bertkit.inference.sharded import (
     MANIFEST,
     ShardedOutput,
     StreamConfig,
     lines_bytes,
-    model_fingerprint,
     read_manifest,
     shard_paths,
 )
@@ -59,7 +59,6 @@ from bertkit.tasks.windows import WindowCounts
 
 if TYPE_CHECKING:
     from bertkit.inference.embedder import Embedder
-    from bertkit.inference.task_model import TaskModel
 
 
 DENSE_KIND = "vectors"
@@ -120,7 +119,7 @@ def embedder_settings(embedder: Embedder) -> dict[str, Any]:
         "max_length": embedder.max_length,
         "precision": embedder.precision,
         "batch_size": embedder.batch_size,
-        "device": _device_type(embedder.model),
+        "device": device_type(embedder.model),
         "layers": list(embedder.layers.layers),
         "layer_combine": embedder.layers.layer_combine,
         **dataclasses.asdict(embedder.windows),  # doc_stride, truncate, window_pooling, ...
@@ -278,101 +277,6 @@ def write_stream(
     )
 
 
-def examples_bytes(examples: list[Any]) -> bytes:
-    """The canonical bytes of task examples (dataclasses): one sorted-key JSON object per line,
-    hashed per shard so that a resumed prediction run refuses a changed input."""
-    return b"".join(
-        json.dumps(dataclasses.asdict(e), sort_keys=True, ensure_ascii=False).encode() + b"\n"
-        for e in examples
-    )
-
-
-def task_settings(model: TaskModel) -> dict[str, Any]:
-    """Everything of ``model`` that changes its predictions' bytes, as JSON values."""
-    windows = getattr(model.adapter, "windows", None)
-    return {
-        "task": f"{model.adapter.family}/{getattr(model.adapter, 'name', '')}",
-        "precision": model.precision,
-        "batch_size": model.batch_size,
-        "device": _device_type(model.model),
-        "windows": dataclasses.asdict(windows) if dataclasses.is_dataclass(windows) else None,
-        "split_special_tokens": bool(getattr(model.tokenizer, "split_special_tokens", False)),
-    }
-
-
-def predict_to(
-    model: TaskModel,
-    examples: Iterable[Any],
-    folder: str | Path,
-    *,
-    config: StreamConfig | None = None,
-    source: dict[str, Any] | None = None,
-    settings: dict[str, Any] | None = None,
-    total: int | None = None,
-    show_progress: bool | None = None,
-    rank: int = 0,
-    world: int = 1,
-    barrier: Callable[[], None] | None = None,
-) -> StreamSummary:
-    """Predict ``examples`` (the task's examples, e.g. from :meth:`TaskModel.read`) into
-    ``folder``: JSONL shards ``predictions-00000.jsonl`` ... of one JSON object per example (what
-    ``bertkit predict`` writes to a ``.jsonl`` file) plus the manifest, resumable and split over
-    ``world`` processes exactly as :func:`embed_to`. Each window of ``config.window`` examples is
-    encoded and batched on its own, so memory for features and predictions is bounded by the
-    window. Not for SQuAD (one ``predictions.json`` per run) or a document-context tagger
-    (a window could cut a document): ConfigError.
-    """
-    adapter = model.adapter
-    if adapter.family == "squad":
-        raise ConfigError("a SQuAD model writes one predictions.json; give --output a .json file")
-    if getattr(adapter, "document_context", False):
-        raise ConfigError(
-            "a document-context tagger reads whole documents, which a window of "
-            "examples could cut; give --output a .jsonl file"
-        )
-    quiet = dataclasses.replace(model, show_progress=False)  # one bar, over examples
-
-    def compute(chunk: list[Any]) -> tuple[Callable[[int, int], bytes], WindowCounts]:
-        scored = quiet.run(chunk)
-        if len(scored.predictions) != len(chunk):  # every family here predicts per example
-            raise ConfigError(
-                f"{adapter.family}: {len(scored.predictions)} predictions for "
-                f"{len(chunk)} examples; give --output a .jsonl file"
-            )
-        rows = [json.dumps(p, ensure_ascii=False).encode() + b"\n" for p in scored.predictions]
-        counts = scored.windows or WindowCounts(len(chunk), 0, len(chunk), 0)
-        return (lambda a, b: b"".join(rows[a:b])), counts
-
-    return write_stream(
-        folder,
-        examples,
-        kind="predictions",
-        suffix=".jsonl",
-        model_dir=getattr(model, "source", None),
-        settings={**task_settings(model), **(settings or {})},
-        extra={},
-        compute=compute,
-        item_bytes=examples_bytes,
-        desc="predict",
-        config=config,
-        source=source,
-        total=total,
-        show_progress=show_progress,
-        rank=rank,
-        world=world,
-        barrier=barrier,
-    )
-
-
-def load_predictions(folder: str | Path, verify: bool = True) -> list[dict[str, Any]]:
-    """Every prediction of a finished :func:`predict_to` folder, shards joined in input order."""
-    return [
-        json.loads(line)
-        for _, path in shard_paths(folder, verify)
-        for line in path.read_text(encoding="utf-8").splitlines()
-    ]
-
-
 def load_vectors(folder: str | Path, verify: bool = True) -> np.ndarray:
     """Every vector of a finished ``embed_to`` folder, shards joined in input order (N, D)."""
     require_kind(folder, DENSE_KIND, "load_sparse_vectors")
@@ -394,7 +298,7 @@ def require_kind(folder: str | Path, kind: str, other: str) -> dict[str, Any]:
     return manifest
 
 
-def _device_type(model: Any) -> str:
+def device_type(model: Any) -> str:
     """``cpu`` or ``cuda`` of a torch module; ``cpu`` for a model without parameters (ONNX)."""
     first = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     return "cpu" if first is None else first.device.type

@@ -42,12 +42,12 @@ from bertkit.evaluation.retrieval import (
 )
 from bertkit.inference.corpus import DENSE_KIND
 from bertkit.inference.embedder import Embedder, LayerSpec
+from bertkit.inference.model_fingerprint import model_fingerprint
 from bertkit.inference.quantize import RESCORE_MULTIPLIER, Quantization, search_quantized
 from bertkit.inference.retrieval import relevance
 from bertkit.inference.sharded import (
     MANIFEST,
     file_size,
-    model_fingerprint,
     read_manifest,
     shard_paths,
 )

@@ -46,7 +46,6 @@ now as what differs, and a resumed folder equals an uninterrupted run's byte for
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import stat
@@ -69,9 +68,6 @@ from bertkit.progress import counted
 MANIFEST = "manifest.json"
 FORMAT_NAME = "bertkit-sharded-output"
 FORMAT_VERSION = 1
-# The files that decide a model folder's output: config, weights, tokenizer and the
-# sentence-transformers module configs (pooling, normalisation, max length).
-_MODEL_SUFFIXES = (".json", ".txt", ".safetensors", ".bin", ".onnx", ".model")
 
 
 @dataclass(frozen=True)
@@ -131,56 +127,6 @@ def lines_bytes(lines: Sequence[str]) -> bytes:
     return b"".join(line.encode("utf-8", "surrogatepass") + b"\n" for line in lines)
 
 
-def model_fingerprint(directory: str | Path | None) -> dict[str, Any]:
-    """``{"path", "sha256", "files"}`` of a model folder: the sha256 over the name, size and full
-    content sha256 of every top-level ``*.json, *.txt, *.safetensors, *.bin, *.onnx, *.model``
-    file, every ``*/config.json`` one level down, and every such file of a sentence-transformers
-    module folder (named by ``modules.json`` or a Router's ``router_config.json``: a ``Dense``
-    layer's or a route's own weights), in name order; hidden files and folders are left out (a
-    ``.staging-*`` work folder an interrupted save left).
-
-    Whole contents rather than sizes or mtimes: a copy keeps the fingerprint, a retrained model
-    with the same shapes changes it. Hashing costs about a second per GB of weights, once per
-    run. ``directory`` None (an Embedder built in memory): no fingerprint, so resume cannot check
-    the model and only the settings are compared.
-    """
-    if directory is None:
-        return {"path": None, "sha256": None, "files": 0}
-    root = Path(directory)
-    modules = [p for name in _module_folders(root) for p in (root / name).glob("*")]
-    files = sorted(
-        {
-            p
-            for p in [*root.iterdir(), *root.glob("*/config.json"), *modules]
-            if p.is_file()
-            and not any(part.startswith(".") for part in p.relative_to(root).parts)
-            and p.suffix.lower() in _MODEL_SUFFIXES
-        }
-    )
-    h = hashlib.sha256()
-    for p in files:
-        rel = p.relative_to(root).as_posix()
-        h.update(f"{rel}\0{p.stat().st_size}\0{sha256_file(p)}\n".encode())
-    return {"path": str(root.absolute()), "sha256": h.hexdigest(), "files": len(files)}
-
-
-def _module_folders(root: Path) -> list[str]:
-    """The sub-folders holding sentence-transformers modules: ``modules.json``'s paths and a
-    Router's module ids (unreadable files name none: the model loader reports them)."""
-    names: list[str] = []
-    try:
-        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
-        names += [m.get("path") or "" for m in modules if isinstance(m, dict)]
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    try:
-        router = json.loads((root / "router_config.json").read_text(encoding="utf-8"))
-        names += list(router.get("types", {}))
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return [n for n in names if isinstance(n, str) and n and (root / n).is_dir()]
-
-
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """The manifest of a sharded output folder; InputError when missing or not ours."""
     return read_json_manifest(
@@ -192,7 +138,7 @@ class ShardedOutput:
     """Writes shards ``{prefix}-{k:05d}{suffix}`` and the manifest into ``folder``.
 
     ``header``: the manifest's fixed part, with ``kind``, ``inputs`` (a list of dicts with at
-    least ``path`` and ``size``, None when unknown), ``model`` (:func:`model_fingerprint`) and
+    least ``path`` and ``size``, None when unknown), ``model`` (:mod:`~bertkit.inference.model_fingerprint`) and
     ``settings`` (everything that changes the output, the shard size and window included). Call
     :meth:`resume` once, then per shard :meth:`write` (its file) and :meth:`record` (listed in
     the manifest, in input order), then :meth:`finish`.

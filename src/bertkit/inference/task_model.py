@@ -208,10 +208,10 @@ class TaskModel:
         return self.run(self.read(path, split))
 
     def predict_to(self, examples: Iterable[Any], folder: str | Path, **kwargs: Any):
-        """JSONL shards + manifest in ``folder``, resumable: :func:`bertkit.inference.corpus.predict_to`."""
-        from bertkit.inference import corpus
+        """JSONL shards + manifest in ``folder``, resumable: :func:`bertkit.inference.prediction_corpus.predict_to`."""
+        from bertkit.inference import prediction_corpus
 
-        return corpus.predict_to(self, examples, folder, **kwargs)
+        return prediction_corpus.predict_to(self, examples, folder, **kwargs)
 
     def score_file(self, path: str | Path, split: str = "dev") -> Scored:
         """Read ``path`` with the saved task's reader, predict and score."""
