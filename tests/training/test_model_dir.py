@@ -8,6 +8,7 @@ import errno
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -238,7 +239,7 @@ def test_an_unfinished_folder_is_free_to_its_own_training_file_only(
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "train.jsonl").write_text("")
     a, b = tmp_path / "a" / "train.jsonl", tmp_path / "b" / "train.jsonl"
-    model_dir._mark_unfinished(out, "classify train", a)
+    model_dir._mark_unfinished(out, "classify train", model_dir.training_data(a))
     model_dir.record_kept(out, "lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000")
     mark = out / model_dir.UNFINISHED_FILE
     assert mark.read_text() == (
@@ -246,20 +247,47 @@ def test_an_unfinished_folder_is_free_to_its_own_training_file_only(
         "kept: lr 2e-05 seed 1 epoch 2, dev accuracy 0.9000\n"
     )
     monkeypatch.chdir(tmp_path / "b")
-    model_dir.check_output_free(out, job="classify train", train_file=Path("../a/train.jsonl"))
-    model_dir.check_output_free(out, job="classify train")  # data given in memory
+    model_dir.check_output_free(
+        out, job="classify train", train_data=model_dir.training_data(Path("../a/train.jsonl"))
+    )
+    model_dir.check_output_free(out, job="classify train")  # a caller naming no data
     with pytest.raises(
         BertkitError,
         match=rf"out: holds an interrupted 'classify train' job's model on {a.resolve()}, "
         rf"not this one's on {b.resolve()} \(pass --overwrite",
     ):
-        model_dir.check_output_free(out, job="classify train", train_file=Path("train.jsonl"))
+        model_dir.check_output_free(
+            out, job="classify train", train_data=model_dir.training_data("train.jsonl")
+        )
     with pytest.raises(BertkitError, match=r"interrupted 'classify train' job's model, not this"):
-        model_dir.check_output_free(out, job="ner train", train_file=a)
-    model_dir.check_output_free(out, True, "classify train", b)
+        model_dir.check_output_free(out, job="ner train", train_data=str(a))
+    model_dir.check_output_free(out, True, "classify train", str(b))
     # the same job on another file takes a fresh mark (its kept model is not yet saved)
-    model_dir._mark_unfinished(out, "classify train", b)
+    model_dir._mark_unfinished(out, "classify train", model_dir.training_data(b))
     assert mark.read_text() == f"job: classify train\ndata: {b.resolve()}\n"
 
     mark.write_text("job: classify train\nkept: lr 2e-05 seed 1 epoch 2\n")  # before data:
-    model_dir.check_output_free(out, job="classify train", train_file=b)
+    model_dir.check_output_free(out, job="classify train", train_data=str(b))
+
+
+def test_examples_given_in_memory_are_known_by_their_content() -> None:
+    """A job given its examples in memory has no file: its mark names their count and the
+    sha256 of their canonical JSON, so the same examples built again are the same data, other
+    ones (another label, one more, another order) are not; numpy values read as their lists."""
+    from bertkit.data.tasks.glue import ClassificationExample
+
+    def examples(label: int = 1) -> list[ClassificationExample]:
+        return [
+            ClassificationExample("a", "good film", None, label),
+            ClassificationExample("b", "bad", None, 0),
+        ]
+
+    name = model_dir.training_data(examples())
+    assert name == model_dir.training_data(examples())
+    assert name.startswith("2 examples in memory, sha256 ") and len(name.split()[-1]) == 64
+    assert model_dir.training_data(examples(0)) != name
+    assert model_dir.training_data(examples()[::-1]) != name
+    assert model_dir.training_data(examples()[:1]).startswith("1 example in memory, sha256 ")
+    assert model_dir.training_data([{"scores": np.array([0.5, 1.0])}]) == model_dir.training_data(
+        [{"scores": [0.5, 1.0]}]
+    )

@@ -2,7 +2,8 @@
 task's examples streamed in windows through :func:`bertkit.inference.corpus.write_stream`, one
 JSON line per example (what ``bertkit predict`` writes to a ``.jsonl`` file) in JSONL shards
 plus the manifest of :mod:`bertkit.inference.sharded`, resumable as ``embed_to`` is; each
-shard's input hash is over the examples' canonical JSON (:func:`examples_bytes`)."""
+shard's input hash is over the examples' canonical JSON
+(:func:`bertkit.tasks.base.examples_bytes`)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,11 @@ from typing import TYPE_CHECKING, Any
 from bertkit.errors import ConfigError
 from bertkit.inference.corpus import StreamSummary, device_type, write_stream
 from bertkit.inference.sharded import StreamConfig, shard_paths
+from bertkit.tasks.base import examples_bytes
 from bertkit.tasks.windows import WindowCounts
 
 if TYPE_CHECKING:
     from bertkit.inference.task_model import TaskModel
-
-
-def examples_bytes(examples: list[Any]) -> bytes:
-    """The canonical bytes of task examples (dataclasses): one sorted-key JSON object per line,
-    hashed per shard so that a resumed prediction run refuses a changed input."""
-    return b"".join(
-        json.dumps(dataclasses.asdict(e), sort_keys=True, ensure_ascii=False).encode() + b"\n"
-        for e in examples
-    )
 
 
 def task_settings(model: TaskModel) -> dict[str, Any]:

@@ -138,8 +138,9 @@ class ShardedOutput:
     """Writes shards ``{prefix}-{k:05d}{suffix}`` and the manifest into ``folder``.
 
     ``header``: the manifest's fixed part, with ``kind``, ``inputs`` (a list of dicts with at
-    least ``path`` and ``size``, None when unknown), ``model`` (:mod:`~bertkit.inference.model_fingerprint`) and
-    ``settings`` (everything that changes the output, the shard size and window included). Call
+    least ``path`` and ``size``, None when unknown), ``model``
+    (:func:`~bertkit.inference.model_fingerprint.model_fingerprint`) and ``settings``
+    (everything that changes the output, the shard size and window included). Call
     :meth:`resume` once, then per shard :meth:`write` (its file) and :meth:`record` (listed in
     the manifest, in input order), then :meth:`finish`.
     """

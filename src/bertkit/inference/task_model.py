@@ -208,7 +208,8 @@ class TaskModel:
         return self.run(self.read(path, split))
 
     def predict_to(self, examples: Iterable[Any], folder: str | Path, **kwargs: Any):
-        """JSONL shards + manifest in ``folder``, resumable: :func:`bertkit.inference.prediction_corpus.predict_to`."""
+        """JSONL shards + manifest in ``folder``, resumable:
+        :func:`bertkit.inference.prediction_corpus.predict_to`."""
         from bertkit.inference import prediction_corpus
 
         return prediction_corpus.predict_to(self, examples, folder, **kwargs)

@@ -44,6 +44,7 @@ from bertkit.training.model_dir import (
     check_output_free,
     job_name,
     mark_finished,
+    training_data,
 )
 from bertkit.training.selection import finetune
 
@@ -121,12 +122,13 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         adapter, train, dev = build_task(_with_folder_settings(job.task, job.model))
         _keep_folder_prompts(adapter, job.model)
         s = job.task
-        train_file = s.train or glue_file(s.data_dir, adapter.name, "train")  # type: ignore[arg-type]
+        source = s.train or glue_file(s.data_dir, adapter.name, "train")  # type: ignore[arg-type]
     else:
         adapter, train, dev = job.task.adapter, job.task.train, job.task.dev
-        train_file = None  # examples given in memory
+        source = train  # examples given in memory
+    train_data = training_data(source)
     # nor another job's unfinished folder (its job named once the task is read)
-    check_output_free(job.output, job.overwrite, job_name(adapter), train_file)
+    check_output_free(job.output, job.overwrite, job_name(adapter), train_data)
     check_length_fits(job.model, adapter.max_seq_length)
     if job.max_train_examples is not None:
         train = train[: job.max_train_examples]
@@ -196,7 +198,7 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
         device=device,
         info=info,
         started=started,
-        train_file=train_file,
+        train_data=train_data,
     )
     if not info.is_main:
         return None

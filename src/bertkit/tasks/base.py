@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +32,28 @@ from bertkit.tokenizer.protocol import Tokenizer
 TASK_FILE = "bertkit_task.json"
 TASK_FORMAT = 1
 """The layout of bertkit_task.json (its ``format`` key)."""
+
+
+def examples_bytes(examples: Sequence[Any]) -> bytes:
+    """The canonical bytes of task examples: one sorted-key JSON object per example (a
+    dataclass's fields; numpy values as their lists and numbers), the text a streamed prediction
+    run hashes per shard and a fine-tuning job given its examples in memory is known by."""
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, np.ndarray | np.generic):
+            return x.tolist()
+        raise TypeError(f"a task example holds a {type(x).__name__}, which has no JSON form")
+
+    return b"".join(
+        json.dumps(
+            asdict(e) if is_dataclass(e) and not isinstance(e, type) else e,
+            sort_keys=True,
+            ensure_ascii=False,
+            default=plain,
+        ).encode()
+        + b"\n"
+        for e in examples
+    )
 
 
 @dataclass

@@ -4,6 +4,8 @@ file, nor a folder that loads with some files of one model and some of another."
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -12,7 +14,7 @@ import torch
 from bertkit.errors import BertkitError
 from bertkit.io import atomic_write_text, make_folder
 from bertkit.staging import staged_folder
-from bertkit.tasks.base import TASK_FILE, TaskAdapter
+from bertkit.tasks.base import TASK_FILE, TaskAdapter, examples_bytes
 from bertkit.tokenizer.protocol import Tokenizer
 
 METRICS_FILE = "metrics.json"
@@ -27,7 +29,8 @@ output without ``--overwrite`` (fine-tuning runs keep no mid-run checkpoint: a r
 selection over); a job stopped before its first save leaves the folder as it found it.
 
 Its first line names the job (``job: glue SST-2``: :func:`job_name`), the next its training
-file (``data: /abs/SST-2/train.tsv``, resolved), so that another job, or the same task on another
+data (:func:`training_data`: ``data: /abs/SST-2/train.tsv``, the file resolved, or ``data: 8
+examples in memory, sha256 ...``), so that another job, or the same task on another
 file (``a/train.jsonl`` and ``b/train.jsonl`` are both ``classify train``), is refused the folder
 as a finished one is; the last says which model it keeps (``kept: lr 5e-05 seed 42 epoch 1, dev
 f1 0.8122``, :func:`record_kept`). A mark without the ``job:`` line is any job's, one without the
@@ -41,9 +44,9 @@ def job_name(adapter: TaskAdapter) -> str:
 
 
 class _Mark(NamedTuple):
-    """What :data:`UNFINISHED_FILE` says: the job and its training file (each None in a mark
-    older than its line, or for a job given its data in memory) and the model it keeps (""
-    before the first :func:`record_kept`)."""
+    """What :data:`UNFINISHED_FILE` says: the job and its training data (:func:`training_data`;
+    each None in a mark older than its line) and the model it keeps ("" before the first
+    :func:`record_kept`)."""
 
     job: str | None
     data: str | None
@@ -69,23 +72,31 @@ def _write_mark(output: Path, mark: _Mark) -> None:
     atomic_write_text(output / UNFINISHED_FILE, "".join(f"{k}: {v}\n" for k, v in fields if v))
 
 
-def _resolved(train_file: str | Path | None) -> str | None:
-    return None if train_file is None else str(Path(train_file).resolve())
+def training_data(source: str | Path | Sequence[Any]) -> str:
+    """What a mark names as a job's training data: its file, resolved (the same file from
+    another directory is the same data); for examples given in memory, their count and the
+    sha256 of their canonical JSON (:func:`~bertkit.tasks.base.examples_bytes`), so that the same
+    examples built again are the same data and other ones are not."""
+    if isinstance(source, str | Path):
+        return str(Path(source).resolve())
+    digest = hashlib.sha256(examples_bytes(source)).hexdigest()
+    examples = "example" if len(source) == 1 else "examples"
+    return f"{len(source)} {examples} in memory, sha256 {digest}"
 
 
 def check_output_free(
     output: str | Path,
     overwrite: bool = False,
     job: str | None = None,
-    train_file: str | Path | None = None,
+    train_data: str | None = None,
 ) -> None:
     """Refuse, before training, an ``output`` that already holds something this job would
     replace: a BertkitError naming the folder and ``--overwrite``, unless ``overwrite``.
 
     Free: a folder that does not exist, an empty one, or an unfinished ``job``'s on
-    ``train_file`` (:data:`UNFINISHED_FILE`: an interrupted run of the same job, which its rerun
-    replaces; None: any job's, any file). A finished model folder, another job's unfinished one
-    (the same task on another training file too), any other model
+    ``train_data`` (:func:`training_data`; :data:`UNFINISHED_FILE`: an interrupted run of the
+    same job, which its rerun replaces; None: any job's, any data). A finished model folder,
+    another job's unfinished one (the same task on other training data too), any other model
     (``--output`` naming the ``--model`` folder by mistake) and any other non-empty folder are
     refused; ``transformers``' ``run_glue.py`` refuses likewise ("Output directory already exists
     and is not empty. Use --overwrite_output_dir"). ``overwrite`` replaces the model's files and
@@ -94,13 +105,13 @@ def check_output_free(
     output = Path(output)
     if overwrite or not output.is_dir():
         return
-    mark, data = _read_mark(output), _resolved(train_file)
+    mark = _read_mark(output)
     if mark is not None:
-        same_file = mark.data is None or data is None or mark.data == data
-        if job is None or mark.job is None or (mark.job == job and same_file):
+        same_data = mark.data is None or train_data is None or mark.data == train_data
+        if job is None or mark.job is None or (mark.job == job and same_data):
             return
         if mark.job == job and mark.data is not None:
-            theirs, ours = f"{job!r} job's model on {mark.data}", f"this one's on {data}"
+            theirs, ours = f"{job!r} job's model on {mark.data}", f"this one's on {train_data}"
         else:
             theirs, ours = f"{mark.job!r} job's model", f"this {job!r} job's"
         raise BertkitError(
@@ -119,12 +130,12 @@ def check_output_free(
     )
 
 
-def _mark_unfinished(output: Path, job: str, train_file: str | Path | None) -> None:
-    """Mark ``output`` as ``job``'s on ``train_file`` (kept as it is when it already is: its
+def _mark_unfinished(output: Path, job: str, train_data: str | None) -> None:
+    """Mark ``output`` as ``job``'s on ``train_data`` (kept as it is when it already is: its
     model is still the one it names until the save replaces it)."""
-    mark, data = _read_mark(output), _resolved(train_file)
-    if mark is None or (mark.job, mark.data) != (job, data):
-        _write_mark(make_folder(output), _Mark(job, data, ""))
+    mark = _read_mark(output)
+    if mark is None or (mark.job, mark.data) != (job, train_data):
+        _write_mark(make_folder(output), _Mark(job, train_data, ""))
 
 
 def record_kept(output: str | Path, what: str) -> None:
@@ -177,7 +188,7 @@ def save_model_dir(
     adapter: TaskAdapter,
     tokenizer: Tokenizer,
     output: Path,
-    train_file: str | Path | None = None,
+    train_data: str | None = None,
 ) -> None:
     """Write model, vocabulary and ``bertkit_task.json`` into ``output``.
 
@@ -192,7 +203,7 @@ def save_model_dir(
     of the previous model and this one. A failure before the renames changes nothing.
 
     ``output`` is marked unfinished (:data:`UNFINISHED_FILE`: the adapter's job on
-    ``train_file``, None for data given in memory) before any file of it changes.
+    ``train_data``, :func:`training_data`) before any file of it changes.
 
     :data:`METRICS_FILE` goes with the old config.json: it describes the previous job's model, and
     this job writes its own only when its selection ends, so a job that stops in between (a
@@ -222,7 +233,7 @@ def save_model_dir(
     else:
         drop = list(SENTENCE_LAYOUT)
     # before the first file changes: a kill leaves the mark
-    _mark_unfinished(Path(output), job_name(adapter), train_file)
+    _mark_unfinished(Path(output), job_name(adapter), train_data)
     with staged_folder(output, last="config.json", drop=[*drop, METRICS_FILE]) as tmp:
         if isinstance(model, SpladeEncoder):
             s: Any = adapter  # a SparseAdapter

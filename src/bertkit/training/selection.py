@@ -76,15 +76,16 @@ def finetune(
     device: torch.device | None = None,
     info: D.DistInfo | None = None,
     started: float | None = None,
-    train_file: str | Path | None = None,
+    train_data: str | None = None,
 ) -> FinetuneResult:
     """Run the selection procedure (see the module doc) and leave the selected model in ``output``.
 
     ``build_model()`` returns a fresh model (pretrained encoder + new head) each call; it is
     called under the run's seed. Returns the result; the caller writes ``metrics.json``.
     ``started`` (``time.time()``; default now): when the job began, which ``config.minutes``
-    counts from; each run's deadline is an equal share of the time then left. ``train_file``:
-    where ``data``'s training examples were read, named in ``output``'s unfinished-job mark.
+    counts from; each run's deadline is an equal share of the time then left. ``train_data``:
+    what ``data``'s training examples are (:func:`~bertkit.training.model_dir.training_data`),
+    named in ``output``'s unfinished-job mark.
     """
     job_end = None
     if config.minutes is not None:
@@ -104,7 +105,7 @@ def finetune(
             model: torch.nn.Module, tuned: TaskAdapter, score: float, record: dict[str, Any]
         ) -> None:
             if "lr" not in best or score_key(score) > score_key(best["score"]):
-                save_model_dir(model, tuned, tokenizer, output, train_file)
+                save_model_dir(model, tuned, tokenizer, output, train_data)
                 best.update(score=score, lr=lr, seed=seed, epoch=record["epoch"], dev=record["dev"])
                 dev = f"dev {tuned.main_metric} {score:.4f}"
                 record_kept(output, f"lr {lr:g} seed {seed} epoch {record['epoch']}, {dev}")
