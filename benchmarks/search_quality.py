@@ -21,6 +21,11 @@ Rows (test set, exact cosine search; MRR@10, NDCG@10, Recall@1/10/100):
     python benchmarks/search_quality.py --squad ../shared/data/squad_v1.1/dev-v1.1.json \\
         --model MODEL --output /tmp/search --seeds 42 43
 
+``--similarity dot`` trains dot-product models on both sides instead (row 2 only: bertkit's
+``--similarity-fn-name dot --no-normalize``; sentence-transformers' model without its Normalize
+module, ``MultipleNegativesRankingLoss(scale=1, similarity_fct=dot_score)``), searched by dot
+product; ``--train-pairs N`` trains on the first N training pairs.
+
 Needs ``datasets`` and ``accelerate`` for sentence-transformers' trainer (not bertkit deps).
 """
 
@@ -128,6 +133,7 @@ def bertkit_eval(model: str, data: Path, out: Path, *extra: str, precision: str 
 
 
 def st_eval(model: str, data: Path) -> dict:
+    """sentence-transformers' evaluator on the test set, by the folder's own similarity."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.evaluation import InformationRetrievalEvaluator
 
@@ -149,31 +155,40 @@ def st_eval(model: str, data: Path) -> dict:
         name="t",
     )
     t = time.perf_counter()
-    r = ev(SentenceTransformer(model, device="cpu"))
+    st = SentenceTransformer(model, device="cpu")
+    r = ev(st)
+    sim = st.similarity_fn_name or "cosine"
     return {
-        "MRR@10": r["t_cosine_mrr@10"],
-        "NDCG@10": r["t_cosine_ndcg@10"],
-        "Recall@1": r["t_cosine_recall@1"],
-        "Recall@10": r["t_cosine_recall@10"],
-        "Recall@100": r["t_cosine_recall@100"],
+        "MRR@10": r[f"t_{sim}_mrr@10"],
+        "NDCG@10": r[f"t_{sim}_ndcg@10"],
+        "Recall@1": r[f"t_{sim}_recall@1"],
+        "Recall@10": r[f"t_{sim}_recall@10"],
+        "Recall@100": r[f"t_{sim}_recall@100"],
         "wall_s": time.perf_counter() - t,
     }
 
 
-def st_train(model: str, train: Path, out: Path, seed: int) -> float:
+def st_train(model: str, train: Path, out: Path, seed: int, similarity: str = "cosine") -> float:
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
         losses,
+        util,
     )
+    from sentence_transformers.models import Normalize
 
     rows = [json.loads(line) for line in train.read_text(encoding="utf-8").splitlines()]
     data = Dataset.from_dict(
         {"anchor": [r["query"] for r in rows], "positive": [r["positive"] for r in rows]}
     )
     st = SentenceTransformer(model, device="cpu")
+    loss_options = {}
+    if similarity == "dot":  # the model less its Normalize, trained and declared by dot product
+        kept = [m for m in st if not isinstance(m, Normalize)]
+        st = SentenceTransformer(modules=kept, device="cpu", similarity_fn_name="dot")
+        loss_options = {"scale": 1.0, "similarity_fct": util.dot_score}
     st.max_seq_length = SETTINGS["max_seq_length"]
     args = SentenceTransformerTrainingArguments(
         output_dir=str(out / "trainer"),
@@ -190,7 +205,10 @@ def st_train(model: str, train: Path, out: Path, seed: int) -> float:
     )
     t = time.perf_counter()
     SentenceTransformerTrainer(
-        model=st, args=args, train_dataset=data, loss=losses.MultipleNegativesRankingLoss(st)
+        model=st,
+        args=args,
+        train_dataset=data,
+        loss=losses.MultipleNegativesRankingLoss(st, **loss_options),
     ).train()
     wall = time.perf_counter() - t
     st.save(str(out))
@@ -209,6 +227,8 @@ def main() -> None:
         "--rerank-precision", default="auto", help="of the reranking rows (both stages)"
     )
     ap.add_argument("--stages", default="data,base,finetune,rerank-train,rerank")
+    ap.add_argument("--similarity", choices=("cosine", "dot"), default="cosine")
+    ap.add_argument("--train-pairs", type=int, default=None, help="the first N (default: all)")
     a = ap.parse_args()
     out, stages = a.output, a.stages.split(",")
     out.mkdir(parents=True, exist_ok=True)
@@ -227,7 +247,14 @@ def main() -> None:
             "sentence-transformers": st_eval(a.model, test),
         }
         save()
+    train = out / "train.jsonl"
+    if a.train_pairs is not None:  # the first N pairs
+        lines = train.read_text(encoding="utf-8").splitlines()[: a.train_pairs]
+        train = out / f"train-{a.train_pairs}.jsonl"
+        train.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    dot = ["--similarity-fn-name", "dot", "--no-normalize"] if a.similarity == "dot" else []
     if "finetune" in stages:
+        res["finetune_settings"] = {"similarity": a.similarity, "train": train.name}
         for seed in a.seeds:
             folder = out / f"bertkit-{seed}"
             wall = bertkit(
@@ -236,7 +263,7 @@ def main() -> None:
                 "--model",
                 a.model,
                 "--train",
-                str(out / "train.jsonl"),
+                str(train),
                 "--dev",
                 str(out / "dev"),
                 "--output",
@@ -258,6 +285,7 @@ def main() -> None:
                 str(SETTINGS["max_seq_length"]),
                 "--precision",
                 "fp32",
+                *dot,
             )
             res.setdefault("bertkit", {})[str(seed)] = {
                 **bertkit_eval(str(folder), test, out / f"eval-bertkit-{seed}.json"),
@@ -265,7 +293,7 @@ def main() -> None:
             }
             save()
             st_folder = out / f"st-{seed}"
-            wall = st_train(a.model, out / "train.jsonl", st_folder, seed)
+            wall = st_train(a.model, train, st_folder, seed, a.similarity)
             res.setdefault("sentence-transformers", {})[str(seed)] = {
                 **st_eval(str(st_folder), test),
                 "train_s": wall,

@@ -29,6 +29,23 @@ def test_ranking_loss_is_multiple_negatives_ranking_loss(symmetric):
     assert ranking_loss(q, c, 5.0) != pytest.approx(float(ranking_loss(q, c, 20.0)))
 
 
+@pytest.mark.parametrize("similarity", ["cosine", "dot"])
+def test_ranking_loss_is_sentence_transformers_loss_by_either_similarity(similarity):
+    """sentence-transformers' own MultipleNegativesRankingLoss on the same embeddings (queries,
+    positives, a column of hard negatives): cos_sim at scale 20, or dot_score at scale 1 (its
+    advice for the dot product); the other similarity gives another loss (negative control)."""
+    st = pytest.importorskip("sentence_transformers")
+    g = torch.Generator().manual_seed(2)
+    q, c = torch.randn(4, 16, generator=g) * 2, torch.randn(8, 16, generator=g) * 2
+    cosine = similarity == "cosine"
+    scale = 20.0 if cosine else 1.0
+    fn = st.util.cos_sim if cosine else st.util.dot_score
+    theirs = st.sentence_transformer.losses.MultipleNegativesRankingLoss(None, scale, fn)
+    reference = theirs.compute_loss_from_embeddings([q, *c.split(4)], None)
+    torch.testing.assert_close(ranking_loss(q, c, scale, cosine=cosine), reference)
+    assert not torch.allclose(ranking_loss(q, c, scale, cosine=not cosine), reference)
+
+
 def _tiny() -> BertModel:
     torch.manual_seed(0)
     return BertModel(
@@ -69,6 +86,17 @@ def test_bi_encoder_loss_matryoshka_and_gradients():
     grads = [p.grad for p in nested.parameters()]
     assert all(g is not None for g in grads)  # every parameter trains (DDP needs it)
     assert nested(ids, mask).loss is None
+
+
+def test_a_dot_product_bi_encoder_scores_its_batch_by_dot_products():
+    ids, mask = _batch(3, 3)
+    model = BiEncoder(_tiny(), scale=1.0, cosine=False).eval()
+    with torch.no_grad():
+        out = model(ids, mask, labels=torch.arange(3))
+    v = out.embeddings
+    dot = ranking_loss(v[:3], v[3:], 1.0, cosine=False)
+    assert float(out.loss) == pytest.approx(float(dot), rel=1e-6)
+    assert float(out.loss) != pytest.approx(float(ranking_loss(v[:3], v[3:], 1.0)), rel=1e-3)
 
 
 def test_pooler_is_set_aside_and_put_back_for_saving():

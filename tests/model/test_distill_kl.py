@@ -119,7 +119,7 @@ def _model(
         tiny_encoder(),
         mini_batch_size=size,
         loss="distill-kl",
-        normalize=normalize,
+        cosine=normalize,
         temperature=temperature,
         teacher_temperature=teacher_temperature,
     )
@@ -141,7 +141,7 @@ def _step(model: BiEncoder) -> tuple[float, dict]:
         n,
         teacher,
         model.temperature,
-        model.normalize,
+        model.cosine,
         model.teacher_temperature,
     )
     torch.testing.assert_close(out.loss.detach(), direct)

@@ -59,7 +59,7 @@ B, G = 3, 4  # 3 examples of query, positive and two negatives: 12 rows
 
 
 def _model(size: int | None, normalize: bool = False) -> BiEncoder:
-    return BiEncoder(tiny_encoder(), mini_batch_size=size, loss="margin-mse", normalize=normalize)
+    return BiEncoder(tiny_encoder(), mini_batch_size=size, loss="margin-mse", cosine=normalize)
 
 
 def _step(model: BiEncoder) -> tuple[float, dict]:
@@ -72,7 +72,7 @@ def _step(model: BiEncoder) -> tuple[float, dict]:
     # the loss is the one of its vectors, laid out query, positive, negative columns
     v = out.embeddings.detach()
     n = v[2 * B :].reshape(G - 2, B, -1)
-    direct = margin_mse_loss(v[:B], v[B : 2 * B], n, teacher, model.normalize)
+    direct = margin_mse_loss(v[:B], v[B : 2 * B], n, teacher, model.cosine)
     torch.testing.assert_close(out.loss.detach(), direct)
     return float(out.loss.detach()), {k: p.grad for k, p in model.named_parameters()}
 

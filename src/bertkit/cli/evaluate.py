@@ -202,8 +202,8 @@ def _report(metrics: dict, output: str | None, done: str) -> int:
 def _is_pairs_file(data: str | Path) -> bool:
     """A file of (query, positive[, negatives]) rows: retrieval, searched as ``finetune
     embeddings --dev`` searches it (so the score that selected a model can be had again)."""
+    from bertkit.data.tasks.dev_layout import dev_layout
     from bertkit.errors import InputError
-    from bertkit.tasks.embedding import dev_layout
 
     try:
         return Path(data).is_file() and dev_layout(data) == "retrieval"

@@ -59,6 +59,7 @@ _FAMILY_FIELDS = {
         "pooling",
         "normalize",
         "scale",
+        "similarity_fn_name",
         "symmetric",
         "matryoshka_dims",
         "mini_batch_size",
@@ -152,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bertkit.data.tasks.sentence_pairs import PAIR_KINDS
     from bertkit.recipes.finetune import FinetuneJob
     from bertkit.tasks import FAMILIES, TaskSettings, rerank
-    from bertkit.tasks.embedding import LOSSES, POOLINGS
+    from bertkit.tasks.embedding import LOSSES, POOLINGS, SIMILARITIES
     from bertkit.tasks.sparse import SPLADE_ACTIVATIONS, SPLADE_STRATEGIES
     from bertkit.tasks.squad_features import (
         SQUAD_DOC_STRIDE,
@@ -196,6 +197,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             choices={
                 "format": FORMATS,
                 "pooling": POOLINGS,
+                "similarity_fn_name": SIMILARITIES,
                 "loss": rerank.LOSSES if name == "rerank" else LOSSES,
                 "pair_kind": PAIR_KINDS,
                 "pooling_strategy": SPLADE_STRATEGIES,

@@ -39,6 +39,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -360,3 +361,19 @@ def sparsity_stats(queries: SparseRows, documents: SparseRows) -> dict[str, floa
         counts[name] = np.bincount(rows.indices, minlength=rows.size) / max(len(rows), 1)
     out["avg_flops"] = float(counts["query"] @ counts["corpus"])
     return out
+
+
+def top_hits(
+    query_ids: Sequence[str], rankings: dict[str, list[str]], scores: np.ndarray, k: int = 10
+) -> list[dict[str, Any]]:
+    """A dev search's predictions: each query's first ``k`` documents with their scores."""
+    return [
+        {
+            "query": q,
+            "hits": [
+                {"id": d, "score": round(float(s), 6)}
+                for d, s in zip(rankings[q][:k], row[:k], strict=True)
+            ],
+        }
+        for q, row in zip(query_ids, scores.tolist(), strict=True)
+    ]

@@ -48,8 +48,8 @@ from bertkit.inference.task_model import Classifier
 from bertkit.interop.sentence_folder import similarity_of
 from bertkit.interop.sentence_prompts import check_prompt, prompts_of
 from bertkit.progress import progress, took
+from bertkit.tasks.embedding import SIMILARITIES
 
-SIMILARITIES = ("cosine", "dot")
 OUTPUT_FORMATS = ("n-tuple", "triplet", "labeled-pair")
 QUERY_BLOCK = 1024
 """Queries scored together against the corpus (:func:`exact_search`'s ``chunk``)."""

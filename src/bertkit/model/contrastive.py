@@ -5,18 +5,20 @@ B positives, then each column of hard negatives (B rows each); the rows are enco
 and pooled. Each query is scored against every candidate of the batch (all positives and all
 negatives, C = B * (G - 1)) by scaled cosine similarity, and the loss is the cross-entropy of
 picking its own positive (sentence-transformers' ``MultipleNegativesRankingLoss``, scale 20 =
-temperature 0.05). ``symmetric`` averages it with the loss of picking each positive's query among
-the batch's queries (``MultipleNegativesSymmetricRankingLoss``). With ``matryoshka_dims`` the
-loss is summed over the vectors cut to each of those sizes (``MatryoshkaLoss``, weights 1), so
-the first d values of a vector are an embedding of their own.
+temperature 0.05); ``cosine=False`` scores by the dot product instead (the same loss with
+``similarity_fct=dot_score``, for a model that does not normalise its vectors). ``symmetric``
+averages it with the loss of picking each positive's query among the batch's queries
+(``MultipleNegativesSymmetricRankingLoss``). With ``matryoshka_dims`` the loss is summed over the
+vectors cut to each of those sizes (``MatryoshkaLoss``, weights 1), so the first d values of a
+vector are an embedding of their own.
 
 ``loss="margin-mse"`` distils a cross-encoder instead (Hofstätter et al. 2020, sentence-transformers'
 ``MarginMSELoss``): each example carries the teacher's scores [t_p, t_n1 .. t_nn] of its positive
 and negatives, and the loss is the mean squared error between the student's margins
 s(q, p) - s(q, n_i) and the teacher's t_p - t_ni. No example sees another's texts, so the loss
 is a mean over examples (gradient accumulation keeps it). The student's s is the dot product of
-the vectors (sentence-transformers' default ``pairwise_dot_score``) when the saved model does not
-normalise them (``--no-normalize``), and their cosine when it does (the score it will serve).
+the vectors (sentence-transformers' default ``pairwise_dot_score``) with ``cosine=False``, and
+their cosine otherwise (the similarity the saved model declares and will be served by).
 ``loss="distill-kl"`` distils the same scores listwise (Lin et al. 2020, sentence-transformers'
 ``DistillKLDivLoss``): the KL divergence from the teacher's softmax over [positive, negatives]
 to the student's, the student's scores divided by its temperature and the teacher's by its own
@@ -53,8 +55,8 @@ def ranking_loss(
 ) -> torch.Tensor:
     """queries (B, H), candidates (C, H) with C >= B and candidate i the positive of query i ->
     the mean cross-entropy of each query's positive among all candidates (fp32), scored by
-    ``scale`` times their cosine, or their dot product (``cosine=False``: SPLADE's
-    ``SparseMultipleNegativesRankingLoss``, scale 1)."""
+    ``scale`` times their cosine, or their dot product (``cosine=False``: a dot-product
+    bi-encoder's, and SPLADE's ``SparseMultipleNegativesRankingLoss``, both at scale 1)."""
     q, c = queries.float(), candidates.float()
     if cosine:
         q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
@@ -136,7 +138,7 @@ class BiEncoder(nn.Module):
         matryoshka_dims: Sequence[int] = (),
         mini_batch_size: int | None = None,
         loss: str = "ranking",
-        normalize: bool = True,
+        cosine: bool = True,
         temperature: float = 1.0,
         teacher_temperature: float | None = None,
         head: nn.Module | None = None,
@@ -154,7 +156,9 @@ class BiEncoder(nn.Module):
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
         # distill-kl: temperature divides the student's scores, and the teacher's unless
         # teacher_temperature is given (distill_kl_loss)
-        self.loss, self.normalize, self.temperature = loss, normalize, temperature
+        self.loss, self.temperature = loss, temperature
+        self.cosine = cosine
+        """Every loss scores by the cosine of the vectors; False: by their dot product."""
         self.teacher_temperature = teacher_temperature
         self.head = head
         """Dense modules after the pooling (a sentence-transformers folder's projection, as
@@ -191,7 +195,10 @@ class BiEncoder(nn.Module):
         q, c = vectors[:b], vectors[b:]
         dims = self.matryoshka_dims or (vectors.shape[1],)
         if self.loss == "ranking":
-            return sum(ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric) for d in dims)
+            return sum(
+                ranking_loss(q[:, :d], c[:, :d], self.scale, self.symmetric, self.cosine)
+                for d in dims
+            )
         return sum(self._distil(q[:, :d], c[:, :d], teacher_scores) for d in dims)
 
     def _distil(
@@ -204,9 +211,9 @@ class BiEncoder(nn.Module):
         b = q.shape[0]
         p, n = c[:b], c[b:].reshape(-1, b, c.shape[1])  # (B, H), (N, B, H)
         if self.loss == "margin-mse":
-            return margin_mse_loss(q, p, n, teacher, self.normalize)
+            return margin_mse_loss(q, p, n, teacher, self.cosine)
         return distill_kl_loss(
-            q, p, n, teacher, self.temperature, self.normalize, self.teacher_temperature
+            q, p, n, teacher, self.temperature, self.cosine, self.teacher_temperature
         )
 
     def vectors(

@@ -29,7 +29,7 @@ from bertkit.data.tasks.glue import glue_file
 from bertkit.interop import check_length_fits, load_pretrained
 from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_dense import dense_head
-from bertkit.interop.sentence_folder import sentence_transformers_spec, splade_spec
+from bertkit.interop.sentence_folder import sentence_transformers_spec, similarity_of, splade_spec
 from bertkit.interop.sentence_prompts import check_prompt, kept_settings, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
@@ -234,7 +234,8 @@ def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings
     model folder, as sentence-transformers' own fine-tuning keeps the model's modules: its
     "query" and "document" prompts (an e5-style model keeps the prefixes it was trained with, in
     training, in the dev search and in the folder it saves) and its ``max_seq_length``; an
-    embeddings task's pooling and Normalize, a sparse task's SPLADE pooling and activation."""
+    embeddings task's pooling, Normalize and a dot ``similarity_fn_name`` (kept for a model that
+    does not normalise), a sparse task's SPLADE pooling and activation."""
     if task.family not in ("embeddings", "sparse"):
         return task
     spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
@@ -242,10 +243,14 @@ def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings
         limit = load_config(Path(model)).max_position_embeddings  # a folder may say more
         task = replace(task, max_seq_length=min(spec.max_length, limit))
     if task.family == "embeddings" and spec is not None:  # else build_task's defaults
+        normalize = spec.normalize if task.normalize is None else task.normalize
+        # a dot-product folder stays one; its "cosine" may be only sentence-transformers' default
+        declared = "dot" if similarity_of(model) == "dot" and not normalize else None
         task = replace(
             task,
             pooling=task.pooling or spec.pooling,
-            normalize=spec.normalize if task.normalize is None else task.normalize,
+            normalize=normalize,
+            similarity_fn_name=task.similarity_fn_name or declared,
         )
     if task.family == "sparse":  # a SparseEncoder folder keeps its SPLADE pooling unless told
         splade = splade_spec(model) if Path(model).is_dir() else None
@@ -321,7 +326,7 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
                 matryoshka_dims=adapter.matryoshka_dims,
                 mini_batch_size=adapter.mini_batch_size,
                 loss=adapter.loss,
-                normalize=adapter.normalize,
+                cosine=adapter.similarity == "cosine",
                 temperature=adapter.temperatures[0],
                 teacher_temperature=adapter.temperatures[1],
             )

@@ -12,12 +12,12 @@ teacher's ``scores`` (``bertkit mine --cross-encoder ... --output-scores``) and 
 them (:func:`margin_mse_loss`, :func:`distill_kl_loss`); neither couples examples, so gradient
 accumulation is allowed for them.
 
-Dev, told apart by its layout (:func:`dev_layout`):
+Dev, told apart by its layout (:func:`bertkit.data.tasks.dev_layout.dev_layout`):
 
 - retrieval: a BEIR folder (its ``dev`` judgements, else ``test``) or a (query, positive) pairs
   file (corpus: every distinct passage). Queries and documents are embedded and searched
   exactly by the model's similarity (:attr:`EmbeddingAdapter.similarity`: cosine, or the dot
-  product of a teacher loss's model that does not normalise); the metrics are
+  product of a model that does not normalise, trained by dot); the metrics are
   :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 selects.
 - labelled sentence pairs, what ``bertkit evaluate`` scores an embedding model on
   (:func:`bertkit.data.tasks.sentence_pairs.read_sentence_pairs`: a GLUE STS-B/MRPC/QQP folder's
@@ -40,11 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from bertkit.data.tasks import custom
+from bertkit.data.tasks.dev_layout import dev_layout
 from bertkit.data.tasks.glue import ClassificationExample
 from bertkit.data.tasks.retrieval import (
-    POSITIVE_FIELDS,
-    QUERY_FIELDS,
     RetrievalSet,
     TrainingPair,
     is_beir,
@@ -56,12 +54,17 @@ from bertkit.data.tasks.retrieval import (
 from bertkit.data.tasks.sentence_pairs import (
     PAIR_KINDS,
     SentencePairs,
-    is_sentence_pairs,
     read_sentence_pairs,
 )
 from bertkit.errors import ConfigError, InputError
 from bertkit.evaluation.pairs import main_metric, pair_metrics, pair_scores
-from bertkit.evaluation.retrieval import exact_search, rank_by_scores, retrieval_metrics, unit_rows
+from bertkit.evaluation.retrieval import (
+    exact_search,
+    rank_by_scores,
+    retrieval_metrics,
+    top_hits,
+    unit_rows,
+)
 from bertkit.tasks.base import GroupedAdapter, GroupFeature, Scored
 from bertkit.tasks.features import EncodedInput, encode_classification, pad_batch
 from bertkit.tasks.windows import WindowConfig
@@ -71,6 +74,8 @@ LOSSES = ("ranking", "margin-mse", "distill-kl")
 """The losses of :class:`bertkit.model.contrastive.BiEncoder` (named here without torch)."""
 TEACHER_LOSSES = ("margin-mse", "distill-kl")
 """The losses that distil a teacher's scores: each row scored on its own, no query side."""
+SIMILARITIES = ("cosine", "dot")
+"""What a bi-encoder's vectors are compared by: trained, declared and searched."""
 LOSS_OPTIONS = {
     "scale": ("ranking",),
     "temperature": ("distill-kl",),
@@ -103,42 +108,6 @@ class PairText:
     pairs: SentencePairs
 
 
-def dev_layout(path: str | Path, file_format: str | None = None) -> str:
-    """``"retrieval"`` or ``"pairs"`` (labelled sentence pairs): what a dev ``path`` holds.
-
-    A folder is a GLUE pair task's (pairs) or else a BEIR one (retrieval; read_beir names what
-    it lacks). A file's first record decides: a query field (query, anchor, question) with a
-    positive one (positive, pos, passage, document) is retrieval; a text pair (sentence1 and
-    sentence2, text and text_pair, ...) with a numeric ``label`` or ``score`` is pairs. Raises
-    InputError naming the file when it has both layouts' fields or neither's."""
-    p = Path(path)
-    labelled = is_sentence_pairs(p)
-    if p.is_dir() or not p.is_file():
-        return "pairs" if labelled else "retrieval"
-    have = custom.first_record_fields(p, file_format)
-    retrieval = any(n in have for n in QUERY_FIELDS) and any(n in have for n in POSITIVE_FIELDS)
-    if labelled and retrieval:
-        raise InputError(
-            p,
-            1,
-            f"ambiguous dev file: its fields ({', '.join(have)}) are both a (query, positive) "
-            "retrieval pair and a labelled sentence pair (a text pair and a label or score); "
-            "keep one layout's fields",
-        )
-    if labelled:
-        return "pairs"
-    if not retrieval and have:
-        pairs = " or ".join("+".join(names) for names in custom.PAIR_FIELDS)
-        raise InputError(
-            p,
-            1,
-            f"expected a dev file of (query, positive) retrieval pairs ({'/'.join(QUERY_FIELDS)} "
-            f"and {'/'.join(POSITIVE_FIELDS)}) or of labelled sentence pairs ({pairs}, and "
-            f"{' or '.join(custom.LABEL_FIELDS)}); the file has {', '.join(have)}",
-        )
-    return "retrieval"
-
-
 def dev_texts(data: RetrievalSet) -> list[RetrievalText]:
     """The judged queries, then every document."""
     return [RetrievalText(q, data.queries[q], data.qrels[q]) for q in data.judged()] + [
@@ -152,7 +121,10 @@ class EmbeddingAdapter(GroupedAdapter):
 
     pooling: str = "mean"
     normalize: bool = True
-    scale: float = 20.0
+    scale: float | None = None
+    """The ranking loss's scale (None: :attr:`default_scale`)."""
+    similarity_fn_name: str | None = None
+    """cosine or dot, what the losses score by (None: :attr:`similarity` decides)."""
     symmetric: bool = False
     matryoshka_dims: list[int] = field(default_factory=list)
     mini_batch_size: int | None = None
@@ -193,6 +165,18 @@ class EmbeddingAdapter(GroupedAdapter):
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        if self.similarity_fn_name not in (None, *SIMILARITIES):
+            raise ConfigError(
+                f"similarity_fn_name must be one of {', '.join(SIMILARITIES)}, "
+                f"got {self.similarity_fn_name!r}"
+            )
+        if self.similarity_fn_name == "dot" and self.normalize:
+            raise ConfigError(
+                "similarity_fn_name dot trains a model that does not normalise its vectors (the "
+                "dot product of unit vectors is their cosine): add --no-normalize"
+            )
+        if self.scale is None:
+            self.scale = self.default_scale
         if not self.scale > 0:
             raise ConfigError(f"scale must be positive, got {self.scale}")
         if any(d < 1 for d in self.matryoshka_dims):
@@ -217,7 +201,7 @@ class EmbeddingAdapter(GroupedAdapter):
     def _check_loss_options(self) -> None:
         """A loss option set (not its default) for a loss that does not read it is a
         ConfigError: it would be silently ignored (:data:`LOSS_OPTIONS`)."""
-        defaults = {f.name: f.default for f in fields(self)}
+        defaults = {f.name: f.default for f in fields(self)} | {"scale": self.default_scale}
         for name, losses in LOSS_OPTIONS.items():
             value = getattr(self, name)
             if self.loss not in losses and value != defaults[name]:
@@ -237,12 +221,22 @@ class EmbeddingAdapter(GroupedAdapter):
 
     @property
     def similarity(self) -> str:
-        """The similarity the model is trained for, which its saved folder declares
-        (``similarity_fn_name``) and dev is scored by: the ranking loss scores by cosine; a
-        teacher loss by the dot product of the vectors, unless the model normalises them
+        """The similarity every loss scores by, the saved folder declares
+        (``similarity_fn_name``) and dev is scored by: :attr:`similarity_fn_name` when given;
+        else the dot product for a teacher loss whose model does not normalise its vectors
         (sentence-transformers' MarginMSELoss and DistillKLDivLoss score by dot: a model distilled
-        without normalising is a dot-product model, as its msmarco ``-dot`` models are)."""
+        without normalising is a dot-product model, as its msmarco ``-dot`` models are); else
+        cosine (the ranking loss's default, MultipleNegativesRankingLoss' ``cos_sim``)."""
+        if self.similarity_fn_name is not None:
+            return self.similarity_fn_name
         return "dot" if self.loss in TEACHER_LOSSES and not self.normalize else "cosine"
+
+    @property
+    def default_scale(self) -> float:
+        """The ranking loss's scale unless given: 20 by cosine (temperature 0.05,
+        sentence-transformers' default), 1 by the dot product (its advice for ``dot_score``:
+        unnormalised dot products are already large). A teacher loss reads no scale (20)."""
+        return 1.0 if self.loss == "ranking" and self.similarity == "dot" else 20.0
 
     @property
     def main_metric(self) -> str:  # type: ignore[override]
@@ -378,19 +372,3 @@ class EmbeddingAdapter(GroupedAdapter):
             for y, s in zip(pairs.labels, similarity, strict=True)
         ]
         return Scored(metrics, float(metrics[self.main_metric]), preds)
-
-
-def top_hits(
-    query_ids: Sequence[str], rankings: dict[str, list[str]], scores: np.ndarray, k: int = 10
-) -> list[dict[str, Any]]:
-    """A dev search's predictions: each query's first ``k`` documents with their scores."""
-    return [
-        {
-            "query": q,
-            "hits": [
-                {"id": d, "score": round(float(s), 6)}
-                for d, s in zip(rankings[q][:k], row[:k], strict=True)
-            ],
-        }
-        for q, row in zip(query_ids, scores.tolist(), strict=True)
-    ]

@@ -42,10 +42,7 @@ from bertkit.tasks.tagging import TaggingAdapter
 from bertkit.tasks.windows import WindowConfig
 
 FAMILIES: dict[str, tuple[type[TaskAdapter], str]] = {
-    "glue": (
-        ClassificationAdapter,
-        "a GLUE task, from a folder laid out like the official download",
-    ),
+    "glue": (ClassificationAdapter, "a GLUE task, from a folder laid out like the official one"),
     "ner": (TaggingAdapter, "named-entity tagging on CoNLL column files (BIO/IOB1/IOB2)"),
     "squad": (SquadAdapter, "extractive QA on SQuAD v1.1 / v2.0 JSON"),
     "swag": (MultipleChoiceAdapter, "multiple choice on SWAG-format CSV"),
@@ -86,7 +83,7 @@ class TaskSettings:
     """
 
     family: str
-    """glue, ner, squad, swag, classify or tag."""
+    """A key of :data:`FAMILIES`."""
     train: Path | None = None
     """Training file."""
     dev: Path | None = None
@@ -132,8 +129,13 @@ class TaskSettings:
     normalize: bool | None = None
     """embeddings: the saved model L2-normalises its vectors (a Normalize module; None: as the
     starting sentence-transformers folder does, else yes)."""
-    scale: float = 20.0
-    """embeddings: the loss's similarity scale (1 / temperature; 20 = sentence-transformers')."""
+    scale: float | None = None
+    """embeddings: the ranking loss's similarity scale, 1 / temperature (None: 20 by cosine,
+    sentence-transformers' default; 1 by dot product, its advice for dot_score)."""
+    similarity_fn_name: str | None = None
+    """embeddings: what the loss scores the vectors by and the saved folder declares, cosine or
+    dot, which needs a model that does not normalise (None: the starting folder's dot, else dot
+    for a teacher loss without normalising, else cosine)."""
     symmetric: bool = False
     """embeddings: also pick each positive's query among the batch's queries (symmetric loss)."""
     matryoshka_dims: tuple[int, ...] = ()
@@ -152,8 +154,7 @@ class TaskSettings:
     embeddings: ranking (default; in-batch and hard negatives, MultipleNegativesRankingLoss),
     margin-mse (MarginMSELoss) or distill-kl (DistillKLDivLoss): distil the teacher scores of
     rows from `bertkit mine --cross-encoder --output-scores`, pairwise margins (margin-mse) or
-    the softmax over all of a row's candidates (distill-kl); the student scores by dot product,
-    by cosine when normalize."""
+    the softmax over all of a row's candidates (distill-kl)."""
     in_batch_negatives: int | None = None
     """rerank --loss ranking: other queries' documents of the batch scored per query (CrossEncoder
     MultipleNegativesRankingLoss num_negatives; None: its default, 4; 0: none)."""
@@ -265,7 +266,7 @@ def build_task(s: TaskSettings) -> tuple[TaskAdapter, list[Any], dict[str, list[
             matryoshka_dims=list(s.matryoshka_dims),
             mini_batch_size=s.mini_batch_size,
             file_format=s.format,
-            **_given(s, "loss", "pooling", "normalize"),
+            **_given(s, "loss", "pooling", "normalize", "similarity_fn_name"),
             temperature=s.temperature,
             student_temperature=s.student_temperature,
             teacher_temperature=s.teacher_temperature,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from bertkit.data.tasks.dev_layout import dev_layout
 from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import (
     SparseRows,
@@ -31,9 +32,10 @@ from bertkit.evaluation.retrieval import (
     id_ties,
     rank_by_scores,
     retrieval_metrics,
+    top_hits,
 )
 from bertkit.tasks.base import Scored
-from bertkit.tasks.embedding import EmbeddingAdapter, dev_layout, top_hits
+from bertkit.tasks.embedding import EmbeddingAdapter
 
 SPLADE_STRATEGIES = ("max", "sum")
 SPLADE_ACTIVATIONS = ("relu", "log1p_relu")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli.main import main
+from bertkit.data.tasks.dev_layout import dev_layout
 from bertkit.errors import InputError
-from bertkit.tasks.embedding import EmbeddingAdapter, dev_layout
+from bertkit.tasks.embedding import EmbeddingAdapter
 from support.tiny_glue import FIXTURES
 
 TRAIN = FIXTURES / "retrieval_pairs.jsonl"

@@ -1,0 +1,48 @@
+"""What an embedding model is trained, saved and scored by: cosine or the dot product
+(``similarity_fn_name``), and the ranking loss's scale that goes with each."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertkit.errors import ConfigError
+from bertkit.tasks.embedding import EmbeddingAdapter
+
+
+def _adapter(**kw) -> EmbeddingAdapter:
+    return EmbeddingAdapter("embeddings", "x", **kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "similarity", "scale"),
+    [
+        ({}, "cosine", 20.0),  # MultipleNegativesRankingLoss' cos_sim at 20
+        ({"normalize": False}, "cosine", 20.0),  # not normalising alone changes nothing
+        ({"similarity_fn_name": "dot", "normalize": False}, "dot", 1.0),  # dot_score at 1
+        ({"similarity_fn_name": "dot", "normalize": False, "scale": 5.0}, "dot", 5.0),
+        ({"similarity_fn_name": "cosine", "normalize": False}, "cosine", 20.0),
+        ({"loss": "margin-mse", "normalize": False}, "dot", 20.0),  # MarginMSELoss' dot
+        ({"loss": "margin-mse"}, "cosine", 20.0),
+        ({"loss": "distill-kl", "normalize": False, "similarity_fn_name": "cosine"}, "cosine", 20),
+    ],
+)
+def test_similarity_and_scale(kw, similarity, scale) -> None:
+    a = _adapter(**kw)
+    assert (a.similarity, a.scale) == (similarity, scale)
+    again = EmbeddingAdapter.from_state({k: v for k, v in a.state().items() if k != "format"})
+    assert (again.similarity, again.scale) == (similarity, scale)
+
+
+def test_dot_needs_a_model_that_does_not_normalise() -> None:
+    with pytest.raises(ConfigError, match="the dot product of unit vectors is their cosine"):
+        _adapter(similarity_fn_name="dot")
+    with pytest.raises(ConfigError, match="similarity_fn_name must be one of cosine, dot"):
+        _adapter(similarity_fn_name="euclidean", normalize=False)
+
+
+def test_a_teacher_loss_refuses_a_scale_whatever_it_scores_by() -> None:
+    """The ranking loss alone reads a scale: 20 passes for every loss (the old fixed default, so
+    a command that gives it still runs), another value is refused for a teacher loss."""
+    with pytest.raises(ConfigError, match="scale is a ranking loss option"):
+        _adapter(loss="margin-mse", normalize=False, scale=1.0)
+    assert _adapter(loss="distill-kl", normalize=False, scale=20.0).similarity == "dot"
