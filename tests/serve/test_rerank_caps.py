@@ -98,7 +98,7 @@ def test_max_chunks_per_doc_reads_the_first_windows(client):
         assert _rerank(client, [LONG], max_chunks_per_doc=enough)["results"] == whole["results"]
     # each window more moves the score: the 2nd and 3rd read more of the tail
     logits = [_logit(x["results"][0]["relevance_score"]) for x in (one, two, whole)]
-    assert abs(logits[0] - logits[1]) > 0.5 and abs(logits[1] - logits[2]) > 0.5
+    assert abs(logits[0] - logits[1]) > 0.1 and abs(logits[1] - logits[2]) > 0.1
 
 
 def test_both_caps_compose(client):
