@@ -209,12 +209,12 @@ def test_finetune_embeddings_trains_and_saves_the_projection(
     from bertkit.cli.main import main
     from bertkit.interop.pretrained import load_pretrained
     from bertkit.model.contrastive import BiEncoder
-    from bertkit.recipes.finetune import _dense_head
+    from bertkit.recipes.finetune_folder import folder_dense_head
     from bertkit.tokenizer import BertTokenizer
     from training.finetune.test_search_finetune import RUN, _data
 
     # the bi-encoder that training starts from gives the start folder's vectors
-    head = _dense_head(dense_folder, 32, False)
+    head = folder_dense_head(dense_folder, 32, False)
     start = BiEncoder(load_pretrained(dense_folder, "BertModel"), "cls", head=head).eval()
     batch = BertTokenizer.from_pretrained(dense_folder)(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():

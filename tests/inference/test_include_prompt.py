@@ -21,7 +21,7 @@ from bertkit.inference.mining import MineOptions, mine
 from bertkit.inference.negatives import MiningConfig
 from bertkit.interop.sentence_folder import router_of
 from bertkit.interop.sentence_prompts import check_prompt, task_prompt
-from bertkit.recipes.finetune import _with_folder_settings
+from bertkit.recipes.finetune_folder import with_folder_settings
 from bertkit.tasks import TaskSettings
 
 st = pytest.importorskip("sentence_transformers")
@@ -82,12 +82,12 @@ def test_mining_and_finetune_refuse_an_explicit_prompt(excluding_folder: Path) -
     assert len(mine(embedder, pairs, one, MineOptions(query_prompt="")).rows()) == 2
     task = TaskSettings("embeddings", train=Path("t"), dev=Path("d"), document_prompt="")
     with pytest.raises(CheckpointError, match="include_prompt"):
-        _with_folder_settings(task, excluding_folder)  # the folder's own query prompt
+        with_folder_settings(task, excluding_folder)  # the folder's own query prompt
     with pytest.raises(CheckpointError, match="include_prompt"):
-        _with_folder_settings(
+        with_folder_settings(
             replace(task, query_prompt="", document_prompt="d: "), excluding_folder
         )
-    done = _with_folder_settings(replace(task, query_prompt=""), excluding_folder)
+    done = with_folder_settings(replace(task, query_prompt=""), excluding_folder)
     assert (done.query_prompt, done.document_prompt) == ("", "")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,14 @@ from bertkit import hardware
 from bertkit import precision as P
 from bertkit.data.tasks.glue import glue_file
 from bertkit.interop import check_length_fits, load_pretrained
-from bertkit.interop.pretrained import load_config
-from bertkit.interop.sentence_dense import dense_head
-from bertkit.interop.sentence_folder import sentence_transformers_spec, similarity_of, splade_spec
-from bertkit.interop.sentence_prompts import check_prompt, kept_settings, task_prompt
 from bertkit.io import atomic_write_text, check_folder_creatable, report_json
+from bertkit.recipes.finetune_folder import (
+    folder_dense_head,
+    keep_folder_prompts,
+    with_folder_settings,
+)
 from bertkit.tasks import FAMILIES, TaskSettings, build_task
 from bertkit.tasks.base import TaskAdapter
-from bertkit.tasks.embedding import EmbeddingAdapter
 from bertkit.tokenizer import BertTokenizer
 from bertkit.training import distributed as D
 from bertkit.training.distill import WordTeacher, check_distillable, teacher_logits
@@ -119,8 +119,8 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
             check_masked_lm_head(job.model)
         if job.teacher is not None:
             check_distillable(FAMILIES[job.task.family][0], job.task.family)
-        adapter, train, dev = build_task(_with_folder_settings(job.task, job.model))
-        _keep_folder_prompts(adapter, job.model)
+        adapter, train, dev = build_task(with_folder_settings(job.task, job.model))
+        keep_folder_prompts(adapter, job.model)
         s = job.task
         source = s.train or glue_file(s.data_dir, adapter.name, "train")  # type: ignore[arg-type]
     else:
@@ -229,78 +229,6 @@ def _run(job: FinetuneJob, info: D.DistInfo, log: Callable[[str], None]) -> dict
     return metrics
 
 
-def _with_folder_settings(task: TaskSettings, model: str | Path) -> TaskSettings:
-    """An embeddings or sparse task's unset settings (None) filled in from a sentence-transformers
-    model folder, as sentence-transformers' own fine-tuning keeps the model's modules: its
-    "query" and "document" prompts (an e5-style model keeps the prefixes it was trained with, in
-    training, in the dev search and in the folder it saves) and its ``max_seq_length``; an
-    embeddings task's pooling, Normalize and a dot ``similarity_fn_name`` (kept for a model that
-    does not normalise), a sparse task's SPLADE pooling and activation."""
-    if task.family not in ("embeddings", "sparse"):
-        return task
-    spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
-    if spec is not None and spec.max_length and task.max_seq_length is None:  # MiniLM: 256
-        limit = load_config(Path(model)).max_position_embeddings  # a folder may say more
-        task = replace(task, max_seq_length=min(spec.max_length, limit))
-    if task.family == "embeddings" and spec is not None:  # else build_task's defaults
-        normalize = spec.normalize if task.normalize is None else task.normalize
-        # a dot-product folder stays one; its "cosine" may be only sentence-transformers' default
-        declared = "dot" if similarity_of(model) == "dot" and not normalize else None
-        task = replace(
-            task,
-            pooling=task.pooling or spec.pooling,
-            normalize=normalize,
-            similarity_fn_name=task.similarity_fn_name or declared,
-        )
-    if task.family == "sparse":  # a SparseEncoder folder keeps its SPLADE pooling unless told
-        splade = splade_spec(model) if Path(model).is_dir() else None
-        task = replace(
-            task,
-            pooling_strategy=task.pooling_strategy
-            or (splade.pooling_strategy if splade else "max"),
-            activation_function=(
-                task.activation_function or (splade.activation_function if splade else "relu")
-            ),
-        )
-    folder = model if Path(model).is_dir() else None
-    return replace(
-        task,
-        query_prompt=task_prompt(model, "query")
-        if task.query_prompt is None
-        else check_prompt(folder, task.query_prompt),
-        document_prompt=(
-            task_prompt(model, "document")
-            if task.document_prompt is None
-            else check_prompt(folder, task.document_prompt)
-        ),
-    )
-
-
-def _dense_head(model: str | Path, width: int, allow_pickle: bool) -> torch.nn.Module | None:
-    """A start folder's Dense modules after the pooling (LaBSE's projection), trained with the
-    encoder and saved again, as sentence-transformers' ``fit`` trains every module; None without
-    them. A ``Dropout`` among or after them (before Normalize) drops values in training, as in
-    ``fit``, and is saved again."""
-    spec = sentence_transformers_spec(model) if Path(model).is_dir() else None
-    if spec is None or not spec.dense:
-        return None
-    return dense_head(spec.dense, width, allow_pickle).train()
-
-
-def _keep_folder_prompts(adapter: TaskAdapter, model: str | Path) -> None:
-    """An embeddings or sparse model fine-tuned from a sentence-transformers folder saves, besides
-    its query and document prompts, the folder's other named prompts, its default prompt name
-    and a Pooling's ``include_prompt: false``, as sentence-transformers' ``save`` after ``fit``
-    does (``encode`` on the fine-tuned folder puts the same default prompt before a text)."""
-    if isinstance(adapter, EmbeddingAdapter) and Path(model).is_dir():
-        kept = kept_settings(model)
-        adapter.folder_prompts = kept["prompts"]
-        adapter.default_prompt_name = kept["default_prompt_name"]
-        adapter.include_prompt = kept["include_prompt"]
-        # encode's default prompt goes before labelled dev pairs: refused as serve refuses it
-        check_prompt(model, adapter.default_prompt_text)
-
-
 def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch.nn.Module]:
     """A fresh model per run: the checkpoint's encoder and a new head (the task's config
     overrides and the run's dropout), for embeddings a bi-encoder over it."""
@@ -320,7 +248,7 @@ def _model_builder(job: FinetuneJob, adapter: TaskAdapter) -> Callable[[], torch
             return BiEncoder(
                 encoder,
                 adapter.pooling,
-                head=_dense_head(job.model, encoder.config.hidden_size, job.allow_pickle),
+                head=folder_dense_head(job.model, encoder.config.hidden_size, job.allow_pickle),
                 scale=adapter.scale,
                 symmetric=adapter.symmetric,
                 matryoshka_dims=adapter.matryoshka_dims,

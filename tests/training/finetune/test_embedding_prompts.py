@@ -13,7 +13,7 @@ import pytest
 
 from bertkit.cli.main import main
 from bertkit.data.tasks.retrieval import TrainingPair
-from bertkit.recipes.finetune import _with_folder_settings
+from bertkit.recipes.finetune_folder import with_folder_settings
 from bertkit.tasks import TaskSettings
 from bertkit.tasks.embedding import EmbeddingAdapter, RetrievalText
 from bertkit.tokenizer import BertTokenizer
@@ -55,13 +55,13 @@ def test_unset_prompts_come_from_the_model_folder_and_flags_override(
 ) -> None:
     base = _prompted(tiny_model, tmp_path)
     task = TaskSettings("embeddings", train=Path("t"), dev=Path("d"))
-    filled = _with_folder_settings(task, base)
+    filled = with_folder_settings(task, base)
     assert (filled.query_prompt, filled.document_prompt) == ("very ", "the plot ")
-    cleared = _with_folder_settings(
+    cleared = with_folder_settings(
         TaskSettings("embeddings", train=Path("t"), dev=Path("d"), query_prompt=""), base
     )
     assert (cleared.query_prompt, cleared.document_prompt) == ("", "the plot ")
-    plain = _with_folder_settings(task, tiny_model)  # no sentence-transformers config: none
+    plain = with_folder_settings(task, tiny_model)  # no sentence-transformers config: none
     assert (plain.query_prompt, plain.document_prompt) == ("", "")
 
 

@@ -19,7 +19,7 @@ from bertkit.cli.main import main
 from bertkit.interop.sentence_folder import save_sentence_transformers_files
 from bertkit.interop.sentence_folder import sentence_transformers_spec as spec_of
 from bertkit.interop.sentence_prompts import kept_settings
-from bertkit.recipes.finetune import _with_folder_settings
+from bertkit.recipes.finetune_folder import with_folder_settings
 from bertkit.tasks import TaskSettings, build_task
 from bertkit.tasks.embedding import EmbeddingAdapter
 from support.tiny_glue import FIXTURES
@@ -44,15 +44,15 @@ def test_unset_pooling_normalize_and_length_come_from_the_folder(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     base = _start(tiny_model, tmp_path)
-    filled = _with_folder_settings(_settings(), base)
+    filled = with_folder_settings(_settings(), base)
     assert (filled.pooling, filled.normalize, filled.max_seq_length) == ("cls", False, 24)
-    told = _with_folder_settings(_settings(pooling="max", normalize=True, max_seq_length=16), base)
+    told = with_folder_settings(_settings(pooling="max", normalize=True, max_seq_length=16), base)
     assert (told.pooling, told.normalize, told.max_seq_length) == ("max", True, 16)
     # a folder that says more tokens than its position table holds: the table's limit (128)
     save_sentence_transformers_files(base, "cls", False, 1024)
-    assert _with_folder_settings(_settings(), base).max_seq_length == 128
+    assert with_folder_settings(_settings(), base).max_seq_length == 128
     train, _, _ = _data(tmp_path)
-    plain = _with_folder_settings(_settings(train=train, dev=train), tiny_model)
+    plain = with_folder_settings(_settings(train=train, dev=train), tiny_model)
     adapter, _, _ = build_task(plain)  # a plain BERT folder: bertkit's defaults
     assert (adapter.pooling, adapter.normalize, adapter.max_seq_length) == ("mean", True, 128)
 
@@ -145,7 +145,7 @@ def test_a_sparse_encoder_folder_keeps_its_length(tiny_model: Path, tmp_path: Pa
     shutil.copytree(tiny_model, base)
     save_sparse_encoder_files(base, SpladeSpec("sum", "relu"), 24)
     task = TaskSettings("sparse", train=Path("t"), dev=Path("d"))
-    filled = _with_folder_settings(task, base)
+    filled = with_folder_settings(task, base)
     assert (filled.max_seq_length, filled.pooling_strategy) == (24, "sum")
-    told = _with_folder_settings(replace(task, max_seq_length=16), base)
+    told = with_folder_settings(replace(task, max_seq_length=16), base)
     assert told.max_seq_length == 16
