@@ -15,7 +15,8 @@ from bertkit.cli.main import main
 from bertkit.data.tasks.retrieval import pairs_as_retrieval, read_pairs, write_beir
 from support.cli_runs import FAST, evaluate, finetune
 
-PAIRS = Path(__file__).parents[1] / "fixtures" / "retrieval_pairs.jsonl"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+PAIRS, STS = FIXTURES / "retrieval_pairs.jsonl", FIXTURES / "sts_pairs.csv"
 
 
 @pytest.fixture
@@ -78,3 +79,31 @@ def test_dot_on_a_normalising_model_is_refused_before_training(
         capsys.readouterr().err
     )
     assert not (out / "metrics.json").exists()
+
+
+def test_a_euclidean_folder_stays_euclidean_and_selects_as_evaluate_scores_it(
+    tiny_model: Path, tmp_path: Path, losses: list[tuple[float, bool]]
+) -> None:
+    """sentence-transformers' ``fit`` keeps a model's ``similarity_fn_name`` while its ranking
+    loss scores by cosine: a start folder that declares euclidean trains by cosine at scale 20,
+    is saved declaring euclidean, and labelled dev pairs select by ``spearman_euclidean``, the
+    main metric ``bertkit evaluate`` gives the saved folder. A similarity the job names wins."""
+    start = tmp_path / "start"
+    finetune("embeddings", tiny_model, start, "--train", str(PAIRS), "--dev", str(PAIRS))
+    config = start / "config_sentence_transformers.json"
+    config.write_text(
+        json.dumps(json.loads(config.read_text()) | {"similarity_fn_name": "euclidean"})
+    )
+    losses.clear()
+    data = ["--train", str(PAIRS), "--dev", str(STS)]
+    metrics = finetune("embeddings", start, tmp_path / "kept", *data)
+    assert set(losses) == {(20.0, True)}
+    assert _declared(tmp_path / "kept") == ("euclidean", True)
+    selected = metrics["selected"]
+    assert selected["score"] == selected["dev"]["dev"]["spearman_euclidean"]
+    ours = evaluate(tmp_path / "kept", STS, tmp_path, "--precision", "fp32")
+    assert ours["main_metric"] == "spearman_euclidean"
+    assert ours["spearman_euclidean"] == pytest.approx(selected["score"], abs=1e-6)
+
+    finetune("embeddings", start, tmp_path / "told", *data, "--similarity-fn-name", "cosine")
+    assert _declared(tmp_path / "told") == ("cosine", True)

@@ -40,6 +40,19 @@ def test_dot_needs_a_model_that_does_not_normalise() -> None:
         _adapter(similarity_fn_name="euclidean", normalize=False)
 
 
+def test_a_kept_distance_is_declared_and_scores_dev_pairs_but_not_the_loss() -> None:
+    """A start folder's euclidean is saved again and names the pairs' main metric; the loss
+    still scores by cosine at 20, and the kept distance survives the adapter's state."""
+    a = _adapter(folder_similarity="euclidean")
+    assert (a.similarity, a.scale, a.declared_similarity) == ("cosine", 20.0, "euclidean")
+    a._dev_kind = "pair_classification"
+    assert a.main_metric == "euclidean_ap"
+    again = EmbeddingAdapter.from_state({k: v for k, v in a.state().items() if k != "format"})
+    assert again.declared_similarity == "euclidean"
+    with pytest.raises(ConfigError, match="folder_similarity must be one of euclidean, manhattan"):
+        _adapter(folder_similarity="dot", normalize=False)
+
+
 def test_a_teacher_loss_refuses_a_scale_whatever_it_scores_by() -> None:
     """The ranking loss alone reads a scale: 20 passes for every loss (the old fixed default, so
     a command that gives it still runs), another value is refused for a teacher loss."""

@@ -2,7 +2,7 @@
 (:func:`bertkit.recipes.finetune.run_finetune`), as sentence-transformers' own ``fit`` keeps a
 model's modules: the task settings left unset (pooling, Normalize, a dot ``similarity_fn_name``,
 ``max_seq_length``, prompts, SPLADE pooling), its Dense modules after the pooling, and the
-prompts and prompt settings the saved folder carries again.
+prompts, prompt settings and a distance ``similarity_fn_name`` the saved folder carries again.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from bertkit.evaluation.pairs import DISTANCES
 from bertkit.interop.pretrained import load_config
 from bertkit.interop.sentence_dense import dense_head
 from bertkit.interop.sentence_folder import sentence_transformers_spec, similarity_of, splade_spec
@@ -83,11 +84,15 @@ def keep_folder_prompts(adapter: TaskAdapter, model: str | Path) -> None:
     """An embeddings or sparse model fine-tuned from a sentence-transformers folder saves, besides
     its query and document prompts, the folder's other named prompts, its default prompt name
     and a Pooling's ``include_prompt: false``, as sentence-transformers' ``save`` after ``fit``
-    does (``encode`` on the fine-tuned folder puts the same default prompt before a text)."""
+    does (``encode`` on the fine-tuned folder puts the same default prompt before a text); and
+    its euclidean or manhattan ``similarity_fn_name`` unless the job names a similarity
+    (``fit`` keeps a model's similarity; its ranking loss still scores by cosine)."""
     if isinstance(adapter, EmbeddingAdapter) and Path(model).is_dir():
         kept = kept_settings(model)
         adapter.folder_prompts = kept["prompts"]
         adapter.default_prompt_name = kept["default_prompt_name"]
         adapter.include_prompt = kept["include_prompt"]
+        if adapter.similarity_fn_name is None and kept["similarity"] in DISTANCES:
+            adapter.folder_similarity = kept["similarity"]
         # encode's default prompt goes before labelled dev pairs: refused as serve refuses it
         check_prompt(model, adapter.default_prompt_text)

@@ -57,7 +57,7 @@ from bertkit.data.tasks.sentence_pairs import (
     read_sentence_pairs,
 )
 from bertkit.errors import ConfigError, InputError
-from bertkit.evaluation.pairs import main_metric, pair_metrics, pair_scores
+from bertkit.evaluation.pairs import DISTANCES, main_metric, pair_metrics, pair_scores
 from bertkit.evaluation.retrieval import (
     exact_search,
     rank_by_scores,
@@ -150,6 +150,11 @@ class EmbeddingAdapter(GroupedAdapter):
     """The starting folder's default prompt (``encode``'s), saved while the model has it."""
     include_prompt: bool = True
     """False: the starting folder's Pooling leaves the prompt's tokens out (kept when saved)."""
+    folder_similarity: str | None = None
+    """The starting folder's distance ``similarity_fn_name`` (euclidean or manhattan), declared
+    again by the saved folder and scoring labelled dev pairs (:attr:`declared_similarity`); the
+    losses still score by :attr:`similarity`, as sentence-transformers' ``fit`` keeps a model's
+    similarity while its ranking loss scores by cosine."""
     _dev_kind: str = field(default="retrieval", init=False, repr=False)
     """What the dev set read last is scored as: retrieval, sts or pair_classification (not
     saved: state() leaves out the private fields)."""
@@ -193,6 +198,11 @@ class EmbeddingAdapter(GroupedAdapter):
             if value is not None and not 0 < value < math.inf:
                 raise ConfigError(f"{name} must be positive and finite, got {value}")
         self._check_loss_options()
+        if self.folder_similarity not in (None, *DISTANCES):
+            raise ConfigError(
+                f"folder_similarity must be one of {', '.join(sorted(DISTANCES))}, "
+                f"got {self.folder_similarity!r}"
+            )
         if self.pair_kind not in PAIR_KINDS:
             raise ConfigError(
                 f"pair_kind must be one of {', '.join(PAIR_KINDS)}, got {self.pair_kind!r}"
@@ -232,6 +242,14 @@ class EmbeddingAdapter(GroupedAdapter):
         return "dot" if self.loss in TEACHER_LOSSES and not self.normalize else "cosine"
 
     @property
+    def declared_similarity(self) -> str:
+        """The saved folder's ``similarity_fn_name``: :attr:`folder_similarity`, else
+        :attr:`similarity`. Labelled dev pairs are scored by it, as ``bertkit evaluate`` scores
+        the saved folder; a retrieval dev set searches by cosine for a distance, as ``bertkit
+        evaluate`` searches such a folder (the same ranking for unit vectors)."""
+        return self.folder_similarity or self.similarity
+
+    @property
     def default_scale(self) -> float:
         """The ranking loss's scale unless given: 20 by cosine (temperature 0.05,
         sentence-transformers' default), 1 by the dot product (its advice for ``dot_score``:
@@ -243,7 +261,7 @@ class EmbeddingAdapter(GroupedAdapter):
         """MRR@10 on a retrieval dev set; on labelled pairs evaluate_pairs' main metric."""
         if self._dev_kind == "retrieval":
             return "MRR@10"
-        return main_metric(self._dev_kind, self.similarity)
+        return main_metric(self._dev_kind, self.declared_similarity)
 
     def read(self, path: str | Path, split: str = "dev") -> list[Any]:
         folder = Path(path).is_dir()  # not a BEIR one: read_beir names the file it lacks
@@ -366,9 +384,10 @@ class EmbeddingAdapter(GroupedAdapter):
         prediction per pair: its label and similarity."""
         a, b = pairs.sides(vectors)
         metrics = pair_metrics(pairs.kind, a, b, pairs.labels)
-        similarity = pair_scores(a, b, self.similarity).tolist()
+        name = self.declared_similarity
+        similarity = pair_scores(a, b, name).tolist()
         preds = [
-            {"label": y, self.similarity: round(float(s), 6)}
+            {"label": y, name: round(float(s), 6)}
             for y, s in zip(pairs.labels, similarity, strict=True)
         ]
         return Scored(metrics, float(metrics[self.main_metric]), preds)

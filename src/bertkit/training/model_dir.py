@@ -256,7 +256,7 @@ def save_model_dir(
                 a.pooling,
                 a.normalize,
                 a.max_seq_length,
-                similarity=a.similarity,
+                similarity=a.declared_similarity,
                 prompts=a.prompts,
                 default_prompt_name=a.default_prompt,
                 include_prompt=a.include_prompt,
