@@ -188,7 +188,7 @@ def test_pretraining_export_writes_tokenizer_json(tmp_path: Path) -> None:
 def test_a_save_that_fails_half_way_keeps_the_previous_folder(tmp_path: Path, monkeypatch) -> None:
     """The sentence-transformers files fail after the model's: the folder keeps the previous
     save whole (never new weights with the old pooling)."""
-    from bertkit.inference import embedder
+    from bertkit.inference import embedder_save
 
     tiny_embedder("mean", False).save(tmp_path / "m")
     before = {
@@ -202,7 +202,7 @@ def test_a_save_that_fails_half_way_keeps_the_previous_folder(tmp_path: Path, mo
         (Path(folder) / "modules.json").write_text("[")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(embedder, "save_sentence_transformers_files", full_disk)
+    monkeypatch.setattr(embedder_save, "save_sentence_transformers_files", full_disk)
     with pytest.raises(OSError, match="No space left"):
         other.save(tmp_path / "m")
     assert {

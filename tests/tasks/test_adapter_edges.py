@@ -15,8 +15,8 @@ from bertkit.data.tasks.retrieval import LabelledPair, TrainingPair
 from bertkit.errors import ConfigError, InputError
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.embedding import EmbeddingAdapter
-from bertkit.tasks.registry import adapter_from_hf_config
 from bertkit.tasks.rerank import RerankAdapter
+from bertkit.tasks.saved import adapter_from_hf_config
 from bertkit.tasks.windows import WindowConfig
 
 

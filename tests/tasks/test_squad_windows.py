@@ -18,12 +18,8 @@ import pytest
 
 from bertkit.data.tasks.squad import SquadExample, read_squad
 from bertkit.errors import ConfigError
-from bertkit.tasks.registry import (
-    TaskSettings,
-    adapter_from_state,
-    build_task,
-    default_max_seq_length,
-)
+from bertkit.tasks.registry import TaskSettings, build_task, default_max_seq_length
+from bertkit.tasks.saved import adapter_from_state
 from bertkit.tasks.span_qa import SquadAdapter
 from bertkit.tasks.squad_features import (
     SquadFeatureConfig,

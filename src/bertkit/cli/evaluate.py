@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.data.shards import is_prepared
     from bertkit.data.tasks.retrieval import is_beir
     from bertkit.errors import ConfigError
-    from bertkit.tasks.registry import has_task
+    from bertkit.tasks.saved import has_task
 
     # a fine-tuned folder (bertkit_task.json, or a Hugging Face sequence classifier such as a
     # cross-encoder) scores its task; any other encoder is an embedding model on sentence pairs
@@ -217,7 +217,7 @@ def _retrieval(args: argparse.Namespace) -> int:
     from bertkit.inference import Classifier, Embedder
     from bertkit.inference.retrieval import evaluate_retrieval
     from bertkit.inference.sparse import SparseEmbedder
-    from bertkit.tasks.registry import has_task
+    from bertkit.tasks.saved import has_task
     from bertkit.tasks.windows import WindowConfig
 
     top_k = rerank_options.rerank_top_k(args)

@@ -41,26 +41,21 @@ import torch
 from bertkit import precision as P
 from bertkit.errors import ConfigError
 from bertkit.evaluation.retrieval import unit_rows
+from bertkit.inference.embedder_save import save_embedder
 from bertkit.inference.loading import load_for_inference
 from bertkit.inference.token_features import TokenFeatures, token_features
 from bertkit.inference.token_ids import TokenIds, TokenIdsError, outside_vocabulary
 from bertkit.inference.windowed import Windowed
-from bertkit.interop.pretrained import write_model_files
 from bertkit.interop.sentence_dense import PostPooling, dense_head, dense_width
 from bertkit.interop.sentence_folder import (
     PoolingSpec,
     router_of,
-    save_sentence_transformers_files,
     sentence_transformers_spec,
 )
-from bertkit.interop.sentence_prompts import kept_settings
 from bertkit.interop.sentence_router import DenseRouter
-from bertkit.model import BertModel
 from bertkit.model.batching import collate, length_batches
 from bertkit.model.pooling import POOLINGS, LayerSpec, combine_layers, pool
 from bertkit.progress import progress
-from bertkit.staging import staged_folder
-from bertkit.tasks.base import TASK_FILE
 from bertkit.tasks.features import EncodedInput
 from bertkit.tasks.windows import WindowConfig, WindowCounts, aggregate, slices
 from bertkit.tokenizer.encoding import Encoding
@@ -203,40 +198,10 @@ class Embedder:
         return int(self.spec.max_length or self.model.config.max_position_embeddings)
 
     def save(self, folder: str | Path) -> None:
-        """Write a model folder that embeds as this Embedder does: the encoder (config.json,
-        model.safetensors), the tokenizer's files (vocab.txt, tokenizer.json,
-        tokenizer_config.json) and the sentence-transformers files for this pooling,
-        normalisation and :attr:`max_length`. ``Embedder.load(folder)``,
-        ``SentenceTransformer(folder)`` and text-embeddings-inference then give these vectors
-        for texts within :attr:`max_length` tokens; longer texts they read truncated (as
-        ``truncate=True`` does), where this Embedder may read them in windows. The files are
-        written as one set: a failed save leaves ``folder`` as it was.
-
-        Raises ConfigError for what those tools cannot compute: ``layers`` other than the last
-        alone, or weights that are not a bertkit encoder in fp32/bf16 (int8, an ONNX graph).
-        """
-        if self.layers.layers and tuple(self.layers.layers) != (-1,):
-            raise ConfigError(
-                f"layers {list(self.layers.layers)} cannot be saved: sentence-transformers "
-                "pools the last layer only"
-            )
-        if self.precision == "int8" or not isinstance(self.model, BertModel):
-            raise ConfigError(
-                f"cannot save {type(self.model).__name__} weights at precision {self.precision}; "
-                "load the folder again without int8 (or the ONNX model) and save that"
-            )
-        # an embedder's folder has no task file: a fine-tuned model's, saved here before, goes
-        with staged_folder(folder, last="config.json", drop=[TASK_FILE]) as work:
-            write_model_files(self.model, work, self.tokenizer)
-            save_sentence_transformers_files(
-                work,
-                self.spec.pooling,
-                self.spec.normalize,
-                self.max_length,
-                dimension=self.token_dim,
-                dense=self.head,
-                **kept_settings(self.folder),  # the loaded folder's similarity and prompts
-            )
+        """Write a model folder that embeds as this Embedder does, which sentence-transformers
+        and text-embeddings-inference load (:func:`bertkit.inference.embedder_save.save_embedder`:
+        what is written, and what is refused)."""
+        save_embedder(self, folder)
 
     @property
     def vocab_size(self) -> int:

@@ -32,7 +32,7 @@ from bertkit.inference.task_model import (
     TaskModel,
 )
 from bertkit.tasks import load_adapter
-from bertkit.tasks.registry import has_task
+from bertkit.tasks.saved import has_task
 
 TASKS: dict[str, type] = {
     "feature-extraction": Embedder,

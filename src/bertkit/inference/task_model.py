@@ -33,7 +33,7 @@ from bertkit.inference.runner import predict_rows
 from bertkit.interop.sentence_folder import MODULES
 from bertkit.tasks import Scored, TaskAdapter, load_adapter
 from bertkit.tasks.base import unscored
-from bertkit.tasks.registry import has_task
+from bertkit.tasks.saved import has_task
 from bertkit.tasks.squad_features import SquadFeatureConfig
 from bertkit.tasks.windows import WindowConfig, aggregate
 from bertkit.tokenizer.protocol import Tokenizer

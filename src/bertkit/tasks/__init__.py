@@ -5,7 +5,8 @@
   ``multiple_choice`` (swag): the families.
 - ``features``: token ids, segment ids, labels and padding for classification, multiple choice
   and tagging windows; ``squad_features`` / ``squad_post``: SQuAD windows and span search.
-- ``registry``: families by name, :func:`build_task`, :func:`load_adapter`.
+- ``registry``: families by name, :func:`build_task`; ``saved``: :func:`load_adapter`, a saved
+  task rebuilt.
 
 File readers live in :mod:`bertkit.data.tasks`, metrics in :mod:`bertkit.evaluation`.
 """
@@ -13,14 +14,8 @@ File readers live in :mod:`bertkit.data.tasks`, metrics in :mod:`bertkit.evaluat
 from bertkit.tasks.base import TASK_FILE, Scored, TaskAdapter
 from bertkit.tasks.classification import ClassificationAdapter
 from bertkit.tasks.multiple_choice import MultipleChoiceAdapter
-from bertkit.tasks.registry import (
-    FAMILIES,
-    TaskSettings,
-    adapter_from_state,
-    build_task,
-    default_max_seq_length,
-    load_adapter,
-)
+from bertkit.tasks.registry import FAMILIES, TaskSettings, build_task, default_max_seq_length
+from bertkit.tasks.saved import adapter_from_state, load_adapter
 from bertkit.tasks.span_qa import SquadAdapter
 from bertkit.tasks.tagging import TaggingAdapter, tag_label_list
 

@@ -75,7 +75,8 @@ LOSSES = ("ranking", "margin-mse", "distill-kl")
 TEACHER_LOSSES = ("margin-mse", "distill-kl")
 """The losses that distil a teacher's scores: each row scored on its own, no query side."""
 SIMILARITIES = ("cosine", "dot")
-"""What a bi-encoder's vectors are compared by: trained, declared and searched."""
+"""What a bi-encoder's vectors are trained and searched by, and its folder declares (a start
+folder's distance may be declared instead: :attr:`EmbeddingAdapter.folder_similarity`)."""
 LOSS_OPTIONS = {
     "scale": ("ranking",),
     "temperature": ("distill-kl",),

@@ -285,7 +285,7 @@ class RerankAdapter(GroupedAdapter):
         """Name the activation in config.json (written before this is called) for
         sentence-transformers' CrossEncoder. No ``bertkit_task.json``: the folder is a plain
         one-output sequence classifier, which bertkit reads as one
-        (:func:`bertkit.tasks.registry.adapter_from_hf_config`: ``predict`` gives the logit,
+        (:func:`bertkit.tasks.saved.adapter_from_hf_config`: ``predict`` gives the logit,
         ``serve``'s ``/rerank`` its sigmoid)."""
         path = Path(directory) / "config.json"
         config = json.loads(path.read_text(encoding="utf-8"))
