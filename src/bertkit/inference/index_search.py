@@ -18,15 +18,17 @@ searches exactly:
   joined CSR rows (compact: about 8 bytes per non-zero entry).
 
 The similarity is the model folder's ``similarity_fn_name``, as ``bertkit evaluate`` ranks
-(:mod:`bertkit.inference.retrieval`): dense cosine unless it says "dot", sparse the dot product
-unless it says "cosine". Ties go to the lower line. :func:`line_texts` gives hits their text
+(:mod:`bertkit.inference.retrieval`): dense cosine unless it says "dot", "euclidean" or
+"manhattan" (:mod:`bertkit.evaluation.dense_scoring`; a quantized index is searched by its
+codes and rescored by the dot product whatever it says), sparse the dot product unless it says
+"cosine". Ties go to the lower line. :func:`line_texts` gives hits their text
 from the embedded file when it is still there with the size the manifest recorded.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from bertkit.errors import ConfigError, InputError
+from bertkit.evaluation.dense_scoring import as_given, dense_scoring
 from bertkit.evaluation.retrieval import (
     exact_search_blocks,
     exact_sparse_search,
     rerank_order,
-    unit_rows,
 )
 from bertkit.inference.corpus import DENSE_KIND
 from bertkit.inference.embedder import Embedder, LayerSpec
@@ -261,12 +263,12 @@ def search_index(
     prompt = task_prompt(folder, "query") if folder else ""
     vectors = encoder.for_task("query").embed([prompt + q for q in queries])[0]
     if index.quantization is not None:  # the float query as embedded, as sentence-transformers
-        shards = list(_dense_blocks(index, verify, False, show_progress))
+        shards = list(_dense_blocks(index, verify, as_given, show_progress))
         ids, scores = search_quantized(vectors, shards, index.quantization, k, rescore_multiplier)
         return ids + 1, scores
-    unit = similarity != "dot"
-    blocks = _dense_blocks(index, verify, unit, show_progress)
-    ids, scores = exact_search_blocks(unit_rows(vectors) if unit else vectors, blocks, k)
+    prepare, score = dense_scoring(similarity)
+    blocks = _dense_blocks(index, verify, prepare, show_progress)
+    ids, scores = exact_search_blocks(prepare(vectors), blocks, k, score=score)
     return ids + 1, scores
 
 
@@ -276,10 +278,14 @@ def _folder(encoder: Embedder | SparseEmbedder) -> Path | None:
 
 
 def _dense_blocks(
-    index: EmbeddedIndex, verify: bool, unit: bool, show_progress: bool | None
+    index: EmbeddedIndex,
+    verify: bool,
+    prepare: Callable[[np.ndarray], np.ndarray],
+    show_progress: bool | None,
 ) -> Iterator[np.ndarray]:
-    """Each shard memory-mapped (unit rows for cosine: one shard's copy at a time), checked to
-    follow the previous one line by line (a vector's position is its line - 1)."""
+    """Each shard memory-mapped and ``prepare``d (unit rows for cosine: one shard's copy at a
+    time), checked to follow the previous one line by line (a vector's position is its line -
+    1)."""
     shards = shard_paths(index.folder, verify)
     bar = progress(total=index.lines, desc="search", unit="line", enabled=show_progress)
     expected = 1
@@ -293,7 +299,7 @@ def _dense_blocks(
                 f"expected the lines from {expected} on, one row each",
             )
         expected = record.lines[1] + 1
-        yield unit_rows(block) if unit else block
+        yield prepare(block)
         bar.update(record.count)
     bar.close()
 

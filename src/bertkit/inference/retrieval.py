@@ -2,8 +2,9 @@
 
 ``search``: embed the corpus and the judged queries (behind the folder's query and document
 prompts), exact search by cosine similarity (the vectors are normalised here whatever the
-model's own setting), or by the dot product for a folder that declares it, best ``k`` per query,
-ties by the document id.
+model's own setting), or by the similarity a folder declares (the dot product, a negated
+euclidean or manhattan distance: :mod:`bertkit.evaluation.dense_scoring`), best ``k`` per
+query, ties by the document id.
 ``rerank``: score each query's top ``top_k`` hits with a cross-encoder (one output per
 (query, passage) pair, cut longest-first to its limit) and reorder them; hits below ``top_k``
 keep their order after. ``relevance``: a cross-encoder's scores of pairs through the activation
@@ -31,6 +32,7 @@ import numpy as np
 
 from bertkit.data.tasks.retrieval import RetrievalSet
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.evaluation.dense_scoring import dense_scoring
 from bertkit.evaluation.retrieval import (
     DEFAULT_KS,
     RERANK_TOP_K,
@@ -41,7 +43,6 @@ from bertkit.evaluation.retrieval import (
     rerank_order,
     retrieval_metrics,
     sparsity_stats,
-    unit_rows,
 )
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.sparse import SparseEmbedder, as_rows
@@ -62,28 +63,28 @@ class Ranked:
 
 
 def search(embedder: Embedder, data: RetrievalSet, k: int = max(DEFAULT_KS)) -> Ranked:
-    """The top ``k`` documents of each judged query by cosine similarity, or by the dot product
-    for a folder that declares it (``similarity_fn_name`` "dot": a model trained on dot
-    products, such as one distilled without normalising), each text behind its task's prompt
-    (:func:`task_prompt`: sentence-transformers' evaluator encodes with ``encode_query`` and
-    ``encode_document``, and a Router folder's query and document routes:
+    """The top ``k`` documents of each judged query by the folder's ``similarity_fn_name``
+    (:func:`dense_scoring`: cosine without one; "dot" for a model trained on dot products, such
+    as one distilled without normalising; a negated euclidean or manhattan distance), as
+    sentence-transformers' evaluator ranks by ``model.similarity``, each text behind its task's
+    prompt (:func:`task_prompt`: sentence-transformers' evaluator encodes with ``encode_query``
+    and ``encode_document``, and a Router folder's query and document routes:
     :meth:`Embedder.for_task`); ties by the document id, as :func:`sparse_search`."""
     folder = embedder.folder
     prompt = {t: task_prompt(folder, t) if folder else "" for t in ("query", "document")}
-    dot = (similarity_of(folder) if folder else None) == "dot"
-    unit = (lambda v: v) if dot else unit_rows
+    prepare, score = dense_scoring(similarity_of(folder) if folder else None)
     # documents in id order: exact_search breaks a tie by the lower position
     doc_ids, query_ids = sorted(data.corpus), data.judged()
     t0 = time.perf_counter()
-    docs = unit(
+    docs = prepare(
         embedder.for_task("document")([prompt["document"] + data.corpus[d] for d in doc_ids])
     )
     t1 = time.perf_counter()
-    queries = unit(
+    queries = prepare(
         embedder.for_task("query")([prompt["query"] + data.queries[q] for q in query_ids])
     )
     t2 = time.perf_counter()
-    found, _ = exact_search(queries, docs, k)
+    found, _ = exact_search(queries, docs, k, score=score)
     t3 = time.perf_counter()
     return Ranked(
         rank_by_scores(doc_ids, found, query_ids),

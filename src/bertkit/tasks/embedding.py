@@ -16,8 +16,9 @@ Dev, told apart by its layout (:func:`bertkit.data.tasks.dev_layout.dev_layout`)
 
 - retrieval: a BEIR folder (its ``dev`` judgements, else ``test``) or a (query, positive) pairs
   file (corpus: every distinct passage). Queries and documents are embedded and searched
-  exactly by the model's similarity (:attr:`EmbeddingAdapter.similarity`: cosine, or the dot
-  product of a model that does not normalise, trained by dot); the metrics are
+  exactly by the saved folder's similarity (:attr:`EmbeddingAdapter.declared_similarity`:
+  cosine, the dot product of a model that does not normalise, trained by dot, or a start
+  folder's kept distance), as ``bertkit evaluate`` searches that folder; the metrics are
   :func:`bertkit.evaluation.retrieval.retrieval_metrics`' and MRR@10 selects.
 - labelled sentence pairs, what ``bertkit evaluate`` scores an embedding model on
   (:func:`bertkit.data.tasks.sentence_pairs.read_sentence_pairs`: a GLUE STS-B/MRPC/QQP folder's
@@ -57,6 +58,7 @@ from bertkit.data.tasks.sentence_pairs import (
     read_sentence_pairs,
 )
 from bertkit.errors import ConfigError, InputError
+from bertkit.evaluation.dense_scoring import dense_scoring
 from bertkit.evaluation.pairs import DISTANCES, main_metric, pair_metrics, pair_scores
 from bertkit.evaluation.retrieval import (
     exact_search,
@@ -358,18 +360,17 @@ class EmbeddingAdapter(GroupedAdapter):
     def score(
         self, examples: Sequence[Any], features: Sequence[Any], rows: Sequence[Any]
     ) -> Scored:
-        if examples and isinstance(examples[0], PairText):
-            vectors = np.stack(rows).astype(np.float32)
-            # the saved folder's vectors: unit length when it has a Normalize module (Embedder)
-            return self._score_pairs(
-                examples[0].pairs, unit_rows(vectors) if self.normalize else vectors
-            )
         vectors = np.stack(rows).astype(np.float32)
-        if self.similarity == "cosine":  # dot: the vectors as the saved folder gives them
-            vectors = unit_rows(vectors)
+        # the saved folder's vectors (unit length when it has a Normalize module: Embedder),
+        # scored as bertkit evaluate scores that folder: by the similarity it declares
+        vectors = unit_rows(vectors) if self.normalize else vectors
+        if examples and isinstance(examples[0], PairText):
+            return self._score_pairs(examples[0].pairs, vectors)
+        prepare, score = dense_scoring(self.declared_similarity)
+        vectors = prepare(vectors)
         queries = [i for i, e in enumerate(examples) if e.relevant is not None]
         docs = [i for i, e in enumerate(examples) if e.relevant is None]
-        found, scores = exact_search(vectors[queries], vectors[docs], 100)
+        found, scores = exact_search(vectors[queries], vectors[docs], 100, score=score)
         doc_ids = [examples[i].id for i in docs]
         query_ids = [examples[i].id for i in queries]
         rankings = rank_by_scores(doc_ids, found, query_ids)
