@@ -5,7 +5,8 @@ some of another (a model folder's new weights beside its old config.json).
 renames each into place, the file that marks the set complete last (its old copy removed
 first); :func:`swap_folder` replaces a folder that is all one output (prepared shards, a
 converted checkpoint, a training checkpoint) whole. Both flush every file to disk before the
-renames. Single files: :func:`bertkit.io.atomic_write`.
+renames. Single files: :func:`bertkit.io.atomic_write`. :func:`removed_if_stopped`: a work
+folder removed when the process is stopped by SIGTERM (torchrun stopping the other ranks).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -142,3 +145,28 @@ def swap_folder(work: str | Path, output: str | Path, aside: str | Path | None =
     if moved:
         with contextlib.suppress(OSError):
             shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+
+
+@contextlib.contextmanager
+def removed_if_stopped(work: str | Path) -> Iterator[None]:
+    """While the block runs, a SIGTERM removes the work folder ``work`` before the process ends
+    with status 143 (128 + SIGTERM, as without a handler). torchrun's agent stops the other
+    ranks with SIGTERM when one fails: a rank waiting in a collective would die with its work
+    folder left behind. Only in the main thread (where Python runs signal handlers; elsewhere
+    a no-op) and only in this process (not a forked child); the previous handler is put back
+    when the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def stop(signum: int, frame: object) -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(work, ignore_errors=True)
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
