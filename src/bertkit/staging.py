@@ -5,8 +5,8 @@ some of another (a model folder's new weights beside its old config.json).
 renames each into place, the file that marks the set complete last (its old copy removed
 first); :func:`swap_folder` replaces a folder that is all one output (prepared shards, a
 converted checkpoint, a training checkpoint) whole. Both flush every file to disk before the
-renames. Single files: :func:`bertkit.io.atomic_write`. :func:`removed_if_stopped`: a work
-folder removed when the process is stopped by SIGTERM (torchrun stopping the other ranks).
+renames. Single files: :func:`bertkit.io.atomic_write`. :func:`removed_unless_finished`: a work
+folder removed unless its block finishes (an error, a SIGTERM, a watchdog ending the process).
 """
 
 from __future__ import annotations
@@ -147,17 +147,23 @@ def swap_folder(work: str | Path, output: str | Path, aside: str | Path | None =
             shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
 
 
+_GUARDED: dict[Path, int] = {}
+"""Work folders a :func:`removed_unless_finished` block guards now, with the pid that made each."""
+
+
 @contextlib.contextmanager
-def removed_if_stopped(work: str | Path) -> Iterator[None]:
-    """While the block runs, a SIGTERM removes the work folder ``work`` before the process ends
-    with status 143 (128 + SIGTERM, as without a handler). torchrun's agent stops the other
-    ranks with SIGTERM when one fails: a rank waiting in a collective would die with its work
-    folder left behind. Only in the main thread (where Python runs signal handlers; elsewhere
-    a no-op) and only in this process (not a forked child); the previous handler is put back
-    when the block ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def removed_unless_finished(work: str | Path) -> Iterator[None]:
+    """Remove the work folder ``work`` unless the block finishes: on any exception leaving it
+    (re-raised), on a SIGTERM (the process then ends with status 143, 128 + SIGTERM, as without
+    a handler), and when a watchdog ends a stuck process through :func:`remove_guarded`. A block
+    that finishes has moved ``work`` into place or still owns it: nothing is removed.
+
+    torchrun's agent stops the other ranks with SIGTERM when one fails, and a rank stuck in a
+    collective is ended by its watchdog with ``os._exit``: without this both left the work folder
+    behind. The signal handler is set only in the main thread (where Python runs handlers) and
+    removes only in this process (not in a forked child); the previous handler comes back when
+    the block ends."""
+    work = Path(work)
     owner = os.getpid()
 
     def stop(signum: int, frame: object) -> None:
@@ -165,8 +171,23 @@ def removed_if_stopped(work: str | Path) -> Iterator[None]:
             shutil.rmtree(work, ignore_errors=True)
         raise SystemExit(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if main else None
+    _GUARDED[work] = owner
     try:
         yield
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _GUARDED.pop(work, None)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def remove_guarded() -> None:
+    """Remove every work folder this process guards with :func:`removed_unless_finished`: for a
+    caller about to end the process without clean-up (``os._exit`` from a watchdog thread)."""
+    for work, owner in list(_GUARDED.items()):
+        if owner == os.getpid():
+            shutil.rmtree(work, ignore_errors=True)

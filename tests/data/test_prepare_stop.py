@@ -1,6 +1,7 @@
 """A rank 0 stopped by SIGTERM while it waits for its peers (torchrun's agent stopping the other
-ranks once one has failed) leaves no staging folder behind, and a work folder guarded by
-:func:`bertkit.staging.removed_if_stopped` goes with a SIGTERM while other handlers come back."""
+ranks once one has failed) leaves no staging folder behind; a work folder guarded by
+:func:`bertkit.staging.removed_unless_finished` goes with an error, a SIGTERM or the watchdog's
+hard exit, stays when its block finishes, and other SIGTERM handlers come back after it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bertkit.staging import removed_if_stopped
+import pytest
+
+from bertkit.staging import remove_guarded, removed_unless_finished
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -63,11 +66,11 @@ def test_a_guarded_folder_goes_with_a_sigterm_and_the_old_handler_comes_back(tmp
         """
         import os, signal, sys, time
         from pathlib import Path
-        from bertkit.staging import removed_if_stopped
+        from bertkit.staging import removed_unless_finished
         work = Path(sys.argv[1])
         work.mkdir()
         (work / "shard-0.bin").write_bytes(b"x")
-        with removed_if_stopped(work):
+        with removed_unless_finished(work):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(30)
         """
@@ -78,6 +81,66 @@ def test_a_guarded_folder_goes_with_a_sigterm_and_the_old_handler_comes_back(tmp
     )
     assert run.returncode == 143 and not (tmp_path / "work").exists()
     before = signal.getsignal(signal.SIGTERM)
-    with removed_if_stopped(tmp_path / "other"):
+    with removed_unless_finished(tmp_path / "other"):
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_guarded_folder_goes_with_an_error_and_stays_when_the_block_finishes(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "shard-0.bin").write_bytes(b"x")
+    with pytest.raises(KeyboardInterrupt), removed_unless_finished(work):
+        raise KeyboardInterrupt  # any exception, not only Exception's subclasses
+    assert not work.exists()
+    work.mkdir()
+    with removed_unless_finished(work):
+        (work / "shard-0.bin").write_bytes(b"x")
+    assert (work / "shard-0.bin").read_bytes() == b"x"
+
+
+def test_remove_guarded_removes_only_the_folders_guarded_now(tmp_path) -> None:
+    guarded, done = tmp_path / "guarded", tmp_path / "done"
+    guarded.mkdir()
+    done.mkdir()
+    with removed_unless_finished(done):
+        pass
+    with removed_unless_finished(guarded):
+        remove_guarded()
+        assert not guarded.exists()
+    assert done.exists()
+
+
+STUCK_RANK = """
+import sys, threading, time
+from pathlib import Path
+from bertkit.staging import removed_unless_finished
+from bertkit.training.abort import Comm, watch
+
+class Store:  # another rank has reported its failure
+    def check(self, keys): return True
+    def get(self, key): return b"rank 1 failed in preparing its files at step 0: bad.jsonl"
+    def set(self, key, value): pass
+
+work = Path(sys.argv[1])
+work.mkdir()
+(work / "shard-0.bin").write_bytes(b"x")
+comm = Comm(store=Store(), rank=0, world=2, timeout=1.0, endpoint="127.0.0.1:0")
+with removed_unless_finished(work):
+    threading.Thread(target=watch, args=(comm, comm.store), daemon=True).start()
+    time.sleep(60)  # stuck in a collective: never marks the failure handled
+"""
+
+
+def test_a_stuck_rank_ended_by_its_watchdog_removes_its_guarded_folder(tmp_path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run(
+        [sys.executable, "-c", STUCK_RANK, str(tmp_path / "work")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "stopping rank 0 (start-up at step 0, not responding): rank 1 failed" in run.stderr
+    assert list(tmp_path.iterdir()) == []

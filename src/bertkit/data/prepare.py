@@ -42,7 +42,7 @@ from bertkit.data.shards import write_manifest
 from bertkit.errors import BertkitError, InputError
 from bertkit.input_files import require_file
 from bertkit.io import sha256_file
-from bertkit.staging import removed_if_stopped, swap_folder
+from bertkit.staging import removed_unless_finished, swap_folder
 
 
 @dataclass
@@ -104,63 +104,58 @@ def prepare_pretraining(
             staging.mkdir(parents=True, exist_ok=False)
         except OSError as e:
             raise BertkitError(f"{output}: cannot create the output ({e.strerror or e})") from e
-    # rank 0: a SIGTERM (torchrun stopping this rank when another failed) removes the staging
-    with removed_if_stopped(staging) if rank == 0 else contextlib.nullcontext():
+    # rank 0: an error, or torchrun stopping this rank when another failed, removes the staging
+    with removed_unless_finished(staging) if rank == 0 else contextlib.nullcontext():
         if share is not None:
             staging = Path(share(str(staging))[0])  # rank 0's, made before anyone writes
-        try:
-            pieces = [count_pieces(p, settings.piece_mib, settings.corpus.format) for p in paths]
-            every_task = [
-                FileTask(str(p), i, str(staging), str(vocab), settings, k, n)
-                for i, (p, n) in enumerate(zip(paths, pieces))
-                for k in range(n)
-            ]
-            mine = deal([task_bytes(t) for t in every_task], world)[rank]
-            tasks = [every_task[i] for i in mine]
-            results = run_file_tasks(tasks, num_workers, show_progress)
-            if share is not None:
-                every = share(results)
-                if rank != 0:
-                    share(None)  # wait until rank 0 has the output in place (or failed)
-                    return _summary(output, results, len({t.index for t in tasks}), start, 0)
-                results = [r for part in every for r in part]
-                _check_shards(staging, results)
-            results.sort(key=lambda r: (r["index"], r["piece"]))
-            splits = _merge(results)
-            train = splits.get("train", SplitCounts())
-            if train.instances == 0:
-                docs = sum(c.documents for c in splits.values())
-                names = ", ".join(str(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
-                raise InputError(
-                    names,
-                    None,
-                    f"no training instances ({docs} documents read; expected non-empty text "
-                    "in the given format: check --format and --text-field)",
-                )
-            shutil.copyfile(vocab, staging / "vocab.txt")
-            manifest = {
-                "num_instances": {k: v.instances for k, v in splits.items()},
-                "settings": settings.to_record(),
-                "vocab": {
-                    "size": len(tokens),
-                    "sha256": sha256_file(vocab),
-                    **{
-                        f"{t}_token_id": tokens.index(f"[{t.upper()}]")
-                        for t in ("cls", "sep", "mask", "pad")
-                    },
+        pieces = [count_pieces(p, settings.piece_mib, settings.corpus.format) for p in paths]
+        every_task = [
+            FileTask(str(p), i, str(staging), str(vocab), settings, k, n)
+            for i, (p, n) in enumerate(zip(paths, pieces))
+            for k in range(n)
+        ]
+        mine = deal([task_bytes(t) for t in every_task], world)[rank]
+        tasks = [every_task[i] for i in mine]
+        results = run_file_tasks(tasks, num_workers, show_progress)
+        if share is not None:
+            every = share(results)
+            if rank != 0:
+                share(None)  # wait until rank 0 has the output in place (or failed)
+                return _summary(output, results, len({t.index for t in tasks}), start, 0)
+            results = [r for part in every for r in part]
+            _check_shards(staging, results)
+        results.sort(key=lambda r: (r["index"], r["piece"]))
+        splits = _merge(results)
+        train = splits.get("train", SplitCounts())
+        if train.instances == 0:
+            docs = sum(c.documents for c in splits.values())
+            names = ", ".join(str(p) for p in paths[:3]) + (" ..." if len(paths) > 3 else "")
+            raise InputError(
+                names,
+                None,
+                f"no training instances ({docs} documents read; expected non-empty text "
+                "in the given format: check --format and --text-field)",
+            )
+        shutil.copyfile(vocab, staging / "vocab.txt")
+        manifest = {
+            "num_instances": {k: v.instances for k, v in splits.items()},
+            "settings": settings.to_record(),
+            "vocab": {
+                "size": len(tokens),
+                "sha256": sha256_file(vocab),
+                **{
+                    f"{t}_token_id": tokens.index(f"[{t.upper()}]")
+                    for t in ("cls", "sep", "mask", "pad")
                 },
-                "inputs": _input_records(paths, pieces, results),
-                "splits": {
-                    k: {**{f: v for f, v in asdict(c).items() if f != "shards"}, "shards": c.shards}
-                    for k, c in splits.items()
-                },
-            }
-            write_manifest(staging, manifest)
-            _swap_into_place(staging, output)
-        except BaseException:
-            if rank == 0:
-                shutil.rmtree(staging, ignore_errors=True)
-            raise
+            },
+            "inputs": _input_records(paths, pieces, results),
+            "splits": {
+                k: {**{f: v for f, v in asdict(c).items() if f != "shards"}, "shards": c.shards}
+                for k, c in splits.items()
+            },
+        }
+        write_manifest(staging, manifest)
+        _swap_into_place(staging, output)
         if share is not None:
             share(None)
     size = sum(f.stat().st_size for f in output.iterdir())

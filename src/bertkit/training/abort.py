@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from bertkit import errors
 from bertkit.errors import BertkitError
+from bertkit.staging import remove_guarded
 
 ABORT_KEY = "abort"
 POLL_SECONDS = 0.25
@@ -193,4 +194,5 @@ def watch(comm: Comm, store: dist.Store) -> None:
             file=sys.stderr,
             flush=True,
         )
+        remove_guarded()  # os._exit runs no clean-up: a rank 0's staging folder goes first
         os._exit(1)
