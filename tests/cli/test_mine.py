@@ -159,12 +159,62 @@ def test_the_folders_similarity_function_is_the_default(
     assert text["cosine"] != text["dot"]  # the tiny model's vectors are not unit length
     assert text["folder"] == text["dot"] and text["forced"] == text["cosine"]
 
-    config.write_text(json.dumps({"similarity_fn_name": "euclidean"}), encoding="utf-8")
+    config.write_text(json.dumps({"similarity_fn_name": "hamming"}), encoding="utf-8")
     capsys.readouterr()
-    assert mine(dot_model, "--input", str(PAIRS), "--output", str(tmp_path / "e.jsonl")) == 1
+    assert mine(dot_model, "--input", str(PAIRS), "--output", str(tmp_path / "h.jsonl")) == 1
     err = capsys.readouterr().err
-    assert "similarity_fn_name is 'euclidean'" in err and "pass --similarity" in err
-    assert not (tmp_path / "e.jsonl").exists()
+    assert "similarity_fn_name is 'hamming'" in err and "pass --similarity" in err
+    assert not (tmp_path / "h.jsonl").exists()
+
+
+@pytest.mark.parametrize("similarity", ["euclidean", "manhattan"])
+def test_a_distance_folder_mines_its_nearest_documents(
+    tiny_model: Path, tmp_path: Path, similarity: str
+) -> None:
+    """A folder declaring a distance mines, for each query, the documents nearest by that
+    distance of the vectors as the model gives them (the tiny model's are not unit length), its
+    scores the negated distances; sentence-transformers' mine_hard_negatives would normalise
+    them first (docs/search.md)."""
+    import shutil
+
+    import numpy as np
+
+    from bertkit.evaluation.pairs import pair_scores
+    from bertkit.inference import Embedder
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    config = model / "config_sentence_transformers.json"
+    config.write_text(json.dumps({"similarity_fn_name": similarity}), encoding="utf-8")
+    out = tmp_path / "mined.jsonl"
+    assert mine(model, "--input", str(PAIRS), "--output", str(out), "--output-scores") == 0
+    pairs = read_pairs(PAIRS)
+    docs = list(dict.fromkeys(p.positive for p in pairs))
+    positives: dict[str, set[str]] = {}
+    for p in pairs:
+        positives.setdefault(p.query, set()).add(p.positive)
+    embedder = Embedder.load(model, precision="fp32")
+    d_vecs = embedder(docs)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 32
+    for row in rows:
+        q = embedder([row["query"]])
+        distance = pair_scores(np.repeat(q, len(docs), 0), d_vecs, similarity)
+        nearest = [
+            docs[i]
+            for i in np.argsort(distance, kind="stable")
+            if docs[i] not in positives[row["query"]] and docs[i] != row["query"]
+        ][:3]
+        assert [row[f"negative_{i}"] for i in (1, 2, 3)] == nearest
+        expected = [row["positive"], *nearest]
+        want = [-float(distance[docs.index(t)]) for t in expected]
+        assert row["scores"] == pytest.approx(want, rel=1e-5)
+    cosine = tmp_path / "cosine.jsonl"
+    args = ["--input", str(PAIRS), "--output", str(cosine), "--similarity", "cosine"]
+    assert mine(model, *args) == 0
+    assert [json.loads(x)["negative_1"] for x in cosine.read_text().splitlines()] != [
+        r["negative_1"] for r in rows
+    ]  # the distance ranks otherwise than cosine here
 
 
 def test_labelled_scores_need_a_sigmoid_cross_encoder(tiny_model: Path, tmp_path: Path, capsys):

