@@ -326,11 +326,8 @@ def _positive_scores(
             [float(np.dot(q_vecs[q], d_vecs[d])) for d in row] for q, row in enumerate(positives)
         ]
     at_q = [q for q, row in enumerate(positives) for _ in row]
-    flat = iter(
-        (
-            -pair_scores(q_vecs[at_q], d_vecs[[d for row in positives for d in row]], similarity)
-        ).tolist()
-    )
+    at_d = [d for row in positives for d in row]
+    flat = iter((-pair_scores(q_vecs[at_q], d_vecs[at_d], similarity)).tolist())
     return [[next(flat) for _ in row] for row in positives]
 
 
