@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from bertkit.evaluation.dense_scoring import as_given, dense_scoring, negated_distances
 from bertkit.evaluation.retrieval import exact_search, unit_rows
@@ -46,6 +47,21 @@ def test_random_vectors_match_the_definitions() -> None:
     np.testing.assert_allclose(
         negated_distances(q, d, "manhattan"), -np.abs(diff).sum(2), rtol=1e-5
     )
+
+
+def test_manhattan_equals_sentence_transformers_manhattan_sim_to_the_last_bit() -> None:
+    """sentence-transformers' ``manhattan_sim`` is ``-torch.cdist(a, b, p=1)``: the same vectors
+    give the same float32 scores, so near-ties rank as there (a numpy sum of |q - d| differs
+    from it in the last bits for 384-dim rows)."""
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(30, 384)).astype(np.float32)
+    d = rng.normal(size=(200, 384)).astype(np.float32)
+    reference = -torch.cdist(torch.from_numpy(q), torch.from_numpy(d), p=1.0)
+    out = negated_distances(q, d, "manhattan")
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, reference.numpy())
+    # rows taken out of order (a non-contiguous view) score as the same rows copied
+    np.testing.assert_array_equal(negated_distances(q[::-2], d, "manhattan"), out[::-2])
 
 
 @pytest.mark.parametrize(
