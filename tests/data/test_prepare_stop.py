@@ -144,3 +144,46 @@ def test_a_stuck_rank_ended_by_its_watchdog_removes_its_guarded_folder(tmp_path)
     assert run.returncode == 1, run.stderr
     assert "stopping rank 0 (start-up at step 0, not responding): rank 1 failed" in run.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+HUNG_CLEAN_UP = """
+import sys, time
+from pathlib import Path
+from bertkit.staging import removed_unless_finished
+from bertkit.training.abort import end_after
+
+work = Path(sys.argv[1])
+work.mkdir()
+with removed_unless_finished(work):
+    end_after(float(sys.argv[2]))  # as a rank does once its failure is handled
+    time.sleep(float(sys.argv[3]))  # its clean-up: hung (60 s) or done in time (0 s)
+"""
+
+
+def test_a_rank_whose_clean_up_hangs_after_its_failure_is_ended_without_its_folder(
+    tmp_path,
+) -> None:
+    """The bound on a failed rank's exit: a timer ends it, with an error line and every
+    thread's stack, and removes its guarded folder first (faulthandler's own exit, the only
+    bound before, left it). A process that exits in time is not held up by the timer."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    hung = subprocess.run(
+        [sys.executable, "-c", HUNG_CLEAN_UP, str(tmp_path / "hung"), "0.5", "60"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert hung.returncode == 1, hung.stderr
+    assert "error: still running 0.5 s after its failure was handled" in hung.stderr
+    assert 'File "<string>", line 11 in <module>' in hung.stderr  # the stuck main thread
+    assert not (tmp_path / "hung").exists()
+    done = subprocess.run(
+        [sys.executable, "-c", HUNG_CLEAN_UP, str(tmp_path / "done"), "30", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "done").exists()

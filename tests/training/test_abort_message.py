@@ -4,11 +4,9 @@ ranks, where the other rank is always the one to name): which ranks it names as 
 
 from __future__ import annotations
 
-import faulthandler
-
 import torch.distributed as dist
 
-from bertkit.training.abort import Comm, stop_message
+from bertkit.training.abort import Comm, cancel_end, stop_message
 
 LOST = RuntimeError("Connection reset by peer")
 
@@ -25,7 +23,7 @@ def message(progress: dict[int, int], exc: BaseException = LOST, *, seq: int | N
     try:
         return stop_message(comm, exc)
     finally:
-        faulthandler.cancel_dump_traceback_later()  # the bound on this rank's exit
+        cancel_end()  # the bound on this rank's exit
 
 
 def test_two_ranks_behind_are_named_as_ranks() -> None:

@@ -161,7 +161,42 @@ def _linger(comm: Comm) -> None:
 def _bound_exit(comm: Comm) -> None:
     """End the process (exit status 1, with a stack dump) should its clean-up hang."""
     comm.stop.set()
-    faulthandler.dump_traceback_later(comm.grace + 10.0, exit=True)
+    end_after(comm.grace + 10.0)
+
+
+_ender: threading.Timer | None = None
+
+
+def end_after(seconds: float) -> None:
+    """End this process in ``seconds`` unless it has exited by then: one error line, every
+    thread's stack, the folders it guards removed (:func:`remove_guarded`: ``os._exit`` runs no
+    clean-up), exit status 1. A timer thread does it, so it needs the GIL; should the GIL never
+    come free, faulthandler ends the process 10 s later (stack dump, status 1, folders left)."""
+    global _ender
+    cancel_end()
+    faulthandler.dump_traceback_later(seconds + 10.0, exit=True)
+    _ender = threading.Timer(seconds, _end_now, args=(seconds,))
+    _ender.daemon = True
+    _ender.start()
+
+
+def cancel_end() -> None:
+    """Call off :func:`end_after` (a caller that goes on living after a handled failure)."""
+    faulthandler.cancel_dump_traceback_later()
+    if _ender is not None:
+        _ender.cancel()
+
+
+def _end_now(seconds: float) -> None:
+    print(
+        f"{errors.program}: error: still running {seconds:g} s after its failure was handled; "
+        "ending the process",
+        file=sys.stderr,
+        flush=True,
+    )
+    faulthandler.dump_traceback(all_threads=True)
+    remove_guarded()
+    os._exit(1)
 
 
 def watch(comm: Comm, store: dist.Store) -> None:
