@@ -166,24 +166,17 @@ def test_a_rank_whose_clean_up_hangs_after_its_failure_is_ended_without_its_fold
     """The bound on a failed rank's exit: a timer ends it, with an error line and every
     thread's stack, and removes its guarded folder first (faulthandler's own exit, the only
     bound before, left it). A process that exits in time is not held up by the timer."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    hung = subprocess.run(
-        [sys.executable, "-c", HUNG_CLEAN_UP, str(tmp_path / "hung"), "0.5", "60"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+    def run(name: str, after: str, clean_up: str, timeout: int) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-c", HUNG_CLEAN_UP, str(tmp_path / name), after, clean_up]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+
+    hung = run("hung", "0.5", "60", timeout=60)
     assert hung.returncode == 1, hung.stderr
     assert "error: still running 0.5 s after its failure was handled" in hung.stderr
     assert 'File "<string>", line 11 in <module>' in hung.stderr  # the stuck main thread
     assert not (tmp_path / "hung").exists()
-    done = subprocess.run(
-        [sys.executable, "-c", HUNG_CLEAN_UP, str(tmp_path / "done"), "30", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=20,
-    )
+    done = run("done", "30", "0", timeout=20)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "done").exists()
