@@ -188,13 +188,20 @@ def cancel_end() -> None:
 
 
 def _end_now(seconds: float) -> None:
-    print(
-        f"{errors.program}: error: still running {seconds:g} s after its failure was handled; "
-        "ending the process",
-        file=sys.stderr,
-        flush=True,
+    _exit_now(
+        f"still running {seconds:g} s after its failure was handled; ending the process",
+        stacks=True,
     )
-    faulthandler.dump_traceback(all_threads=True)
+
+
+def _exit_now(line: str, *, stacks: bool = False) -> None:
+    """Print ``line`` as this process's error (and every thread's stack with ``stacks``), remove
+    the folders it guards (``os._exit`` runs no clean-up) and exit with status 1; should that
+    clean-up hang, faulthandler ends the process 10 s later."""
+    faulthandler.dump_traceback_later(10.0, exit=True)
+    print(f"{errors.program}: error: {line}", file=sys.stderr, flush=True)
+    if stacks:
+        faulthandler.dump_traceback(all_threads=True)
     remove_guarded()
     os._exit(1)
 
@@ -222,12 +229,7 @@ def watch(comm: Comm, store: dist.Store) -> None:
         if comm.handled.wait(comm.grace) or comm.stop.is_set():
             return
         # the main thread is stuck (in a collective, or a hang of its own): stop it from here
-        faulthandler.dump_traceback_later(10.0, exit=True)
-        print(
-            f"{errors.program}: error: stopping rank {comm.rank} ({comm.what} at step "
-            f"{comm.step}, not responding): {reported}",
-            file=sys.stderr,
-            flush=True,
+        _exit_now(
+            f"stopping rank {comm.rank} ({comm.what} at step {comm.step}, not responding): "
+            f"{reported}"
         )
-        remove_guarded()  # os._exit runs no clean-up: a rank 0's staging folder goes first
-        os._exit(1)
