@@ -175,7 +175,8 @@ def end_after(seconds: float) -> None:
     global _ender
     cancel_end()
     faulthandler.dump_traceback_later(seconds + 10.0, exit=True)
-    _ender = threading.Timer(seconds, _end_now, args=(seconds,))
+    line = f"still running {seconds:g} s after its failure was handled; ending the process"
+    _ender = threading.Timer(seconds, _exit_now, args=(line,), kwargs={"stacks": True})
     _ender.daemon = True
     _ender.start()
 
@@ -185,13 +186,6 @@ def cancel_end() -> None:
     faulthandler.cancel_dump_traceback_later()
     if _ender is not None:
         _ender.cancel()
-
-
-def _end_now(seconds: float) -> None:
-    _exit_now(
-        f"still running {seconds:g} s after its failure was handled; ending the process",
-        stacks=True,
-    )
 
 
 def _exit_now(line: str, *, stacks: bool = False) -> None:
